@@ -1,0 +1,35 @@
+//! Time as the algorithms see it: integer nanoseconds on the server's clock, passed in by the caller.
+
+/// A point in time or a duration, in nanoseconds. Signed so that differences are plain subtraction;
+/// an i64 spans ±292 years around the Unix epoch.
+pub type Nanos = i64;
+
+pub const NANOS_PER_MS: Nanos = 1_000_000;
+pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
+
+/// The longest state horizon any limiter may have (about 95 years): a bucket's full refill time or a
+/// window. It keeps `now + horizon` far inside i64 for any clock reading of this century.
+pub const MAX_HORIZON_NS: Nanos = 3_000_000_000 * NANOS_PER_SEC;
+
+/// Milliseconds, rounded up: a client that waits this long has waited at least `ns`.
+pub fn ceil_ms(ns: Nanos) -> i64 {
+    if ns <= 0 {
+        return 0;
+    }
+    // Signed div_ceil is not stable; ns > 0 here, so this is the same.
+    ns / NANOS_PER_MS + Nanos::from(ns % NANOS_PER_MS != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ceil_ms_rounds_up_and_floors_at_zero() {
+        assert_eq!(ceil_ms(0), 0);
+        assert_eq!(ceil_ms(-5), 0);
+        assert_eq!(ceil_ms(1), 1);
+        assert_eq!(ceil_ms(NANOS_PER_MS), 1);
+        assert_eq!(ceil_ms(NANOS_PER_MS + 1), 2);
+    }
+}

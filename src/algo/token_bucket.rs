@@ -1,0 +1,276 @@
+//! The token bucket, computed as GCRA (generic cell rate algorithm).
+//!
+//! A bucket of `capacity` tokens refilled at `rate` tokens per second is fully described by one
+//! number: its theoretical arrival time (TAT), the instant at which it will be full again. With
+//! `interval` the time one token takes to refill and `tau = capacity * interval`, a bucket whose TAT
+//! lies `backlog = TAT - now` in the future holds `(tau - backlog) / interval` tokens. Taking `cost`
+//! tokens moves TAT forward by `cost * interval`, and is allowed while the backlog stays within `tau`.
+//! This is exactly a continuously refilled token bucket, with one integer of state instead of two.
+//!
+//! All times are integer nanoseconds. The refill interval is `ceil(1e9 / rate)` ns, so the effective
+//! rate is never above the requested one (relative error below `rate / 1e9`), and capacity is exact.
+
+use super::decimal::Decimal;
+use super::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_SEC};
+use super::verdict::Verdict;
+
+/// Why token bucket parameters are unusable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketError {
+    /// The rate is zero.
+    RateNotPositive,
+    /// The rate is above one token per nanosecond, which the integer clock cannot express.
+    RateTooLarge,
+    /// Filling the bucket would take longer than [`MAX_HORIZON_NS`].
+    RefillTooLong,
+    /// A capacity of zero never admits anything.
+    CapacityZero,
+}
+
+/// Valid token bucket parameters: a capacity of at least one token and a refill interval of at least
+/// one nanosecond, with a full refill that fits in the clock's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBucket {
+    capacity: u64,
+    interval_ns: Nanos,
+    tau_ns: Nanos,
+}
+
+/// The outcome of one request against a bucket: remaining counts whole tokens, reset_after is the
+/// time until the bucket is full again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenDecision {
+    pub verdict: Verdict,
+    /// The state to store, when the request changed it (allowed with cost > 0).
+    pub new_tat: Option<Nanos>,
+}
+
+impl TokenBucket {
+    pub fn new(capacity: u64, rate: Decimal) -> Result<TokenBucket, BucketError> {
+        if capacity == 0 {
+            return Err(BucketError::CapacityZero);
+        }
+        if rate.is_zero() {
+            return Err(BucketError::RateNotPositive);
+        }
+        let ns_per_sec = NANOS_PER_SEC as u128;
+        // A rate above 1e9 tokens/s would need a sub-nanosecond interval.
+        if rate.mul_ceil(1).is_none_or(|r| r > ns_per_sec) {
+            return Err(BucketError::RateTooLarge);
+        }
+        let too_long = BucketError::RefillTooLong;
+        let interval = rate.div_ceil_into(ns_per_sec).ok_or(too_long)?;
+        let tau = interval.checked_mul(u128::from(capacity)).ok_or(too_long)?;
+        if tau > MAX_HORIZON_NS as u128 {
+            return Err(too_long);
+        }
+        Ok(TokenBucket { capacity, interval_ns: interval as Nanos, tau_ns: tau as Nanos })
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Time one token takes to refill.
+    pub fn interval_ns(&self) -> Nanos {
+        self.interval_ns
+    }
+
+    /// Decides a request of `cost` tokens at `now`, given the stored TAT (None for a new or expired
+    /// key, which is a full bucket). A TAT more than a full refill ahead of `now` (written by a clock
+    /// that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock fault
+    /// never grants extra tokens and never locks a client out for longer than one refill.
+    pub fn decide(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
+        let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.tau_ns);
+        let verdict = |allowed: bool, backlog: Nanos, retry_after_ns: Option<Nanos>| Verdict {
+            allowed,
+            limit: self.capacity,
+            remaining: ((self.tau_ns - backlog) / self.interval_ns) as u64,
+            retry_after_ns,
+            reset_after_ns: backlog,
+        };
+        if cost > self.capacity {
+            return TokenDecision { verdict: verdict(false, backlog, None), new_tat: None };
+        }
+        // cost <= capacity, so cost * interval <= tau, which fits.
+        let after = backlog + cost as Nanos * self.interval_ns;
+        if after > self.tau_ns {
+            return TokenDecision { verdict: verdict(false, backlog, Some(after - self.tau_ns)), new_tat: None };
+        }
+        TokenDecision {
+            verdict: verdict(true, after, Some(0)),
+            new_tat: (cost > 0).then(|| now.saturating_add(after)),
+        }
+    }
+
+    /// The TAT after giving `tokens` back at `now`: never more tokens than capacity. None when nothing
+    /// changes (the bucket is already full, or nothing is refunded).
+    pub fn refund(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
+        let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.tau_ns);
+        if backlog == 0 || tokens == 0 {
+            return None;
+        }
+        let credit = (tokens.min(self.capacity) as Nanos).saturating_mul(self.interval_ns);
+        Some(now.saturating_add(backlog.saturating_sub(credit)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: Nanos = 1_000_000;
+    const SEC: Nanos = NANOS_PER_SEC;
+    const T0: Nanos = 1_700_000_000 * SEC;
+
+    fn bucket(capacity: u64, rate: &str) -> TokenBucket {
+        TokenBucket::new(capacity, Decimal::parse(rate.as_bytes()).unwrap()).unwrap()
+    }
+
+    fn run(b: &TokenBucket, tat: &mut Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
+        let d = b.decide(*tat, now, cost);
+        if let Some(t) = d.new_tat {
+            *tat = Some(t);
+        }
+        d
+    }
+
+    #[test]
+    fn seed_lab_burst_refill_and_first_denial() {
+        let b = bucket(10, "5");
+        let mut tat = None;
+        for i in 0..10 {
+            let d = run(&b, &mut tat, T0, 1);
+            assert!(d.verdict.allowed);
+            assert_eq!(d.verdict.remaining, 9 - i);
+        }
+        let denied = run(&b, &mut tat, T0, 1);
+        assert_eq!(
+            denied,
+            TokenDecision {
+                verdict: Verdict {
+                    allowed: false,
+                    limit: 10,
+                    remaining: 0,
+                    retry_after_ns: Some(200 * MS),
+                    reset_after_ns: 2 * SEC
+                },
+                new_tat: None
+            }
+        );
+        let allowed_after_a_second = (0..8).filter(|_| run(&b, &mut tat, T0 + SEC, 1).verdict.allowed).count();
+        assert_eq!(allowed_after_a_second, 5);
+    }
+
+    #[test]
+    fn table_of_single_requests() {
+        // (capacity, rate, previous backlog, cost) -> (allowed, remaining, retry, reset)
+        let cases: &[(u64, &str, Nanos, u64, bool, u64, Option<Nanos>, Nanos)] = &[
+            (10, "5", 0, 1, true, 9, Some(0), 200 * MS),
+            (10, "5", 0, 10, true, 0, Some(0), 2 * SEC),
+            (10, "5", 0, 11, false, 10, None, 0),
+            (10, "5", 0, 0, true, 10, Some(0), 0),
+            (10, "5", 1900 * MS, 1, false, 0, Some(100 * MS), 1900 * MS),
+            (10, "5", 1000 * MS, 5, true, 0, Some(0), 2 * SEC),
+            (10, "5", 1000 * MS, 6, false, 5, Some(200 * MS), 1000 * MS),
+            (1, "0.5", 0, 1, true, 0, Some(0), 2 * SEC),
+            (1, "0.5", 1 * SEC, 1, false, 0, Some(1 * SEC), 1 * SEC),
+            (3, "3", 0, 3, true, 0, Some(0), 3 * 333_333_334),
+        ];
+        for &(cap, rate, backlog, cost, allowed, remaining, retry, reset) in cases {
+            let b = bucket(cap, rate);
+            let tat = (backlog > 0).then_some(T0 + backlog);
+            let d = b.decide(tat, T0, cost);
+            assert_eq!(
+                (d.verdict.allowed, d.verdict.remaining, d.verdict.retry_after_ns, d.verdict.reset_after_ns),
+                (allowed, remaining, retry, reset),
+                "case cap={cap} rate={rate} backlog={backlog} cost={cost}"
+            );
+        }
+    }
+
+    #[test]
+    fn peek_and_denial_write_nothing() {
+        let b = bucket(2, "1");
+        assert_eq!(b.decide(None, T0, 0).new_tat, None);
+        assert_eq!(b.decide(Some(T0 + 2 * SEC), T0, 1).new_tat, None);
+    }
+
+    #[test]
+    fn clock_faults_never_grant_tokens_nor_lock_out_beyond_one_refill() {
+        let b = bucket(10, "5");
+        // A TAT an hour ahead (clock stepped back an hour): an empty bucket, refilled in 2 s.
+        let d = b.decide(Some(T0 + 3600 * SEC), T0, 1);
+        assert!(!d.verdict.allowed);
+        assert_eq!(d.verdict.remaining, 0);
+        assert_eq!(d.verdict.retry_after_ns, Some(200 * MS));
+        assert_eq!(d.verdict.reset_after_ns, 2 * SEC);
+    }
+
+    #[test]
+    fn refund_gives_back_up_to_capacity() {
+        let b = bucket(10, "5");
+        assert_eq!(b.refund(Some(T0 + SEC), T0, 2), Some(T0 + 600 * MS));
+        assert_eq!(b.refund(Some(T0 + SEC), T0, 100), Some(T0));
+        assert_eq!(b.refund(None, T0, 3), None);
+        assert_eq!(b.refund(Some(T0 - SEC), T0, 3), None);
+    }
+
+    #[test]
+    fn rejects_parameters_it_cannot_compute_exactly() {
+        let rate = |s: &str| Decimal::parse(s.as_bytes()).unwrap();
+        assert_eq!(TokenBucket::new(0, rate("1")), Err(BucketError::CapacityZero));
+        assert_eq!(TokenBucket::new(1, rate("0")), Err(BucketError::RateNotPositive));
+        assert_eq!(TokenBucket::new(1, rate("2e9")), Err(BucketError::RateTooLarge));
+        assert_eq!(TokenBucket::new(1, rate("1e-300")), Err(BucketError::RefillTooLong));
+        assert_eq!(TokenBucket::new(u64::MAX, rate("1")), Err(BucketError::RefillTooLong));
+        assert!(TokenBucket::new(1, rate("1e9")).is_ok());
+        assert!(TokenBucket::new(1_000_000_000, rate("1000")).is_ok());
+    }
+
+    proptest! {
+        /// Over any request stream, admitted tokens never exceed capacity + refill over elapsed time,
+        /// remaining never exceeds capacity, and a denial leaves the state untouched.
+        #[test]
+        fn never_admits_more_than_capacity_plus_refill(
+            capacity in 1u64..50,
+            rate_milli in 1u64..20_000,
+            steps in proptest::collection::vec((0i64..2_000_000_000, 0u64..60), 1..200),
+        ) {
+            let rate = Decimal { mantissa: rate_milli as u128, exponent: -3 };
+            let b = TokenBucket::new(capacity, rate).unwrap();
+            let mut tat = None;
+            let mut now = T0;
+            let mut admitted: u128 = 0;
+            for (gap, cost) in steps {
+                now += gap;
+                let d = b.decide(tat, now, cost);
+                prop_assert!(d.verdict.remaining <= capacity);
+                if d.verdict.allowed {
+                    admitted += cost as u128;
+                    if let Some(t) = d.new_tat { tat = Some(t); }
+                } else {
+                    prop_assert_eq!(d.new_tat, None);
+                    prop_assert!(d.verdict.retry_after_ns.is_none_or(|r| r > 0));
+                }
+                let elapsed = (now - T0) as u128;
+                // capacity + rate * elapsed, rate = rate_milli / 1000 tokens per second
+                let bound = capacity as u128 + (rate_milli as u128 * elapsed) / (1000 * NANOS_PER_SEC as u128);
+                prop_assert!(admitted <= bound, "admitted {} > bound {}", admitted, bound);
+            }
+        }
+
+        /// Waiting retry_after is always enough, and waiting less is never enough.
+        #[test]
+        fn retry_after_is_exact(capacity in 1u64..50, rate_milli in 1u64..20_000, backlog_frac in 0u64..=1000, cost in 1u64..50) {
+            let b = TokenBucket::new(capacity, Decimal { mantissa: rate_milli as u128, exponent: -3 }).unwrap();
+            let tat = Some(T0 + (b.tau_ns as i128 * backlog_frac as i128 / 1000) as Nanos);
+            let d = b.decide(tat, T0, cost);
+            if let (false, Some(retry)) = (d.verdict.allowed, d.verdict.retry_after_ns) {
+                prop_assert!(b.decide(tat, T0 + retry, cost).verdict.allowed);
+                prop_assert!(!b.decide(tat, T0 + retry - 1, cost).verdict.allowed);
+            }
+        }
+    }
+}
