@@ -64,7 +64,11 @@ impl TokenBucket {
         if tau > MAX_HORIZON_NS as u128 {
             return Err(too_long);
         }
-        Ok(TokenBucket { capacity, interval_ns: interval as Nanos, tau_ns: tau as Nanos })
+        Ok(TokenBucket {
+            capacity,
+            interval_ns: interval as Nanos,
+            tau_ns: tau as Nanos,
+        })
     }
 
     pub fn capacity(&self) -> u64 {
@@ -90,12 +94,18 @@ impl TokenBucket {
             reset_after_ns: backlog,
         };
         if cost > self.capacity {
-            return TokenDecision { verdict: verdict(false, backlog, None), new_tat: None };
+            return TokenDecision {
+                verdict: verdict(false, backlog, None),
+                new_tat: None,
+            };
         }
         // cost <= capacity, so cost * interval <= tau, which fits.
         let after = backlog + cost as Nanos * self.interval_ns;
         if after > self.tau_ns {
-            return TokenDecision { verdict: verdict(false, backlog, Some(after - self.tau_ns)), new_tat: None };
+            return TokenDecision {
+                verdict: verdict(false, backlog, Some(after - self.tau_ns)),
+                new_tat: None,
+            };
         }
         TokenDecision {
             verdict: verdict(true, after, Some(0)),
@@ -111,7 +121,7 @@ impl TokenBucket {
             return None;
         }
         let credit = (tokens.min(self.capacity) as Nanos).saturating_mul(self.interval_ns);
-        Some(now.saturating_add(backlog.saturating_sub(credit)))
+        Some(now.saturating_add((backlog - credit).max(0)))
     }
 }
 
@@ -159,14 +169,17 @@ mod tests {
                 new_tat: None
             }
         );
-        let allowed_after_a_second = (0..8).filter(|_| run(&b, &mut tat, T0 + SEC, 1).verdict.allowed).count();
+        let allowed_after_a_second = (0..8)
+            .filter(|_| run(&b, &mut tat, T0 + SEC, 1).verdict.allowed)
+            .count();
         assert_eq!(allowed_after_a_second, 5);
     }
 
     #[test]
     fn table_of_single_requests() {
         // (capacity, rate, previous backlog, cost) -> (allowed, remaining, retry, reset)
-        let cases: &[(u64, &str, Nanos, u64, bool, u64, Option<Nanos>, Nanos)] = &[
+        type Case = (u64, &'static str, Nanos, u64, bool, u64, Option<Nanos>, Nanos);
+        let cases: &[Case] = &[
             (10, "5", 0, 1, true, 9, Some(0), 200 * MS),
             (10, "5", 0, 10, true, 0, Some(0), 2 * SEC),
             (10, "5", 0, 11, false, 10, None, 0),
@@ -175,7 +188,7 @@ mod tests {
             (10, "5", 1000 * MS, 5, true, 0, Some(0), 2 * SEC),
             (10, "5", 1000 * MS, 6, false, 5, Some(200 * MS), 1000 * MS),
             (1, "0.5", 0, 1, true, 0, Some(0), 2 * SEC),
-            (1, "0.5", 1 * SEC, 1, false, 0, Some(1 * SEC), 1 * SEC),
+            (1, "0.5", SEC, 1, false, 0, Some(SEC), SEC),
             (3, "3", 0, 3, true, 0, Some(0), 3 * 333_333_334),
         ];
         for &(cap, rate, backlog, cost, allowed, remaining, retry, reset) in cases {
@@ -183,7 +196,12 @@ mod tests {
             let tat = (backlog > 0).then_some(T0 + backlog);
             let d = b.decide(tat, T0, cost);
             assert_eq!(
-                (d.verdict.allowed, d.verdict.remaining, d.verdict.retry_after_ns, d.verdict.reset_after_ns),
+                (
+                    d.verdict.allowed,
+                    d.verdict.remaining,
+                    d.verdict.retry_after_ns,
+                    d.verdict.reset_after_ns
+                ),
                 (allowed, remaining, retry, reset),
                 "case cap={cap} rate={rate} backlog={backlog} cost={cost}"
             );
@@ -223,8 +241,18 @@ mod tests {
         assert_eq!(TokenBucket::new(0, rate("1")), Err(BucketError::CapacityZero));
         assert_eq!(TokenBucket::new(1, rate("0")), Err(BucketError::RateNotPositive));
         assert_eq!(TokenBucket::new(1, rate("2e9")), Err(BucketError::RateTooLarge));
-        assert_eq!(TokenBucket::new(1, rate("1e-300")), Err(BucketError::RefillTooLong));
-        assert_eq!(TokenBucket::new(u64::MAX, rate("1")), Err(BucketError::RefillTooLong));
+        assert_eq!(
+            TokenBucket::new(1, rate("1e-30")),
+            Err(BucketError::RefillTooLong)
+        );
+        assert_eq!(
+            TokenBucket::new(1, rate("1e-20")),
+            Err(BucketError::RefillTooLong)
+        );
+        assert_eq!(
+            TokenBucket::new(u64::MAX, rate("1")),
+            Err(BucketError::RefillTooLong)
+        );
         assert!(TokenBucket::new(1, rate("1e9")).is_ok());
         assert!(TokenBucket::new(1_000_000_000, rate("1000")).is_ok());
     }

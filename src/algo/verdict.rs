@@ -23,7 +23,11 @@ pub struct Verdict {
 pub fn most_restrictive(verdicts: &[Verdict]) -> Option<usize> {
     let key = |v: &Verdict| {
         // Larger is more restrictive.
-        let wait = if v.allowed { -1 } else { v.retry_after_ns.unwrap_or(Nanos::MAX) };
+        let wait = if v.allowed {
+            -1
+        } else {
+            v.retry_after_ns.unwrap_or(Nanos::MAX)
+        };
         (!v.allowed, wait, std::cmp::Reverse(v.remaining))
     };
     let mut best: Option<usize> = None;
@@ -40,14 +44,29 @@ mod tests {
     use super::*;
 
     fn v(allowed: bool, remaining: u64, retry: Option<Nanos>) -> Verdict {
-        Verdict { allowed, limit: 10, remaining, retry_after_ns: retry, reset_after_ns: 0 }
+        Verdict {
+            allowed,
+            limit: 10,
+            remaining,
+            retry_after_ns: retry,
+            reset_after_ns: 0,
+        }
     }
 
     #[test]
     fn picks_the_longest_denial_then_the_fewest_remaining() {
         assert_eq!(most_restrictive(&[]), None);
-        assert_eq!(most_restrictive(&[v(true, 5, Some(0)), v(true, 2, Some(0)), v(true, 2, Some(0))]), Some(1));
-        assert_eq!(most_restrictive(&[v(true, 0, Some(0)), v(false, 3, Some(10)), v(false, 1, Some(20))]), Some(2));
-        assert_eq!(most_restrictive(&[v(false, 0, Some(5)), v(false, 9, None)]), Some(1));
+        assert_eq!(
+            most_restrictive(&[v(true, 5, Some(0)), v(true, 2, Some(0)), v(true, 2, Some(0))]),
+            Some(1)
+        );
+        assert_eq!(
+            most_restrictive(&[v(true, 0, Some(0)), v(false, 3, Some(10)), v(false, 1, Some(20))]),
+            Some(2)
+        );
+        assert_eq!(
+            most_restrictive(&[v(false, 0, Some(5)), v(false, 9, None)]),
+            Some(1)
+        );
     }
 }

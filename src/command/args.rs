@@ -43,9 +43,16 @@ mod tests {
         assert_eq!(parse("0"), Ok(0));
         assert_eq!(parse("+12"), Ok(12));
         assert_eq!(parse("18446744073709551615"), Ok(u64::MAX));
-        assert_eq!(parse("18446744073709551616"), Err(RlError::invalid("cost", "too large")));
+        assert_eq!(
+            parse("18446744073709551616"),
+            Err(RlError::invalid("cost", "too large"))
+        );
         for bad in ["", "-1", "1.5", "1e3", " 1", "abc", "+"] {
-            assert_eq!(parse(bad), Err(RlError::invalid("cost", "must be a whole number >= 0")), "{bad:?}");
+            assert_eq!(
+                parse(bad),
+                Err(RlError::invalid("cost", "must be a whole number >= 0")),
+                "{bad:?}"
+            );
         }
         assert_eq!(
             whole(b"0", "capacity", 1, "must be a whole number >= 1"),
@@ -59,7 +66,10 @@ mod tests {
         assert!(parse("0.5").is_ok());
         assert_eq!(parse("0"), Err(RlError::invalid("rate", "must be a number > 0")));
         assert_eq!(parse("-2"), Err(RlError::invalid("rate", "must be a number > 0")));
-        assert_eq!(parse("nan"), Err(RlError::invalid("rate", "must be a number > 0")));
+        assert_eq!(
+            parse("nan"),
+            Err(RlError::invalid("rate", "must be a number > 0"))
+        );
         assert_eq!(parse("1e400"), Err(RlError::invalid("rate", "out of range")));
     }
 }

@@ -58,12 +58,21 @@ impl Reply {
             return None;
         }
         let message = String::from_utf8_lossy(self.bytes()).into_owned();
-        Some(if message.starts_with("WRONGTYPE") { RlError::WrongType } else { RlError::Server(message) })
+        Some(if message.starts_with("WRONGTYPE") {
+            RlError::WrongType
+        } else {
+            RlError::Server(message)
+        })
     }
 }
 
 fn call_fn() -> Result<
-    unsafe extern "C" fn(*mut raw::RedisModuleCtx, *const c_char, *const c_char, ...) -> *mut raw::RedisModuleCallReply,
+    unsafe extern "C" fn(
+        *mut raw::RedisModuleCtx,
+        *const c_char,
+        *const c_char,
+        ...
+    ) -> *mut raw::RedisModuleCallReply,
     RlError,
 > {
     // SAFETY: reading a function pointer set once by RedisModule_Init.

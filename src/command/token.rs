@@ -32,15 +32,22 @@ fn parse_group(args: &[RedisString]) -> Result<Request<'_>, RlError> {
             RlError::invalid("capacity", "capacity / rate must be at most 3000000000 seconds")
         }
     })?;
-    Ok(Request { key: &args[0], bucket, cost })
+    Ok(Request {
+        key: &args[0],
+        bucket,
+        cost,
+    })
 }
 
 /// Parses the key groups; every key at most once.
 fn parse_requests(args: &[RedisString]) -> Result<Vec<Request<'_>>, RlError> {
-    if args.is_empty() || args.len() % GROUP != 0 {
+    if args.is_empty() || !args.len().is_multiple_of(GROUP) {
         return Err(RlError::WrongArity);
     }
-    let requests = args.chunks(GROUP).map(parse_group).collect::<Result<Vec<_>, _>>()?;
+    let requests = args
+        .chunks(GROUP)
+        .map(parse_group)
+        .collect::<Result<Vec<_>, _>>()?;
     for (i, r) in requests.iter().enumerate() {
         if requests[..i].iter().any(|p| p.key.as_slice() == r.key.as_slice()) {
             return Err(RlError::DuplicateKey);

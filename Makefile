@@ -1,0 +1,32 @@
+# The two commands: `make demo` (the main job) and `make test` (the whole suite).
+CARGO ?= cargo
+MODULE := target/release/libredis_ratelimit.so
+
+.PHONY: all deps build demo test check fmt clippy clean
+
+all: build
+
+deps:
+	@scripts/ensure-deps.sh
+
+build: deps
+	$(CARGO) build --release
+
+# Starts a throwaway module-enabled redis-server on a free port, runs the lab scenarios, stops it.
+demo: build
+	$(CARGO) run --release --quiet --example demo
+
+# Unit and property tests of the pure code, then integration tests against real servers.
+test: build
+	$(CARGO) test --release --workspace
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+clippy: deps
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+check: fmt clippy test
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,213 @@
+//! Throwaway redis-server processes with the ratelimit module loaded, on free loopback ports, killed
+//! when dropped (also when a test panics). Used by the integration tests, the demo and the benchmarks.
+//!
+//! Environment:
+//! - `RL_MODULE`: the module to load (default: `target/release/libredis_ratelimit.so` of this repo).
+//! - `RL_REDIS_SERVER`: the server binary (default: `redis-server` on PATH).
+//! - `RL_TEST_REDIS_URL`: run single-server tests against this server instead of starting one.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub use redis;
+
+/// The module's shared object.
+pub fn module_path() -> PathBuf {
+    if let Ok(p) = std::env::var("RL_MODULE") {
+        return PathBuf::from(p);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit lives in the repo");
+    root.join("target/release/libredis_ratelimit.so")
+}
+
+/// The redis-server binary.
+pub fn server_binary() -> String {
+    std::env::var("RL_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+/// An external server to test against instead of starting one, from `RL_TEST_REDIS_URL`.
+pub fn external_url() -> Option<String> {
+    std::env::var("RL_TEST_REDIS_URL").ok().filter(|u| !u.is_empty())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+fn scratch_dir() -> PathBuf {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "rl-test-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("cannot create a scratch directory");
+    dir
+}
+
+/// A redis-server child process, or an external server; killed and cleaned up on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    url: String,
+    pub dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Server {
+    /// A server with the module loaded and the given extra configuration (`["--appendonly", "yes"]`).
+    pub fn start(extra: &[&str]) -> Server {
+        Self::start_in(
+            scratch_dir(),
+            free_port(),
+            extra.iter().map(|s| s.to_string()).collect(),
+        )
+    }
+
+    /// Like [`Server::start`], unless `RL_TEST_REDIS_URL` names a server to use instead.
+    pub fn single() -> Server {
+        match external_url() {
+            Some(url) => Server {
+                child: None,
+                port: 0,
+                url,
+                dir: PathBuf::new(),
+                args: vec![],
+            },
+            None => Self::start(&[]),
+        }
+    }
+
+    /// A fresh server for tests that need their own (replicas, restarts), or None, with a message, when
+    /// `RL_TEST_REDIS_URL` says to use an external server.
+    pub fn own(extra: &[&str]) -> Option<Server> {
+        if external_url().is_some() {
+            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            return None;
+        }
+        Some(Self::start(extra))
+    }
+
+    fn start_in(dir: PathBuf, port: u16, args: Vec<String>) -> Server {
+        let module = module_path();
+        assert!(
+            module.exists(),
+            "{} is missing: run `cargo build --release` (make test does)",
+            module.display()
+        );
+        let log = std::fs::File::create(dir.join("server.log")).expect("cannot create the server log");
+        let child = Command::new(server_binary())
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--dir",
+            ])
+            .arg(&dir)
+            .args(["--enable-debug-command", "local", "--loadmodule"])
+            .arg(&module)
+            .args(&args)
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", server_binary()));
+        let server = Server {
+            child: Some(child),
+            port,
+            url: format!("redis://127.0.0.1:{port}/"),
+            dir,
+            args,
+        };
+        server.wait_ready();
+        server
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut c) = self.try_conn() {
+                // LOADING while an AOF or RDB is read: wait for a real answer.
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not start; see {}",
+                self.port,
+                self.dir.join("server.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url.as_str())?.get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    /// A new connection to the server.
+    pub fn conn(&self) -> redis::Connection {
+        self.try_conn()
+            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url))
+    }
+
+    /// Stops the server (SHUTDOWN with the given mode, e.g. "NOSAVE" or "SAVE") and starts it again
+    /// with the same port, directory and configuration, so it reloads what it persisted.
+    pub fn restart(&mut self, shutdown: &str) {
+        if let Some(mut child) = self.child.take() {
+            let _ = redis::cmd("SHUTDOWN").arg(shutdown).exec(&mut self.conn());
+            let _ = child.wait();
+        }
+        let fresh = Self::start_in(self.dir.clone(), self.port, self.args.clone());
+        // The old value owns no process any more, so dropping it leaves the shared directory alone.
+        drop(std::mem::replace(self, fresh));
+    }
+
+    /// Whether this is a server the tests started (not `RL_TEST_REDIS_URL`).
+    pub fn is_own(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A key name unique to this process and call, so tests sharing an external server never collide.
+pub fn unique_key(prefix: &str) -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}:{}:{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// One field of `INFO`, e.g. `info_field(&mut c, "persistence", "rdb_changes_since_last_save")`.
+pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(con).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|rest| rest.strip_prefix(':')))
+        .map(|v| v.trim().to_string())
+}

@@ -1,0 +1,85 @@
+//! Helpers shared by the integration tests: mixed traffic and state comparison between servers.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::time::{Duration, Instant};
+use testkit::redis::{self, Connection, Value};
+use testkit::{info_field, Server};
+
+/// Runs a deterministic mix of allowed and denied RL.TOKEN calls (single and multi-key, peeks,
+/// over-capacity costs) over `keys` keys, and returns how many were allowed and denied.
+pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, keys: usize) -> (usize, usize) {
+    let (mut allowed, mut denied) = (0, 0);
+    for i in 0..calls {
+        let key = format!("{prefix}:{{t}}:{}", i % keys);
+        let cost = (i * 7 % 5) as u64; // 0..4, capacity 5: some calls cost more than is left
+        let mut cmd = redis::cmd("RL.TOKEN");
+        cmd.arg(&key).arg(5).arg("0.01").arg(cost);
+        if i % 10 == 3 {
+            cmd.arg(format!("{prefix}:{{t}}:global"))
+                .arg(40)
+                .arg("0.02")
+                .arg(1);
+        }
+        let reply: Vec<i64> = cmd.query(con).expect("RL.TOKEN failed");
+        if reply[0] == 1 {
+            allowed += 1
+        } else {
+            denied += 1
+        }
+    }
+    (allowed, denied)
+}
+
+pub fn digest(con: &mut Connection) -> String {
+    redis::cmd("DEBUG")
+        .arg("DIGEST")
+        .query(con)
+        .expect("DEBUG DIGEST failed")
+}
+
+pub fn dbsize(con: &mut Connection) -> i64 {
+    redis::cmd("DBSIZE").query(con).unwrap()
+}
+
+/// Starts a replica of `primary` and waits until its link is up.
+pub fn start_replica(primary: &Server) -> Server {
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    let mut con = replica.conn();
+    wait_until("replica link up", || {
+        info_field(&mut con, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    replica
+}
+
+/// Waits until the replica has applied everything the primary sent.
+pub fn wait_in_sync(primary: &mut Connection, replica: &mut Connection) {
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(primary).unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge");
+    wait_until("equal replication offsets", || {
+        info_field(primary, "replication", "master_repl_offset")
+            == info_field(replica, "replication", "slave_repl_offset")
+    });
+}
+
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every key with its value as GET sees it and its absolute expiry, sorted: a readable diff when
+/// digests differ.
+pub fn dump_strings(con: &mut Connection) -> Vec<(String, Value, i64)> {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let v: Value = redis::cmd("DUMP").arg(&k).query(con).unwrap();
+            let t: i64 = redis::cmd("PEXPIRETIME").arg(&k).query(con).unwrap();
+            (k, v, t)
+        })
+        .collect()
+}

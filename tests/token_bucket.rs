@@ -1,0 +1,338 @@
+//! RL.TOKEN against a real server: the seed's "tests worth writing", every reply field, peeks, and
+//! denials that write nothing.
+
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+use testkit::redis::{self, Connection, Value};
+use testkit::{info_field, unique_key, Server};
+
+fn token(con: &mut Connection, key: &str, capacity: u64, rate: &str, cost: u64) -> Vec<i64> {
+    redis::cmd("RL.TOKEN")
+        .arg(key)
+        .arg(capacity)
+        .arg(rate)
+        .arg(cost)
+        .query(con)
+        .expect("RL.TOKEN failed")
+}
+
+fn error_of(con: &mut Connection, args: &[&[u8]]) -> String {
+    let mut cmd = redis::cmd("RL.TOKEN");
+    for a in args {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(con) {
+        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+        Ok(v) => panic!("expected an error for {args:?}, got {v:?}"),
+    }
+}
+
+fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
+}
+
+#[test]
+fn capacity_then_denial_with_every_reply_field() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("cap");
+    for i in 0..10 {
+        let r = token(&mut con, &key, 10, "5", 1);
+        assert_eq!(r[..4], [1, 10, 9 - i, 0], "request {i}");
+        // reset_after: (i + 1) tokens missing at 200 ms each, minus the little time that passed.
+        assert!(
+            r[4] <= 200 * (i + 1) && r[4] > 200 * (i + 1) - 100,
+            "reset_after {}",
+            r[4]
+        );
+    }
+    let denied = token(&mut con, &key, 10, "5", 1);
+    assert_eq!(denied[..3], [0, 10, 0]);
+    assert!(denied[3] > 100 && denied[3] <= 200, "retry_after {}", denied[3]);
+    assert!(denied[4] > 1900 && denied[4] <= 2000, "reset_after {}", denied[4]);
+}
+
+#[test]
+fn tokens_refill_at_the_rate() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("refill");
+    // 20 tokens/s: one every 50 ms.
+    for _ in 0..4 {
+        assert_eq!(token(&mut con, &key, 4, "20", 1)[0], 1);
+    }
+    let denied = token(&mut con, &key, 4, "20", 1);
+    assert_eq!(denied[0], 0);
+    std::thread::sleep(Duration::from_millis(denied[3] as u64));
+    assert_eq!(
+        token(&mut con, &key, 4, "20", 1)[0],
+        1,
+        "waiting retry_after_ms must be enough"
+    );
+    std::thread::sleep(Duration::from_millis(120));
+    let allowed = (0..4)
+        .filter(|_| token(&mut con, &key, 4, "20", 1)[0] == 1)
+        .count();
+    // 120 ms at 50 ms per token: 2 tokens back (3 if the calls themselves took a while).
+    assert!((2..=3).contains(&allowed), "{allowed} allowed after 120 ms");
+}
+
+#[test]
+fn concurrent_requests_over_many_connections_admit_exactly_capacity() {
+    let server = Arc::new(Server::single());
+    let key = Arc::new(unique_key("race"));
+    let threads = 50;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (server, key, barrier) = (server.clone(), key.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut con = server.conn();
+                barrier.wait();
+                (0..4)
+                    .filter(|_| token(&mut con, &key, 10, "0.001", 1)[0] == 1)
+                    .count()
+            })
+        })
+        .collect();
+    let allowed: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(allowed, 10, "200 concurrent requests at capacity 10");
+}
+
+#[test]
+fn keys_are_isolated() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let (ada, bob) = (unique_key("ada"), unique_key("bob"));
+    while token(&mut con, &ada, 10, "1", 1)[0] == 1 {}
+    assert_eq!(token(&mut con, &bob, 10, "1", 1)[..3], [1, 10, 9]);
+}
+
+#[test]
+fn cost_takes_several_tokens_and_a_denial_takes_none() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("cost");
+    assert_eq!(token(&mut con, &key, 9, "0.01", 5)[..3], [1, 9, 4]);
+    let denied = token(&mut con, &key, 9, "0.01", 5);
+    assert_eq!(denied[..3], [0, 9, 4]);
+    // One token short at 0.01/s: about 100 s.
+    assert!(
+        denied[3] > 99_000 && denied[3] <= 100_000,
+        "retry_after {}",
+        denied[3]
+    );
+    assert_eq!(
+        token(&mut con, &key, 9, "0.01", 4)[..3],
+        [1, 9, 0],
+        "the denial consumed nothing"
+    );
+    // More than capacity can never succeed.
+    assert_eq!(token(&mut con, &key, 9, "0.01", 10)[..4], [0, 9, 0, -1]);
+}
+
+#[test]
+fn idle_keys_expire_once_the_bucket_is_full() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("ttl");
+    let r = token(&mut con, &key, 2, "10", 2);
+    let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+    assert!(
+        pttl > 0 && pttl <= r[4],
+        "TTL {pttl} ms must be set and end when the bucket is full ({} ms)",
+        r[4]
+    );
+    std::thread::sleep(Duration::from_millis(r[4] as u64 + 150));
+    let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
+    assert_eq!(exists, 0, "the idle key is gone");
+    assert_eq!(
+        token(&mut con, &key, 2, "10", 1)[..3],
+        [1, 2, 1],
+        "a full bucket again"
+    );
+}
+
+#[test]
+fn peek_reports_without_consuming_or_creating() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("peek");
+    assert_eq!(token(&mut con, &key, 5, "1", 0)[..5], [1, 5, 5, 0, 0]);
+    let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
+    assert_eq!(exists, 0, "a peek at a new key creates nothing");
+    token(&mut con, &key, 5, "0.1", 2);
+    let expiry = pexpiretime(&mut con, &key);
+    for _ in 0..3 {
+        assert_eq!(token(&mut con, &key, 5, "0.1", 0)[..3], [1, 5, 3]);
+    }
+    assert_eq!(pexpiretime(&mut con, &key), expiry, "a peek leaves the TTL alone");
+}
+
+#[test]
+fn denials_write_nothing() {
+    let Some(server) = Server::own(&[]) else { return };
+    let mut con = server.conn();
+    let key = unique_key("deny");
+    token(&mut con, &key, 2, "0.01", 2);
+    let value: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let expiry = pexpiretime(&mut con, &key);
+    let dirty = info_field(&mut con, "persistence", "rdb_changes_since_last_save").unwrap();
+    let offset = info_field(&mut con, "replication", "master_repl_offset").unwrap();
+    for cost in [1, 2, 3] {
+        assert_eq!(token(&mut con, &key, 2, "0.01", cost)[0], 0);
+    }
+    let after: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    assert_eq!(after, value);
+    assert_eq!(pexpiretime(&mut con, &key), expiry);
+    assert_eq!(
+        info_field(&mut con, "persistence", "rdb_changes_since_last_save").unwrap(),
+        dirty
+    );
+    assert_eq!(
+        info_field(&mut con, "replication", "master_repl_offset").unwrap(),
+        offset
+    );
+}
+
+#[test]
+fn state_is_one_integer_with_a_ttl() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("state");
+    token(&mut con, &key, 10, "5", 1);
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&key)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(encoding, "int");
+    let kind: String = redis::cmd("TYPE").arg(&key).query(&mut con).unwrap();
+    assert_eq!(kind, "string");
+    assert!(pexpiretime(&mut con, &key) > 0);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_changes_nothing() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("bad");
+    let k = key.as_bytes();
+    let arity = "ERR wrong number of arguments for 'rl.token' command";
+    let cases: Vec<(Vec<&[u8]>, &str)> = vec![
+        (vec![], arity),
+        (vec![k], arity),
+        (vec![k, b"10", b"5"], arity),
+        (vec![k, b"10", b"5", b"1", b"extra"], arity),
+        (
+            vec![k, b"0", b"5", b"1"],
+            "ERR invalid capacity: must be a whole number >= 1",
+        ),
+        (
+            vec![k, b"-3", b"5", b"1"],
+            "ERR invalid capacity: must be a whole number >= 1",
+        ),
+        (
+            vec![k, b"2.5", b"5", b"1"],
+            "ERR invalid capacity: must be a whole number >= 1",
+        ),
+        (
+            vec![k, b"ten", b"5", b"1"],
+            "ERR invalid capacity: must be a whole number >= 1",
+        ),
+        (
+            vec![k, b"99999999999999999999", b"5", b"1"],
+            "ERR invalid capacity: too large",
+        ),
+        (
+            vec![k, b"10", b"0", b"1"],
+            "ERR invalid rate: must be a number > 0 (tokens per second)",
+        ),
+        (
+            vec![k, b"10", b"-1", b"1"],
+            "ERR invalid rate: must be a number > 0 (tokens per second)",
+        ),
+        (
+            vec![k, b"10", b"nan", b"1"],
+            "ERR invalid rate: must be a number > 0 (tokens per second)",
+        ),
+        (
+            vec![k, b"10", b"inf", b"1"],
+            "ERR invalid rate: must be a number > 0 (tokens per second)",
+        ),
+        (vec![k, b"10", b"1e400", b"1"], "ERR invalid rate: out of range"),
+        (
+            vec![k, b"10", b"1e10", b"1"],
+            "ERR invalid rate: must be at most 1000000000 tokens per second",
+        ),
+        (
+            vec![k, b"10", b"1e-30", b"1"],
+            "ERR invalid capacity: capacity / rate must be at most 3000000000 seconds",
+        ),
+        (
+            vec![k, b"10", b"5", b"-1"],
+            "ERR invalid cost: must be a whole number >= 0",
+        ),
+        (
+            vec![k, b"10", b"5", b"1.5"],
+            "ERR invalid cost: must be a whole number >= 0",
+        ),
+        (
+            vec![k, b"10", b"5", b"\xff\xfe"],
+            "ERR invalid cost: must be a whole number >= 0",
+        ),
+        (
+            vec![k, b"10", b"5", b"1", k, b"3", b"1", b"1"],
+            "ERR the same key appears more than once",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(error_of(&mut con, &args), expected, "args {args:?}");
+    }
+    let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
+    assert_eq!(exists, 0, "no bad call wrote anything");
+
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("f")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    assert!(error_of(&mut con, &[k, b"10", b"5", b"1"]).starts_with("WRONGTYPE"));
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("not a number")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        error_of(&mut con, &[k, b"10", b"5", b"1"]),
+        "ERR the key holds a value that is not this limiter's state"
+    );
+    let value: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    assert_eq!(value, "not a number");
+}
+
+#[test]
+fn registered_with_flags_and_key_positions() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RL.TOKEN")
+        .arg("a")
+        .arg(1)
+        .arg(1)
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["a"]);
+    let info: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("rl.token")
+        .query(&mut con)
+        .unwrap();
+    let text = format!("{info:?}");
+    for flag in ["write", "denyoom", "fast"] {
+        assert!(text.contains(flag), "flag {flag} missing in {text}");
+    }
+}
