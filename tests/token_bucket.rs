@@ -138,12 +138,13 @@ fn idle_keys_expire_once_the_bucket_is_full() {
     let key = unique_key("ttl");
     let r = token(&mut con, &key, 2, "10", 2);
     let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+    // The key lives until the bucket is full again (r[4] ms), plus at most one second of slack.
     assert!(
-        pttl > 0 && pttl <= r[4],
-        "TTL {pttl} ms must be set and end when the bucket is full ({} ms)",
+        pttl >= r[4] - 50 && pttl <= r[4] + 1000,
+        "TTL {pttl} ms, bucket full in {} ms",
         r[4]
     );
-    std::thread::sleep(Duration::from_millis(r[4] as u64 + 150));
+    std::thread::sleep(Duration::from_millis(pttl as u64 + 150));
     let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
     assert_eq!(exists, 0, "the idle key is gone");
     assert_eq!(
@@ -151,6 +152,23 @@ fn idle_keys_expire_once_the_bucket_is_full() {
         [1, 2, 1],
         "a full bucket again"
     );
+}
+
+#[test]
+fn the_ttl_never_ends_before_the_bucket_is_full() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("ttl-grow");
+    // Each call pushes the full-again instant 100 ms further; the TTL must follow.
+    for _ in 0..30 {
+        let r = token(&mut con, &key, 50, "10", 1);
+        let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+        assert!(
+            pttl >= r[4] - 5 && pttl <= r[4] + 1000,
+            "TTL {pttl} ms, bucket full in {} ms",
+            r[4]
+        );
+    }
 }
 
 #[test]
@@ -175,14 +193,14 @@ fn denials_write_nothing() {
     let mut con = server.conn();
     let key = unique_key("deny");
     token(&mut con, &key, 2, "0.01", 2);
-    let value: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let value: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
     let expiry = pexpiretime(&mut con, &key);
     let dirty = info_field(&mut con, "persistence", "rdb_changes_since_last_save").unwrap();
     let offset = info_field(&mut con, "replication", "master_repl_offset").unwrap();
     for cost in [1, 2, 3] {
         assert_eq!(token(&mut con, &key, 2, "0.01", cost)[0], 0);
     }
-    let after: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
     assert_eq!(after, value);
     assert_eq!(pexpiretime(&mut con, &key), expiry);
     assert_eq!(
@@ -196,20 +214,25 @@ fn denials_write_nothing() {
 }
 
 #[test]
-fn state_is_one_integer_with_a_ttl() {
+fn state_is_one_eight_byte_string_with_a_ttl() {
     let server = Server::single();
     let mut con = server.conn();
     let key = unique_key("state");
-    token(&mut con, &key, 10, "5", 1);
-    let encoding: String = redis::cmd("OBJECT")
-        .arg("ENCODING")
-        .arg(&key)
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(encoding, "int");
+    let before = now_ns(&mut con);
+    let r = token(&mut con, &key, 10, "5", 1);
     let kind: String = redis::cmd("TYPE").arg(&key).query(&mut con).unwrap();
     assert_eq!(kind, "string");
-    assert!(pexpiretime(&mut con, &key) > 0);
+    let value: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let tat = i64::from_le_bytes(value.try_into().expect("8 bytes"));
+    // The TAT is when the bucket is full again: now + reset_after.
+    let expected = before + r[4] * 1_000_000;
+    assert!((tat - expected).abs() < 50_000_000, "TAT {tat} vs {expected}");
+    assert!(pexpiretime(&mut con, &key) * 1_000_000 >= tat);
+}
+
+fn now_ns(con: &mut Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+    secs * 1_000_000_000 + micros * 1_000
 }
 
 #[test]

@@ -19,8 +19,8 @@ pub struct Verdict {
 
 /// The index of the verdict that limits a combined request: when any denies, the denial that lasts
 /// longest ("never" first); when all allow, the one with the fewest units left. Ties go to the first.
-/// None for an empty slice.
-pub fn most_restrictive(verdicts: &[Verdict]) -> Option<usize> {
+/// None when there are no verdicts.
+pub fn most_restrictive(verdicts: impl IntoIterator<Item = Verdict>) -> Option<usize> {
     let key = |v: &Verdict| {
         // Larger is more restrictive.
         let wait = if v.allowed {
@@ -30,13 +30,13 @@ pub fn most_restrictive(verdicts: &[Verdict]) -> Option<usize> {
         };
         (!v.allowed, wait, std::cmp::Reverse(v.remaining))
     };
-    let mut best: Option<usize> = None;
-    for (i, v) in verdicts.iter().enumerate() {
-        if best.is_none_or(|b| key(v) > key(&verdicts[b])) {
-            best = Some(i);
+    let mut best: Option<(usize, Verdict)> = None;
+    for (i, v) in verdicts.into_iter().enumerate() {
+        if best.is_none_or(|(_, b)| key(&v) > key(&b)) {
+            best = Some((i, v));
         }
     }
-    best
+    best.map(|(i, _)| i)
 }
 
 #[cfg(test)]
@@ -55,17 +55,17 @@ mod tests {
 
     #[test]
     fn picks_the_longest_denial_then_the_fewest_remaining() {
-        assert_eq!(most_restrictive(&[]), None);
+        assert_eq!(most_restrictive([]), None);
         assert_eq!(
-            most_restrictive(&[v(true, 5, Some(0)), v(true, 2, Some(0)), v(true, 2, Some(0))]),
+            most_restrictive([v(true, 5, Some(0)), v(true, 2, Some(0)), v(true, 2, Some(0))]),
             Some(1)
         );
         assert_eq!(
-            most_restrictive(&[v(true, 0, Some(0)), v(false, 3, Some(10)), v(false, 1, Some(20))]),
+            most_restrictive([v(true, 0, Some(0)), v(false, 3, Some(10)), v(false, 1, Some(20))]),
             Some(2)
         );
         assert_eq!(
-            most_restrictive(&[v(false, 0, Some(5)), v(false, 9, None)]),
+            most_restrictive([v(false, 0, Some(5)), v(false, 9, None)]),
             Some(1)
         );
     }

@@ -1,7 +1,8 @@
 //! The command layer's errors, and the one place that turns them into reply strings. Every reply
 //! string starts with an error code (`ERR`, `WRONGTYPE`), as clients expect.
 
-use redis_module::RedisError;
+use redis_module::{raw, Context};
+use std::ffi::CString;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RlError {
@@ -16,12 +17,8 @@ pub enum RlError {
     },
     /// The same key is named twice in one call.
     DuplicateKey,
-    /// An option name that the command does not know.
-    Syntax,
     /// The key is a string, but not one that this limiter wrote.
     BadState,
-    /// An error reply from the server to an internal call, passed on as it came.
-    Server(String),
     /// A bug: a panic caught at the FFI boundary, or an API missing from the server.
     Internal(&'static str),
 }
@@ -32,21 +29,35 @@ impl RlError {
     }
 }
 
-impl From<RlError> for RedisError {
-    fn from(err: RlError) -> RedisError {
-        match err {
-            RlError::WrongArity => RedisError::WrongArity,
-            RlError::WrongType => RedisError::WrongType,
-            RlError::InvalidArg { arg, expected } => {
-                RedisError::String(format!("ERR invalid {arg}: {expected}"))
+impl RlError {
+    /// The reply string, starting with its error code.
+    pub fn message(&self) -> String {
+        match self {
+            RlError::WrongArity => "ERR wrong number of arguments".to_string(),
+            RlError::WrongType => {
+                "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
             }
-            RlError::DuplicateKey => RedisError::Str("ERR the same key appears more than once"),
-            RlError::Syntax => RedisError::Str("ERR syntax error"),
-            RlError::BadState => {
-                RedisError::Str("ERR the key holds a value that is not this limiter's state")
+            RlError::InvalidArg { arg, expected } => format!("ERR invalid {arg}: {expected}"),
+            RlError::DuplicateKey => "ERR the same key appears more than once".to_string(),
+            RlError::BadState => "ERR the key holds a value that is not this limiter's state".to_string(),
+            RlError::Internal(what) => format!("ERR internal error: {what}"),
+        }
+    }
+
+    /// Sends the error as the command's reply: Redis' own arity message for WrongArity.
+    pub fn send(&self, ctx: &Context) {
+        // SAFETY: reply functions of the server, called with the command's own context; the message
+        // is a NUL-terminated copy that outlives the call.
+        unsafe {
+            if let (RlError::WrongArity, Some(wrong_arity)) = (self, raw::RedisModule_WrongArity) {
+                wrong_arity(ctx.ctx);
+                return;
             }
-            RlError::Server(message) => RedisError::String(message),
-            RlError::Internal(what) => RedisError::String(format!("ERR internal error: {what}")),
+            let text = self.message().replace(['\r', '\n', '\0'], " ");
+            let message = CString::new(text).unwrap_or_default();
+            if let Some(reply_error) = raw::RedisModule_ReplyWithError {
+                reply_error(ctx.ctx, message.as_ptr());
+            }
         }
     }
 }

@@ -1,21 +1,46 @@
-//! The reply every RL.* command gives: `[allowed, limit, remaining, retry_after_ms, reset_after_ms]`,
-//! plus, for a call over several limiters, the 1-based position of the one the reply describes.
+//! What commands reply. Every RL.* limiter replies `[allowed, limit, remaining, retry_after_ms,
+//! reset_after_ms]`, plus, for a call over several limiters, the 1-based position of the one the reply
+//! describes.
 
 use crate::algo::time::ceil_ms;
 use crate::algo::verdict::Verdict;
-use redis_module::RedisValue;
+use redis_module::{raw, Context};
+use std::os::raw::c_long;
 
-pub fn limit_reply(verdict: &Verdict, limiting: Option<usize>) -> RedisValue {
-    let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let mut fields = vec![
-        RedisValue::Integer(i64::from(verdict.allowed)),
-        RedisValue::Integer(clamp(verdict.limit)),
-        RedisValue::Integer(clamp(verdict.remaining)),
-        RedisValue::Integer(verdict.retry_after_ns.map_or(-1, ceil_ms)),
-        RedisValue::Integer(ceil_ms(verdict.reset_after_ns)),
-    ];
-    if let Some(index) = limiting {
-        fields.push(RedisValue::Integer(clamp(index as u64 + 1)));
+pub enum Reply {
+    Limit {
+        verdict: Verdict,
+        limiting: Option<usize>,
+    },
+}
+
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Reply {
+    pub fn send(self, ctx: &Context) {
+        // SAFETY: reply functions of the server, called with the command's own context.
+        unsafe {
+            let (Some(array), Some(int)) = (
+                raw::RedisModule_ReplyWithArray,
+                raw::RedisModule_ReplyWithLongLong,
+            ) else {
+                return;
+            };
+            match self {
+                Reply::Limit { verdict, limiting } => {
+                    array(ctx.ctx, if limiting.is_some() { 6 } else { 5 } as c_long);
+                    int(ctx.ctx, i64::from(verdict.allowed));
+                    int(ctx.ctx, clamp(verdict.limit));
+                    int(ctx.ctx, clamp(verdict.remaining));
+                    int(ctx.ctx, verdict.retry_after_ns.map_or(-1, ceil_ms));
+                    int(ctx.ctx, ceil_ms(verdict.reset_after_ns));
+                    if let Some(index) = limiting {
+                        int(ctx.ctx, clamp(index as u64 + 1));
+                    }
+                }
+            }
+        }
     }
-    RedisValue::Array(fields)
 }

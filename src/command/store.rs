@@ -1,135 +1,169 @@
-//! Reading and writing limiter state through the server's own string commands.
+//! Limiter state in plain Redis string keys: read, written in place, expired, replicated by effect.
 //!
-//! State lives in plain string keys that `GET`, `TTL` and `DEBUG DIGEST` understand. Writes go
-//! through `SET key value PXAT ms` called with replication on: the value and the expiry are absolute,
-//! so the command that reaches replicas and the AOF reproduces the primary's key exactly, whatever
-//! their clocks say. `SET` also stores integers in Redis' compact integer encoding, which the module
-//! key API (`RedisModule_StringSet`) would not.
+//! Each limiter key is a string that `GET`, `DUMP`, `TTL` and `DEBUG DIGEST` understand (no module data
+//! type). A key is opened once per command for reading and writing. An update of the same length is
+//! written in place (no delete and re-insert of the key), and the TTL is rewritten only when it would
+//! otherwise end too early, with up to `slack` of extra life, so most updates touch one value.
+//!
+//! Replication: every write sends replicas and the AOF `SET key <bytes> PXAT <ms>` (when the expiry
+//! moved) or `SET key <bytes> KEEPTTL` (when it did not): absolute value, absolute expiry, the same
+//! result on any clock. The RL.* command itself is never replicated.
 
+use super::arg::Arg;
 use super::error::RlError;
-use redis_module::{raw, Context, RedisString};
-use std::ffi::CStr;
-use std::os::raw::c_char;
+use redis_module::{raw, Context};
+use std::os::raw::{c_char, c_int};
 
-/// A call reply, freed when dropped.
-struct Reply(*mut raw::RedisModuleCallReply);
+const SET: &[u8] = b"SET\0";
+const PXAT: &[u8] = b"PXAT\0";
+const KEEPTTL: &[u8] = b"KEEPTTL\0";
 
-impl Drop for Reply {
+fn api<T>(f: Option<T>) -> Result<T, RlError> {
+    f.ok_or(RlError::Internal("a module API the command needs is missing"))
+}
+
+/// One limiter key, open for reading and writing until dropped.
+pub struct StateKey<'a> {
+    ctx: &'a Context,
+    name: &'a Arg,
+    handle: *mut raw::RedisModuleKey,
+}
+
+impl Drop for StateKey<'_> {
     fn drop(&mut self) {
-        if self.0.is_null() {
-            return;
-        }
-        // SAFETY: a non-null reply from RedisModule_Call, freed exactly once.
+        // SAFETY: `handle` came from RedisModule_OpenKey and is closed exactly once, here.
         unsafe {
-            if let Some(free) = raw::RedisModule_FreeCallReply {
-                free(self.0);
+            if let (false, Some(close)) = (self.handle.is_null(), raw::RedisModule_CloseKey) {
+                close(self.handle);
             }
         }
     }
 }
 
-impl Reply {
-    fn kind(&self) -> i32 {
-        // SAFETY: self.0 is a live reply (checked non-null by the caller).
-        unsafe { raw::RedisModule_CallReplyType.map_or(-1, |f| f(self.0)) }
+impl<'a> StateKey<'a> {
+    /// Opens `name`; WRONGTYPE when it holds anything but a string.
+    pub fn open(ctx: &'a Context, name: &'a Arg) -> Result<StateKey<'a>, RlError> {
+        let open = api(unsafe { raw::RedisModule_OpenKey })?;
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        // SAFETY: ctx and name are live for 'a; the handle is owned by the returned value.
+        let key = StateKey {
+            ctx,
+            name,
+            handle: unsafe { open(ctx.ctx, name.raw(), mode) },
+        };
+        if key.handle.is_null() {
+            return Err(RlError::Internal("cannot open the key"));
+        }
+        let key_type = api(unsafe { raw::RedisModule_KeyType })?;
+        // SAFETY: a live key handle.
+        match unsafe { key_type(key.handle) } as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY | raw::REDISMODULE_KEYTYPE_STRING => Ok(key),
+            _ => Err(RlError::WrongType),
+        }
     }
 
-    fn bytes(&self) -> &[u8] {
+    /// The stored bytes, or None when the key does not exist.
+    pub fn read(&self) -> Result<Option<&[u8]>, RlError> {
+        let key_type = api(unsafe { raw::RedisModule_KeyType })?;
+        // SAFETY: a live key handle.
+        if unsafe { key_type(self.handle) } as isize == raw::REDISMODULE_KEYTYPE_EMPTY {
+            return Ok(None);
+        }
+        let dma = api(unsafe { raw::RedisModule_StringDMA })?;
         let mut len = 0usize;
-        // SAFETY: the pointer and length describe the reply's own buffer, alive as long as self.
+        // SAFETY: the pointer and length describe the value, which lives while the key is open and is
+        // not written before the returned slice's borrow of self ends.
         unsafe {
-            match raw::RedisModule_CallReplyStringPtr {
-                Some(f) => {
-                    let ptr = f(self.0, &mut len);
-                    if ptr.is_null() {
-                        &[]
-                    } else {
-                        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
-                    }
+            let ptr = dma(self.handle, &mut len, raw::REDISMODULE_READ as c_int);
+            if ptr.is_null() {
+                return Err(RlError::WrongType);
+            }
+            Ok(Some(std::slice::from_raw_parts(ptr.cast::<u8>(), len)))
+        }
+    }
+
+    /// The key's absolute expiry in Unix ms, or None when it has none (or does not exist).
+    fn expire_at_ms(&self) -> Result<Option<i64>, RlError> {
+        let get = api(unsafe { raw::RedisModule_GetAbsExpire })?;
+        // SAFETY: a live key handle.
+        let at = unsafe { get(self.handle) };
+        Ok((at >= 0).then_some(at))
+    }
+
+    /// Stores `value` so that the key expires no earlier than `expire_at_ms` and no later than
+    /// `expire_at_ms + slack_ms`, and replicates the effect.
+    pub fn write(&mut self, value: &[u8], expire_at_ms: i64, slack_ms: i64) -> Result<(), RlError> {
+        self.store_value(value)?;
+        let keep = self
+            .expire_at_ms()?
+            .is_some_and(|at| at >= expire_at_ms && at <= expire_at_ms + slack_ms);
+        let replicate = api(unsafe { raw::RedisModule_Replicate })?;
+        let (name, ptr, len) = (self.name.raw(), value.as_ptr().cast::<c_char>(), value.len());
+        // SAFETY: the formats match the arguments: "s" a RedisModuleString, "b" a buffer and its length,
+        // "c" a NUL-terminated C string, "l" a long long.
+        unsafe {
+            if keep {
+                replicate(
+                    self.ctx.ctx,
+                    cstr(SET),
+                    cstr(b"sbc\0"),
+                    name,
+                    ptr,
+                    len,
+                    cstr(KEEPTTL),
+                );
+            } else {
+                let at = expire_at_ms + slack_ms;
+                let set_expire = api(raw::RedisModule_SetAbsExpire)?;
+                if set_expire(self.handle, at) != raw::REDISMODULE_OK as c_int {
+                    return Err(RlError::Internal("cannot set the expiry"));
                 }
-                None => &[],
+                let at = at as libc::c_longlong;
+                replicate(
+                    self.ctx.ctx,
+                    cstr(SET),
+                    cstr(b"sbcl\0"),
+                    name,
+                    ptr,
+                    len,
+                    cstr(PXAT),
+                    at,
+                );
             }
         }
+        Ok(())
     }
 
-    /// The reply as an error, when it is one.
-    fn error(&self) -> Option<RlError> {
-        if self.kind() != raw::REDISMODULE_REPLY_ERROR as i32 {
-            return None;
+    /// Writes the value in place when the length matches, else replaces it (dropping any TTL, which
+    /// `write` then sets).
+    fn store_value(&mut self, value: &[u8]) -> Result<(), RlError> {
+        // SAFETY: a live key handle opened for writing; the DMA pointer is valid for `len` bytes until
+        // the next operation on the key, and only written within that length.
+        unsafe {
+            if self.read()?.is_some_and(|old| old.len() == value.len()) {
+                let dma = api(raw::RedisModule_StringDMA)?;
+                let mut len = 0usize;
+                let ptr = dma(self.handle, &mut len, raw::REDISMODULE_WRITE as c_int);
+                if !ptr.is_null() && len == value.len() {
+                    std::ptr::copy_nonoverlapping(value.as_ptr(), ptr.cast::<u8>(), len);
+                    return Ok(());
+                }
+            }
+            let create = api(raw::RedisModule_CreateString)?;
+            let set = api(raw::RedisModule_StringSet)?;
+            let free = api(raw::RedisModule_FreeString)?;
+            let fresh = create(self.ctx.ctx, value.as_ptr().cast::<c_char>(), value.len());
+            let status = set(self.handle, fresh);
+            free(self.ctx.ctx, fresh);
+            if status != raw::REDISMODULE_OK as c_int {
+                return Err(RlError::Internal("cannot write the key"));
+            }
         }
-        let message = String::from_utf8_lossy(self.bytes()).into_owned();
-        Some(if message.starts_with("WRONGTYPE") {
-            RlError::WrongType
-        } else {
-            RlError::Server(message)
-        })
+        Ok(())
     }
 }
 
-fn call_fn() -> Result<
-    unsafe extern "C" fn(
-        *mut raw::RedisModuleCtx,
-        *const c_char,
-        *const c_char,
-        ...
-    ) -> *mut raw::RedisModuleCallReply,
-    RlError,
-> {
-    // SAFETY: reading a function pointer set once by RedisModule_Init.
-    unsafe { raw::RedisModule_Call.ok_or(RlError::Internal("RedisModule_Call is missing")) }
-}
-
-const GET: &CStr = c"GET";
-const SET: &CStr = c"SET";
-const PXAT: &CStr = c"PXAT";
-
-/// The raw bytes stored at `key`, or None when there is no such key. WRONGTYPE for other types.
-pub fn read_string(ctx: &Context, key: &RedisString) -> Result<Option<Vec<u8>>, RlError> {
-    let call = call_fn()?;
-    // SAFETY: "s" takes one RedisModuleString, which `key` is for the duration of the call.
-    let reply = Reply(unsafe { call(ctx.ctx, GET.as_ptr(), c"s".as_ptr(), key.inner) });
-    if reply.0.is_null() {
-        return Err(RlError::Internal("GET failed"));
-    }
-    if let Some(err) = reply.error() {
-        return Err(err);
-    }
-    if reply.kind() == raw::REDISMODULE_REPLY_NULL as i32 {
-        return Ok(None);
-    }
-    Ok(Some(reply.bytes().to_vec()))
-}
-
-/// The integer stored at `key`, or None when there is no such key.
-pub fn read_int(ctx: &Context, key: &RedisString) -> Result<Option<i64>, RlError> {
-    match read_string(ctx, key)? {
-        None => Ok(None),
-        Some(bytes) => std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|s| s.parse::<i64>().ok())
-            .map(Some)
-            .ok_or(RlError::BadState),
-    }
-}
-
-/// `SET key value PXAT expire_at_ms`, replicated as is.
-pub fn write_int(ctx: &Context, key: &RedisString, value: i64, expire_at_ms: i64) -> Result<(), RlError> {
-    let call = call_fn()?;
-    // SAFETY: the format "!slcl" matches the arguments: a RedisModuleString, a long long, a C string
-    // and a long long; "!" replicates the call to replicas and the AOF.
-    let reply = Reply(unsafe {
-        call(
-            ctx.ctx,
-            SET.as_ptr(),
-            c"!slcl".as_ptr(),
-            key.inner,
-            value as libc::c_longlong,
-            PXAT.as_ptr(),
-            expire_at_ms as libc::c_longlong,
-        )
-    });
-    if reply.0.is_null() {
-        return Err(RlError::Internal("SET failed"));
-    }
-    reply.error().map_or(Ok(()), Err)
+fn cstr(bytes: &'static [u8]) -> *const c_char {
+    debug_assert_eq!(bytes.last(), Some(&0));
+    bytes.as_ptr().cast::<c_char>()
 }

@@ -1,29 +1,42 @@
 //! RL.TOKEN key capacity rate cost [key capacity rate cost ...]
 //!
-//! A token bucket per key (see `algo::token_bucket`), stored as its TAT in nanoseconds. With several
-//! groups the request is allowed only if every bucket allows, and then takes from all of them.
+//! A token bucket per key (see `algo::token_bucket`), stored as its TAT. With several groups the
+//! request is allowed only if every bucket allows, and then takes from all of them.
 
+use super::arg::Arg;
 use super::args::{positive_decimal, whole};
+use super::clock;
 use super::error::RlError;
-use super::reply::limit_reply;
-use super::{clock, store};
+use super::registry::Command;
+use super::reply::Reply;
+use super::store::StateKey;
 use crate::algo::time::{ceil_ms, Nanos};
-use crate::algo::token_bucket::{BucketError, TokenBucket};
+use crate::algo::token_bucket::{BucketError, TokenBucket, TokenDecision};
 use crate::algo::verdict::most_restrictive;
-use redis_module::{Context, RedisString, RedisValue};
+use redis_module::Context;
 
 const GROUP: usize = 4;
 
+/// Extra life an idle bucket's key may get beyond the instant it is full again, so that most requests
+/// leave the TTL alone (see `store`).
+const EXPIRY_SLACK_MS: i64 = 1000;
+
+pub struct Token;
+
 struct Request<'a> {
-    key: &'a RedisString,
+    key: &'a Arg,
     bucket: TokenBucket,
     cost: u64,
 }
 
-fn parse_group(args: &[RedisString]) -> Result<Request<'_>, RlError> {
-    let capacity = whole(&args[1], "capacity", 1, "must be a whole number >= 1")?;
-    let rate = positive_decimal(&args[2], "rate", "must be a number > 0 (tokens per second)")?;
-    let cost = whole(&args[3], "cost", 0, "must be a whole number >= 0")?;
+fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
+    let capacity = whole(args[1].bytes(), "capacity", 1, "must be a whole number >= 1")?;
+    let rate = positive_decimal(
+        args[2].bytes(),
+        "rate",
+        "must be a number > 0 (tokens per second)",
+    )?;
+    let cost = whole(args[3].bytes(), "cost", 0, "must be a whole number >= 0")?;
     let bucket = TokenBucket::new(capacity, rate).map_err(|e| match e {
         BucketError::CapacityZero => RlError::invalid("capacity", "must be a whole number >= 1"),
         BucketError::RateNotPositive => RlError::invalid("rate", "must be a number > 0 (tokens per second)"),
@@ -40,7 +53,7 @@ fn parse_group(args: &[RedisString]) -> Result<Request<'_>, RlError> {
 }
 
 /// Parses the key groups; every key at most once.
-fn parse_requests(args: &[RedisString]) -> Result<Vec<Request<'_>>, RlError> {
+fn parse_requests(args: &[Arg]) -> Result<Vec<Request<'_>>, RlError> {
     if args.is_empty() || !args.len().is_multiple_of(GROUP) {
         return Err(RlError::WrongArity);
     }
@@ -49,31 +62,43 @@ fn parse_requests(args: &[RedisString]) -> Result<Vec<Request<'_>>, RlError> {
         .map(parse_group)
         .collect::<Result<Vec<_>, _>>()?;
     for (i, r) in requests.iter().enumerate() {
-        if requests[..i].iter().any(|p| p.key.as_slice() == r.key.as_slice()) {
+        if requests[..i].iter().any(|p| p.key.bytes() == r.key.bytes()) {
             return Err(RlError::DuplicateKey);
         }
     }
     Ok(requests)
 }
 
-pub fn token(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, RlError> {
-    let requests = parse_requests(args)?;
-    let now: Nanos = clock::now_ns();
-    let mut decisions = Vec::with_capacity(requests.len());
-    for r in &requests {
-        let tat = store::read_int(ctx, r.key)?;
-        decisions.push(r.bucket.decide(tat, now, r.cost));
-    }
-    let verdicts: Vec<_> = decisions.iter().map(|d| d.verdict).collect();
-    let limiting = most_restrictive(&verdicts).ok_or(RlError::WrongArity)?;
-    if verdicts.iter().all(|v| v.allowed) {
-        for (r, d) in requests.iter().zip(&decisions) {
-            if let Some(tat) = d.new_tat {
-                // The key lives until the bucket is full again, rounded up to the millisecond.
-                store::write_int(ctx, r.key, tat, ceil_ms(tat))?;
+/// A bucket's state: its TAT in Unix nanoseconds, as 8 little-endian bytes.
+fn decode_tat(bytes: &[u8]) -> Result<Nanos, RlError> {
+    bytes
+        .try_into()
+        .map(Nanos::from_le_bytes)
+        .map_err(|_| RlError::BadState)
+}
+
+impl Command for Token {
+    fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+        let requests = parse_requests(args)?;
+        let now: Nanos = clock::now_ns();
+        let mut decided: Vec<(StateKey, TokenDecision)> = Vec::with_capacity(requests.len());
+        for r in &requests {
+            let key = StateKey::open(ctx, r.key)?;
+            let tat = key.read()?.map(decode_tat).transpose()?;
+            let decision = r.bucket.decide(tat, now, r.cost);
+            decided.push((key, decision));
+        }
+        let limiting = most_restrictive(decided.iter().map(|(_, d)| d.verdict)).ok_or(RlError::WrongArity)?;
+        if decided.iter().all(|(_, d)| d.verdict.allowed) {
+            for (key, d) in &mut decided {
+                if let Some(tat) = d.new_tat {
+                    key.write(&tat.to_le_bytes(), ceil_ms(tat), EXPIRY_SLACK_MS)?;
+                }
             }
         }
+        Ok(Reply::Limit {
+            verdict: decided[limiting].1.verdict,
+            limiting: (requests.len() > 1).then_some(limiting),
+        })
     }
-    let index = (requests.len() > 1).then_some(limiting);
-    Ok(limit_reply(&verdicts[limiting], index))
 }

@@ -1,0 +1,44 @@
+//! A command argument as the server passes it, borrowed for the duration of the command.
+
+use redis_module::raw;
+
+/// One element of a command's argv. `repr(transparent)` so the server's argv array can be viewed as
+/// a slice of these without copying or retaining anything.
+#[repr(transparent)]
+pub struct Arg(*mut raw::RedisModuleString);
+
+impl Arg {
+    /// Views the server's argv as arguments.
+    ///
+    /// # Safety
+    /// `argv` must point to `argc` live strings that outlive the returned slice (true for the argv of
+    /// the command being executed).
+    pub unsafe fn slice<'a>(argv: *mut *mut raw::RedisModuleString, argc: usize) -> &'a [Arg] {
+        if argv.is_null() || argc == 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(argv.cast::<Arg>(), argc)
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        let mut len = 0usize;
+        // SAFETY: a live module string; the returned buffer lives as long as the string.
+        unsafe {
+            match raw::RedisModule_StringPtrLen {
+                Some(ptr_len) => {
+                    let ptr = ptr_len(self.0, &mut len);
+                    if ptr.is_null() {
+                        &[]
+                    } else {
+                        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+                    }
+                }
+                None => &[],
+            }
+        }
+    }
+
+    pub fn raw(&self) -> *mut raw::RedisModuleString {
+        self.0
+    }
+}

@@ -1,0 +1,83 @@
+//! Registering commands and dispatching the server's calls to them, without per-call copies of the
+//! arguments: each call sees the server's argv directly, and replies go straight to the server.
+
+use super::arg::Arg;
+use super::error::RlError;
+use super::reply::Reply;
+use redis_module::{raw, Context, Status};
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A command: its body gets the arguments after the command name.
+pub trait Command {
+    fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError>;
+}
+
+/// The function the server calls. Errors become error replies; a panic is caught here, because one
+/// that crossed the FFI boundary would abort the server.
+extern "C" fn dispatch<C: Command>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the server passes argc live strings that outlive this call.
+        let args = unsafe { Arg::slice(argv, usize::try_from(argc).unwrap_or(0)) };
+        C::run(&context, args.get(1..).unwrap_or(&[]))
+    }));
+    let result = outcome.unwrap_or(Err(RlError::Internal("the command panicked; please report it")));
+    match result {
+        Ok(reply) => reply.send(&context),
+        Err(err) => err.send(&context),
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Where a command's keys are: the first, the last (-1: the last argument) and the step between them.
+pub struct KeySpec {
+    pub first: c_int,
+    pub last: c_int,
+    pub step: c_int,
+}
+
+/// Registers `C` as `name` with the given flags and keys, in ACL category `acl` where the server has
+/// module ACL categories (Redis 7.2+, Valkey); on older servers that part is skipped with a log line.
+pub fn register<C: Command>(ctx: &Context, name: &CStr, flags: &CStr, keys: KeySpec, acl: &CStr) -> Status {
+    // SAFETY: API pointers set by RedisModule_Init, called from OnLoad with the server's context.
+    unsafe {
+        let Some(create) = raw::RedisModule_CreateCommand else {
+            return Status::Err;
+        };
+        let status = create(
+            ctx.ctx,
+            name.as_ptr(),
+            Some(dispatch::<C>),
+            flags.as_ptr(),
+            keys.first,
+            keys.last,
+            keys.step,
+        );
+        if status != raw::REDISMODULE_OK as c_int {
+            ctx.log_warning(&format!("cannot register command {}", name.to_string_lossy()));
+            return Status::Err;
+        }
+        let (Some(get), Some(set_acl)) = (
+            raw::RedisModule_GetCommand,
+            raw::RedisModule_SetCommandACLCategories,
+        ) else {
+            ctx.log_notice("this server has no module ACL categories: commands are not in @ratelimit");
+            return Status::Ok;
+        };
+        let command = get(ctx.ctx, name.as_ptr());
+        if command.is_null() || set_acl(command, acl.as_ptr()) != raw::REDISMODULE_OK as c_int {
+            ctx.log_warning(&format!(
+                "cannot put {} in ACL category {}",
+                name.to_string_lossy(),
+                acl.to_string_lossy()
+            ));
+        }
+    }
+    Status::Ok
+}
