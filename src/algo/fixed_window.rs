@@ -1,0 +1,222 @@
+//! The fixed window: up to `limit` units per window; a window starts at its first allowed request and
+//! lasts `window`. The second seed's INCR + EXPIRE, with the counter and its end decided together.
+//!
+//! State: the units counted in the current window and the instant the window ends (the key's expiry).
+
+use super::time::Nanos;
+use super::verdict::Verdict;
+
+/// Valid fixed window parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedWindow {
+    limit: u64,
+    window_ns: Nanos,
+}
+
+/// A window in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowState {
+    pub count: u64,
+    pub ends_at: Nanos,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedDecision {
+    pub verdict: Verdict,
+    /// The state to store when the request changed it.
+    pub new_state: Option<WindowState>,
+    /// Whether `new_state` starts a new window (and so a new expiry).
+    pub new_window: bool,
+}
+
+impl FixedWindow {
+    /// None when limit is 0 or the window is not positive.
+    pub fn new(limit: u64, window_ns: Nanos) -> Option<FixedWindow> {
+        (limit > 0 && window_ns > 0).then_some(FixedWindow { limit, window_ns })
+    }
+
+    /// Decides `cost` units at `now`. A state whose window has ended (or that lies further ahead than
+    /// one window, from a clock that stepped back) is treated as no state: a window starts now.
+    pub fn decide(&self, state: Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
+        let current = state.filter(|s| s.ends_at > now && s.ends_at - now <= self.window_ns);
+        let (count, ends_at) = current.map_or((0, now + self.window_ns), |s| (s.count, s.ends_at));
+        let verdict = |allowed: bool, count: u64, retry: Option<Nanos>, reset: Nanos| Verdict {
+            allowed,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(count),
+            retry_after_ns: retry,
+            reset_after_ns: reset,
+        };
+        let open_for = if current.is_some() { ends_at - now } else { 0 };
+        if cost > self.limit {
+            return FixedDecision {
+                verdict: verdict(false, count, None, open_for),
+                new_state: None,
+                new_window: false,
+            };
+        }
+        match count.checked_add(cost).filter(|&total| total <= self.limit) {
+            Some(total) if cost > 0 => FixedDecision {
+                verdict: verdict(true, total, Some(0), ends_at - now),
+                new_state: Some(WindowState {
+                    count: total,
+                    ends_at,
+                }),
+                new_window: current.is_none(),
+            },
+            Some(_) => FixedDecision {
+                verdict: verdict(true, count, Some(0), open_for),
+                new_state: None,
+                new_window: false,
+            },
+            None => FixedDecision {
+                verdict: verdict(false, count, Some(ends_at - now), ends_at - now),
+                new_state: None,
+                new_window: false,
+            },
+        }
+    }
+
+    /// The state after giving back `units` at `now`: None when nothing changes (no window open, or
+    /// nothing counted). The count never goes below zero.
+    pub fn refund(&self, state: Option<WindowState>, now: Nanos, units: u64) -> Option<WindowState> {
+        let s = state.filter(|s| s.ends_at > now && s.count > 0 && units > 0)?;
+        Some(WindowState {
+            count: s.count.saturating_sub(units),
+            ends_at: s.ends_at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::time::NANOS_PER_SEC as SEC;
+    use proptest::prelude::*;
+
+    const T0: Nanos = 1_700_000_000 * SEC;
+
+    fn apply(w: &FixedWindow, state: &mut Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
+        let d = w.decide(*state, now, cost);
+        if d.new_state.is_some() {
+            *state = d.new_state;
+        }
+        d
+    }
+
+    #[test]
+    fn counts_up_to_the_limit_then_denies_until_the_window_ends() {
+        let w = FixedWindow::new(3, 60 * SEC).unwrap();
+        let mut state = None;
+        let first = apply(&w, &mut state, T0, 1);
+        assert!(first.new_window);
+        assert_eq!(
+            state,
+            Some(WindowState {
+                count: 1,
+                ends_at: T0 + 60 * SEC
+            })
+        );
+        assert!(apply(&w, &mut state, T0 + SEC, 2).verdict.allowed);
+        let denied = apply(&w, &mut state, T0 + 10 * SEC, 1);
+        assert_eq!(
+            denied.verdict,
+            Verdict {
+                allowed: false,
+                limit: 3,
+                remaining: 0,
+                retry_after_ns: Some(50 * SEC),
+                reset_after_ns: 50 * SEC
+            }
+        );
+        assert_eq!(denied.new_state, None, "denied requests are not counted");
+        let next = apply(&w, &mut state, T0 + 60 * SEC, 1);
+        assert!(next.verdict.allowed && next.new_window);
+        assert_eq!(
+            state,
+            Some(WindowState {
+                count: 1,
+                ends_at: T0 + 120 * SEC
+            })
+        );
+    }
+
+    #[test]
+    fn costs_peeks_and_impossible_requests() {
+        let w = FixedWindow::new(5, SEC).unwrap();
+        let peek = w.decide(None, T0, 0);
+        assert_eq!(
+            (peek.verdict.allowed, peek.verdict.remaining, peek.new_state),
+            (true, 5, None)
+        );
+        assert_eq!(w.decide(None, T0, 6).verdict.retry_after_ns, None);
+        let state = Some(WindowState {
+            count: 4,
+            ends_at: T0 + SEC / 2,
+        });
+        assert!(!w.decide(state, T0, 2).verdict.allowed);
+        assert!(w.decide(state, T0, 1).verdict.allowed);
+    }
+
+    #[test]
+    fn a_window_from_a_clock_that_stepped_back_is_restarted() {
+        let w = FixedWindow::new(5, SEC).unwrap();
+        let far = Some(WindowState {
+            count: 5,
+            ends_at: T0 + 3600 * SEC,
+        });
+        let d = w.decide(far, T0, 1);
+        assert!(d.verdict.allowed && d.new_window);
+        assert_eq!(
+            d.new_state,
+            Some(WindowState {
+                count: 1,
+                ends_at: T0 + SEC
+            })
+        );
+    }
+
+    #[test]
+    fn refunds_never_go_below_zero() {
+        let w = FixedWindow::new(5, SEC).unwrap();
+        let s = Some(WindowState {
+            count: 2,
+            ends_at: T0 + SEC,
+        });
+        assert_eq!(
+            w.refund(s, T0, 1),
+            Some(WindowState {
+                count: 1,
+                ends_at: T0 + SEC
+            })
+        );
+        assert_eq!(
+            w.refund(s, T0, 9),
+            Some(WindowState {
+                count: 0,
+                ends_at: T0 + SEC
+            })
+        );
+        assert_eq!(w.refund(s, T0 + SEC, 1), None);
+        assert_eq!(w.refund(None, T0, 1), None);
+    }
+
+    proptest! {
+        /// Within one window never more than limit units are admitted.
+        #[test]
+        fn never_more_than_limit_per_window(limit in 1u64..30, steps in proptest::collection::vec((0i64..300_000_000, 0u64..8), 1..200)) {
+            let w = FixedWindow::new(limit, SEC).unwrap();
+            let mut state = None;
+            let mut now = T0;
+            let mut in_window = 0u64;
+            for (gap, cost) in steps {
+                now += gap;
+                let d = apply(&w, &mut state, now, cost);
+                if d.new_window { in_window = 0; }
+                if d.verdict.allowed { in_window += cost; }
+                prop_assert!(in_window <= limit);
+                prop_assert!(d.verdict.remaining <= limit);
+            }
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! The exact sliding window: a request is allowed iff fewer than `limit` requests were allowed in the
+//! last `window`. Allowed requests are recorded; denied ones are not.
+//!
+//! # Encoding
+//!
+//! The log is one string: an 8-byte header (`RLS`, version 1, slot width, 3 zero bytes) and `n` slots.
+//! A slot is a timestamp in microseconds (u64, little-endian), followed, in width-16 logs, by a 64-bit
+//! hash of the request id (for deduplication). The timestamps form a rotation of a strictly increasing
+//! sequence, so the oldest slot (the rotation point) and the number of live entries are found by
+//! binary search, and recording a request overwrites exactly one slot: the oldest, which is expired
+//! whenever fewer than `n` entries are live. The log grows by a quarter when every slot is live, and
+//! shrinks when three quarters are expired, each time rewritten oldest-first behind "filler" slots with
+//! tiny distinct timestamps (1, 2, ...), which order before any real time and never count.
+//!
+//! Memory: 8 bytes per slot (16 with ids), at most a quarter of the slots unused after growth.
+//! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
+
+use super::time::Nanos;
+use super::verdict::Verdict;
+
+const MAGIC: &[u8; 3] = b"RLS";
+const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 8;
+/// Timestamps at or below this are fillers, never live (2^32 us is in 1970).
+const FILLER_CEILING: u64 = 1 << 32;
+/// The largest limit a log accepts: its memory grows with the limit.
+pub const MAX_LIMIT: u64 = 1_000_000;
+/// Logs smaller than this are never shrunk.
+const MIN_SHRINK_SLOTS: usize = 16;
+
+/// Slot layout: timestamps only, or timestamps with request-id hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    Plain = 8,
+    WithIds = 16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingLog {
+    limit: u64,
+    window_us: u64,
+}
+
+/// The stored bytes do not form a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotALog;
+
+/// A parsed view of a stored log.
+#[derive(Debug, Clone, Copy)]
+pub struct Log<'a> {
+    slots: &'a [u8],
+    width: Width,
+    n: usize,
+    pivot: usize,
+}
+
+/// A change to the stored log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogWrite {
+    /// Overwrite `bytes` at byte `offset` of the value.
+    Slot { offset: usize, bytes: Vec<u8> },
+    /// Replace the whole value.
+    Rewrite(Vec<u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlideDecision {
+    pub verdict: Verdict,
+    pub write: Option<LogWrite>,
+    /// When the newest recorded request leaves the window, after this request (us); None when the log
+    /// is empty.
+    pub empty_at_us: Option<u64>,
+}
+
+/// What the caller asks about its request id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestId {
+    pub hash: u64,
+    /// A retried id still in the window is allowed again without being counted.
+    pub dedup: bool,
+}
+
+impl<'a> Log<'a> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Log<'a>, NotALog> {
+        let header = bytes.get(..HEADER_LEN).ok_or(NotALog)?;
+        if &header[..3] != MAGIC || header[3] != VERSION || header[5..] != [0, 0, 0] {
+            return Err(NotALog);
+        }
+        let width = match header[4] {
+            8 => Width::Plain,
+            16 => Width::WithIds,
+            _ => return Err(NotALog),
+        };
+        let slots = &bytes[HEADER_LEN..];
+        let w = width as usize;
+        if slots.is_empty() || slots.len() % w != 0 {
+            return Err(NotALog);
+        }
+        let mut log = Log {
+            slots,
+            width,
+            n: slots.len() / w,
+            pivot: 0,
+        };
+        log.pivot = log.find_pivot();
+        Ok(log)
+    }
+
+    fn ts(&self, physical: usize) -> u64 {
+        let at = physical * self.width as usize;
+        u64::from_le_bytes(self.slots[at..at + 8].try_into().unwrap_or([0; 8]))
+    }
+
+    fn hash(&self, physical: usize) -> u64 {
+        if self.width == Width::Plain {
+            return 0;
+        }
+        let at = physical * 16 + 8;
+        u64::from_le_bytes(self.slots[at..at + 8].try_into().unwrap_or([0; 8]))
+    }
+
+    fn physical(&self, logical: usize) -> usize {
+        (self.pivot + logical) % self.n
+    }
+
+    /// The oldest slot: the rotation point of the strictly increasing sequence.
+    fn find_pivot(&self) -> usize {
+        let (mut lo, mut hi) = (0, self.n - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.ts(mid) > self.ts(hi) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The first logical index whose timestamp is above `threshold`.
+    fn first_above(&self, threshold: u64) -> usize {
+        let (mut lo, mut hi) = (0, self.n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.ts(self.physical(mid)) > threshold {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
+    fn newest(&self) -> u64 {
+        self.ts(self.physical(self.n - 1))
+    }
+
+    /// Live entries, oldest first, as (timestamp, hash).
+    fn entries_from(&self, first: usize) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (first..self.n).map(move |l| {
+            let p = self.physical(l);
+            (self.ts(p), self.hash(p))
+        })
+    }
+
+    pub fn slots(&self) -> usize {
+        self.n
+    }
+
+    pub fn width(&self) -> Width {
+        self.width
+    }
+}
+
+/// A log laid out oldest first: fillers, then `entries`, in `slots` slots of `width`.
+pub fn build(width: Width, slots: usize, entries: &[(u64, u64)]) -> Vec<u8> {
+    let w = width as usize;
+    let mut out = Vec::with_capacity(HEADER_LEN + slots * w);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[VERSION, w as u8, 0, 0, 0]);
+    let fillers = slots.saturating_sub(entries.len());
+    let mut push = |ts: u64, hash: u64| {
+        out.extend_from_slice(&ts.to_le_bytes());
+        if width == Width::WithIds {
+            out.extend_from_slice(&hash.to_le_bytes());
+        }
+    };
+    for f in 0..fillers {
+        push(f as u64 + 1, 0);
+    }
+    for &(ts, hash) in entries {
+        push(ts, hash);
+    }
+    out
+}
+
+fn us_to_ns(us: u64) -> Nanos {
+    Nanos::try_from(us.saturating_mul(1000)).unwrap_or(Nanos::MAX)
+}
+
+impl SlidingLog {
+    /// None when limit is 0 or above MAX_LIMIT, or the window is 0.
+    pub fn new(limit: u64, window_us: u64) -> Option<SlidingLog> {
+        (limit > 0 && limit <= MAX_LIMIT && window_us > 0).then_some(SlidingLog { limit, window_us })
+    }
+
+    /// Decides one request at `now_us` against the stored log (None: no key).
+    pub fn decide(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
+        let threshold = now_us.saturating_sub(self.window_us).max(FILLER_CEILING);
+        let wait = |ts: u64| us_to_ns((ts + self.window_us).saturating_sub(now_us));
+        let verdict = |allowed: bool, live: u64, retry: Option<Nanos>, newest: Option<u64>| Verdict {
+            allowed,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(live),
+            retry_after_ns: retry,
+            reset_after_ns: newest.map_or(0, wait),
+        };
+        let Some(log) = log else {
+            let write = LogWrite::Rewrite(build(width_for(id), 1, &[(now_us, id.hash)]));
+            return SlideDecision {
+                verdict: verdict(true, 1, Some(0), Some(now_us)),
+                write: Some(write),
+                empty_at_us: Some(now_us + self.window_us),
+            };
+        };
+        let first_live = log.first_above(threshold);
+        let live = (log.n - first_live) as u64;
+        let newest = (live > 0).then(|| log.newest());
+        let empty_at_us = newest.map(|t| t + self.window_us);
+        if id.dedup && log.entries_from(first_live).any(|(_, h)| h == id.hash) {
+            return SlideDecision {
+                verdict: verdict(true, live, Some(0), newest),
+                write: None,
+                empty_at_us,
+            };
+        }
+        if live >= self.limit {
+            // The request fits once all but limit - 1 of the live entries have left the window.
+            let leaving = log.ts(log.physical(log.n - self.limit as usize));
+            return SlideDecision {
+                verdict: verdict(false, live, Some(wait(leaving)), newest),
+                write: None,
+                empty_at_us,
+            };
+        }
+        // Strictly increasing, even if the clock stepped back or two requests share a microsecond.
+        let stamp = now_us.max(log.newest().saturating_add(1));
+        let entry_width = width_for(id).max_with(log.width);
+        let live_after = live as usize + 1;
+        let write =
+            if entry_width != log.width || live as usize == log.n || self.should_shrink(&log, live_after) {
+                let mut entries: Vec<(u64, u64)> = log.entries_from(first_live).collect();
+                entries.push((stamp, id.hash));
+                LogWrite::Rewrite(build(entry_width, self.slots_for(&log, live_after), &entries))
+            } else {
+                let mut bytes = stamp.to_le_bytes().to_vec();
+                if log.width == Width::WithIds {
+                    bytes.extend_from_slice(&id.hash.to_le_bytes());
+                }
+                LogWrite::Slot {
+                    offset: HEADER_LEN + log.pivot * log.width as usize,
+                    bytes,
+                }
+            };
+        SlideDecision {
+            verdict: verdict(true, live + 1, Some(0), Some(stamp)),
+            write: Some(write),
+            empty_at_us: Some(stamp + self.window_us),
+        }
+    }
+
+    fn should_shrink(&self, log: &Log<'_>, live_after: usize) -> bool {
+        log.n >= MIN_SHRINK_SLOTS && live_after * 4 <= log.n
+    }
+
+    /// Slots for a rewrite holding `live_after` entries: a quarter more when growing (at most the
+    /// limit), twice the entries when shrinking.
+    fn slots_for(&self, log: &Log<'_>, live_after: usize) -> usize {
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        if live_after > log.n {
+            (log.n + log.n / 4).max(live_after).min(limit.max(live_after))
+        } else if self.should_shrink(log, live_after) {
+            (live_after * 2).max(live_after + 1)
+        } else {
+            log.n
+        }
+    }
+}
+
+fn width_for(id: RequestId) -> Width {
+    if id.dedup {
+        Width::WithIds
+    } else {
+        Width::Plain
+    }
+}
+
+impl Width {
+    fn max_with(self, other: Width) -> Width {
+        if self == Width::WithIds || other == Width::WithIds {
+            Width::WithIds
+        } else {
+            Width::Plain
+        }
+    }
+}
+
+/// Applies a write to a stored value (what the command layer does through the key API); for tests and
+/// for anything that keeps a log outside Redis.
+pub fn apply(value: &mut Vec<u8>, write: &LogWrite) {
+    match write {
+        LogWrite::Rewrite(bytes) => *value = bytes.clone(),
+        LogWrite::Slot { offset, bytes } => value[*offset..*offset + bytes.len()].copy_from_slice(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const S: u64 = 1_000_000; // one second in us
+    const T0: u64 = 1_700_000_000 * S;
+    const PLAIN: RequestId = RequestId {
+        hash: 0,
+        dedup: false,
+    };
+
+    fn run(log: &SlidingLog, value: &mut Option<Vec<u8>>, now: u64, id: RequestId) -> SlideDecision {
+        let parsed = value.as_deref().map(|v| Log::parse(v).expect("a valid log"));
+        let d = log.decide(parsed, now, id);
+        if let Some(w) = &d.write {
+            let mut v = value.take().unwrap_or_default();
+            apply(&mut v, w);
+            *value = Some(v);
+        }
+        d
+    }
+
+    #[test]
+    fn allows_limit_per_window_and_reports_when_the_oldest_leaves() {
+        let log = SlidingLog::new(3, 10 * S).unwrap();
+        let mut value = None;
+        for (i, t) in [0, S, 2 * S].iter().enumerate() {
+            let d = run(&log, &mut value, T0 + t, PLAIN);
+            assert!(d.verdict.allowed);
+            assert_eq!(d.verdict.remaining, 2 - i as u64);
+        }
+        let denied = run(&log, &mut value, T0 + 5 * S, PLAIN);
+        assert_eq!(
+            denied.verdict,
+            Verdict {
+                allowed: false,
+                limit: 3,
+                remaining: 0,
+                retry_after_ns: Some(5_000_000_000),
+                reset_after_ns: 7_000_000_000
+            }
+        );
+        assert_eq!(denied.write, None);
+        // At T0 + 10 s the first request leaves the window.
+        assert!(!run(&log, &mut value, T0 + 10 * S - 1, PLAIN).verdict.allowed);
+        assert!(run(&log, &mut value, T0 + 10 * S, PLAIN).verdict.allowed);
+    }
+
+    #[test]
+    fn exact_across_fixed_window_boundaries() {
+        // 5 per 10 s: 5 requests at 9.9 s and 5 more at 10.1 s would pass two fixed windows.
+        let log = SlidingLog::new(5, 10 * S).unwrap();
+        let mut value = None;
+        let first = (0..5)
+            .filter(|_| run(&log, &mut value, T0 + 9_900_000, PLAIN).verdict.allowed)
+            .count();
+        let second = (0..5)
+            .filter(|_| run(&log, &mut value, T0 + 10_100_000, PLAIN).verdict.allowed)
+            .count();
+        assert_eq!((first, second), (5, 0));
+    }
+
+    #[test]
+    fn ordinary_requests_write_one_slot() {
+        let log = SlidingLog::new(100, S).unwrap();
+        let mut value = None;
+        // Fill to 8 slots, then let them expire: the next requests reuse expired slots.
+        for i in 0..8 {
+            run(&log, &mut value, T0 + i, PLAIN);
+        }
+        let slots = Log::parse(value.as_ref().unwrap()).unwrap().slots();
+        let d = run(&log, &mut value, T0 + 2 * S, PLAIN);
+        assert!(matches!(d.write, Some(LogWrite::Slot { ref bytes, .. }) if bytes.len() == 8));
+        assert_eq!(Log::parse(value.as_ref().unwrap()).unwrap().slots(), slots);
+    }
+
+    #[test]
+    fn grows_by_a_quarter_and_shrinks_when_mostly_expired() {
+        let log = SlidingLog::new(10_000, 60 * S).unwrap();
+        let mut value = None;
+        for i in 0..10_000 {
+            assert!(run(&log, &mut value, T0 + i, PLAIN).verdict.allowed);
+        }
+        let bytes = value.as_ref().unwrap().len();
+        assert!(
+            bytes <= HEADER_LEN + 10_000 * 8,
+            "{bytes} bytes for 10000 entries"
+        );
+        assert!(!run(&log, &mut value, T0 + 20_000, PLAIN).verdict.allowed);
+        // A minute later all have expired; the next write shrinks the log.
+        run(&log, &mut value, T0 + 61 * S, PLAIN);
+        assert!(Log::parse(value.as_ref().unwrap()).unwrap().slots() < 16);
+    }
+
+    #[test]
+    fn dedup_allows_a_retried_id_without_counting_it() {
+        let log = SlidingLog::new(2, 10 * S).unwrap();
+        let mut value = None;
+        let a = RequestId {
+            hash: 11,
+            dedup: true,
+        };
+        let b = RequestId {
+            hash: 22,
+            dedup: true,
+        };
+        assert_eq!(run(&log, &mut value, T0, a).verdict.remaining, 1);
+        let retried = run(&log, &mut value, T0 + S, a);
+        assert!(retried.verdict.allowed);
+        assert_eq!((retried.verdict.remaining, retried.write), (1, None));
+        assert_eq!(run(&log, &mut value, T0 + S, b).verdict.remaining, 0);
+        assert!(
+            !run(
+                &log,
+                &mut value,
+                T0 + S,
+                RequestId {
+                    hash: 33,
+                    dedup: true
+                }
+            )
+            .verdict
+            .allowed
+        );
+        // Without the option the same id counts again.
+        assert!(
+            !run(
+                &log,
+                &mut value,
+                T0 + S,
+                RequestId {
+                    hash: 11,
+                    dedup: false
+                }
+            )
+            .verdict
+            .allowed
+        );
+        // Once a's entry left the window, a counts as new.
+        assert_eq!(run(&log, &mut value, T0 + 10 * S, a).verdict.remaining, 0);
+    }
+
+    #[test]
+    fn a_plain_log_is_widened_when_ids_are_needed() {
+        let log = SlidingLog::new(5, 10 * S).unwrap();
+        let mut value = None;
+        run(&log, &mut value, T0, PLAIN);
+        run(&log, &mut value, T0 + 1, RequestId { hash: 7, dedup: true });
+        let parsed = Log::parse(value.as_ref().unwrap()).unwrap();
+        assert_eq!(parsed.width(), Width::WithIds);
+        assert!(run(&log, &mut value, T0 + 2, RequestId { hash: 7, dedup: true })
+            .write
+            .is_none());
+    }
+
+    #[test]
+    fn clock_steps_back_keep_the_log_ordered_and_never_admit_more() {
+        let log = SlidingLog::new(3, 10 * S).unwrap();
+        let mut value = None;
+        run(&log, &mut value, T0 + 100 * S, PLAIN);
+        // The clock steps back 100 s: entries "from the future" still count.
+        assert!(run(&log, &mut value, T0, PLAIN).verdict.allowed);
+        assert!(run(&log, &mut value, T0, PLAIN).verdict.allowed);
+        assert!(!run(&log, &mut value, T0 + 50 * S, PLAIN).verdict.allowed);
+        Log::parse(value.as_ref().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn rejects_values_that_are_not_logs() {
+        for bad in [
+            &b""[..],
+            b"RLS",
+            b"RLS\x01\x08\0\0\0",
+            b"RLS\x02\x08\0\0\0abcdefgh",
+            b"RLS\x01\x09\0\0\0abcdefghi",
+            b"XYZ\x01\x08\0\0\0abcdefgh",
+            b"RLS\x01\x08\0\0\0abc",
+        ] {
+            assert!(Log::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    proptest! {
+        /// At no instant do more than limit allowed requests fall in any window-long interval, and
+        /// waiting retry_after is enough.
+        #[test]
+        fn never_more_than_limit_in_any_window(
+            limit in 1u64..12,
+            window_ms in 1u64..2_000,
+            steps in proptest::collection::vec((0u64..400_000, any::<bool>(), 0u64..4), 1..300),
+        ) {
+            let window = window_ms * 1000;
+            let log = SlidingLog::new(limit, window).unwrap();
+            let mut value = None;
+            let mut now = T0;
+            let mut admitted: Vec<u64> = Vec::new();
+            for (gap, dedup, id) in steps {
+                now += gap;
+                let d = run(&log, &mut value, now, RequestId { hash: id, dedup });
+                if d.verdict.allowed && d.write.is_some() {
+                    admitted.push(now);
+                }
+                if let (false, Some(retry)) = (d.verdict.allowed, d.verdict.retry_after_ns) {
+                    let parsed = Log::parse(value.as_ref().unwrap()).unwrap();
+                    let later = now + (retry as u64).div_ceil(1000);
+                    let retry_id = RequestId { hash: 99, dedup: false };
+                    prop_assert!(log.decide(Some(parsed), later, retry_id).verdict.allowed);
+                }
+                let in_window = admitted.iter().filter(|&&t| t + window > now).count() as u64;
+                prop_assert!(in_window <= limit, "{} admitted in the window, limit {}", in_window, limit);
+                prop_assert!(d.verdict.remaining <= limit);
+            }
+        }
+    }
+}
