@@ -1,7 +1,7 @@
 //! redis-ratelimit: native rate limiting commands for Redis and Valkey.
 //!
-//! Layout: `algo` holds the pure algorithms (no Redis, time passed in), `command` the command layer,
-//! and this file only registers the module and its commands.
+//! Layout: `algo` holds the pure algorithms (no Redis, time passed in), `command` the command layer
+//! (one file per command), and this file only registers the module and its commands.
 
 pub mod algo;
 // Under cfg(test) nothing registers the handlers (see below), so they look unused there.
@@ -12,7 +12,11 @@ mod command;
 // that only works inside a server) exists outside cfg(test).
 #[cfg(not(test))]
 mod registration {
+    use crate::command::fixed::Fixed;
+    use crate::command::refund::Refund;
     use crate::command::registry::{register, KeySpec};
+    use crate::command::slide::Slide;
+    use crate::command::slide_count::SlideCount;
     use crate::command::token::Token;
     use redis_module::alloc::RedisAlloc;
     use redis_module::{redis_module, AclCategory, Context, RedisString, Status};
@@ -23,20 +27,33 @@ mod registration {
         last: -1,
         step: 4,
     };
+    /// One key, the first argument.
+    const FIRST: KeySpec = KeySpec {
+        first: 1,
+        last: 1,
+        step: 1,
+    };
+    /// One key, after a subcommand.
+    const SECOND: KeySpec = KeySpec {
+        first: 2,
+        last: 2,
+        step: 1,
+    };
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-        let fast_write = c"write deny-oom fast";
+        let fast = c"write deny-oom fast";
+        // RL.SLIDE is not "fast": growing or shrinking a log copies it (amortised O(1), worst O(limit)).
+        let slow = c"write deny-oom";
         let acl = c"ratelimit";
-        for status in [register::<Token>(
-            ctx,
-            c"rl.token",
-            fast_write,
-            GROUPS_OF_FOUR,
-            acl,
-        )] {
-            if status == Status::Err {
-                return Status::Err;
-            }
+        let registered = [
+            register::<Token>(ctx, c"rl.token", fast, GROUPS_OF_FOUR, acl),
+            register::<Fixed>(ctx, c"rl.fixed", fast, FIRST, acl),
+            register::<Slide>(ctx, c"rl.slide", slow, FIRST, acl),
+            register::<SlideCount>(ctx, c"rl.slidecount", fast, FIRST, acl),
+            register::<Refund>(ctx, c"rl.refund", fast, SECOND, acl),
+        ];
+        if registered.contains(&Status::Err) {
+            return Status::Err;
         }
         Status::Ok
     }

@@ -1,7 +1,9 @@
 //! Argument parsing shared by every command: numbers from raw bytes into validated values.
 
+use super::arg::Arg;
 use super::error::RlError;
 use crate::algo::decimal::{Decimal, DecimalError};
+use crate::algo::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_MS};
 
 /// A whole number `>= min`, written in plain decimal digits.
 pub fn whole(bytes: &[u8], arg: &'static str, min: u64, expected: &'static str) -> Result<u64, RlError> {
@@ -33,6 +35,47 @@ pub fn positive_decimal(bytes: &[u8], arg: &'static str, expected: &'static str)
     }
 }
 
+/// A window length in seconds (decimal, whole milliseconds), as nanoseconds.
+pub fn window(bytes: &[u8]) -> Result<Nanos, RlError> {
+    const EXPECTED: &str = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)";
+    let seconds = positive_decimal(bytes, "window", EXPECTED)?;
+    let ms = seconds
+        .mul_exact(1000)
+        .ok_or(RlError::invalid("window", EXPECTED))?;
+    let ns = ms
+        .checked_mul(NANOS_PER_MS as u128)
+        .filter(|ns| *ns <= MAX_HORIZON_NS as u128);
+    ns.map(|ns| ns as Nanos)
+        .ok_or(RlError::invalid("window", EXPECTED))
+}
+
+/// The arguments of the counting limiters: `key limit window [cost]`.
+pub struct CountArgs<'a> {
+    pub key: &'a Arg,
+    pub limit: u64,
+    pub window_ns: Nanos,
+    pub cost: u64,
+}
+
+impl<'a> CountArgs<'a> {
+    pub fn parse(args: &'a [Arg]) -> Result<CountArgs<'a>, RlError> {
+        let [key, limit, window_arg, rest @ ..] = args else {
+            return Err(RlError::WrongArity);
+        };
+        let cost = match rest {
+            [] => 1,
+            [cost] => whole(cost.bytes(), "cost", 0, "must be a whole number >= 0")?,
+            _ => return Err(RlError::WrongArity),
+        };
+        Ok(CountArgs {
+            key,
+            limit: whole(limit.bytes(), "limit", 1, "must be a whole number >= 1")?,
+            window_ns: window(window_arg.bytes())?,
+            cost,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +101,15 @@ mod tests {
             whole(b"0", "capacity", 1, "must be a whole number >= 1"),
             Err(RlError::invalid("capacity", "must be a whole number >= 1"))
         );
+    }
+
+    #[test]
+    fn windows_are_whole_milliseconds() {
+        assert_eq!(window(b"1.5"), Ok(1_500_000_000));
+        assert_eq!(window(b"0.001"), Ok(1_000_000));
+        for bad in [&b"0"[..], b"0.0005", b"-1", b"abc", b"3000000001"] {
+            assert!(window(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

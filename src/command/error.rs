@@ -17,6 +17,8 @@ pub enum RlError {
     },
     /// The same key is named twice in one call.
     DuplicateKey,
+    /// An option or subcommand that the command does not know.
+    Syntax,
     /// The key is a string, but not one that this limiter wrote.
     BadState,
     /// A bug: a panic caught at the FFI boundary, or an API missing from the server.
@@ -39,6 +41,7 @@ impl RlError {
             }
             RlError::InvalidArg { arg, expected } => format!("ERR invalid {arg}: {expected}"),
             RlError::DuplicateKey => "ERR the same key appears more than once".to_string(),
+            RlError::Syntax => "ERR syntax error".to_string(),
             RlError::BadState => "ERR the key holds a value that is not this limiter's state".to_string(),
             RlError::Internal(what) => format!("ERR internal error: {what}"),
         }

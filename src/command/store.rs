@@ -17,6 +17,16 @@ use std::os::raw::{c_char, c_int};
 const SET: &[u8] = b"SET\0";
 const PXAT: &[u8] = b"PXAT\0";
 const KEEPTTL: &[u8] = b"KEEPTTL\0";
+const SETRANGE: &[u8] = b"SETRANGE\0";
+const PEXPIREAT: &[u8] = b"PEXPIREAT\0";
+
+/// When a written key must expire: no earlier than `at_least_ms` (Unix ms), and no later than
+/// `slack_ms` after it. A current expiry inside that range is left alone.
+#[derive(Debug, Clone, Copy)]
+pub struct Expiry {
+    pub at_least_ms: i64,
+    pub slack_ms: i64,
+}
 
 fn api<T>(f: Option<T>) -> Result<T, RlError> {
     f.ok_or(RlError::Internal("a module API the command needs is missing"))
@@ -83,27 +93,47 @@ impl<'a> StateKey<'a> {
     }
 
     /// The key's absolute expiry in Unix ms, or None when it has none (or does not exist).
-    fn expire_at_ms(&self) -> Result<Option<i64>, RlError> {
+    pub fn expire_at_ms(&self) -> Result<Option<i64>, RlError> {
         let get = api(unsafe { raw::RedisModule_GetAbsExpire })?;
         // SAFETY: a live key handle.
         let at = unsafe { get(self.handle) };
         Ok((at >= 0).then_some(at))
     }
 
-    /// Stores `value` so that the key expires no earlier than `expire_at_ms` and no later than
-    /// `expire_at_ms + slack_ms`, and replicates the effect.
-    pub fn write(&mut self, value: &[u8], expire_at_ms: i64, slack_ms: i64) -> Result<(), RlError> {
+    /// The new absolute expiry when the current one does not satisfy `expiry`, else None.
+    fn expiry_change(&self, expiry: Expiry) -> Result<Option<i64>, RlError> {
+        let ok =
+            |at: i64| at >= expiry.at_least_ms && at <= expiry.at_least_ms.saturating_add(expiry.slack_ms);
+        Ok(match self.expire_at_ms()? {
+            Some(at) if ok(at) => None,
+            _ => Some(expiry.at_least_ms.saturating_add(expiry.slack_ms)),
+        })
+    }
+
+    fn set_expire(&mut self, at_ms: i64) -> Result<(), RlError> {
+        let set_expire = api(unsafe { raw::RedisModule_SetAbsExpire })?;
+        // SAFETY: a live key handle opened for writing.
+        if unsafe { set_expire(self.handle, at_ms) } != raw::REDISMODULE_OK as c_int {
+            return Err(RlError::Internal("cannot set the expiry"));
+        }
+        Ok(())
+    }
+
+    /// Stores `value` with an expiry satisfying `expiry`, and replicates the effect as
+    /// `SET key value PXAT ms` or `SET key value KEEPTTL`.
+    pub fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
         self.store_value(value)?;
-        let keep = self
-            .expire_at_ms()?
-            .is_some_and(|at| at >= expire_at_ms && at <= expire_at_ms + slack_ms);
+        let change = self.expiry_change(expiry)?;
+        if let Some(at) = change {
+            self.set_expire(at)?;
+        }
         let replicate = api(unsafe { raw::RedisModule_Replicate })?;
         let (name, ptr, len) = (self.name.raw(), value.as_ptr().cast::<c_char>(), value.len());
         // SAFETY: the formats match the arguments: "s" a RedisModuleString, "b" a buffer and its length,
         // "c" a NUL-terminated C string, "l" a long long.
         unsafe {
-            if keep {
-                replicate(
+            match change {
+                None => replicate(
                     self.ctx.ctx,
                     cstr(SET),
                     cstr(b"sbc\0"),
@@ -111,15 +141,8 @@ impl<'a> StateKey<'a> {
                     ptr,
                     len,
                     cstr(KEEPTTL),
-                );
-            } else {
-                let at = expire_at_ms + slack_ms;
-                let set_expire = api(raw::RedisModule_SetAbsExpire)?;
-                if set_expire(self.handle, at) != raw::REDISMODULE_OK as c_int {
-                    return Err(RlError::Internal("cannot set the expiry"));
-                }
-                let at = at as libc::c_longlong;
-                replicate(
+                ),
+                Some(at) => replicate(
                     self.ctx.ctx,
                     cstr(SET),
                     cstr(b"sbcl\0"),
@@ -128,6 +151,51 @@ impl<'a> StateKey<'a> {
                     len,
                     cstr(PXAT),
                     at,
+                ),
+            };
+        }
+        Ok(())
+    }
+
+    /// Overwrites `bytes` at `offset` of the existing value, in place, with an expiry satisfying
+    /// `expiry`; replicates `SETRANGE key offset bytes` (and `PEXPIREAT key ms` when the expiry moved).
+    pub fn write_at(&mut self, offset: usize, bytes: &[u8], expiry: Expiry) -> Result<(), RlError> {
+        let dma = api(unsafe { raw::RedisModule_StringDMA })?;
+        let mut len = 0usize;
+        // SAFETY: a live key handle opened for writing; the pointer is valid for `len` bytes and only
+        // written within that length.
+        unsafe {
+            let ptr = dma(self.handle, &mut len, raw::REDISMODULE_WRITE as c_int);
+            if ptr.is_null() || offset.checked_add(bytes.len()).is_none_or(|end| end > len) {
+                return Err(RlError::Internal("write outside the stored value"));
+            }
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>().add(offset), bytes.len());
+        }
+        let change = self.expiry_change(expiry)?;
+        if let Some(at) = change {
+            self.set_expire(at)?;
+        }
+        let replicate = api(unsafe { raw::RedisModule_Replicate })?;
+        let name = self.name.raw();
+        // SAFETY: as in `write`.
+        unsafe {
+            let (ptr, len) = (bytes.as_ptr().cast::<c_char>(), bytes.len());
+            replicate(
+                self.ctx.ctx,
+                cstr(SETRANGE),
+                cstr(b"slb\0"),
+                name,
+                offset as libc::c_longlong,
+                ptr,
+                len,
+            );
+            if let Some(at) = change {
+                replicate(
+                    self.ctx.ctx,
+                    cstr(PEXPIREAT),
+                    cstr(b"sl\0"),
+                    name,
+                    at as libc::c_longlong,
                 );
             }
         }

@@ -9,7 +9,7 @@ use super::clock;
 use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
-use super::store::StateKey;
+use super::store::{Expiry, StateKey};
 use crate::algo::time::{ceil_ms, Nanos};
 use crate::algo::token_bucket::{BucketError, TokenBucket, TokenDecision};
 use crate::algo::verdict::most_restrictive;
@@ -23,13 +23,13 @@ const EXPIRY_SLACK_MS: i64 = 1000;
 
 pub struct Token;
 
-struct Request<'a> {
-    key: &'a Arg,
-    bucket: TokenBucket,
-    cost: u64,
+pub struct Request<'a> {
+    pub key: &'a Arg,
+    pub bucket: TokenBucket,
+    pub cost: u64,
 }
 
-fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
+pub fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
     let capacity = whole(args[1].bytes(), "capacity", 1, "must be a whole number >= 1")?;
     let rate = positive_decimal(
         args[2].bytes(),
@@ -70,11 +70,22 @@ fn parse_requests(args: &[Arg]) -> Result<Vec<Request<'_>>, RlError> {
 }
 
 /// A bucket's state: its TAT in Unix nanoseconds, as 8 little-endian bytes.
-fn decode_tat(bytes: &[u8]) -> Result<Nanos, RlError> {
+pub fn decode_tat(bytes: &[u8]) -> Result<Nanos, RlError> {
     bytes
         .try_into()
         .map(Nanos::from_le_bytes)
         .map_err(|_| RlError::BadState)
+}
+
+/// Stores a TAT; the key lives until the bucket is full again, plus up to EXPIRY_SLACK_MS.
+pub fn store(key: &mut StateKey, tat: Nanos) -> Result<(), RlError> {
+    key.write(
+        &tat.to_le_bytes(),
+        Expiry {
+            at_least_ms: ceil_ms(tat),
+            slack_ms: EXPIRY_SLACK_MS,
+        },
+    )
 }
 
 impl Command for Token {
@@ -92,7 +103,7 @@ impl Command for Token {
         if decided.iter().all(|(_, d)| d.verdict.allowed) {
             for (key, d) in &mut decided {
                 if let Some(tat) = d.new_tat {
-                    key.write(&tat.to_le_bytes(), ceil_ms(tat), EXPIRY_SLACK_MS)?;
+                    store(key, tat)?;
                 }
             }
         }

@@ -2,12 +2,15 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod calls;
+
 use std::time::{Duration, Instant};
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, Server};
 
-/// Runs a deterministic mix of allowed and denied RL.TOKEN calls (single and multi-key, peeks,
-/// over-capacity costs) over `keys` keys, and returns how many were allowed and denied.
+/// Runs a deterministic mix of allowed and denied calls of every RL.* command (multi-key RL.TOKEN,
+/// peeks, over-limit costs, refunds, RL.SLIDE logs that grow) over `keys` keys per command, and returns
+/// how many were allowed and denied.
 pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, keys: usize) -> (usize, usize) {
     let (mut allowed, mut denied) = (0, 0);
     for i in 0..calls {
