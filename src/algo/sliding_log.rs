@@ -93,7 +93,7 @@ impl<'a> Log<'a> {
         };
         let slots = &bytes[HEADER_LEN..];
         let w = width as usize;
-        if slots.is_empty() || slots.len() % w != 0 {
+        if slots.is_empty() || !slots.len().is_multiple_of(w) {
             return Err(NotALog);
         }
         let mut log = Log {
