@@ -1,14 +1,14 @@
 //! redis-ratelimit: native rate limiting commands for Redis and Valkey.
 //!
-//! Layout: `algo` holds the pure algorithms (no Redis, time passed in), `command` the command layer
-//! (one file per command), and this file only registers the module and its commands.
+//! Layout: the pure algorithms live in their own crate (`core/`, `ratelimit_core`: no Redis, time
+//! passed in), `command` is the command layer (one file per command), and this file only registers the
+//! module and its commands.
 
-pub mod algo;
 // Under cfg(test) nothing registers the handlers (see below), so they look unused there.
 #[cfg_attr(test, allow(dead_code))]
 mod command;
 
-// Unit tests of the pure code run with the system allocator; the module itself (and so the allocator
+// The command layer's unit tests run with the system allocator; the module itself (and the allocator
 // that only works inside a server) exists outside cfg(test).
 #[cfg(not(test))]
 mod registration {

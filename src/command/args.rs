@@ -2,8 +2,8 @@
 
 use super::arg::Arg;
 use super::error::RlError;
-use crate::algo::decimal::{Decimal, DecimalError};
-use crate::algo::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_MS};
+use ratelimit_core::decimal::{Decimal, DecimalError};
+use ratelimit_core::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_MS};
 
 /// A whole number `>= min`, written in plain decimal digits.
 pub fn whole(bytes: &[u8], arg: &'static str, min: u64, expected: &'static str) -> Result<u64, RlError> {

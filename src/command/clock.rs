@@ -1,6 +1,6 @@
 //! The server's clock, read once per command.
 
-use crate::algo::time::{Nanos, NANOS_PER_MS};
+use ratelimit_core::time::{Nanos, NANOS_PER_MS};
 use redis_module::raw;
 
 /// The server's time in nanoseconds: the cached command time where the server has it (Redis 7.2+,

@@ -1,6 +1,6 @@
 //! RL.FIXED key limit window [cost]
 //!
-//! A fixed window (see `algo::fixed_window`). State: 16 bytes, the units counted (u64) and the instant
+//! A fixed window (see `ratelimit_core::fixed_window`). State: 16 bytes, the units counted (u64) and the instant
 //! the window ends (Unix ns, i64), little-endian; the key expires when the window ends. Counter and
 //! expiry are written together, so a counter without a TTL cannot exist.
 
@@ -11,8 +11,8 @@ use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
 use super::store::{Expiry, StateKey};
-use crate::algo::fixed_window::{FixedWindow, WindowState};
-use crate::algo::time::ceil_ms;
+use ratelimit_core::fixed_window::{FixedWindow, WindowState};
+use ratelimit_core::time::ceil_ms;
 use redis_module::Context;
 
 pub struct Fixed;

@@ -2,8 +2,8 @@
 //! reset_after_ms]`, plus, for a call over several limiters, the 1-based position of the one the reply
 //! describes.
 
-use crate::algo::time::ceil_ms;
-use crate::algo::verdict::Verdict;
+use ratelimit_core::time::ceil_ms;
+use ratelimit_core::verdict::Verdict;
 use redis_module::{raw, Context};
 use std::os::raw::c_long;
 

@@ -1,6 +1,6 @@
 //! RL.SLIDE key limit window id [DEDUP]
 //!
-//! The exact sliding window (see `algo::sliding_log`): a compact log of the allowed requests' times
+//! The exact sliding window (see `ratelimit_core::sliding_log`): a compact log of the allowed requests' times
 //! in one string. An ordinary request overwrites one 8-byte slot in place and replicates one SETRANGE;
 //! growing or shrinking the log rewrites it (replicated as SET ... PXAT). The key expires when its
 //! newest request leaves the window (up to one second later, so most requests leave the TTL alone).
@@ -12,7 +12,7 @@ use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
 use super::store::{Expiry, StateKey};
-use crate::algo::sliding_log::{Log, LogWrite, RequestId, SlidingLog, MAX_LIMIT};
+use ratelimit_core::sliding_log::{Log, LogWrite, RequestId, SlidingLog, MAX_LIMIT};
 use redis_module::Context;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::OnceLock;

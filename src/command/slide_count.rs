@@ -1,6 +1,6 @@
 //! RL.SLIDECOUNT key limit window [cost]
 //!
-//! The sliding window counter (see `algo::sliding_counter`): O(1) memory for large limits, within
+//! The sliding window counter (see `ratelimit_core::sliding_counter`): O(1) memory for large limits, within
 //! 2 x limit in the worst case. State: 24 bytes (window index, current count, previous count); the key
 //! expires at the end of the window after the current one, when its counts stop mattering.
 
@@ -11,8 +11,8 @@ use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
 use super::store::{Expiry, StateKey};
-use crate::algo::sliding_counter::{CounterState, SlidingCounter};
-use crate::algo::time::ceil_ms;
+use ratelimit_core::sliding_counter::{CounterState, SlidingCounter};
+use ratelimit_core::time::ceil_ms;
 use redis_module::Context;
 
 pub struct SlideCount;

@@ -1,6 +1,6 @@
 //! RL.TOKEN key capacity rate cost [key capacity rate cost ...]
 //!
-//! A token bucket per key (see `algo::token_bucket`), stored as its TAT. With several groups the
+//! A token bucket per key (see `ratelimit_core::token_bucket`), stored as its TAT. With several groups the
 //! request is allowed only if every bucket allows, and then takes from all of them.
 
 use super::arg::Arg;
@@ -10,9 +10,9 @@ use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
 use super::store::{Expiry, StateKey};
-use crate::algo::time::{ceil_ms, Nanos};
-use crate::algo::token_bucket::{BucketError, TokenBucket, TokenDecision};
-use crate::algo::verdict::most_restrictive;
+use ratelimit_core::time::{ceil_ms, Nanos};
+use ratelimit_core::token_bucket::{BucketError, TokenBucket, TokenDecision};
+use ratelimit_core::verdict::most_restrictive;
 use redis_module::Context;
 
 const GROUP: usize = 4;

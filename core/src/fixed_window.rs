@@ -3,8 +3,8 @@
 //!
 //! State: the units counted in the current window and the instant the window ends (the key's expiry).
 
-use super::time::Nanos;
-use super::verdict::Verdict;
+use crate::time::Nanos;
+use crate::verdict::Verdict;
 
 /// Valid fixed window parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +91,7 @@ impl FixedWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::time::NANOS_PER_SEC as SEC;
+    use crate::time::NANOS_PER_SEC as SEC;
     use proptest::prelude::*;
 
     const T0: Nanos = 1_700_000_000 * SEC;

@@ -1,6 +1,6 @@
 //! The outcome every limiter reports, whatever its algorithm, and how several combine.
 
-use super::time::Nanos;
+use crate::time::Nanos;
 
 /// What a limiter says about one request: the five fields of every RL.* reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,8 +15,8 @@
 //! Memory: 8 bytes per slot (16 with ids), at most a quarter of the slots unused after growth.
 //! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
 
-use super::time::Nanos;
-use super::verdict::Verdict;
+use crate::time::Nanos;
+use crate::verdict::Verdict;
 
 const MAGIC: &[u8; 3] = b"RLS";
 const VERSION: u8 = 1;

@@ -10,9 +10,9 @@
 //! All times are integer nanoseconds. The refill interval is `ceil(1e9 / rate)` ns, so the effective
 //! rate is never above the requested one (relative error below `rate / 1e9`), and capacity is exact.
 
-use super::decimal::Decimal;
-use super::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_SEC};
-use super::verdict::Verdict;
+use crate::decimal::Decimal;
+use crate::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_SEC};
+use crate::verdict::Verdict;
 
 /// Why token bucket parameters are unusable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,8 @@
 //! the excess over `limit` comes from the previous window's requests being bunched at its end, where the
 //! weighting assumes they were spread evenly. With evenly spread traffic it is exact.
 
-use super::time::Nanos;
-use super::verdict::Verdict;
+use crate::time::Nanos;
+use crate::verdict::Verdict;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingCounter {
@@ -171,7 +171,7 @@ impl SlidingCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::time::NANOS_PER_SEC as SEC;
+    use crate::time::NANOS_PER_SEC as SEC;
     use proptest::prelude::*;
 
     const T0: Nanos = 1_700_000_000 * SEC; // a multiple of 10 s
