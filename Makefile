@@ -2,7 +2,7 @@
 CARGO ?= cargo
 MODULE := target/release/libredis_ratelimit.so
 
-.PHONY: all deps build demo test check fmt clippy clean
+.PHONY: all deps build demo test bench check fmt clippy clean
 
 all: build
 
@@ -19,6 +19,13 @@ demo: build
 # Unit and property tests of the pure code, then integration tests against real servers.
 test: build
 	$(CARGO) test --release --workspace
+
+# Throughput, latency and memory against the seed's Lua scripts and plain commands (writes
+# docs/benchmarks.md and docs/bench.png), then ns per decision of the pure algorithms (Criterion).
+bench: build
+	@scripts/ensure-deps.sh fonts-dejavu-core
+	$(CARGO) run --release --quiet -p bench
+	$(CARGO) bench -p ratelimit-core --bench decide
 
 fmt:
 	$(CARGO) fmt --all -- --check

@@ -15,7 +15,8 @@ has_libclang() {
 has_libclang || missing+=(libclang-dev)
 for extra in "$@"; do
   case "$extra" in
-    faketime) [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketime) ;;
+    faketime) compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketime) ;;
+    fonts-dejavu-core) [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core) ;;
     *) command -v "$extra" >/dev/null 2>&1 || missing+=("$extra") ;;
   esac
 done

@@ -49,7 +49,8 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
     let log_key = |i: usize| format!("rl:slog:{:06}", i % LOGS); // 14 characters
     let cmd = |name: &str| redis::cmd(name);
 
-    // Two calls per bucket, so the Lua hash holds a fractional token count as it does in real use.
+    // Two calls per bucket at 0.5 tokens/s, so the Lua hash holds a fractional token count (as it does
+    // in real use, between refills) rather than a small integer that listpacks store compactly.
     let lua_token = added(con, 2 * KEYS, KEYS, |i| {
         let mut c = cmd("EVALSHA");
         c.arg(sha("token"))
@@ -62,7 +63,7 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
     });
     let token = added(con, 2 * KEYS, KEYS, |i| {
         let mut c = cmd("RL.TOKEN");
-        c.arg(key(i % KEYS)).arg(10).arg(5).arg(1);
+        c.arg(key(i % KEYS)).arg(10).arg("0.5").arg(1);
         c
     });
     let fixed = added(con, KEYS, KEYS, |i| {
