@@ -214,19 +214,16 @@ fn denials_write_nothing() {
 }
 
 #[test]
-fn state_is_one_integer_with_a_ttl() {
+fn state_is_one_eight_byte_string_with_a_ttl() {
     let server = Server::single();
     let mut con = server.conn();
     let key = unique_key("state");
     let before = now_ns(&mut con);
     let r = token(&mut con, &key, 10, "5", 1);
-    let encoding: String = redis::cmd("OBJECT")
-        .arg("ENCODING")
-        .arg(&key)
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(encoding, "int", "the compact integer encoding");
-    let tat: i64 = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let kind: String = redis::cmd("TYPE").arg(&key).query(&mut con).unwrap();
+    assert_eq!(kind, "string");
+    let value: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let tat = i64::from_le_bytes(value.try_into().expect("8 bytes"));
     // The TAT is when the bucket is full again: now + reset_after.
     let expected = before + r[4] * 1_000_000;
     assert!((tat - expected).abs() < 50_000_000, "TAT {tat} vs {expected}");

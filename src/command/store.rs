@@ -157,51 +157,6 @@ impl<'a> StateKey<'a> {
         Ok(())
     }
 
-    /// Stores an integer through `SET`, which keeps it in Redis' compact integer encoding (8 bytes less
-    /// per key than any string the key API can write), with an expiry satisfying `expiry`; the SET is
-    /// replicated as called: absolute value, absolute expiry or KEEPTTL.
-    pub fn write_int(&mut self, value: i64, expiry: Expiry) -> Result<(), RlError> {
-        let change = self.expiry_change(expiry)?;
-        let call = api(unsafe { raw::RedisModule_Call })?;
-        let name = self.name.raw();
-        // SAFETY: "!" replicates; "s" a RedisModuleString, "l" a long long, "c" a C string.
-        let reply = unsafe {
-            match change {
-                None => call(
-                    self.ctx.ctx,
-                    cstr(SET),
-                    cstr(b"!slc\0"),
-                    name,
-                    value as libc::c_longlong,
-                    cstr(KEEPTTL),
-                ),
-                Some(at) => call(
-                    self.ctx.ctx,
-                    cstr(SET),
-                    cstr(b"!slcl\0"),
-                    name,
-                    value as libc::c_longlong,
-                    cstr(PXAT),
-                    at as libc::c_longlong,
-                ),
-            }
-        };
-        if reply.is_null() {
-            return Err(RlError::Internal("SET failed"));
-        }
-        // SAFETY: a reply from RedisModule_Call, freed once.
-        unsafe {
-            let kind = raw::RedisModule_CallReplyType.map_or(-1, |f| f(reply));
-            if let Some(free) = raw::RedisModule_FreeCallReply {
-                free(reply);
-            }
-            if kind == raw::REDISMODULE_REPLY_ERROR as c_int {
-                return Err(RlError::Internal("SET was refused"));
-            }
-        }
-        Ok(())
-    }
-
     /// Overwrites `bytes` at `offset` of the existing value, in place, with an expiry satisfying
     /// `expiry`; replicates `SETRANGE key offset bytes` (and `PEXPIREAT key ms` when the expiry moved).
     pub fn write_at(&mut self, offset: usize, bytes: &[u8], expiry: Expiry) -> Result<(), RlError> {

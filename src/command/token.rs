@@ -71,16 +71,16 @@ fn parse_requests(args: &[Arg]) -> Result<Vec<Request<'_>>, RlError> {
 
 /// A bucket's state: its TAT in Unix nanoseconds, as 8 little-endian bytes.
 pub fn decode_tat(bytes: &[u8]) -> Result<Nanos, RlError> {
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or(RlError::BadState)
+    bytes
+        .try_into()
+        .map(Nanos::from_le_bytes)
+        .map_err(|_| RlError::BadState)
 }
 
 /// Stores a TAT; the key lives until the bucket is full again, plus up to EXPIRY_SLACK_MS.
 pub fn store(key: &mut StateKey, tat: Nanos) -> Result<(), RlError> {
-    key.write_int(
-        tat,
+    key.write(
+        &tat.to_le_bytes(),
         Expiry {
             at_least_ms: ceil_ms(tat),
             slack_ms: EXPIRY_SLACK_MS,
