@@ -76,3 +76,68 @@ fn a_large_sliding_log_replicates_a_few_bytes_per_request() {
     wait_in_sync(&mut p, &mut r);
     assert_eq!(digest(&mut p), digest(&mut r));
 }
+
+#[test]
+fn rdb_save_and_restart_keep_every_limiter() {
+    let Some(mut server) = Server::own(&[]) else {
+        return;
+    };
+    let mut con = server.conn();
+    mixed_token_traffic(&mut con, "rdb", 300, 20);
+    let before = (dump_strings(&mut con), digest(&mut con));
+    server.restart("SAVE");
+    let mut con = server.conn();
+    assert_eq!((dump_strings(&mut con), digest(&mut con)), before);
+}
+
+#[test]
+fn aof_rewrite_keeps_every_limiter() {
+    let Some(mut server) = Server::own(&["--appendonly", "yes", "--appendfsync", "always"]) else {
+        return;
+    };
+    let mut con = server.conn();
+    mixed_token_traffic(&mut con, "rewrite", 200, 20);
+    let _: () = testkit::redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
+    wait_until("the AOF rewrite", || {
+        testkit::info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && testkit::info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    // More traffic after the rewrite lands in the new incremental AOF.
+    mixed_token_traffic(&mut con, "rewrite", 100, 20);
+    let before = (dump_strings(&mut con), digest(&mut con));
+    server.restart("NOSAVE");
+    let mut con = server.conn();
+    assert_eq!((dump_strings(&mut con), digest(&mut con)), before);
+}
+
+#[test]
+fn dump_and_restore_move_a_limiter_with_its_state() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let (from, to) = (testkit::unique_key("dump-from"), testkit::unique_key("dump-to"));
+    for _ in 0..3 {
+        let _: Vec<i64> = testkit::redis::cmd("RL.TOKEN")
+            .arg(&from)
+            .arg(5)
+            .arg("0.01")
+            .arg(1)
+            .query(&mut con)
+            .unwrap();
+    }
+    let dump: Vec<u8> = testkit::redis::cmd("DUMP").arg(&from).query(&mut con).unwrap();
+    let ttl: i64 = testkit::redis::cmd("PTTL").arg(&from).query(&mut con).unwrap();
+    let _: () = testkit::redis::cmd("RESTORE")
+        .arg(&to)
+        .arg(ttl)
+        .arg(dump)
+        .query(&mut con)
+        .unwrap();
+    let peek: Vec<i64> = testkit::redis::cmd("RL.TOKEN")
+        .arg(&to)
+        .arg(5)
+        .arg("0.01")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(peek[..3], [1, 5, 2], "the restored bucket has the same tokens");
+}

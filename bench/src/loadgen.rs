@@ -77,12 +77,19 @@ impl Load {
             let workers: Vec<_> = (0..self.clients)
                 .map(|c| scope.spawn(move || self.client(request, per_client, c as u64 + 1)))
                 .collect();
-            workers.into_iter().map(|w| w.join().expect("a load client failed")).collect()
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("a load client failed"))
+                .collect()
         });
         let elapsed = started.elapsed().as_secs_f64();
         let mut all: Vec<u32> = latencies.into_iter().flatten().collect();
         all.sort_unstable();
-        let pct = |p: f64| all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1))).copied().unwrap_or(0);
+        let pct = |p: f64| {
+            all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(0)
+        };
         Measured {
             rps: (per_client * self.clients) as f64 / elapsed,
             p50_ms: f64::from(pct(0.50)) / 1000.0,
@@ -119,7 +126,12 @@ impl Load {
                 assert!(n > 0, "the server closed the connection");
                 inbuf.extend_from_slice(&chunk[..n]);
                 while let Some(end) = frame_end(&inbuf, pos) {
-                    assert_ne!(inbuf[pos], b'-', "error reply: {}", String::from_utf8_lossy(&inbuf[pos..end]));
+                    assert_ne!(
+                        inbuf[pos],
+                        b'-',
+                        "error reply: {}",
+                        String::from_utf8_lossy(&inbuf[pos..end])
+                    );
                     pos = end;
                     replies += 1;
                 }
@@ -139,7 +151,7 @@ mod tests {
     #[test]
     fn frames() {
         assert_eq!(frame_end(b"+OK\r\n", 0), Some(5));
-        assert_eq!(frame_end(b"*2\r\n:1\r\n$2\r\nab\r\n", 0), Some(17));
+        assert_eq!(frame_end(b"*2\r\n:1\r\n$2\r\nab\r\n", 0), Some(16));
         assert_eq!(frame_end(b"*2\r\n:1\r\n$2\r\nab", 0), None);
         assert_eq!(frame_end(b"$-1\r\n", 0), Some(5));
     }

@@ -1,7 +1,7 @@
 //! Bytes per key and per recorded request: used_memory before and after filling, divided by the count.
 
-use testkit::redis::{self, Connection};
 use testkit::info_field;
+use testkit::redis::{self, Connection};
 
 pub struct Memory {
     pub what: &'static str,
@@ -13,7 +13,9 @@ pub struct Memory {
 }
 
 fn used_memory(con: &mut Connection) -> f64 {
-    info_field(con, "memory", "used_memory").and_then(|v| v.parse().ok()).expect("no used_memory in INFO")
+    info_field(con, "memory", "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("no used_memory in INFO")
 }
 
 /// Runs `count` calls built by `call(i)` in pipelines, and returns the memory they added divided by
@@ -37,7 +39,12 @@ const LOGS: usize = 20;
 const LOG_LIMIT: usize = 10_000;
 
 pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
-    let sha = |name: &str| shas.iter().find(|(n, _)| *n == name).map(|(_, s)| s.clone()).unwrap_or_default();
+    let sha = |name: &str| {
+        shas.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default()
+    };
     let key = |i: usize| format!("rl:user:{i:06}"); // 14 characters
     let log_key = |i: usize| format!("rl:slog:{:06}", i % LOGS); // 14 characters
     let cmd = |name: &str| redis::cmd(name);
@@ -46,7 +53,12 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
     // in real use, between refills) rather than a small integer that listpacks store compactly.
     let lua_token = added(con, 2 * KEYS, KEYS, |i| {
         let mut c = cmd("EVALSHA");
-        c.arg(sha("token")).arg(1).arg(key(i % KEYS)).arg(10).arg(5).arg(1);
+        c.arg(sha("token"))
+            .arg(1)
+            .arg(key(i % KEYS))
+            .arg(10)
+            .arg(5)
+            .arg(1);
         c
     });
     let token = added(con, 2 * KEYS, KEYS, |i| {
@@ -67,7 +79,12 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
     let recorded = LOGS * LOG_LIMIT;
     let lua_log = added(con, recorded, recorded, |i| {
         let mut c = cmd("EVALSHA");
-        c.arg(sha("slide")).arg(1).arg(log_key(i)).arg(LOG_LIMIT).arg(3600).arg(i);
+        c.arg(sha("slide"))
+            .arg(1)
+            .arg(log_key(i))
+            .arg(LOG_LIMIT)
+            .arg(3600)
+            .arg(i);
         c
     });
     let log = added(con, recorded, recorded, |i| {
@@ -82,12 +99,54 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
     });
     let _: () = redis::cmd("FLUSHALL").query(con).expect("FLUSHALL failed");
     vec![
-        Memory { what: "Lua token bucket (hash of 2 fields)", bytes: lua_token, per: "key", baseline: None, target: "" },
-        Memory { what: "RL.TOKEN", bytes: token, per: "key", baseline: Some(lua_token), target: "<= 0.67 of Lua" },
-        Memory { what: "RL.FIXED", bytes: fixed, per: "key", baseline: None, target: "" },
-        Memory { what: "RL.SLIDECOUNT", bytes: counter, per: "key", baseline: None, target: "" },
-        Memory { what: "Lua sliding log (sorted set), limit 10,000", bytes: lua_log, per: "recorded request", baseline: None, target: "" },
-        Memory { what: "RL.SLIDE, limit 10,000", bytes: log, per: "recorded request", baseline: Some(lua_log), target: "<= 16 bytes" },
-        Memory { what: "RL.SLIDE DEDUP, limit 10,000", bytes: log_dedup, per: "recorded request", baseline: Some(lua_log), target: "" },
+        Memory {
+            what: "Lua token bucket (hash of 2 fields)",
+            bytes: lua_token,
+            per: "key",
+            baseline: None,
+            target: "",
+        },
+        Memory {
+            what: "RL.TOKEN",
+            bytes: token,
+            per: "key",
+            baseline: Some(lua_token),
+            target: "<= 0.67 of Lua",
+        },
+        Memory {
+            what: "RL.FIXED",
+            bytes: fixed,
+            per: "key",
+            baseline: None,
+            target: "",
+        },
+        Memory {
+            what: "RL.SLIDECOUNT",
+            bytes: counter,
+            per: "key",
+            baseline: None,
+            target: "",
+        },
+        Memory {
+            what: "Lua sliding log (sorted set), limit 10,000",
+            bytes: lua_log,
+            per: "recorded request",
+            baseline: None,
+            target: "",
+        },
+        Memory {
+            what: "RL.SLIDE, limit 10,000",
+            bytes: log,
+            per: "recorded request",
+            baseline: Some(lua_log),
+            target: "<= 16 bytes",
+        },
+        Memory {
+            what: "RL.SLIDE DEDUP, limit 10,000",
+            bytes: log_dedup,
+            per: "recorded request",
+            baseline: Some(lua_log),
+            target: "",
+        },
     ]
 }
