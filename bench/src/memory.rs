@@ -57,7 +57,7 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
             .arg(1)
             .arg(key(i % KEYS))
             .arg(10)
-            .arg(5)
+            .arg("0.5")
             .arg(1);
         c
     });
