@@ -38,8 +38,9 @@ impl FixedWindow {
     /// Decides `cost` units at `now`. A state whose window has ended (or that lies further ahead than
     /// one window, from a clock that stepped back) is treated as no state: a window starts now.
     pub fn decide(&self, state: Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
-        let current = state.filter(|s| s.ends_at > now && s.ends_at - now <= self.window_ns);
-        let (count, ends_at) = current.map_or((0, now + self.window_ns), |s| (s.count, s.ends_at));
+        let current = state.filter(|s| s.ends_at > now && s.ends_at.saturating_sub(now) <= self.window_ns);
+        let (count, ends_at) =
+            current.map_or((0, now.saturating_add(self.window_ns)), |s| (s.count, s.ends_at));
         let verdict = |allowed: bool, count: u64, retry: Option<Nanos>, reset: Nanos| Verdict {
             allowed,
             limit: self.limit,
@@ -47,7 +48,11 @@ impl FixedWindow {
             retry_after_ns: retry,
             reset_after_ns: reset,
         };
-        let open_for = if current.is_some() { ends_at - now } else { 0 };
+        let open_for = if current.is_some() {
+            ends_at.saturating_sub(now)
+        } else {
+            0
+        };
         if cost > self.limit {
             return FixedDecision {
                 verdict: verdict(false, count, None, open_for),
@@ -57,7 +62,7 @@ impl FixedWindow {
         }
         match count.checked_add(cost).filter(|&total| total <= self.limit) {
             Some(total) if cost > 0 => FixedDecision {
-                verdict: verdict(true, total, Some(0), ends_at - now),
+                verdict: verdict(true, total, Some(0), ends_at.saturating_sub(now)),
                 new_state: Some(WindowState {
                     count: total,
                     ends_at,
@@ -70,7 +75,12 @@ impl FixedWindow {
                 new_window: false,
             },
             None => FixedDecision {
-                verdict: verdict(false, count, Some(ends_at - now), ends_at - now),
+                verdict: verdict(
+                    false,
+                    count,
+                    Some(ends_at.saturating_sub(now)),
+                    ends_at.saturating_sub(now),
+                ),
                 new_state: None,
                 new_window: false,
             },

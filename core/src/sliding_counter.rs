@@ -73,7 +73,7 @@ impl SlidingCounter {
         // that stepped back) is kept as it is: it never grants extra.
         let s = match state {
             Some(s) if s.window >= index_now => s,
-            Some(s) if s.window + 1 == index_now => CounterState {
+            Some(s) if s.window.checked_add(1) == Some(index_now) => CounterState {
                 window: index_now,
                 current: 0,
                 previous: s.current,
@@ -90,12 +90,12 @@ impl SlidingCounter {
         };
         let weighted_previous = u128::from(s.previous) * (w - elapsed);
         let capacity = u128::from(self.limit) * w;
-        let used = |current: u64| weighted_previous + u128::from(current) * w;
+        let used = |current: u64| weighted_previous.saturating_add(u128::from(current) * w);
         let remaining = |current: u64| (capacity.saturating_sub(used(current)) / w) as u64;
         let reset = |current: u64| -> Nanos {
             let to_window_end = (w - elapsed) as Nanos;
             if current > 0 {
-                to_window_end + self.window_ns
+                to_window_end.saturating_add(self.window_ns)
             } else if s.previous > 0 {
                 to_window_end
             } else {

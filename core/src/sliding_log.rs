@@ -207,7 +207,7 @@ impl SlidingLog {
     /// Decides one request at `now_us` against the stored log (None: no key).
     pub fn decide(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
         let threshold = now_us.saturating_sub(self.window_us).max(FILLER_CEILING);
-        let wait = |ts: u64| us_to_ns((ts + self.window_us).saturating_sub(now_us));
+        let wait = |ts: u64| us_to_ns(ts.saturating_add(self.window_us).saturating_sub(now_us));
         let verdict = |allowed: bool, live: u64, retry: Option<Nanos>, newest: Option<u64>| Verdict {
             allowed,
             limit: self.limit,
@@ -220,13 +220,13 @@ impl SlidingLog {
             return SlideDecision {
                 verdict: verdict(true, 1, Some(0), Some(now_us)),
                 write: Some(write),
-                empty_at_us: Some(now_us + self.window_us),
+                empty_at_us: Some(now_us.saturating_add(self.window_us)),
             };
         };
         let first_live = log.first_above(threshold);
         let live = (log.n - first_live) as u64;
         let newest = (live > 0).then(|| log.newest());
-        let empty_at_us = newest.map(|t| t + self.window_us);
+        let empty_at_us = newest.map(|t| t.saturating_add(self.window_us));
         if id.dedup && log.entries_from(first_live).any(|(_, h)| h == id.hash) {
             return SlideDecision {
                 verdict: verdict(true, live, Some(0), newest),
@@ -238,7 +238,8 @@ impl SlidingLog {
             // The request fits once all but limit - 1 of the live entries have left the window.
             let leaving = log.ts(log.physical(log.n - self.limit as usize));
             return SlideDecision {
-                verdict: verdict(false, live, Some(wait(leaving)), newest),
+                // At least 1 ns: only a corrupted (unordered) log could say the entry has already left.
+                verdict: verdict(false, live, Some(wait(leaving).max(1)), newest),
                 write: None,
                 empty_at_us,
             };
@@ -265,7 +266,7 @@ impl SlidingLog {
         SlideDecision {
             verdict: verdict(true, live + 1, Some(0), Some(stamp)),
             write: Some(write),
-            empty_at_us: Some(stamp + self.window_us),
+            empty_at_us: Some(stamp.saturating_add(self.window_us)),
         }
     }
 

@@ -1,0 +1,130 @@
+//! Fuzzing the pure algorithms with arbitrary inputs, extreme values included: nothing panics (the
+//! crate is built with overflow checks, so an overflow would), and every verdict is well-formed.
+//! Bounded: PROPTEST_CASES (default 2000 here) cases per property.
+
+use proptest::prelude::*;
+use ratelimit_core::decimal::Decimal;
+use ratelimit_core::fixed_window::{FixedWindow, WindowState};
+use ratelimit_core::sliding_counter::{CounterState, SlidingCounter};
+use ratelimit_core::sliding_log::{apply, Log, RequestId, SlidingLog};
+use ratelimit_core::token_bucket::TokenBucket;
+use ratelimit_core::verdict::Verdict;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(2000);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
+fn any_time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        Just(0i64),
+        Just(i64::MAX),
+        Just(i64::MIN),
+        Just(-1i64),
+        1_600_000_000_000_000_000i64..2_000_000_000_000_000_000,
+        any::<i64>()
+    ]
+}
+
+fn any_u64() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1u64),
+        Just(u64::MAX),
+        Just(u64::MAX - 1),
+        0u64..1000,
+        any::<u64>()
+    ]
+}
+
+fn well_formed(v: &Verdict) -> Result<(), TestCaseError> {
+    prop_assert!(v.remaining <= v.limit);
+    prop_assert!(v.reset_after_ns >= 0);
+    match v.retry_after_ns {
+        Some(r) if v.allowed => prop_assert_eq!(r, 0),
+        Some(r) => prop_assert!(r > 0),
+        None => prop_assert!(!v.allowed),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn decimal_parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64), text in "[-+0-9.eE]{0,40}") {
+        let _ = Decimal::parse(&bytes);
+        if let Ok(d) = Decimal::parse(text.as_bytes()) {
+            let _ = (d.div_ceil_into(1_000_000_000), d.mul_ceil(1000), d.mul_exact(1000));
+        }
+    }
+
+    #[test]
+    fn token_bucket_with_any_inputs(
+        capacity in any_u64(), mantissa in any::<u128>(), exponent in -100i32..100,
+        tat in proptest::option::of(any_time()), now in any_time(), cost in any_u64(),
+    ) {
+        if let Ok(bucket) = TokenBucket::new(capacity, Decimal { mantissa, exponent }) {
+            let d = bucket.decide(tat, now, cost);
+            well_formed(&d.verdict)?;
+            let _ = bucket.refund(tat, now, cost);
+        }
+    }
+
+    #[test]
+    fn fixed_window_with_any_inputs(
+        limit in any_u64(), window in any_time(), count in any_u64(), ends_at in any_time(),
+        some in any::<bool>(), now in any_time(), cost in any_u64(),
+    ) {
+        if let Some(w) = FixedWindow::new(limit, window) {
+            let state = some.then_some(WindowState { count, ends_at });
+            well_formed(&w.decide(state, now, cost).verdict)?;
+            let _ = w.refund(state, now, cost);
+        }
+    }
+
+    #[test]
+    fn sliding_counter_with_any_inputs(
+        limit in any_u64(), window in any_time(), index in any_u64(), current in any_u64(), previous in any_u64(),
+        some in any::<bool>(), now in any_time(), cost in any_u64(),
+    ) {
+        if let Some(c) = SlidingCounter::new(limit, window) {
+            let state = some.then_some(CounterState { window: index, current, previous });
+            well_formed(&c.decide(state, now, cost).verdict)?;
+            let _ = c.refund(state, now, cost);
+        }
+    }
+
+    #[test]
+    fn sliding_log_with_any_stored_bytes(
+        slots in proptest::collection::vec(any_u64(), 1..40), width16 in any::<bool>(),
+        garbage in proptest::collection::vec(any::<u8>(), 0..80),
+        limit in 1u64..50, window in any_u64(), now in any_u64(), hash in any::<u64>(), dedup in any::<bool>(),
+    ) {
+        // A header that parses, followed by arbitrary (unordered, extreme) timestamps.
+        let mut value = b"RLS\x01".to_vec();
+        value.extend_from_slice(&[if width16 { 16 } else { 8 }, 0, 0, 0]);
+        for s in &slots {
+            value.extend_from_slice(&s.to_le_bytes());
+            if width16 {
+                value.extend_from_slice(&s.rotate_left(7).to_le_bytes());
+            }
+        }
+        let _ = Log::parse(&garbage);
+        if let Some(log) = SlidingLog::new(limit, window) {
+            let parsed = Log::parse(&value).expect("a well-formed header");
+            let d = log.decide(Some(parsed), now, RequestId { hash, dedup });
+            well_formed(&d.verdict)?;
+            if let Some(w) = &d.write {
+                apply(&mut value, w);
+                prop_assert!(Log::parse(&value).is_ok());
+            }
+        }
+    }
+}
