@@ -27,11 +27,7 @@ impl Instance {
             .arg(1)
             .query(&mut self.con)
             .expect("RL.TOKEN failed");
-        Decision {
-            allowed: r[0] == 1,
-            remaining: r[2],
-            retry_after_ms: r[3],
-        }
+        Decision { allowed: r[0] == 1, remaining: r[2], retry_after_ms: r[3] }
     }
 }
 
@@ -39,10 +35,7 @@ fn main() {
     let server = Server::start(&[]);
     let mut admin = server.conn();
     let version = info_field(&mut admin, "server", "redis_version").unwrap_or_default();
-    println!(
-        "redis-server {version} on 127.0.0.1:{} with the ratelimit module\n",
-        server.port
-    );
+    println!("redis-server {version} on 127.0.0.1:{} with the ratelimit module\n", server.port);
     let mut inst_a = Instance { con: server.conn() };
     let mut inst_b = Instance { con: server.conn() };
 
@@ -71,10 +64,7 @@ fn main() {
 
     // 3. Keys are independent.
     let d = inst_a.allow("user:bob");
-    println!(
-        "another key is untouched: allowed={} remaining={}",
-        d.allowed, d.remaining
-    );
+    println!("another key is untouched: allowed={} remaining={}", d.allowed, d.remaining);
 
     // 4. 200 threads race for one fresh key, half on each instance's connections.
     let ok = Arc::new(AtomicUsize::new(0));
@@ -95,8 +85,5 @@ fn main() {
     for r in racers {
         r.join().expect("a racer panicked");
     }
-    println!(
-        "200 concurrent requests, capacity 10: {} allowed",
-        ok.load(Ordering::Relaxed)
-    );
+    println!("200 concurrent requests, capacity 10: {} allowed", ok.load(Ordering::Relaxed));
 }

@@ -22,23 +22,11 @@ mod registration {
     use redis_module::{redis_module, AclCategory, Context, RedisString, Status};
 
     /// Keys at positions 1, 5, 9, ...: one per `key capacity rate cost` group.
-    const GROUPS_OF_FOUR: KeySpec = KeySpec {
-        first: 1,
-        last: -1,
-        step: 4,
-    };
+    const GROUPS_OF_FOUR: KeySpec = KeySpec { first: 1, last: -1, step: 4 };
     /// One key, the first argument.
-    const FIRST: KeySpec = KeySpec {
-        first: 1,
-        last: 1,
-        step: 1,
-    };
+    const FIRST: KeySpec = KeySpec { first: 1, last: 1, step: 1 };
     /// One key, after a subcommand.
-    const SECOND: KeySpec = KeySpec {
-        first: 2,
-        last: 2,
-        step: 1,
-    };
+    const SECOND: KeySpec = KeySpec { first: 2, last: 2, step: 1 };
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         let fast = c"write deny-oom fast";

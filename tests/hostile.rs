@@ -82,24 +82,14 @@ fn argv() -> impl Strategy<Value = (usize, Vec<Vec<u8>>)> {
     let token_group = (key(), limit(), slot(vec!["0.5", "5", "100", "0.001"]), cost())
         .prop_map(|(a, b, c, d)| vec![a, b, c, d]);
     let token = proptest::collection::vec(token_group, 1..4).prop_map(|groups| (0, groups.concat()));
-    let slide = (
-        key(),
-        limit(),
-        window(),
-        slot(vec!["a", "b", "c"]),
-        proptest::option::of(slot(vec!["DEDUP"])),
-    )
-        .prop_map(|(k, l, w, id, dedup)| (1, [vec![k, l, w, id], dedup.into_iter().collect()].concat()));
+    let slide =
+        (key(), limit(), window(), slot(vec!["a", "b", "c"]), proptest::option::of(slot(vec!["DEDUP"])))
+            .prop_map(|(k, l, w, id, dedup)| (1, [vec![k, l, w, id], dedup.into_iter().collect()].concat()));
     let counting = (2usize..4, key(), limit(), window(), proptest::option::of(cost()))
         .prop_map(|(c, k, l, w, n)| (c, [vec![k, l, w], n.into_iter().collect()].concat()));
-    let refund = (
-        slot(vec!["TOKEN", "FIXED", "SLIDECOUNT"]),
-        key(),
-        limit(),
-        slot(vec!["0.5", "1", "60"]),
-        cost(),
-    )
-        .prop_map(|(kind, k, l, x, n)| (4, vec![kind, k, l, x, n]));
+    let refund =
+        (slot(vec!["TOKEN", "FIXED", "SLIDECOUNT"]), key(), limit(), slot(vec!["0.5", "1", "60"]), cost())
+            .prop_map(|(kind, k, l, x, n)| (4, vec![kind, k, l, x, n]));
     let anything = (0..COMMANDS.len(), proptest::collection::vec(arg(), 0..11));
     prop_oneof![3 => token, 3 => slide, 3 => counting, 2 => refund, 1 => anything]
 }
@@ -107,10 +97,8 @@ fn argv() -> impl Strategy<Value = (usize, Vec<Vec<u8>>)> {
 fn well_formed(reply: &Value) -> bool {
     match reply {
         Value::Array(items) if items.len() == 5 || items.len() == 6 => {
-            let ints: Vec<i64> = items
-                .iter()
-                .filter_map(|v| if let Value::Int(n) = v { Some(*n) } else { None })
-                .collect();
+            let ints: Vec<i64> =
+                items.iter().filter_map(|v| if let Value::Int(n) = v { Some(*n) } else { None }).collect();
             ints.len() == items.len()
                 && (ints[0] == 0 || ints[0] == 1)
                 && ints[1] >= 1
@@ -126,23 +114,11 @@ fn well_formed(reply: &Value) -> bool {
 fn random_argument_vectors_never_hurt_the_server() {
     let Some(server) = Server::own(&[]) else { return };
     let mut con = server.conn();
-    let _: () = redis::cmd("HSET")
-        .arg("other:hash")
-        .arg("f")
-        .arg("v")
-        .query(&mut con)
-        .unwrap();
+    let _: () = redis::cmd("HSET").arg("other:hash").arg("f").arg("v").query(&mut con).unwrap();
     // The runner takes a Fn: the connection and the counters go through cells.
     let shared = std::cell::RefCell::new(con);
-    let cases = std::env::var("HOSTILE_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(3000);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let cases = std::env::var("HOSTILE_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(3000);
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
     let (errors, results) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     runner
         .run(&argv(), |(command, args)| {
@@ -152,13 +128,7 @@ fn random_argument_vectors_never_hurt_the_server() {
             }
             match cmd.query::<Value>(&mut *shared.borrow_mut()) {
                 Ok(reply) => {
-                    prop_assert!(
-                        well_formed(&reply),
-                        "{} {:?} -> {:?}",
-                        COMMANDS[command],
-                        args,
-                        reply
-                    );
+                    prop_assert!(well_formed(&reply), "{} {:?} -> {:?}", COMMANDS[command], args, reply);
                     results.set(results.get() + 1);
                 }
                 Err(e) => {
@@ -171,10 +141,7 @@ fn random_argument_vectors_never_hurt_the_server() {
         })
         .unwrap();
     let (results, errors) = (results.get(), errors.get());
-    assert!(
-        results > 50 && errors > 50,
-        "the mix exercised both paths: {results} results, {errors} errors"
-    );
+    assert!(results > 50 && errors > 50, "the mix exercised both paths: {results} results, {errors} errors");
     eprintln!("{results} well-formed results, {errors} error replies");
     let mut con = shared.into_inner();
     let pong: String = redis::cmd("PING").query(&mut con).expect("the server died");

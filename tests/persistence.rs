@@ -13,10 +13,7 @@ fn replica_digest_equals_primary_after_mixed_traffic() {
     let replica = start_replica(&primary);
     let (mut p, mut r) = (primary.conn(), replica.conn());
     let (allowed, denied) = mixed_token_traffic(&mut p, "rep", 400, 25);
-    assert!(
-        allowed > 50 && denied > 50,
-        "the mix must have both: {allowed} allowed, {denied} denied"
-    );
+    assert!(allowed > 50 && denied > 50, "the mix must have both: {allowed} allowed, {denied} denied");
     wait_in_sync(&mut p, &mut r);
     assert!(dbsize(&mut p) > 0);
     assert_eq!(dump_strings(&mut p), dump_strings(&mut r));
@@ -45,29 +42,16 @@ fn a_large_sliding_log_replicates_a_few_bytes_per_request() {
     let (mut p, mut r) = (primary.conn(), replica.conn());
     let mut fill = testkit::redis::pipe();
     for i in 0..5_000 {
-        fill.cmd("RL.SLIDE")
-            .arg("big")
-            .arg(10_000)
-            .arg(3600)
-            .arg(i)
-            .ignore();
+        fill.cmd("RL.SLIDE").arg("big").arg(10_000).arg(3600).arg(i).ignore();
     }
     fill.exec(&mut p).unwrap();
     let offset = |c: &mut _| {
-        testkit::info_field(c, "replication", "master_repl_offset")
-            .unwrap()
-            .parse::<i64>()
-            .unwrap()
+        testkit::info_field(c, "replication", "master_repl_offset").unwrap().parse::<i64>().unwrap()
     };
     let before = offset(&mut p);
     for i in 0..100 {
-        let reply: Vec<i64> = testkit::redis::cmd("RL.SLIDE")
-            .arg("big")
-            .arg(10_000)
-            .arg(3600)
-            .arg(i)
-            .query(&mut p)
-            .unwrap();
+        let reply: Vec<i64> =
+            testkit::redis::cmd("RL.SLIDE").arg("big").arg(10_000).arg(3600).arg(i).query(&mut p).unwrap();
         assert_eq!(reply[0], 1);
     }
     let per_request = (offset(&mut p) - before) / 100;
@@ -116,28 +100,13 @@ fn dump_and_restore_move_a_limiter_with_its_state() {
     let mut con = server.conn();
     let (from, to) = (testkit::unique_key("dump-from"), testkit::unique_key("dump-to"));
     for _ in 0..3 {
-        let _: Vec<i64> = testkit::redis::cmd("RL.TOKEN")
-            .arg(&from)
-            .arg(5)
-            .arg("0.01")
-            .arg(1)
-            .query(&mut con)
-            .unwrap();
+        let _: Vec<i64> =
+            testkit::redis::cmd("RL.TOKEN").arg(&from).arg(5).arg("0.01").arg(1).query(&mut con).unwrap();
     }
     let dump: Vec<u8> = testkit::redis::cmd("DUMP").arg(&from).query(&mut con).unwrap();
     let ttl: i64 = testkit::redis::cmd("PTTL").arg(&from).query(&mut con).unwrap();
-    let _: () = testkit::redis::cmd("RESTORE")
-        .arg(&to)
-        .arg(ttl)
-        .arg(dump)
-        .query(&mut con)
-        .unwrap();
-    let peek: Vec<i64> = testkit::redis::cmd("RL.TOKEN")
-        .arg(&to)
-        .arg(5)
-        .arg("0.01")
-        .arg(0)
-        .query(&mut con)
-        .unwrap();
+    let _: () = testkit::redis::cmd("RESTORE").arg(&to).arg(ttl).arg(dump).query(&mut con).unwrap();
+    let peek: Vec<i64> =
+        testkit::redis::cmd("RL.TOKEN").arg(&to).arg(5).arg("0.01").arg(0).query(&mut con).unwrap();
     assert_eq!(peek[..3], [1, 5, 2], "the restored bucket has the same tokens");
 }

@@ -7,13 +7,7 @@ use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, unique_key, Server};
 
 fn token(con: &mut Connection, key: &str, capacity: u64, rate: &str, cost: u64) -> Vec<i64> {
-    redis::cmd("RL.TOKEN")
-        .arg(key)
-        .arg(capacity)
-        .arg(rate)
-        .arg(cost)
-        .query(con)
-        .expect("RL.TOKEN failed")
+    redis::cmd("RL.TOKEN").arg(key).arg(capacity).arg(rate).arg(cost).query(con).expect("RL.TOKEN failed")
 }
 
 fn error_of(con: &mut Connection, args: &[&[u8]]) -> String {
@@ -40,11 +34,7 @@ fn capacity_then_denial_with_every_reply_field() {
         let r = token(&mut con, &key, 10, "5", 1);
         assert_eq!(r[..4], [1, 10, 9 - i, 0], "request {i}");
         // reset_after: (i + 1) tokens missing at 200 ms each, minus the little time that passed.
-        assert!(
-            r[4] <= 200 * (i + 1) && r[4] > 200 * (i + 1) - 100,
-            "reset_after {}",
-            r[4]
-        );
+        assert!(r[4] <= 200 * (i + 1) && r[4] > 200 * (i + 1) - 100, "reset_after {}", r[4]);
     }
     let denied = token(&mut con, &key, 10, "5", 1);
     assert_eq!(denied[..3], [0, 10, 0]);
@@ -64,15 +54,9 @@ fn tokens_refill_at_the_rate() {
     let denied = token(&mut con, &key, 4, "20", 1);
     assert_eq!(denied[0], 0);
     std::thread::sleep(Duration::from_millis(denied[3] as u64));
-    assert_eq!(
-        token(&mut con, &key, 4, "20", 1)[0],
-        1,
-        "waiting retry_after_ms must be enough"
-    );
+    assert_eq!(token(&mut con, &key, 4, "20", 1)[0], 1, "waiting retry_after_ms must be enough");
     std::thread::sleep(Duration::from_millis(120));
-    let allowed = (0..4)
-        .filter(|_| token(&mut con, &key, 4, "20", 1)[0] == 1)
-        .count();
+    let allowed = (0..4).filter(|_| token(&mut con, &key, 4, "20", 1)[0] == 1).count();
     // 120 ms at 50 ms per token: 2 tokens back (3 if the calls themselves took a while).
     assert!((2..=3).contains(&allowed), "{allowed} allowed after 120 ms");
 }
@@ -89,9 +73,7 @@ fn concurrent_requests_over_many_connections_admit_exactly_capacity() {
             std::thread::spawn(move || {
                 let mut con = server.conn();
                 barrier.wait();
-                (0..4)
-                    .filter(|_| token(&mut con, &key, 10, "0.001", 1)[0] == 1)
-                    .count()
+                (0..4).filter(|_| token(&mut con, &key, 10, "0.001", 1)[0] == 1).count()
             })
         })
         .collect();
@@ -117,16 +99,8 @@ fn cost_takes_several_tokens_and_a_denial_takes_none() {
     let denied = token(&mut con, &key, 9, "0.01", 5);
     assert_eq!(denied[..3], [0, 9, 4]);
     // One token short at 0.01/s: about 100 s.
-    assert!(
-        denied[3] > 99_000 && denied[3] <= 100_000,
-        "retry_after {}",
-        denied[3]
-    );
-    assert_eq!(
-        token(&mut con, &key, 9, "0.01", 4)[..3],
-        [1, 9, 0],
-        "the denial consumed nothing"
-    );
+    assert!(denied[3] > 99_000 && denied[3] <= 100_000, "retry_after {}", denied[3]);
+    assert_eq!(token(&mut con, &key, 9, "0.01", 4)[..3], [1, 9, 0], "the denial consumed nothing");
     // More than capacity can never succeed.
     assert_eq!(token(&mut con, &key, 9, "0.01", 10)[..4], [0, 9, 0, -1]);
 }
@@ -139,19 +113,11 @@ fn idle_keys_expire_once_the_bucket_is_full() {
     let r = token(&mut con, &key, 2, "10", 2);
     let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
     // The key lives until the bucket is full again (r[4] ms), plus at most one second of slack.
-    assert!(
-        pttl >= r[4] - 50 && pttl <= r[4] + 1000,
-        "TTL {pttl} ms, bucket full in {} ms",
-        r[4]
-    );
+    assert!(pttl >= r[4] - 50 && pttl <= r[4] + 1000, "TTL {pttl} ms, bucket full in {} ms", r[4]);
     std::thread::sleep(Duration::from_millis(pttl as u64 + 150));
     let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
     assert_eq!(exists, 0, "the idle key is gone");
-    assert_eq!(
-        token(&mut con, &key, 2, "10", 1)[..3],
-        [1, 2, 1],
-        "a full bucket again"
-    );
+    assert_eq!(token(&mut con, &key, 2, "10", 1)[..3], [1, 2, 1], "a full bucket again");
 }
 
 #[test]
@@ -163,11 +129,7 @@ fn the_ttl_never_ends_before_the_bucket_is_full() {
     for _ in 0..30 {
         let r = token(&mut con, &key, 50, "10", 1);
         let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
-        assert!(
-            pttl >= r[4] - 5 && pttl <= r[4] + 1000,
-            "TTL {pttl} ms, bucket full in {} ms",
-            r[4]
-        );
+        assert!(pttl >= r[4] - 5 && pttl <= r[4] + 1000, "TTL {pttl} ms, bucket full in {} ms", r[4]);
     }
 }
 
@@ -203,14 +165,8 @@ fn denials_write_nothing() {
     let after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
     assert_eq!(after, value);
     assert_eq!(pexpiretime(&mut con, &key), expiry);
-    assert_eq!(
-        info_field(&mut con, "persistence", "rdb_changes_since_last_save").unwrap(),
-        dirty
-    );
-    assert_eq!(
-        info_field(&mut con, "replication", "master_repl_offset").unwrap(),
-        offset
-    );
+    assert_eq!(info_field(&mut con, "persistence", "rdb_changes_since_last_save").unwrap(), dirty);
+    assert_eq!(info_field(&mut con, "replication", "master_repl_offset").unwrap(), offset);
 }
 
 #[test]
@@ -247,67 +203,25 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         (vec![k], arity),
         (vec![k, b"10", b"5"], arity),
         (vec![k, b"10", b"5", b"1", b"extra"], arity),
-        (
-            vec![k, b"0", b"5", b"1"],
-            "ERR invalid capacity: must be a whole number >= 1",
-        ),
-        (
-            vec![k, b"-3", b"5", b"1"],
-            "ERR invalid capacity: must be a whole number >= 1",
-        ),
-        (
-            vec![k, b"2.5", b"5", b"1"],
-            "ERR invalid capacity: must be a whole number >= 1",
-        ),
-        (
-            vec![k, b"ten", b"5", b"1"],
-            "ERR invalid capacity: must be a whole number >= 1",
-        ),
-        (
-            vec![k, b"99999999999999999999", b"5", b"1"],
-            "ERR invalid capacity: too large",
-        ),
-        (
-            vec![k, b"10", b"0", b"1"],
-            "ERR invalid rate: must be a number > 0 (tokens per second)",
-        ),
-        (
-            vec![k, b"10", b"-1", b"1"],
-            "ERR invalid rate: must be a number > 0 (tokens per second)",
-        ),
-        (
-            vec![k, b"10", b"nan", b"1"],
-            "ERR invalid rate: must be a number > 0 (tokens per second)",
-        ),
-        (
-            vec![k, b"10", b"inf", b"1"],
-            "ERR invalid rate: must be a number > 0 (tokens per second)",
-        ),
+        (vec![k, b"0", b"5", b"1"], "ERR invalid capacity: must be a whole number >= 1"),
+        (vec![k, b"-3", b"5", b"1"], "ERR invalid capacity: must be a whole number >= 1"),
+        (vec![k, b"2.5", b"5", b"1"], "ERR invalid capacity: must be a whole number >= 1"),
+        (vec![k, b"ten", b"5", b"1"], "ERR invalid capacity: must be a whole number >= 1"),
+        (vec![k, b"99999999999999999999", b"5", b"1"], "ERR invalid capacity: too large"),
+        (vec![k, b"10", b"0", b"1"], "ERR invalid rate: must be a number > 0 (tokens per second)"),
+        (vec![k, b"10", b"-1", b"1"], "ERR invalid rate: must be a number > 0 (tokens per second)"),
+        (vec![k, b"10", b"nan", b"1"], "ERR invalid rate: must be a number > 0 (tokens per second)"),
+        (vec![k, b"10", b"inf", b"1"], "ERR invalid rate: must be a number > 0 (tokens per second)"),
         (vec![k, b"10", b"1e400", b"1"], "ERR invalid rate: out of range"),
-        (
-            vec![k, b"10", b"1e10", b"1"],
-            "ERR invalid rate: must be at most 1000000000 tokens per second",
-        ),
+        (vec![k, b"10", b"1e10", b"1"], "ERR invalid rate: must be at most 1000000000 tokens per second"),
         (
             vec![k, b"10", b"1e-30", b"1"],
             "ERR invalid capacity: capacity / rate must be at most 3000000000 seconds",
         ),
-        (
-            vec![k, b"10", b"5", b"-1"],
-            "ERR invalid cost: must be a whole number >= 0",
-        ),
-        (
-            vec![k, b"10", b"5", b"1.5"],
-            "ERR invalid cost: must be a whole number >= 0",
-        ),
-        (
-            vec![k, b"10", b"5", b"\xff\xfe"],
-            "ERR invalid cost: must be a whole number >= 0",
-        ),
-        (
-            vec![k, b"10", b"5", b"1", k, b"3", b"1", b"1"],
-            "ERR the same key appears more than once",
-        ),
+        (vec![k, b"10", b"5", b"-1"], "ERR invalid cost: must be a whole number >= 0"),
+        (vec![k, b"10", b"5", b"1.5"], "ERR invalid cost: must be a whole number >= 0"),
+        (vec![k, b"10", b"5", b"\xff\xfe"], "ERR invalid cost: must be a whole number >= 0"),
+        (vec![k, b"10", b"5", b"1", k, b"3", b"1", b"1"], "ERR the same key appears more than once"),
     ];
     for (args, expected) in cases {
         assert_eq!(error_of(&mut con, &args), expected, "args {args:?}");
@@ -315,18 +229,9 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
     assert_eq!(exists, 0, "no bad call wrote anything");
 
-    let _: () = redis::cmd("HSET")
-        .arg(&key)
-        .arg("f")
-        .arg("v")
-        .query(&mut con)
-        .unwrap();
+    let _: () = redis::cmd("HSET").arg(&key).arg("f").arg("v").query(&mut con).unwrap();
     assert!(error_of(&mut con, &[k, b"10", b"5", b"1"]).starts_with("WRONGTYPE"));
-    let _: () = redis::cmd("SET")
-        .arg(&key)
-        .arg("not a number")
-        .query(&mut con)
-        .unwrap();
+    let _: () = redis::cmd("SET").arg(&key).arg("not a number").query(&mut con).unwrap();
     assert_eq!(
         error_of(&mut con, &[k, b"10", b"5", b"1"]),
         "ERR the key holds a value that is not this limiter's state"
@@ -349,11 +254,7 @@ fn registered_with_flags_and_key_positions() {
         .query(&mut con)
         .unwrap();
     assert_eq!(keys, ["a"]);
-    let info: Value = redis::cmd("COMMAND")
-        .arg("INFO")
-        .arg("rl.token")
-        .query(&mut con)
-        .unwrap();
+    let info: Value = redis::cmd("COMMAND").arg("INFO").arg("rl.token").query(&mut con).unwrap();
     let text = format!("{info:?}");
     for flag in ["write", "denyoom", "fast"] {
         assert!(text.contains(flag), "flag {flag} missing in {text}");

@@ -20,31 +20,14 @@ fn fixed_counts_to_the_limit_and_expires_with_its_window() {
     let key = unique_key("fixed");
     assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60"])[..4], [1, 3, 2, 0]);
     let ttl = pttl(&mut con, &key);
-    assert!(
-        ttl > 59_000 && ttl <= 60_000,
-        "the counter was created with its TTL: {ttl}"
-    );
+    assert!(ttl > 59_000 && ttl <= 60_000, "the counter was created with its TTL: {ttl}");
     assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "2"])[..3], [1, 3, 0]);
     let denied = rl(&mut con, "RL.FIXED", &[&key, "3", "60"]);
     assert_eq!(denied[..3], [0, 3, 0]);
-    assert!(
-        denied[3] > 59_000 && denied[3] == denied[4],
-        "retry and reset are the window's end: {denied:?}"
-    );
-    assert_eq!(
-        rl(&mut con, "RL.FIXED", &[&key, "3", "60", "0"])[..3],
-        [1, 3, 0],
-        "a peek"
-    );
-    assert_eq!(
-        rl(&mut con, "RL.FIXED", &[&key, "3", "60", "4"])[3],
-        -1,
-        "more than the limit never fits"
-    );
-    assert!(
-        pttl(&mut con, &key) <= ttl,
-        "denials and peeks do not extend the window"
-    );
+    assert!(denied[3] > 59_000 && denied[3] == denied[4], "retry and reset are the window's end: {denied:?}");
+    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "0"])[..3], [1, 3, 0], "a peek");
+    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "4"])[3], -1, "more than the limit never fits");
+    assert!(pttl(&mut con, &key) <= ttl, "denials and peeks do not extend the window");
 }
 
 #[test]
@@ -64,11 +47,7 @@ fn fixed_window_restarts_after_it_ends() {
 fn sliding_log_is_exact_where_fixed_windows_and_counters_are_not() {
     let server = Server::single();
     let mut con = server.conn();
-    let (slide, fixed, counter) = (
-        unique_key("ex-slide"),
-        unique_key("ex-fixed"),
-        unique_key("ex-count"),
-    );
+    let (slide, fixed, counter) = (unique_key("ex-slide"), unique_key("ex-fixed"), unique_key("ex-count"));
     let call = |con: &mut _, which: &str, key: &str| match which {
         "slide" => rl(con, "RL.SLIDE", &[key, "3", "0.4", "req"]),
         "fixed" => rl(con, "RL.FIXED", &[key, "3", "0.4"]),
@@ -112,16 +91,9 @@ fn sliding_log_retry_after_is_enough_and_denials_are_not_recorded() {
     assert_eq!(len, after, "denied requests are not recorded");
     assert!(denied[3] > 0 && denied[3] <= 200 && denied[4] >= denied[3]);
     std::thread::sleep(Duration::from_millis(denied[3] as u64));
-    assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"])[0],
-        1,
-        "waiting retry_after_ms is enough"
-    );
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"])[0], 1, "waiting retry_after_ms is enough");
     let ttl = pttl(&mut con, &key);
-    assert!(
-        ttl > 0 && ttl <= 200 + 1000,
-        "the key ends when its newest request leaves the window: {ttl}"
-    );
+    assert!(ttl > 0 && ttl <= 200 + 1000, "the key ends when its newest request leaves the window: {ttl}");
 }
 
 #[test]
@@ -129,27 +101,15 @@ fn sliding_log_dedup_counts_a_retried_id_once() {
     let server = Server::single();
     let mut con = server.conn();
     let key = unique_key("slide-dedup");
-    assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "DEDUP"])[..3],
-        [1, 2, 1]
-    );
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "DEDUP"])[..3], [1, 2, 1]);
     assert_eq!(
         rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "dedup"])[..3],
         [1, 2, 1],
         "the retry is not counted"
     );
-    assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"])[..3],
-        [1, 2, 0]
-    );
-    assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"])[..3],
-        [1, 2, 0]
-    );
-    assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-3", "DEDUP"])[0],
-        0
-    );
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"])[..3], [1, 2, 0]);
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"])[..3], [1, 2, 0]);
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-3", "DEDUP"])[0], 0);
     assert_eq!(
         rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1"])[0],
         0,
@@ -164,18 +124,10 @@ fn sliding_log_memory_stays_compact_at_large_limits() {
     let key = unique_key("slide-big");
     let mut pipe = testkit::redis::pipe();
     for i in 0..10_000 {
-        pipe.cmd("RL.SLIDE")
-            .arg(&key)
-            .arg(10_000)
-            .arg(3600)
-            .arg(i)
-            .ignore();
+        pipe.cmd("RL.SLIDE").arg(&key).arg(10_000).arg(3600).arg(i).ignore();
     }
     pipe.exec(&mut con).unwrap();
-    assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "10000", "3600", "x"])[..3],
-        [0, 10_000, 0]
-    );
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "10000", "3600", "x"])[..3], [0, 10_000, 0]);
     let len: usize = testkit::redis::cmd("STRLEN").arg(&key).query(&mut con).unwrap();
     assert!(len <= 8 + 10_000 * 8, "{len} bytes for 10000 requests");
 }
@@ -186,19 +138,13 @@ fn sliding_counter_weights_the_previous_window() {
     let mut con = server.conn();
     let key = unique_key("count");
     for i in 0..5 {
-        assert_eq!(
-            rl(&mut con, "RL.SLIDECOUNT", &[&key, "5", "3600", "1"])[..3],
-            [1, 5, 4 - i]
-        );
+        assert_eq!(rl(&mut con, "RL.SLIDECOUNT", &[&key, "5", "3600", "1"])[..3], [1, 5, 4 - i]);
     }
     let denied = rl(&mut con, "RL.SLIDECOUNT", &[&key, "5", "3600"]);
     assert_eq!(denied[..3], [0, 5, 0]);
     assert!(denied[3] > 0 && denied[4] > denied[3]);
     let ttl = pttl(&mut con, &key);
-    assert!(
-        ttl > 3_600_000 && ttl <= 7_200_000,
-        "kept until the next window ends: {ttl}"
-    );
+    assert!(ttl > 3_600_000 && ttl <= 7_200_000, "kept until the next window ends: {ttl}");
 }
 
 #[test]
@@ -206,16 +152,9 @@ fn concurrent_requests_admit_exactly_the_limit() {
     let server = Server::single();
     for command in ["RL.FIXED", "RL.SLIDECOUNT", "RL.SLIDE"] {
         let key = unique_key(command);
-        let args: Vec<&str> = if command == "RL.SLIDE" {
-            vec![&key, "10", "3600", "id"]
-        } else {
-            vec![&key, "10", "3600"]
-        };
-        assert_eq!(
-            concurrent_allowed(&server, 50, 4, command, &args),
-            10,
-            "{command}"
-        );
+        let args: Vec<&str> =
+            if command == "RL.SLIDE" { vec![&key, "10", "3600", "id"] } else { vec![&key, "10", "3600"] };
+        assert_eq!(concurrent_allowed(&server, 50, 4, command, &args), 10, "{command}");
     }
 }
 
@@ -232,19 +171,11 @@ fn keys_are_isolated_and_always_have_a_ttl() {
             }
             v
         };
-        let call = |con: &mut _, k: &str| {
-            rl(
-                con,
-                command,
-                &args(k).iter().map(String::as_str).collect::<Vec<_>>(),
-            )
-        };
+        let call =
+            |con: &mut _, k: &str| rl(con, command, &args(k).iter().map(String::as_str).collect::<Vec<_>>());
         while call(&mut con, &a)[0] == 1 {}
         assert_eq!(call(&mut con, &b)[..3], [1, 2, 1], "{command}");
-        assert!(
-            pttl(&mut con, &a) > 0 && pttl(&mut con, &b) > 0,
-            "{command} keys have TTLs"
-        );
+        assert!(pttl(&mut con, &a) > 0 && pttl(&mut con, &b) > 0, "{command} keys have TTLs");
     }
 }
 
@@ -281,30 +212,17 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
         assert_eq!(rl_error(&mut con, command, &args), expected, "{command} {args:?}");
     }
     assert!(!exists(&mut con, &key));
-    let _: () = testkit::redis::cmd("LPUSH")
-        .arg(&key)
-        .arg("x")
-        .query(&mut con)
-        .unwrap();
+    let _: () = testkit::redis::cmd("LPUSH").arg(&key).arg("x").query(&mut con).unwrap();
     for (command, args) in [
         ("RL.FIXED", vec![k, b"3", b"1"]),
         ("RL.SLIDE", vec![k, b"3", b"1", b"i"]),
         ("RL.SLIDECOUNT", vec![k, b"3", b"1"]),
     ] {
-        assert!(
-            rl_error(&mut con, command, &args).starts_with("WRONGTYPE"),
-            "{command}"
-        );
+        assert!(rl_error(&mut con, command, &args).starts_with("WRONGTYPE"), "{command}");
     }
     let other = unique_key("bad-state");
     rl(&mut con, "RL.FIXED", &[&other, "3", "10"]);
     let state = "ERR the key holds a value that is not this limiter's state";
-    assert_eq!(
-        rl_error(&mut con, "RL.SLIDE", &[other.as_bytes(), b"3", b"10", b"i"]),
-        state
-    );
-    assert_eq!(
-        rl_error(&mut con, "RL.SLIDECOUNT", &[other.as_bytes(), b"3", b"10"]),
-        state
-    );
+    assert_eq!(rl_error(&mut con, "RL.SLIDE", &[other.as_bytes(), b"3", b"10", b"i"]), state);
+    assert_eq!(rl_error(&mut con, "RL.SLIDECOUNT", &[other.as_bytes(), b"3", b"10"]), state);
 }

@@ -77,18 +77,13 @@ impl Load {
             let workers: Vec<_> = (0..self.clients)
                 .map(|c| scope.spawn(move || self.client(request, per_client, c as u64 + 1)))
                 .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join().expect("a load client failed"))
-                .collect()
+            workers.into_iter().map(|w| w.join().expect("a load client failed")).collect()
         });
         let elapsed = started.elapsed().as_secs_f64();
         let mut all: Vec<u32> = latencies.into_iter().flatten().collect();
         all.sort_unstable();
         let pct = |p: f64| {
-            all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
-                .copied()
-                .unwrap_or(0)
+            all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1))).copied().unwrap_or(0)
         };
         Measured {
             rps: (per_client * self.clients) as f64 / elapsed,

@@ -33,56 +33,32 @@ struct Scenario {
     driver: Driver,
 }
 
-const MULTI_FIXED: loadgen::Request = &[
-    &["MULTI"],
-    &["INCR", "{key}"],
-    &["PEXPIRE", "{key}", "60000", "NX"],
-    &["EXEC"],
-];
+const MULTI_FIXED: loadgen::Request =
+    &[&["MULTI"], &["INCR", "{key}"], &["PEXPIRE", "{key}", "60000", "NX"], &["EXEC"]];
 
 fn scenarios() -> Vec<Scenario> {
     use Driver::*;
     vec![
-        Scenario {
-            family: "token",
-            name: "INCR (floor)",
-            driver: Benchmark("INCR {key}"),
-        },
-        Scenario {
-            family: "token",
-            name: "RL.TOKEN",
-            driver: Benchmark("RL.TOKEN {key} 10 5 1"),
-        },
+        Scenario { family: "token", name: "INCR (floor)", driver: Benchmark("INCR {key}") },
+        Scenario { family: "token", name: "RL.TOKEN", driver: Benchmark("RL.TOKEN {key} 10 5 1") },
         Scenario {
             family: "token",
             name: "Lua token bucket",
             driver: Benchmark("EVALSHA {sha:token} 1 {key} 10 5 1"),
         },
-        Scenario {
-            family: "slide",
-            name: "RL.SLIDE",
-            driver: Benchmark("RL.SLIDE {key} 100 60 {id}"),
-        },
+        Scenario { family: "slide", name: "RL.SLIDE", driver: Benchmark("RL.SLIDE {key} 100 60 {id}") },
         Scenario {
             family: "slide",
             name: "Lua sliding log",
             driver: Benchmark("EVALSHA {sha:slide} 1 {key} 100 60 {id}"),
         },
-        Scenario {
-            family: "slide",
-            name: "RL.SLIDECOUNT",
-            driver: Benchmark("RL.SLIDECOUNT {key} 100 60"),
-        },
+        Scenario { family: "slide", name: "RL.SLIDECOUNT", driver: Benchmark("RL.SLIDECOUNT {key} 100 60") },
         Scenario {
             family: "fixed",
             name: "RL.FIXED",
             driver: LoadGen(&[&["RL.FIXED", "{key}", "100", "60"]]),
         },
-        Scenario {
-            family: "fixed",
-            name: "MULTI INCR PEXPIRE NX EXEC",
-            driver: LoadGen(MULTI_FIXED),
-        },
+        Scenario { family: "fixed", name: "MULTI INCR PEXPIRE NX EXEC", driver: LoadGen(MULTI_FIXED) },
         Scenario {
             family: "fixed",
             name: "INCR (floor, load generator)",
@@ -120,27 +96,14 @@ fn redis_benchmark(port: u16, command: &str, pipeline: usize, random: bool, requ
         .output()
         .expect("redis-benchmark is missing (make bench installs redis-tools)");
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('"') && !l.starts_with("\"test\""))
-        .unwrap_or_else(|| {
-            panic!(
-                "no result from redis-benchmark {args:?}: {text} {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
+    let line =
+        text.lines().rev().find(|l| l.starts_with('"') && !l.starts_with("\"test\"")).unwrap_or_else(|| {
+            panic!("no result from redis-benchmark {args:?}: {text} {}", String::from_utf8_lossy(&out.stderr))
         });
-    let fields: Vec<f64> = line
-        .split("\",\"")
-        .skip(1)
-        .map(|f| f.trim_matches('"').parse().unwrap_or(f64::NAN))
-        .collect();
+    let fields: Vec<f64> =
+        line.split("\",\"").skip(1).map(|f| f.trim_matches('"').parse().unwrap_or(f64::NAN)).collect();
     // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-    Measured {
-        rps: fields[0],
-        p50_ms: fields[3],
-        p99_ms: fields[5],
-    }
+    Measured { rps: fields[0], p50_ms: fields[3], p99_ms: fields[5] }
 }
 
 fn expand(template: &str, random: bool, shas: &[(&str, String)]) -> String {
@@ -175,24 +138,14 @@ fn ratio(rows: &[Row], a: &str, b: &str, pipeline: usize, random: bool) -> Optio
 }
 
 fn main() {
-    let scale: f64 = std::env::var("RL_BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
+    let scale: f64 = std::env::var("RL_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let server = Server::start(&["--appendonly", "no"]);
     let mut con = server.conn();
     let version = info_field(&mut con, "server", "redis_version").unwrap_or_default();
     let shas: Vec<(&str, String)> = [("token", lua::TOKEN_BUCKET), ("slide", lua::SLIDING_LOG)]
         .iter()
         .map(|(name, body)| {
-            (
-                *name,
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(*body)
-                    .query(&mut con)
-                    .expect("SCRIPT LOAD failed"),
-            )
+            (*name, redis::cmd("SCRIPT").arg("LOAD").arg(*body).query(&mut con).expect("SCRIPT LOAD failed"))
         })
         .collect();
     let mut rows = Vec::new();
@@ -212,14 +165,8 @@ fn main() {
                     ),
                     Driver::LoadGen(request) => {
                         let keyspace = random.then_some(KEYSPACE);
-                        Load {
-                            port: server.port,
-                            clients: CLIENTS,
-                            requests,
-                            pipeline,
-                            keyspace,
-                        }
-                        .run(request)
+                        Load { port: server.port, clients: CLIENTS, requests, pipeline, keyspace }
+                            .run(request)
                     }
                 };
                 eprintln!(
@@ -228,13 +175,7 @@ fn main() {
                     if random { "random" } else { "hot" },
                     result.rps
                 );
-                rows.push(Row {
-                    family: s.family,
-                    name: s.name,
-                    pipeline,
-                    random,
-                    result,
-                });
+                rows.push(Row { family: s.family, name: s.name, pipeline, random, result });
             }
         }
     }
@@ -244,17 +185,11 @@ fn main() {
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
     std::fs::create_dir_all(&docs).expect("cannot create docs/");
     std::fs::write(docs.join("benchmarks.md"), &report).expect("cannot write docs/benchmarks.md");
-    let title = format!(
-        "redis-ratelimit on Redis {version}, {}: 50 clients, random keys",
-        machine()
-    );
+    let title = format!("redis-ratelimit on Redis {version}, {}: 50 clients, random keys", machine());
     match chart::draw(
         &docs.join("bench.png"),
         &title,
-        &rows
-            .iter()
-            .map(|r| (r.name, r.pipeline, r.random, r.result.rps))
-            .collect::<Vec<_>>(),
+        &rows.iter().map(|r| (r.name, r.pipeline, r.random, r.result.rps)).collect::<Vec<_>>(),
     ) {
         Ok(()) => eprintln!("wrote docs/benchmarks.md and docs/bench.png"),
         Err(e) => eprintln!("wrote docs/benchmarks.md; no chart: {e}"),
@@ -273,10 +208,7 @@ fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
     let _ = writeln!(out, "RL.SLIDE / Lua log / RL.SLIDECOUNT / RL.FIXED limit 100 per 60 s. redis-benchmark drives single commands;");
     let _ = writeln!(out, "the built-in load generator drives MULTI blocks (and RL.FIXED and INCR beside them, so they compare like with like).\n");
     let _ = writeln!(out, "## Throughput and latency\n");
-    let _ = writeln!(
-        out,
-        "| family | command | pipeline | keys | req/s | p50 ms | p99 ms |"
-    );
+    let _ = writeln!(out, "| family | command | pipeline | keys | req/s | p50 ms | p99 ms |");
     let _ = writeln!(out, "| --- | --- | --- | --- | ---: | ---: | ---: |");
     for r in rows {
         let keys = if r.random { "random" } else { "hot" };
@@ -290,40 +222,16 @@ fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
     let _ = writeln!(out, "| comparison | ratio | target |");
     let _ = writeln!(out, "| --- | ---: | --- |");
     let targets = [
-        (
-            "RL.TOKEN / Lua token bucket",
-            "RL.TOKEN",
-            "Lua token bucket",
-            ">= 2.5",
-        ),
+        ("RL.TOKEN / Lua token bucket", "RL.TOKEN", "Lua token bucket", ">= 2.5"),
         ("RL.TOKEN / INCR", "RL.TOKEN", "INCR (floor)", ">= 0.5"),
-        (
-            "RL.SLIDE / Lua sliding log",
-            "RL.SLIDE",
-            "Lua sliding log",
-            ">= 2",
-        ),
-        (
-            "RL.FIXED / MULTI INCR PEXPIRE",
-            "RL.FIXED",
-            "MULTI INCR PEXPIRE NX EXEC",
-            "",
-        ),
-        (
-            "RL.FIXED / INCR (load generator)",
-            "RL.FIXED",
-            "INCR (floor, load generator)",
-            "",
-        ),
+        ("RL.SLIDE / Lua sliding log", "RL.SLIDE", "Lua sliding log", ">= 2"),
+        ("RL.FIXED / MULTI INCR PEXPIRE", "RL.FIXED", "MULTI INCR PEXPIRE NX EXEC", ""),
+        ("RL.FIXED / INCR (load generator)", "RL.FIXED", "INCR (floor, load generator)", ""),
     ];
     for (label, a, b, target) in targets {
         for (random, suffix) in [(true, ""), (false, ", hot key")] {
             if let Some(x) = ratio(rows, a, b, 16, random) {
-                let _ = writeln!(
-                    out,
-                    "| {label}{suffix} | {x:.2} | {} |",
-                    if random { target } else { "" }
-                );
+                let _ = writeln!(out, "| {label}{suffix} | {x:.2} | {} |", if random { target } else { "" });
             }
         }
     }
@@ -335,14 +243,8 @@ fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
     let _ = writeln!(out, "| what | bytes | per | vs the seed's Lua | target |");
     let _ = writeln!(out, "| --- | ---: | --- | ---: | --- |");
     for m in memory {
-        let vs = m
-            .baseline
-            .map_or(String::new(), |b| format!("{:.2}", m.bytes / b));
-        let _ = writeln!(
-            out,
-            "| {} | {:.1} | {} | {vs} | {} |",
-            m.what, m.bytes, m.per, m.target
-        );
+        let vs = m.baseline.map_or(String::new(), |b| format!("{:.2}", m.bytes / b));
+        let _ = writeln!(out, "| {} | {:.1} | {} | {vs} | {} |", m.what, m.bytes, m.per, m.target);
     }
     out
 }

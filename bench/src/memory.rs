@@ -13,9 +13,7 @@ pub struct Memory {
 }
 
 fn used_memory(con: &mut Connection) -> f64 {
-    info_field(con, "memory", "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("no used_memory in INFO")
+    info_field(con, "memory", "used_memory").and_then(|v| v.parse().ok()).expect("no used_memory in INFO")
 }
 
 /// Runs `count` calls built by `call(i)` in pipelines, and returns the memory they added divided by
@@ -39,12 +37,7 @@ const LOGS: usize = 20;
 const LOG_LIMIT: usize = 10_000;
 
 pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
-    let sha = |name: &str| {
-        shas.iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_default()
-    };
+    let sha = |name: &str| shas.iter().find(|(n, _)| *n == name).map(|(_, s)| s.clone()).unwrap_or_default();
     let key = |i: usize| format!("rl:user:{i:06}"); // 14 characters
     let log_key = |i: usize| format!("rl:slog:{:06}", i % LOGS); // 14 characters
     let cmd = |name: &str| redis::cmd(name);
@@ -53,12 +46,7 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
     // in real use, between refills) rather than a small integer that listpacks store compactly.
     let lua_token = added(con, 2 * KEYS, KEYS, |i| {
         let mut c = cmd("EVALSHA");
-        c.arg(sha("token"))
-            .arg(1)
-            .arg(key(i % KEYS))
-            .arg(10)
-            .arg("0.5")
-            .arg(1);
+        c.arg(sha("token")).arg(1).arg(key(i % KEYS)).arg(10).arg("0.5").arg(1);
         c
     });
     let token = added(con, 2 * KEYS, KEYS, |i| {
@@ -79,12 +67,7 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
     let recorded = LOGS * LOG_LIMIT;
     let lua_log = added(con, recorded, recorded, |i| {
         let mut c = cmd("EVALSHA");
-        c.arg(sha("slide"))
-            .arg(1)
-            .arg(log_key(i))
-            .arg(LOG_LIMIT)
-            .arg(3600)
-            .arg(i);
+        c.arg(sha("slide")).arg(1).arg(log_key(i)).arg(LOG_LIMIT).arg(3600).arg(i);
         c
     });
     let log = added(con, recorded, recorded, |i| {
@@ -113,20 +96,8 @@ pub fn measure(con: &mut Connection, shas: &[(&str, String)]) -> Vec<Memory> {
             baseline: Some(lua_token),
             target: "<= 0.67 of Lua",
         },
-        Memory {
-            what: "RL.FIXED",
-            bytes: fixed,
-            per: "key",
-            baseline: None,
-            target: "",
-        },
-        Memory {
-            what: "RL.SLIDECOUNT",
-            bytes: counter,
-            per: "key",
-            baseline: None,
-            target: "",
-        },
+        Memory { what: "RL.FIXED", bytes: fixed, per: "key", baseline: None, target: "" },
+        Memory { what: "RL.SLIDECOUNT", bytes: counter, per: "key", baseline: None, target: "" },
         Memory {
             what: "Lua sliding log (sorted set), limit 10,000",
             bytes: lua_log,

@@ -23,20 +23,13 @@ fn algorithms(c: &mut Criterion) {
     });
 
     let fixed = FixedWindow::new(100, 60 * NANOS_PER_SEC).unwrap();
-    let state = Some(WindowState {
-        count: 10,
-        ends_at: NOW + NANOS_PER_SEC,
-    });
+    let state = Some(WindowState { count: 10, ends_at: NOW + NANOS_PER_SEC });
     c.bench_function("fixed window: decide", |b| {
         b.iter(|| fixed.decide(black_box(state), black_box(NOW), 1))
     });
 
     let counter = SlidingCounter::new(100, 60 * NANOS_PER_SEC).unwrap();
-    let cs = Some(CounterState {
-        window: (NOW / (60 * NANOS_PER_SEC)) as u64,
-        current: 10,
-        previous: 50,
-    });
+    let cs = Some(CounterState { window: (NOW / (60 * NANOS_PER_SEC)) as u64, current: 10, previous: 50 });
     c.bench_function("sliding counter: decide", |b| {
         b.iter(|| counter.decide(black_box(cs), black_box(NOW), 1))
     });
@@ -56,24 +49,12 @@ fn algorithms(c: &mut Criterion) {
     let (plain, with_ids) = (filled(false), filled(true));
     let later = now_us + 10_000;
     c.bench_function("sliding log (5,000 entries): parse + decide", |b| {
-        let id = RequestId {
-            hash: 0,
-            dedup: false,
-        };
+        let id = RequestId { hash: 0, dedup: false };
         b.iter(|| log.decide(Some(Log::parse(black_box(&plain)).unwrap()), black_box(later), id))
     });
     c.bench_function("sliding log (5,000 entries): parse + decide with DEDUP", |b| {
-        let id = RequestId {
-            hash: 1 << 40,
-            dedup: true,
-        };
-        b.iter(|| {
-            log.decide(
-                Some(Log::parse(black_box(&with_ids)).unwrap()),
-                black_box(later),
-                id,
-            )
-        })
+        let id = RequestId { hash: 1 << 40, dedup: true };
+        b.iter(|| log.decide(Some(Log::parse(black_box(&with_ids)).unwrap()), black_box(later), id))
     });
 }
 

@@ -66,14 +66,9 @@ impl Decimal {
             }
             mantissa = mantissa * 10 + u128::from(d - b'0');
         }
-        exponent = exponent
-            .checked_sub(frac_trimmed.len() as i32)
-            .ok_or(DecimalError::OutOfRange)?;
+        exponent = exponent.checked_sub(frac_trimmed.len() as i32).ok_or(DecimalError::OutOfRange)?;
         if mantissa == 0 {
-            return Ok(Decimal {
-                mantissa: 0,
-                exponent: 0,
-            });
+            return Ok(Decimal { mantissa: 0, exponent: 0 });
         }
         if negative {
             return Err(DecimalError::Negative);
@@ -95,15 +90,9 @@ impl Decimal {
         }
         // numerator / (m * 10^e)
         let (num, den) = if self.exponent >= 0 {
-            (
-                numerator,
-                self.mantissa.checked_mul(pow10(self.exponent as u32)?)?,
-            )
+            (numerator, self.mantissa.checked_mul(pow10(self.exponent as u32)?)?)
         } else {
-            (
-                numerator.checked_mul(pow10((-self.exponent) as u32)?)?,
-                self.mantissa,
-            )
+            (numerator.checked_mul(pow10((-self.exponent) as u32)?)?, self.mantissa)
         };
         Some(num.div_ceil(den))
     }
@@ -190,19 +179,13 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_finite_decimal() {
-        for input in [
-            "", ".", "-", "nan", "NaN", "inf", "-inf", "1e", "e5", "1.2.3", "1,5", " 1", "0x10", "1e+",
-        ] {
+        for input in
+            ["", ".", "-", "nan", "NaN", "inf", "-inf", "1e", "e5", "1.2.3", "1,5", " 1", "0x10", "1e+"]
+        {
             assert_eq!(dec(input), Err(DecimalError::NotANumber), "{input:?}");
         }
         assert_eq!(dec("-1"), Err(DecimalError::Negative));
-        assert_eq!(
-            dec("-0"),
-            Ok(Decimal {
-                mantissa: 0,
-                exponent: 0
-            })
-        );
+        assert_eq!(dec("-0"), Ok(Decimal { mantissa: 0, exponent: 0 }));
         assert_eq!(dec("1e400"), Err(DecimalError::OutOfRange));
         assert_eq!(dec("1e-400"), Err(DecimalError::OutOfRange));
         assert_eq!(dec("1e99999999999"), Err(DecimalError::OutOfRange));
@@ -213,10 +196,7 @@ mod tests {
     fn arithmetic_is_exact() {
         let third = dec("3").unwrap();
         assert_eq!(third.div_ceil_into(1_000_000_000), Some(333_333_334));
-        assert_eq!(
-            dec("0.5").unwrap().div_ceil_into(1_000_000_000),
-            Some(2_000_000_000)
-        );
+        assert_eq!(dec("0.5").unwrap().div_ceil_into(1_000_000_000), Some(2_000_000_000));
         assert_eq!(dec("1.5").unwrap().mul_ceil(1000), Some(1500));
         assert_eq!(dec("0.0015").unwrap().mul_ceil(1000), Some(2));
         assert_eq!(dec("0.0015").unwrap().mul_exact(1000), None);

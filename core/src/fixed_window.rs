@@ -48,11 +48,7 @@ impl FixedWindow {
             retry_after_ns: retry,
             reset_after_ns: reset,
         };
-        let open_for = if current.is_some() {
-            ends_at.saturating_sub(now)
-        } else {
-            0
-        };
+        let open_for = if current.is_some() { ends_at.saturating_sub(now) } else { 0 };
         if cost > self.limit {
             return FixedDecision {
                 verdict: verdict(false, count, None, open_for),
@@ -63,10 +59,7 @@ impl FixedWindow {
         match count.checked_add(cost).filter(|&total| total <= self.limit) {
             Some(total) if cost > 0 => FixedDecision {
                 verdict: verdict(true, total, Some(0), ends_at.saturating_sub(now)),
-                new_state: Some(WindowState {
-                    count: total,
-                    ends_at,
-                }),
+                new_state: Some(WindowState { count: total, ends_at }),
                 new_window: current.is_none(),
             },
             Some(_) => FixedDecision {
@@ -91,10 +84,7 @@ impl FixedWindow {
     /// nothing counted). The count never goes below zero.
     pub fn refund(&self, state: Option<WindowState>, now: Nanos, units: u64) -> Option<WindowState> {
         let s = state.filter(|s| s.ends_at > now && s.count > 0 && units > 0)?;
-        Some(WindowState {
-            count: s.count.saturating_sub(units),
-            ends_at: s.ends_at,
-        })
+        Some(WindowState { count: s.count.saturating_sub(units), ends_at: s.ends_at })
     }
 }
 
@@ -120,13 +110,7 @@ mod tests {
         let mut state = None;
         let first = apply(&w, &mut state, T0, 1);
         assert!(first.new_window);
-        assert_eq!(
-            state,
-            Some(WindowState {
-                count: 1,
-                ends_at: T0 + 60 * SEC
-            })
-        );
+        assert_eq!(state, Some(WindowState { count: 1, ends_at: T0 + 60 * SEC }));
         assert!(apply(&w, &mut state, T0 + SEC, 2).verdict.allowed);
         let denied = apply(&w, &mut state, T0 + 10 * SEC, 1);
         assert_eq!(
@@ -142,28 +126,16 @@ mod tests {
         assert_eq!(denied.new_state, None, "denied requests are not counted");
         let next = apply(&w, &mut state, T0 + 60 * SEC, 1);
         assert!(next.verdict.allowed && next.new_window);
-        assert_eq!(
-            state,
-            Some(WindowState {
-                count: 1,
-                ends_at: T0 + 120 * SEC
-            })
-        );
+        assert_eq!(state, Some(WindowState { count: 1, ends_at: T0 + 120 * SEC }));
     }
 
     #[test]
     fn costs_peeks_and_impossible_requests() {
         let w = FixedWindow::new(5, SEC).unwrap();
         let peek = w.decide(None, T0, 0);
-        assert_eq!(
-            (peek.verdict.allowed, peek.verdict.remaining, peek.new_state),
-            (true, 5, None)
-        );
+        assert_eq!((peek.verdict.allowed, peek.verdict.remaining, peek.new_state), (true, 5, None));
         assert_eq!(w.decide(None, T0, 6).verdict.retry_after_ns, None);
-        let state = Some(WindowState {
-            count: 4,
-            ends_at: T0 + SEC / 2,
-        });
+        let state = Some(WindowState { count: 4, ends_at: T0 + SEC / 2 });
         assert!(!w.decide(state, T0, 2).verdict.allowed);
         assert!(w.decide(state, T0, 1).verdict.allowed);
     }
@@ -171,42 +143,18 @@ mod tests {
     #[test]
     fn a_window_from_a_clock_that_stepped_back_is_restarted() {
         let w = FixedWindow::new(5, SEC).unwrap();
-        let far = Some(WindowState {
-            count: 5,
-            ends_at: T0 + 3600 * SEC,
-        });
+        let far = Some(WindowState { count: 5, ends_at: T0 + 3600 * SEC });
         let d = w.decide(far, T0, 1);
         assert!(d.verdict.allowed && d.new_window);
-        assert_eq!(
-            d.new_state,
-            Some(WindowState {
-                count: 1,
-                ends_at: T0 + SEC
-            })
-        );
+        assert_eq!(d.new_state, Some(WindowState { count: 1, ends_at: T0 + SEC }));
     }
 
     #[test]
     fn refunds_never_go_below_zero() {
         let w = FixedWindow::new(5, SEC).unwrap();
-        let s = Some(WindowState {
-            count: 2,
-            ends_at: T0 + SEC,
-        });
-        assert_eq!(
-            w.refund(s, T0, 1),
-            Some(WindowState {
-                count: 1,
-                ends_at: T0 + SEC
-            })
-        );
-        assert_eq!(
-            w.refund(s, T0, 9),
-            Some(WindowState {
-                count: 0,
-                ends_at: T0 + SEC
-            })
-        );
+        let s = Some(WindowState { count: 2, ends_at: T0 + SEC });
+        assert_eq!(w.refund(s, T0, 1), Some(WindowState { count: 1, ends_at: T0 + SEC }));
+        assert_eq!(w.refund(s, T0, 9), Some(WindowState { count: 0, ends_at: T0 + SEC }));
         assert_eq!(w.refund(s, T0 + SEC, 1), None);
         assert_eq!(w.refund(None, T0, 1), None);
     }

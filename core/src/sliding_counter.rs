@@ -47,12 +47,8 @@ impl CounterState {
     }
 
     pub fn decode(bytes: &[u8]) -> Option<CounterState> {
-        let word = |i: usize| {
-            bytes
-                .get(i * 8..i * 8 + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-        };
+        let word =
+            |i: usize| bytes.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
         (bytes.len() == 24).then_some(CounterState {
             window: word(0)?,
             current: word(1)?,
@@ -73,21 +69,12 @@ impl SlidingCounter {
         // that stepped back) is kept as it is: it never grants extra.
         let s = match state {
             Some(s) if s.window >= index_now => s,
-            Some(s) if s.window.checked_add(1) == Some(index_now) => CounterState {
-                window: index_now,
-                current: 0,
-                previous: s.current,
-            },
-            _ => CounterState {
-                window: index_now,
-                ..Default::default()
-            },
+            Some(s) if s.window.checked_add(1) == Some(index_now) => {
+                CounterState { window: index_now, current: 0, previous: s.current }
+            }
+            _ => CounterState { window: index_now, ..Default::default() },
         };
-        let elapsed = if s.window == index_now {
-            (now.max(0) % self.window_ns) as u128
-        } else {
-            0
-        };
+        let elapsed = if s.window == index_now { (now.max(0) % self.window_ns) as u128 } else { 0 };
         let weighted_previous = u128::from(s.previous) * (w - elapsed);
         let capacity = u128::from(self.limit) * w;
         let used = |current: u64| weighted_previous.saturating_add(u128::from(current) * w);
@@ -111,20 +98,12 @@ impl SlidingCounter {
             reset_after_ns: reset(current),
         };
         if cost > self.limit {
-            return CounterDecision {
-                verdict: verdict(false, s.current, None),
-                new_state: None,
-                expires_at,
-            };
+            return CounterDecision { verdict: verdict(false, s.current, None), new_state: None, expires_at };
         }
         let after = s.current.saturating_add(cost);
         if used(after) <= capacity {
             let new_state = (cost > 0).then_some(CounterState { current: after, ..s });
-            return CounterDecision {
-                verdict: verdict(true, after, Some(0)),
-                new_state,
-                expires_at,
-            };
+            return CounterDecision { verdict: verdict(true, after, Some(0)), new_state, expires_at };
         }
         CounterDecision {
             verdict: verdict(false, s.current, Some(self.retry_after(&s, elapsed, cost))),
@@ -144,11 +123,7 @@ impl SlidingCounter {
             }
             w.saturating_sub(u128::from(room) * w / u128::from(previous))
         };
-        let wait = match self
-            .limit
-            .checked_sub(s.current)
-            .and_then(|r| r.checked_sub(cost))
-        {
+        let wait = match self.limit.checked_sub(s.current).and_then(|r| r.checked_sub(cost)) {
             Some(room) => fits_at(s.previous, room).saturating_sub(elapsed),
             // Only in the next window, where this window's count becomes the previous one.
             None => (w - elapsed) + fits_at(s.current, self.limit - cost),
@@ -161,10 +136,7 @@ impl SlidingCounter {
     pub fn refund(&self, state: Option<CounterState>, now: Nanos, units: u64) -> Option<CounterState> {
         let index_now = (now.max(0) / self.window_ns) as u64;
         let s = state.filter(|s| s.window >= index_now && s.current > 0 && units > 0)?;
-        Some(CounterState {
-            current: s.current.saturating_sub(units),
-            ..s
-        })
+        Some(CounterState { current: s.current.saturating_sub(units), ..s })
     }
 }
 
@@ -219,11 +191,7 @@ mod tests {
 
     #[test]
     fn state_roundtrips() {
-        let s = CounterState {
-            window: 170_000_000,
-            current: 3,
-            previous: 9,
-        };
+        let s = CounterState { window: 170_000_000, current: 3, previous: 9 };
         assert_eq!(CounterState::decode(&s.encode()), Some(s));
         assert_eq!(CounterState::decode(&[0; 23]), None);
     }

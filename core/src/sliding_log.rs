@@ -96,12 +96,7 @@ impl<'a> Log<'a> {
         if slots.is_empty() || !slots.len().is_multiple_of(w) {
             return Err(NotALog);
         }
-        let mut log = Log {
-            slots,
-            width,
-            n: slots.len() / w,
-            pivot: 0,
-        };
+        let mut log = Log { slots, width, n: slots.len() / w, pivot: 0 };
         log.pivot = log.find_pivot();
         Ok(log)
     }
@@ -228,11 +223,7 @@ impl SlidingLog {
         let newest = (live > 0).then(|| log.newest());
         let empty_at_us = newest.map(|t| t.saturating_add(self.window_us));
         if id.dedup && log.entries_from(first_live).any(|(_, h)| h == id.hash) {
-            return SlideDecision {
-                verdict: verdict(true, live, Some(0), newest),
-                write: None,
-                empty_at_us,
-            };
+            return SlideDecision { verdict: verdict(true, live, Some(0), newest), write: None, empty_at_us };
         }
         if live >= self.limit {
             // The request fits once all but limit - 1 of the live entries have left the window.
@@ -258,10 +249,7 @@ impl SlidingLog {
                 if log.width == Width::WithIds {
                     bytes.extend_from_slice(&id.hash.to_le_bytes());
                 }
-                LogWrite::Slot {
-                    offset: HEADER_LEN + log.pivot * log.width as usize,
-                    bytes,
-                }
+                LogWrite::Slot { offset: HEADER_LEN + log.pivot * log.width as usize, bytes }
             };
         SlideDecision {
             verdict: verdict(true, live + 1, Some(0), Some(stamp)),
@@ -322,10 +310,7 @@ mod tests {
 
     const S: u64 = 1_000_000; // one second in us
     const T0: u64 = 1_700_000_000 * S;
-    const PLAIN: RequestId = RequestId {
-        hash: 0,
-        dedup: false,
-    };
+    const PLAIN: RequestId = RequestId { hash: 0, dedup: false };
 
     fn run(log: &SlidingLog, value: &mut Option<Vec<u8>>, now: u64, id: RequestId) -> SlideDecision {
         let parsed = value.as_deref().map(|v| Log::parse(v).expect("a valid log"));
@@ -369,12 +354,8 @@ mod tests {
         // 5 per 10 s: 5 requests at 9.9 s and 5 more at 10.1 s would pass two fixed windows.
         let log = SlidingLog::new(5, 10 * S).unwrap();
         let mut value = None;
-        let first = (0..5)
-            .filter(|_| run(&log, &mut value, T0 + 9_900_000, PLAIN).verdict.allowed)
-            .count();
-        let second = (0..5)
-            .filter(|_| run(&log, &mut value, T0 + 10_100_000, PLAIN).verdict.allowed)
-            .count();
+        let first = (0..5).filter(|_| run(&log, &mut value, T0 + 9_900_000, PLAIN).verdict.allowed).count();
+        let second = (0..5).filter(|_| run(&log, &mut value, T0 + 10_100_000, PLAIN).verdict.allowed).count();
         assert_eq!((first, second), (5, 0));
     }
 
@@ -400,10 +381,7 @@ mod tests {
             assert!(run(&log, &mut value, T0 + i, PLAIN).verdict.allowed);
         }
         let bytes = value.as_ref().unwrap().len();
-        assert!(
-            bytes <= HEADER_LEN + 10_000 * 8,
-            "{bytes} bytes for 10000 entries"
-        );
+        assert!(bytes <= HEADER_LEN + 10_000 * 8, "{bytes} bytes for 10000 entries");
         assert!(!run(&log, &mut value, T0 + 20_000, PLAIN).verdict.allowed);
         // A minute later all have expired; the next write shrinks the log.
         run(&log, &mut value, T0 + 61 * S, PLAIN);
@@ -414,46 +392,16 @@ mod tests {
     fn dedup_allows_a_retried_id_without_counting_it() {
         let log = SlidingLog::new(2, 10 * S).unwrap();
         let mut value = None;
-        let a = RequestId {
-            hash: 11,
-            dedup: true,
-        };
-        let b = RequestId {
-            hash: 22,
-            dedup: true,
-        };
+        let a = RequestId { hash: 11, dedup: true };
+        let b = RequestId { hash: 22, dedup: true };
         assert_eq!(run(&log, &mut value, T0, a).verdict.remaining, 1);
         let retried = run(&log, &mut value, T0 + S, a);
         assert!(retried.verdict.allowed);
         assert_eq!((retried.verdict.remaining, retried.write), (1, None));
         assert_eq!(run(&log, &mut value, T0 + S, b).verdict.remaining, 0);
-        assert!(
-            !run(
-                &log,
-                &mut value,
-                T0 + S,
-                RequestId {
-                    hash: 33,
-                    dedup: true
-                }
-            )
-            .verdict
-            .allowed
-        );
+        assert!(!run(&log, &mut value, T0 + S, RequestId { hash: 33, dedup: true }).verdict.allowed);
         // Without the option the same id counts again.
-        assert!(
-            !run(
-                &log,
-                &mut value,
-                T0 + S,
-                RequestId {
-                    hash: 11,
-                    dedup: false
-                }
-            )
-            .verdict
-            .allowed
-        );
+        assert!(!run(&log, &mut value, T0 + S, RequestId { hash: 11, dedup: false }).verdict.allowed);
         // Once a's entry left the window, a counts as new.
         assert_eq!(run(&log, &mut value, T0 + 10 * S, a).verdict.remaining, 0);
     }
@@ -466,9 +414,7 @@ mod tests {
         run(&log, &mut value, T0 + 1, RequestId { hash: 7, dedup: true });
         let parsed = Log::parse(value.as_ref().unwrap()).unwrap();
         assert_eq!(parsed.width(), Width::WithIds);
-        assert!(run(&log, &mut value, T0 + 2, RequestId { hash: 7, dedup: true })
-            .write
-            .is_none());
+        assert!(run(&log, &mut value, T0 + 2, RequestId { hash: 7, dedup: true }).write.is_none());
     }
 
     #[test]

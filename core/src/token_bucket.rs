@@ -64,11 +64,7 @@ impl TokenBucket {
         if tau > MAX_HORIZON_NS as u128 {
             return Err(too_long);
         }
-        Ok(TokenBucket {
-            capacity,
-            interval_ns: interval as Nanos,
-            tau_ns: tau as Nanos,
-        })
+        Ok(TokenBucket { capacity, interval_ns: interval as Nanos, tau_ns: tau as Nanos })
     }
 
     pub fn capacity(&self) -> u64 {
@@ -94,10 +90,7 @@ impl TokenBucket {
             reset_after_ns: backlog,
         };
         if cost > self.capacity {
-            return TokenDecision {
-                verdict: verdict(false, backlog, None),
-                new_tat: None,
-            };
+            return TokenDecision { verdict: verdict(false, backlog, None), new_tat: None };
         }
         // cost <= capacity, so cost * interval <= tau, which fits.
         let after = backlog + cost as Nanos * self.interval_ns;
@@ -169,9 +162,8 @@ mod tests {
                 new_tat: None
             }
         );
-        let allowed_after_a_second = (0..8)
-            .filter(|_| run(&b, &mut tat, T0 + SEC, 1).verdict.allowed)
-            .count();
+        let allowed_after_a_second =
+            (0..8).filter(|_| run(&b, &mut tat, T0 + SEC, 1).verdict.allowed).count();
         assert_eq!(allowed_after_a_second, 5);
     }
 
@@ -196,12 +188,7 @@ mod tests {
             let tat = (backlog > 0).then_some(T0 + backlog);
             let d = b.decide(tat, T0, cost);
             assert_eq!(
-                (
-                    d.verdict.allowed,
-                    d.verdict.remaining,
-                    d.verdict.retry_after_ns,
-                    d.verdict.reset_after_ns
-                ),
+                (d.verdict.allowed, d.verdict.remaining, d.verdict.retry_after_ns, d.verdict.reset_after_ns),
                 (allowed, remaining, retry, reset),
                 "case cap={cap} rate={rate} backlog={backlog} cost={cost}"
             );
@@ -241,18 +228,9 @@ mod tests {
         assert_eq!(TokenBucket::new(0, rate("1")), Err(BucketError::CapacityZero));
         assert_eq!(TokenBucket::new(1, rate("0")), Err(BucketError::RateNotPositive));
         assert_eq!(TokenBucket::new(1, rate("2e9")), Err(BucketError::RateTooLarge));
-        assert_eq!(
-            TokenBucket::new(1, rate("1e-30")),
-            Err(BucketError::RefillTooLong)
-        );
-        assert_eq!(
-            TokenBucket::new(1, rate("1e-20")),
-            Err(BucketError::RefillTooLong)
-        );
-        assert_eq!(
-            TokenBucket::new(u64::MAX, rate("1")),
-            Err(BucketError::RefillTooLong)
-        );
+        assert_eq!(TokenBucket::new(1, rate("1e-30")), Err(BucketError::RefillTooLong));
+        assert_eq!(TokenBucket::new(1, rate("1e-20")), Err(BucketError::RefillTooLong));
+        assert_eq!(TokenBucket::new(u64::MAX, rate("1")), Err(BucketError::RefillTooLong));
         assert!(TokenBucket::new(1, rate("1e9")).is_ok());
         assert!(TokenBucket::new(1_000_000_000, rate("1000")).is_ok());
     }

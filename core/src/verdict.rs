@@ -23,11 +23,7 @@ pub struct Verdict {
 pub fn most_restrictive(verdicts: impl IntoIterator<Item = Verdict>) -> Option<usize> {
     let key = |v: &Verdict| {
         // Larger is more restrictive.
-        let wait = if v.allowed {
-            -1
-        } else {
-            v.retry_after_ns.unwrap_or(Nanos::MAX)
-        };
+        let wait = if v.allowed { -1 } else { v.retry_after_ns.unwrap_or(Nanos::MAX) };
         (!v.allowed, wait, std::cmp::Reverse(v.remaining))
     };
     let mut best: Option<(usize, Verdict)> = None;
@@ -44,13 +40,7 @@ mod tests {
     use super::*;
 
     fn v(allowed: bool, remaining: u64, retry: Option<Nanos>) -> Verdict {
-        Verdict {
-            allowed,
-            limit: 10,
-            remaining,
-            retry_after_ns: retry,
-            reset_after_ns: 0,
-        }
+        Verdict { allowed, limit: 10, remaining, retry_after_ns: retry, reset_after_ns: 0 }
     }
 
     #[test]
@@ -64,9 +54,6 @@ mod tests {
             most_restrictive([v(true, 0, Some(0)), v(false, 3, Some(10)), v(false, 1, Some(20))]),
             Some(2)
         );
-        assert_eq!(
-            most_restrictive([v(false, 0, Some(5)), v(false, 9, None)]),
-            Some(1)
-        );
+        assert_eq!(most_restrictive([v(false, 0, Some(5)), v(false, 9, None)]), Some(1));
     }
 }

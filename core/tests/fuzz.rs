@@ -11,14 +11,8 @@ use ratelimit_core::token_bucket::TokenBucket;
 use ratelimit_core::verdict::Verdict;
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(2000);
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000);
+    ProptestConfig { cases, ..ProptestConfig::default() }
 }
 
 fn any_time() -> impl Strategy<Value = i64> {
@@ -33,14 +27,7 @@ fn any_time() -> impl Strategy<Value = i64> {
 }
 
 fn any_u64() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        Just(0u64),
-        Just(1u64),
-        Just(u64::MAX),
-        Just(u64::MAX - 1),
-        0u64..1000,
-        any::<u64>()
-    ]
+    prop_oneof![Just(0u64), Just(1u64), Just(u64::MAX), Just(u64::MAX - 1), 0u64..1000, any::<u64>()]
 }
 
 fn well_formed(v: &Verdict) -> Result<(), TestCaseError> {

@@ -39,14 +39,9 @@ pub fn positive_decimal(bytes: &[u8], arg: &'static str, expected: &'static str)
 pub fn window(bytes: &[u8]) -> Result<Nanos, RlError> {
     const EXPECTED: &str = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)";
     let seconds = positive_decimal(bytes, "window", EXPECTED)?;
-    let ms = seconds
-        .mul_exact(1000)
-        .ok_or(RlError::invalid("window", EXPECTED))?;
-    let ns = ms
-        .checked_mul(NANOS_PER_MS as u128)
-        .filter(|ns| *ns <= MAX_HORIZON_NS as u128);
-    ns.map(|ns| ns as Nanos)
-        .ok_or(RlError::invalid("window", EXPECTED))
+    let ms = seconds.mul_exact(1000).ok_or(RlError::invalid("window", EXPECTED))?;
+    let ns = ms.checked_mul(NANOS_PER_MS as u128).filter(|ns| *ns <= MAX_HORIZON_NS as u128);
+    ns.map(|ns| ns as Nanos).ok_or(RlError::invalid("window", EXPECTED))
 }
 
 /// The arguments of the counting limiters: `key limit window [cost]`.
@@ -86,16 +81,9 @@ mod tests {
         assert_eq!(parse("0"), Ok(0));
         assert_eq!(parse("+12"), Ok(12));
         assert_eq!(parse("18446744073709551615"), Ok(u64::MAX));
-        assert_eq!(
-            parse("18446744073709551616"),
-            Err(RlError::invalid("cost", "too large"))
-        );
+        assert_eq!(parse("18446744073709551616"), Err(RlError::invalid("cost", "too large")));
         for bad in ["", "-1", "1.5", "1e3", " 1", "abc", "+"] {
-            assert_eq!(
-                parse(bad),
-                Err(RlError::invalid("cost", "must be a whole number >= 0")),
-                "{bad:?}"
-            );
+            assert_eq!(parse(bad), Err(RlError::invalid("cost", "must be a whole number >= 0")), "{bad:?}");
         }
         assert_eq!(
             whole(b"0", "capacity", 1, "must be a whole number >= 1"),
@@ -118,10 +106,7 @@ mod tests {
         assert!(parse("0.5").is_ok());
         assert_eq!(parse("0"), Err(RlError::invalid("rate", "must be a number > 0")));
         assert_eq!(parse("-2"), Err(RlError::invalid("rate", "must be a number > 0")));
-        assert_eq!(
-            parse("nan"),
-            Err(RlError::invalid("rate", "must be a number > 0"))
-        );
+        assert_eq!(parse("nan"), Err(RlError::invalid("rate", "must be a number > 0")));
         assert_eq!(parse("1e400"), Err(RlError::invalid("rate", "out of range")));
     }
 }

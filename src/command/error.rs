@@ -11,10 +11,7 @@ pub enum RlError {
     /// The key holds a value of another type.
     WrongType,
     /// An argument is malformed or out of range; `expected` says what it must be.
-    InvalidArg {
-        arg: &'static str,
-        expected: &'static str,
-    },
+    InvalidArg { arg: &'static str, expected: &'static str },
     /// The same key is named twice in one call.
     DuplicateKey,
     /// An option or subcommand that the command does not know.

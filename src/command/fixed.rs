@@ -27,23 +27,16 @@ pub fn encode(state: &WindowState) -> [u8; 16] {
 pub fn decode(bytes: &[u8]) -> Result<WindowState, RlError> {
     let word = |range: std::ops::Range<usize>| bytes.get(range).and_then(|b| <[u8; 8]>::try_from(b).ok());
     match (bytes.len(), word(0..8), word(8..16)) {
-        (16, Some(count), Some(ends_at)) => Ok(WindowState {
-            count: u64::from_le_bytes(count),
-            ends_at: i64::from_le_bytes(ends_at),
-        }),
+        (16, Some(count), Some(ends_at)) => {
+            Ok(WindowState { count: u64::from_le_bytes(count), ends_at: i64::from_le_bytes(ends_at) })
+        }
         _ => Err(RlError::BadState),
     }
 }
 
 /// Stores a window's state; the key expires exactly when the window ends.
 pub fn store(key: &mut StateKey, state: &WindowState) -> Result<(), RlError> {
-    key.write(
-        &encode(state),
-        Expiry {
-            at_least_ms: ceil_ms(state.ends_at),
-            slack_ms: 0,
-        },
-    )
+    key.write(&encode(state), Expiry { at_least_ms: ceil_ms(state.ends_at), slack_ms: 0 })
 }
 
 pub fn limiter(args: &CountArgs) -> Result<FixedWindow, RlError> {
@@ -62,9 +55,6 @@ impl Command for Fixed {
         if let Some(new_state) = decision.new_state {
             store(&mut key, &new_state)?;
         }
-        Ok(Reply::Limit {
-            verdict: decision.verdict,
-            limiting: None,
-        })
+        Ok(Reply::Limit { verdict: decision.verdict, limiting: None })
     }
 }

@@ -47,10 +47,7 @@ fn refund_token(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         token::store(&mut key, new_tat)?;
         tat = Some(new_tat);
     }
-    Ok(Reply::Limit {
-        verdict: request.bucket.decide(tat, now, 0).verdict,
-        limiting: None,
-    })
+    Ok(Reply::Limit { verdict: request.bucket.decide(tat, now, 0).verdict, limiting: None })
 }
 
 fn refund_fixed(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
@@ -63,10 +60,7 @@ fn refund_fixed(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         fixed::store(&mut key, &new_state)?;
         state = Some(new_state);
     }
-    Ok(Reply::Limit {
-        verdict: window.decide(state, now, 0).verdict,
-        limiting: None,
-    })
+    Ok(Reply::Limit { verdict: window.decide(state, now, 0).verdict, limiting: None })
 }
 
 fn refund_slide_count(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
@@ -76,17 +70,10 @@ fn refund_slide_count(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
     let mut key = StateKey::open(ctx, args.key)?;
     let mut state = key.read()?.map(slide_count::decode).transpose()?;
     if let Some(new_state) = counter.refund(state, now, args.cost) {
-        slide_count::store(
-            &mut key,
-            &new_state,
-            counter.decide(Some(new_state), now, 0).expires_at,
-        )?;
+        slide_count::store(&mut key, &new_state, counter.decide(Some(new_state), now, 0).expires_at)?;
         state = Some(new_state);
     }
-    Ok(Reply::Limit {
-        verdict: counter.decide(state, now, 0).verdict,
-        limiting: None,
-    })
+    Ok(Reply::Limit { verdict: counter.decide(state, now, 0).verdict, limiting: None })
 }
 
 /// `key limit window units`: units are required here.

@@ -63,10 +63,9 @@ pub fn register<C: Command>(ctx: &Context, name: &CStr, flags: &CStr, keys: KeyS
             ctx.log_warning(&format!("cannot register command {}", name.to_string_lossy()));
             return Status::Err;
         }
-        let (Some(get), Some(set_acl)) = (
-            raw::RedisModule_GetCommand,
-            raw::RedisModule_SetCommandACLCategories,
-        ) else {
+        let (Some(get), Some(set_acl)) =
+            (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandACLCategories)
+        else {
             ctx.log_notice("this server has no module ACL categories: commands are not in @ratelimit");
             return Status::Ok;
         };

@@ -8,10 +8,7 @@ use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
 pub enum Reply {
-    Limit {
-        verdict: Verdict,
-        limiting: Option<usize>,
-    },
+    Limit { verdict: Verdict, limiting: Option<usize> },
 }
 
 fn clamp(n: u64) -> i64 {
@@ -22,10 +19,9 @@ impl Reply {
     pub fn send(self, ctx: &Context) {
         // SAFETY: reply functions of the server, called with the command's own context.
         unsafe {
-            let (Some(array), Some(int)) = (
-                raw::RedisModule_ReplyWithArray,
-                raw::RedisModule_ReplyWithLongLong,
-            ) else {
+            let (Some(array), Some(int)) =
+                (raw::RedisModule_ReplyWithArray, raw::RedisModule_ReplyWithLongLong)
+            else {
                 return;
             };
             match self {

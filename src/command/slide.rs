@@ -49,14 +49,7 @@ fn parse(args: &[Arg]) -> Result<(&Arg, SlidingLog, RequestId), RlError> {
         return Err(RlError::invalid("id", "must not be empty"));
     }
     let log = SlidingLog::new(limit, window_us).ok_or(RlError::invalid("limit", LIMIT))?;
-    Ok((
-        key,
-        log,
-        RequestId {
-            hash: id_hash(id.bytes()),
-            dedup,
-        },
-    ))
+    Ok((key, log, RequestId { hash: id_hash(id.bytes()), dedup }))
 }
 
 impl Command for Slide {
@@ -65,27 +58,17 @@ impl Command for Slide {
         let now_us = (clock::now_ns().max(0) / 1000) as u64;
         let mut key = StateKey::open(ctx, name)?;
         let decision = {
-            let stored = key
-                .read()?
-                .map(Log::parse)
-                .transpose()
-                .map_err(|_| RlError::BadState)?;
+            let stored = key.read()?.map(Log::parse).transpose().map_err(|_| RlError::BadState)?;
             log.decide(stored, now_us, id)
         };
         if let (Some(write), Some(empty_at_us)) = (&decision.write, decision.empty_at_us) {
             let at_least_ms = i64::try_from(empty_at_us.div_ceil(1000)).unwrap_or(i64::MAX);
-            let expiry = Expiry {
-                at_least_ms,
-                slack_ms: EXPIRY_SLACK_MS,
-            };
+            let expiry = Expiry { at_least_ms, slack_ms: EXPIRY_SLACK_MS };
             match write {
                 LogWrite::Slot { offset, bytes } => key.write_at(*offset, bytes, expiry)?,
                 LogWrite::Rewrite(bytes) => key.write(bytes, expiry)?,
             }
         }
-        Ok(Reply::Limit {
-            verdict: decision.verdict,
-            limiting: None,
-        })
+        Ok(Reply::Limit { verdict: decision.verdict, limiting: None })
     }
 }

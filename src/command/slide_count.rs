@@ -22,13 +22,7 @@ pub fn decode(bytes: &[u8]) -> Result<CounterState, RlError> {
 }
 
 pub fn store(key: &mut StateKey, state: &CounterState, expires_at: i64) -> Result<(), RlError> {
-    key.write(
-        &state.encode(),
-        Expiry {
-            at_least_ms: ceil_ms(expires_at),
-            slack_ms: 0,
-        },
-    )
+    key.write(&state.encode(), Expiry { at_least_ms: ceil_ms(expires_at), slack_ms: 0 })
 }
 
 pub fn limiter(args: &CountArgs) -> Result<SlidingCounter, RlError> {
@@ -47,9 +41,6 @@ impl Command for SlideCount {
         if let Some(new_state) = decision.new_state {
             store(&mut key, &new_state, decision.expires_at)?;
         }
-        Ok(Reply::Limit {
-            verdict: decision.verdict,
-            limiting: None,
-        })
+        Ok(Reply::Limit { verdict: decision.verdict, limiting: None })
     }
 }

@@ -56,11 +56,7 @@ impl<'a> StateKey<'a> {
         let open = api(unsafe { raw::RedisModule_OpenKey })?;
         let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
         // SAFETY: ctx and name are live for 'a; the handle is owned by the returned value.
-        let key = StateKey {
-            ctx,
-            name,
-            handle: unsafe { open(ctx.ctx, name.raw(), mode) },
-        };
+        let key = StateKey { ctx, name, handle: unsafe { open(ctx.ctx, name.raw(), mode) } };
         if key.handle.is_null() {
             return Err(RlError::Internal("cannot open the key"));
         }
@@ -133,25 +129,10 @@ impl<'a> StateKey<'a> {
         // "c" a NUL-terminated C string, "l" a long long.
         unsafe {
             match change {
-                None => replicate(
-                    self.ctx.ctx,
-                    cstr(SET),
-                    cstr(b"sbc\0"),
-                    name,
-                    ptr,
-                    len,
-                    cstr(KEEPTTL),
-                ),
-                Some(at) => replicate(
-                    self.ctx.ctx,
-                    cstr(SET),
-                    cstr(b"sbcl\0"),
-                    name,
-                    ptr,
-                    len,
-                    cstr(PXAT),
-                    at,
-                ),
+                None => replicate(self.ctx.ctx, cstr(SET), cstr(b"sbc\0"), name, ptr, len, cstr(KEEPTTL)),
+                Some(at) => {
+                    replicate(self.ctx.ctx, cstr(SET), cstr(b"sbcl\0"), name, ptr, len, cstr(PXAT), at)
+                }
             };
         }
         Ok(())
@@ -190,13 +171,7 @@ impl<'a> StateKey<'a> {
                 len,
             );
             if let Some(at) = change {
-                replicate(
-                    self.ctx.ctx,
-                    cstr(PEXPIREAT),
-                    cstr(b"sl\0"),
-                    name,
-                    at as libc::c_longlong,
-                );
+                replicate(self.ctx.ctx, cstr(PEXPIREAT), cstr(b"sl\0"), name, at as libc::c_longlong);
             }
         }
         Ok(())

@@ -31,11 +31,7 @@ pub struct Request<'a> {
 
 pub fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
     let capacity = whole(args[1].bytes(), "capacity", 1, "must be a whole number >= 1")?;
-    let rate = positive_decimal(
-        args[2].bytes(),
-        "rate",
-        "must be a number > 0 (tokens per second)",
-    )?;
+    let rate = positive_decimal(args[2].bytes(), "rate", "must be a number > 0 (tokens per second)")?;
     let cost = whole(args[3].bytes(), "cost", 0, "must be a whole number >= 0")?;
     let bucket = TokenBucket::new(capacity, rate).map_err(|e| match e {
         BucketError::CapacityZero => RlError::invalid("capacity", "must be a whole number >= 1"),
@@ -45,11 +41,7 @@ pub fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
             RlError::invalid("capacity", "capacity / rate must be at most 3000000000 seconds")
         }
     })?;
-    Ok(Request {
-        key: &args[0],
-        bucket,
-        cost,
-    })
+    Ok(Request { key: &args[0], bucket, cost })
 }
 
 /// Parses the key groups; every key at most once.
@@ -57,10 +49,7 @@ fn parse_requests(args: &[Arg]) -> Result<Vec<Request<'_>>, RlError> {
     if args.is_empty() || !args.len().is_multiple_of(GROUP) {
         return Err(RlError::WrongArity);
     }
-    let requests = args
-        .chunks(GROUP)
-        .map(parse_group)
-        .collect::<Result<Vec<_>, _>>()?;
+    let requests = args.chunks(GROUP).map(parse_group).collect::<Result<Vec<_>, _>>()?;
     for (i, r) in requests.iter().enumerate() {
         if requests[..i].iter().any(|p| p.key.bytes() == r.key.bytes()) {
             return Err(RlError::DuplicateKey);
@@ -71,21 +60,12 @@ fn parse_requests(args: &[Arg]) -> Result<Vec<Request<'_>>, RlError> {
 
 /// A bucket's state: its TAT in Unix nanoseconds, as 8 little-endian bytes.
 pub fn decode_tat(bytes: &[u8]) -> Result<Nanos, RlError> {
-    bytes
-        .try_into()
-        .map(Nanos::from_le_bytes)
-        .map_err(|_| RlError::BadState)
+    bytes.try_into().map(Nanos::from_le_bytes).map_err(|_| RlError::BadState)
 }
 
 /// Stores a TAT; the key lives until the bucket is full again, plus up to EXPIRY_SLACK_MS.
 pub fn store(key: &mut StateKey, tat: Nanos) -> Result<(), RlError> {
-    key.write(
-        &tat.to_le_bytes(),
-        Expiry {
-            at_least_ms: ceil_ms(tat),
-            slack_ms: EXPIRY_SLACK_MS,
-        },
-    )
+    key.write(&tat.to_le_bytes(), Expiry { at_least_ms: ceil_ms(tat), slack_ms: EXPIRY_SLACK_MS })
 }
 
 impl Command for Token {

@@ -19,9 +19,7 @@ pub fn module_path() -> PathBuf {
     if let Ok(p) = std::env::var("RL_MODULE") {
         return PathBuf::from(p);
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("testkit lives in the repo");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("testkit lives in the repo");
     root.join("target/release/libredis_ratelimit.so")
 }
 
@@ -60,28 +58,26 @@ pub struct Server {
     url: String,
     pub dir: PathBuf,
     args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Server {
     /// A server with the module loaded and the given extra configuration (`["--appendonly", "yes"]`).
     pub fn start(extra: &[&str]) -> Server {
-        Self::start_in(
-            scratch_dir(),
-            free_port(),
-            extra.iter().map(|s| s.to_string()).collect(),
-        )
+        Self::start_with_env(extra, &[])
+    }
+
+    /// Like [`Server::start`], with extra environment variables for the server process (LD_PRELOAD
+    /// of libfaketime, for instance).
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self::start_in(scratch_dir(), free_port(), extra.iter().map(|s| s.to_string()).collect(), env)
     }
 
     /// Like [`Server::start`], unless `RL_TEST_REDIS_URL` names a server to use instead.
     pub fn single() -> Server {
         match external_url() {
-            Some(url) => Server {
-                child: None,
-                port: 0,
-                url,
-                dir: PathBuf::new(),
-                args: vec![],
-            },
+            Some(url) => Server { child: None, port: 0, url, dir: PathBuf::new(), args: vec![], env: vec![] },
             None => Self::start(&[]),
         }
     }
@@ -96,7 +92,7 @@ impl Server {
         Some(Self::start(extra))
     }
 
-    fn start_in(dir: PathBuf, port: u16, args: Vec<String>) -> Server {
+    fn start_in(dir: PathBuf, port: u16, args: Vec<String>, env: Vec<(String, String)>) -> Server {
         let module = module_path();
         assert!(
             module.exists(),
@@ -105,30 +101,18 @@ impl Server {
         );
         let log = std::fs::File::create(dir.join("server.log")).expect("cannot create the server log");
         let child = Command::new(server_binary())
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--dir",
-            ])
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--dir"])
             .arg(&dir)
             .args(["--enable-debug-command", "local", "--loadmodule"])
             .arg(&module)
             .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(log)
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", server_binary()));
-        let server = Server {
-            child: Some(child),
-            port,
-            url: format!("redis://127.0.0.1:{port}/"),
-            dir,
-            args,
-        };
+        let server =
+            Server { child: Some(child), port, url: format!("redis://127.0.0.1:{port}/"), dir, args, env };
         server.wait_ready();
         server
     }
@@ -162,8 +146,7 @@ impl Server {
 
     /// A new connection to the server.
     pub fn conn(&self) -> redis::Connection {
-        self.try_conn()
-            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url))
+        self.try_conn().unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url))
     }
 
     /// Stops the server (SHUTDOWN with the given mode, e.g. "NOSAVE" or "SAVE") and starts it again
@@ -173,7 +156,7 @@ impl Server {
             let _ = redis::cmd("SHUTDOWN").arg(shutdown).exec(&mut self.conn());
             let _ = child.wait();
         }
-        let fresh = Self::start_in(self.dir.clone(), self.port, self.args.clone());
+        let fresh = Self::start_in(self.dir.clone(), self.port, self.args.clone(), self.env.clone());
         // The old value owns no process any more, so dropping it leaves the shared directory alone.
         drop(std::mem::replace(self, fresh));
     }
@@ -197,11 +180,7 @@ impl Drop for Server {
 /// A key name unique to this process and call, so tests sharing an external server never collide.
 pub fn unique_key(prefix: &str) -> String {
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{prefix}:{}:{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{prefix}:{}:{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
 }
 
 /// One field of `INFO`, e.g. `info_field(&mut c, "persistence", "rdb_changes_since_last_save")`.

@@ -7,8 +7,7 @@ pub fn rl(con: &mut Connection, command: &str, args: &[&str]) -> Vec<i64> {
     for a in args {
         cmd.arg(*a);
     }
-    cmd.query(con)
-        .unwrap_or_else(|e| panic!("{command} {args:?} failed: {e}"))
+    cmd.query(con).unwrap_or_else(|e| panic!("{command} {args:?} failed: {e}"))
 }
 
 /// The error reply of a call that must fail, as "CODE detail".
@@ -49,9 +48,7 @@ pub fn concurrent_allowed(
                 scope.spawn(move || {
                     let mut con = server.conn();
                     barrier.wait();
-                    (0..per_connection)
-                        .filter(|_| rl(&mut con, command, args)[0] == 1)
-                        .count()
+                    (0..per_connection).filter(|_| rl(&mut con, command, args)[0] == 1).count()
                 })
             })
             .collect();

@@ -19,10 +19,7 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
         let mut cmd = redis::cmd("RL.TOKEN");
         cmd.arg(&key).arg(5).arg("0.01").arg(cost);
         if i % 10 == 3 {
-            cmd.arg(format!("{prefix}:{{t}}:global"))
-                .arg(40)
-                .arg("0.02")
-                .arg(1);
+            cmd.arg(format!("{prefix}:{{t}}:global")).arg(40).arg("0.02").arg(1);
         }
         let reply: Vec<i64> = cmd.query(con).expect("RL.TOKEN failed");
         if reply[0] == 1 {
@@ -35,10 +32,7 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
 }
 
 pub fn digest(con: &mut Connection) -> String {
-    redis::cmd("DEBUG")
-        .arg("DIGEST")
-        .query(con)
-        .expect("DEBUG DIGEST failed")
+    redis::cmd("DEBUG").arg("DIGEST").query(con).expect("DEBUG DIGEST failed")
 }
 
 pub fn dbsize(con: &mut Connection) -> i64 {
