@@ -23,7 +23,7 @@ pub struct WindowState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedDecision {
     pub verdict: Verdict,
-    /// The state to store when the request changed it.
+    /// The state to store: when the request counted, or when an impossible state was repaired.
     pub new_state: Option<WindowState>,
     /// Whether `new_state` starts a new window (and so a new expiry).
     pub new_window: bool,
@@ -35,12 +35,18 @@ impl FixedWindow {
         (limit > 0 && window_ns > 0).then_some(FixedWindow { limit, window_ns })
     }
 
-    /// Decides `cost` units at `now`. A state whose window has ended (or that lies further ahead than
-    /// one window, from a clock that stepped back) is treated as no state: a window starts now.
+    /// Decides `cost` units at `now`. A window that has ended counts as none: a new one starts now.
+    /// A window that ends further ahead than one window (a clock that stepped back, a primary whose
+    /// clock ran ahead) is repaired: its count is kept and it ends one window from now, so a clock
+    /// fault neither forgets what was counted nor locks a client out for longer than one window.
     pub fn decide(&self, state: Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
-        let current = state.filter(|s| s.ends_at > now && s.ends_at.saturating_sub(now) <= self.window_ns);
-        let (count, ends_at) =
-            current.map_or((0, now.saturating_add(self.window_ns)), |s| (s.count, s.ends_at));
+        let latest_end = now.saturating_add(self.window_ns);
+        let stored = state.filter(|s| s.ends_at > now);
+        let repaired =
+            stored.filter(|s| s.ends_at > latest_end).map(|s| WindowState { ends_at: latest_end, ..s });
+        let current = repaired.or(stored);
+        let (count, ends_at) = current.map_or((0, latest_end), |s| (s.count, s.ends_at));
+        let open_for = if current.is_some() { ends_at.saturating_sub(now) } else { 0 };
         let verdict = |allowed: bool, count: u64, retry: Option<Nanos>, reset: Nanos| Verdict {
             allowed,
             limit: self.limit,
@@ -48,13 +54,9 @@ impl FixedWindow {
             retry_after_ns: retry,
             reset_after_ns: reset,
         };
-        let open_for = if current.is_some() { ends_at.saturating_sub(now) } else { 0 };
+        let unchanged = |verdict: Verdict| FixedDecision { verdict, new_state: repaired, new_window: false };
         if cost > self.limit {
-            return FixedDecision {
-                verdict: verdict(false, count, None, open_for),
-                new_state: None,
-                new_window: false,
-            };
+            return unchanged(verdict(false, count, None, open_for));
         }
         match count.checked_add(cost).filter(|&total| total <= self.limit) {
             Some(total) if cost > 0 => FixedDecision {
@@ -62,21 +64,8 @@ impl FixedWindow {
                 new_state: Some(WindowState { count: total, ends_at }),
                 new_window: current.is_none(),
             },
-            Some(_) => FixedDecision {
-                verdict: verdict(true, count, Some(0), open_for),
-                new_state: None,
-                new_window: false,
-            },
-            None => FixedDecision {
-                verdict: verdict(
-                    false,
-                    count,
-                    Some(ends_at.saturating_sub(now)),
-                    ends_at.saturating_sub(now),
-                ),
-                new_state: None,
-                new_window: false,
-            },
+            Some(_) => unchanged(verdict(true, count, Some(0), open_for)),
+            None => unchanged(verdict(false, count, Some(open_for), open_for)),
         }
     }
 
@@ -141,12 +130,21 @@ mod tests {
     }
 
     #[test]
-    fn a_window_from_a_clock_that_stepped_back_is_restarted() {
+    fn a_window_from_a_clock_that_stepped_back_keeps_its_count_and_ends_within_a_window() {
         let w = FixedWindow::new(5, SEC).unwrap();
         let far = Some(WindowState { count: 5, ends_at: T0 + 3600 * SEC });
         let d = w.decide(far, T0, 1);
-        assert!(d.verdict.allowed && d.new_window);
-        assert_eq!(d.new_state, Some(WindowState { count: 1, ends_at: T0 + SEC }));
+        assert!(!d.verdict.allowed, "what was counted still counts");
+        assert_eq!(d.verdict.retry_after_ns, Some(SEC));
+        assert_eq!(
+            d.new_state,
+            Some(WindowState { count: 5, ends_at: T0 + SEC }),
+            "repaired, even on a denial"
+        );
+        let partly = Some(WindowState { count: 2, ends_at: T0 + 3600 * SEC });
+        let d = w.decide(partly, T0, 1);
+        assert!(d.verdict.allowed && !d.new_window);
+        assert_eq!(d.new_state, Some(WindowState { count: 3, ends_at: T0 + SEC }));
     }
 
     #[test]

@@ -66,9 +66,13 @@ impl SlidingCounter {
         let w = self.window_ns as u128;
         let index_now = (now.max(0) / self.window_ns) as u64;
         // Roll the stored counts forward to the current window. A state from a later window (a clock
-        // that stepped back) is kept as it is: it never grants extra.
-        let s = match state {
-            Some(s) if s.window >= index_now => s,
+        // that stepped back, a primary whose clock ran ahead) is repaired into the current window with
+        // its counts, and stored even on a denial: it never grants extra, and never locks a client out
+        // until the clock catches up.
+        let repaired =
+            state.filter(|s| s.window > index_now).map(|s| CounterState { window: index_now, ..s });
+        let s = match repaired.or(state) {
+            Some(s) if s.window == index_now => s,
             Some(s) if s.window.checked_add(1) == Some(index_now) => {
                 CounterState { window: index_now, current: 0, previous: s.current }
             }
@@ -98,16 +102,20 @@ impl SlidingCounter {
             reset_after_ns: reset(current),
         };
         if cost > self.limit {
-            return CounterDecision { verdict: verdict(false, s.current, None), new_state: None, expires_at };
+            return CounterDecision {
+                verdict: verdict(false, s.current, None),
+                new_state: repaired,
+                expires_at,
+            };
         }
         let after = s.current.saturating_add(cost);
         if used(after) <= capacity {
-            let new_state = (cost > 0).then_some(CounterState { current: after, ..s });
+            let new_state = (cost > 0).then_some(CounterState { current: after, ..s }).or(repaired);
             return CounterDecision { verdict: verdict(true, after, Some(0)), new_state, expires_at };
         }
         CounterDecision {
             verdict: verdict(false, s.current, Some(self.retry_after(&s, elapsed, cost))),
-            new_state: None,
+            new_state: repaired,
             expires_at,
         }
     }
@@ -187,6 +195,19 @@ mod tests {
         assert_eq!(d.verdict.retry_after_ns, Some(6 * SEC));
         assert_eq!(d.verdict.reset_after_ns, 11 * SEC);
         assert_eq!(c.decide(state, T0 + 9 * SEC, 5).verdict.retry_after_ns, None);
+    }
+
+    #[test]
+    fn a_state_from_a_later_window_is_repaired_into_the_current_one() {
+        let c = SlidingCounter::new(4, 10 * SEC).unwrap();
+        let future = Some(CounterState { window: (T0 / (10 * SEC)) as u64 + 360, current: 4, previous: 0 });
+        let d = c.decide(future, T0 + SEC, 1);
+        assert!(!d.verdict.allowed, "what was counted still counts");
+        assert_eq!(
+            d.new_state,
+            Some(CounterState { window: (T0 / (10 * SEC)) as u64, current: 4, previous: 0 })
+        );
+        assert_eq!(d.verdict.reset_after_ns, 19 * SEC, "no lock-out beyond the next window");
     }
 
     #[test]

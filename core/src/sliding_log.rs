@@ -25,6 +25,9 @@ pub const HEADER_LEN: usize = 8;
 const FILLER_CEILING: u64 = 1 << 32;
 /// The largest limit a log accepts: its memory grows with the limit.
 pub const MAX_LIMIT: u64 = 1_000_000;
+/// How far ahead of the clock the newest entry may be before the log counts as written by a clock
+/// that ran ahead: entries are kept strictly increasing, so a burst can run a little ahead.
+const FUTURE_TOLERANCE_US: u64 = 1_000;
 /// Logs smaller than this are never shrunk.
 const MIN_SHRINK_SLOTS: usize = 16;
 
@@ -201,6 +204,45 @@ impl SlidingLog {
 
     /// Decides one request at `now_us` against the stored log (None: no key).
     pub fn decide(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
+        match log {
+            Some(log) if log.newest() > now_us.saturating_add(FUTURE_TOLERANCE_US) => {
+                self.decide_repaired(&log, now_us, id)
+            }
+            _ => self.decide_on(log, now_us, id),
+        }
+    }
+
+    /// A log whose newest entry lies in the future (a clock that stepped back, a primary whose clock
+    /// ran ahead) is repaired first: entries from the future are moved to now (kept strictly
+    /// increasing), so they still count but leave the window one window from now instead of when the
+    /// clock catches up. The repaired log is stored even when the request is denied.
+    fn decide_repaired(&self, log: &Log<'_>, now_us: u64, id: RequestId) -> SlideDecision {
+        let mut previous = 0u64;
+        let entries: Vec<(u64, u64)> = log
+            .entries_from(0)
+            .map(|(ts, hash)| {
+                let ts = ts.min(now_us).max(previous.saturating_add(1));
+                previous = ts;
+                (ts, hash)
+            })
+            .collect();
+        let mut repaired = build(log.width, log.n, &entries);
+        let Ok(parsed) = Log::parse(&repaired) else {
+            return self.decide_on(Some(*log), now_us, id);
+        };
+        let mut decision = self.decide_on(Some(parsed), now_us, id);
+        decision.write = Some(match decision.write.take() {
+            Some(LogWrite::Rewrite(bytes)) => LogWrite::Rewrite(bytes),
+            Some(slot) => {
+                apply(&mut repaired, &slot);
+                LogWrite::Rewrite(repaired)
+            }
+            None => LogWrite::Rewrite(repaired),
+        });
+        decision
+    }
+
+    fn decide_on(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
         let threshold = now_us.saturating_sub(self.window_us).max(FILLER_CEILING);
         let wait = |ts: u64| us_to_ns(ts.saturating_add(self.window_us).saturating_sub(now_us));
         let verdict = |allowed: bool, live: u64, retry: Option<Nanos>, newest: Option<u64>| Verdict {
@@ -422,11 +464,27 @@ mod tests {
         let log = SlidingLog::new(3, 10 * S).unwrap();
         let mut value = None;
         run(&log, &mut value, T0 + 100 * S, PLAIN);
-        // The clock steps back 100 s: entries "from the future" still count.
+        // The clock steps back 100 s: the entry "from the future" still counts, for one window.
         assert!(run(&log, &mut value, T0, PLAIN).verdict.allowed);
         assert!(run(&log, &mut value, T0, PLAIN).verdict.allowed);
-        assert!(!run(&log, &mut value, T0 + 50 * S, PLAIN).verdict.allowed);
+        assert!(!run(&log, &mut value, T0 + 5 * S, PLAIN).verdict.allowed);
         Log::parse(value.as_ref().unwrap()).unwrap();
+        assert!(run(&log, &mut value, T0 + 11 * S, PLAIN).verdict.allowed);
+    }
+
+    #[test]
+    fn entries_from_the_future_are_repaired_and_still_count() {
+        let log = SlidingLog::new(2, 10 * S).unwrap();
+        let mut value = None;
+        run(&log, &mut value, T0 + 3600 * S, PLAIN);
+        run(&log, &mut value, T0 + 3600 * S, PLAIN);
+        // The clock is an hour behind the log: both entries still count...
+        let d = run(&log, &mut value, T0, PLAIN);
+        assert!(!d.verdict.allowed);
+        assert!(matches!(d.write, Some(LogWrite::Rewrite(_))), "repaired even on a denial");
+        // ...but leave one window from now, not in an hour.
+        assert!(d.verdict.retry_after_ns.unwrap() <= 10_000_000_000);
+        assert!(run(&log, &mut value, T0 + 10 * S + 10, PLAIN).verdict.allowed);
     }
 
     #[test]

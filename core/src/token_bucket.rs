@@ -41,8 +41,14 @@ pub struct TokenBucket {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenDecision {
     pub verdict: Verdict,
-    /// The state to store, when the request changed it (allowed with cost > 0).
+    /// The state to store, when the request changed it (allowed with cost > 0), or when the stored
+    /// state was impossible and is repaired (see `repair`).
     pub new_tat: Option<Nanos>,
+    /// The stored TAT lay more than a full refill ahead of `now` (a clock that stepped back, or a
+    /// primary whose clock ran ahead before a failover). It counts as an empty bucket *now*, and
+    /// `new_tat` stores that, even for a denial: otherwise the client would stay locked out until the
+    /// clock caught up with the impossible state, for as long as the clock was off.
+    pub repair: bool,
 }
 
 impl TokenBucket {
@@ -81,7 +87,9 @@ impl TokenBucket {
     /// that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock fault
     /// never grants extra tokens and never locks a client out for longer than one refill.
     pub fn decide(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
-        let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.tau_ns);
+        let stored = tat.map_or(0, |t| t.saturating_sub(now)).max(0);
+        let repair = stored > self.tau_ns;
+        let backlog = stored.min(self.tau_ns);
         let verdict = |allowed: bool, backlog: Nanos, retry_after_ns: Option<Nanos>| Verdict {
             allowed,
             limit: self.capacity,
@@ -89,20 +97,26 @@ impl TokenBucket {
             retry_after_ns,
             reset_after_ns: backlog,
         };
+        let unchanged = |verdict: Verdict| TokenDecision {
+            verdict,
+            new_tat: repair.then(|| now.saturating_add(self.tau_ns)),
+            repair,
+        };
         if cost > self.capacity {
-            return TokenDecision { verdict: verdict(false, backlog, None), new_tat: None };
+            return unchanged(verdict(false, backlog, None));
         }
         // cost <= capacity, so cost * interval <= tau, which fits.
         let after = backlog + cost as Nanos * self.interval_ns;
         if after > self.tau_ns {
-            return TokenDecision {
-                verdict: verdict(false, backlog, Some(after - self.tau_ns)),
-                new_tat: None,
-            };
+            return unchanged(verdict(false, backlog, Some(after - self.tau_ns)));
+        }
+        if cost == 0 {
+            return unchanged(verdict(true, after, Some(0)));
         }
         TokenDecision {
             verdict: verdict(true, after, Some(0)),
-            new_tat: (cost > 0).then(|| now.saturating_add(after)),
+            new_tat: Some(now.saturating_add(after)),
+            repair: false,
         }
     }
 
@@ -159,7 +173,8 @@ mod tests {
                     retry_after_ns: Some(200 * MS),
                     reset_after_ns: 2 * SEC
                 },
-                new_tat: None
+                new_tat: None,
+                repair: false
             }
         );
         let allowed_after_a_second =
@@ -211,6 +226,12 @@ mod tests {
         assert_eq!(d.verdict.remaining, 0);
         assert_eq!(d.verdict.retry_after_ns, Some(200 * MS));
         assert_eq!(d.verdict.reset_after_ns, 2 * SEC);
+        // The impossible state is repaired to "empty now", so waiting one token's time is enough.
+        assert!(d.repair);
+        assert_eq!(d.new_tat, Some(T0 + 2 * SEC));
+        assert!(b.decide(d.new_tat, T0 + 200 * MS, 1).verdict.allowed);
+        // A state within one refill is never repaired.
+        assert!(!b.decide(Some(T0 + 2 * SEC), T0, 1).repair);
     }
 
     #[test]

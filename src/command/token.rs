@@ -80,11 +80,12 @@ impl Command for Token {
             decided.push((key, decision));
         }
         let limiting = most_restrictive(decided.iter().map(|(_, d)| d.verdict)).ok_or(RlError::WrongArity)?;
-        if decided.iter().all(|(_, d)| d.verdict.allowed) {
-            for (key, d) in &mut decided {
-                if let Some(tat) = d.new_tat {
-                    store(key, tat)?;
-                }
+        // All or nothing: a bucket is written only when every bucket allows, except that impossible
+        // states (clock faults) are repaired in any case.
+        let all_allowed = decided.iter().all(|(_, d)| d.verdict.allowed);
+        for (key, d) in &mut decided {
+            if let (Some(tat), true) = (d.new_tat, all_allowed || d.repair) {
+                store(key, tat)?;
             }
         }
         Ok(Reply::Limit {

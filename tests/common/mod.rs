@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod calls;
+pub mod clockshift;
 
 use std::time::{Duration, Instant};
 use testkit::redis::{self, Connection, Value};

@@ -1,0 +1,81 @@
+//! Time faults: a server clock that steps backwards never grants extra tokens or admits more than the
+//! limit, and state written by a clock that ran ahead (a primary before a failover) locks nobody out
+//! for longer than one refill or window.
+
+mod common;
+
+use common::calls::rl;
+use common::clockshift::ShiftedServer;
+use testkit::redis;
+
+fn server_time(con: &mut redis::Connection) -> i64 {
+    let (secs, _): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+    secs
+}
+
+#[test]
+fn the_shim_moves_the_server_clock() {
+    let Some(s) = ShiftedServer::start() else { return };
+    let mut con = s.server.conn();
+    let now = server_time(&mut con);
+    s.shift(-3600);
+    assert!((now - 3600 - server_time(&mut con)).abs() <= 2);
+}
+
+#[test]
+fn a_clock_stepping_back_grants_no_extra_tokens() {
+    let Some(s) = ShiftedServer::start() else { return };
+    let mut con = s.server.conn();
+    let args = ["bucket", "5", "1", "1"];
+    assert_eq!((0..8).filter(|_| rl(&mut con, "RL.TOKEN", &args)[0] == 1).count(), 5);
+    // The clock steps back, further and further (and stays there, as after an NTP correction).
+    for back in [-1, -60, -3600] {
+        s.shift(back);
+        let r = rl(&mut con, "RL.TOKEN", &args);
+        assert_eq!(r[..3], [0, 5, 0], "clock {back} s: still empty");
+        assert!(r[3] > 0 && r[3] <= 1000, "one token away at most, not {back} s: {r:?}");
+        assert!(r[4] <= 5000, "full within one refill: {r:?}");
+    }
+}
+
+#[test]
+fn state_from_a_clock_that_ran_ahead_locks_out_for_one_refill_at_most() {
+    let Some(s) = ShiftedServer::start() else { return };
+    let mut con = s.server.conn();
+    // The "old primary" ran an hour ahead while the limiters filled.
+    s.shift(3600);
+    while rl(&mut con, "RL.TOKEN", &["b", "3", "2", "1"])[0] == 1 {}
+    while rl(&mut con, "RL.FIXED", &["f", "3", "10"])[0] == 1 {}
+    while rl(&mut con, "RL.SLIDE", &["s", "3", "10", "id"])[0] == 1 {}
+    while rl(&mut con, "RL.SLIDECOUNT", &["c", "3", "10"])[0] == 1 {}
+    // The "new primary" has the right time: nobody gets a fresh burst, nobody waits an hour.
+    s.shift(0);
+    let token = rl(&mut con, "RL.TOKEN", &["b", "3", "2", "1"]);
+    assert_eq!(token[0], 0);
+    assert!(token[3] <= 500 && token[4] <= 1500, "{token:?}");
+    let ttl: i64 = redis::cmd("PTTL").arg("b").query(&mut con).unwrap();
+    assert!(ttl <= 1500 + 1000, "the repaired bucket's key expires with it: {ttl}");
+    for (command, args) in [
+        ("RL.FIXED", vec!["f", "3", "10"]),
+        ("RL.SLIDE", vec!["s", "3", "10", "id"]),
+        ("RL.SLIDECOUNT", vec!["c", "3", "10"]),
+    ] {
+        let r = rl(&mut con, command, &args);
+        assert_eq!(r[0], 0, "{command}: what was counted still counts");
+        assert!(r[3] <= 20_000 && r[4] <= 20_000, "{command}: no hour-long lock-out: {r:?}");
+    }
+}
+
+#[test]
+fn windows_never_admit_more_than_the_limit_when_the_clock_jumps() {
+    let Some(s) = ShiftedServer::start() else { return };
+    let mut con = s.server.conn();
+    let mut admitted = 0;
+    // The clock steps back twice and stays back. (A clock that jumps forward again expires what it
+    // skips over, as it does for any limiter that trusts a clock.)
+    for shift in [0, -30, -3600] {
+        s.shift(shift);
+        admitted += (0..5).filter(|_| rl(&mut con, "RL.SLIDE", &["w", "4", "3600", "id"])[0] == 1).count();
+    }
+    assert_eq!(admitted, 4, "4 per hour, however far back the clock went");
+}

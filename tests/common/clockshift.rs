@@ -1,0 +1,68 @@
+//! A redis-server whose wall clock the test can step: tests/support/clockshift.c, preloaded.
+
+use std::io::{Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use testkit::Server;
+
+/// Builds the shim once per test process with the system C compiler.
+fn shim() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/clockshift.c");
+            let out = std::env::temp_dir().join(format!("rl-clockshift-{}.so", std::process::id()));
+            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+            let status = std::process::Command::new(&cc)
+                .args(["-shared", "-fPIC", "-O2", "-o"])
+                .arg(&out)
+                .arg(&source)
+                .status();
+            match status {
+                Ok(s) if s.success() => Some(out),
+                _ => {
+                    eprintln!("skipped: cannot build {} with {cc}", source.display());
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+/// A server with a steppable clock; None (with a message) when one cannot be had.
+pub struct ShiftedServer {
+    pub server: Server,
+    offset_file: PathBuf,
+}
+
+impl ShiftedServer {
+    pub fn start() -> Option<ShiftedServer> {
+        if testkit::external_url().is_some() {
+            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            return None;
+        }
+        let shim = shim()?;
+        let offset_file = std::env::temp_dir().join(format!(
+            "rl-clock-{}-{}",
+            std::process::id(),
+            testkit::unique_key("c").replace(':', "-")
+        ));
+        std::fs::write(&offset_file, format!("{:<31}\n", 0)).ok()?;
+        let env = [("LD_PRELOAD", shim.to_str()?), ("CLOCKSHIFT_FILE", offset_file.to_str()?)];
+        Some(ShiftedServer { server: Server::start_with_env(&[], &env), offset_file })
+    }
+
+    /// Sets the server's wall clock to real time plus `seconds` (negative: behind).
+    pub fn shift(&self, seconds: i64) {
+        // Rewritten in place, never truncated: the server maps the file.
+        let mut f = std::fs::OpenOptions::new().write(true).open(&self.offset_file).expect("the offset file");
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.write_all(format!("{:<31}\n", seconds * 1_000_000).as_bytes()).unwrap();
+    }
+}
+
+impl Drop for ShiftedServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.offset_file);
+    }
+}
