@@ -2,7 +2,7 @@
 CARGO ?= cargo
 MODULE := target/release/libredis_ratelimit.so
 
-.PHONY: all deps build demo test bench check fmt clippy clean
+.PHONY: all deps build demo test test-matrix bench check fmt clippy clean
 
 all: build
 
@@ -19,6 +19,11 @@ demo: build
 # Unit and property tests of the pure code, then integration tests against real servers.
 test: build
 	$(CARGO) test --release --workspace
+
+# The integration suite on Redis 7.0, Valkey 8.0 and Redis 8.0 (fetched or built once per machine;
+# a server that cannot be had here is skipped with the reason).
+test-matrix: build
+	scripts/test-matrix.sh
 
 # Throughput, latency and memory against the seed's Lua scripts and plain commands (writes
 # docs/benchmarks.md and docs/bench.png), then ns per decision of the pure algorithms (Criterion).

@@ -13,6 +13,8 @@ has_libclang() {
     compgen -G "/usr/lib/llvm-*/lib/clang/*/include/stddef.h" >/dev/null
 }
 has_libclang || missing+=(libclang-dev)
+# The clock-fault tests build a small LD_PRELOAD shim with the system C compiler.
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
 for extra in "$@"; do
   case "$extra" in
     faketime) compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketime) ;;

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Fetches (or builds) a server of the test matrix and prints the path of its server binary.
+#
+#   scripts/servers.sh redis-7.0    Debian 12's redis-server (installed by ensure-deps.sh)
+#   scripts/servers.sh valkey-8.0   valkey-server from bookworm-backports, unpacked (not installed)
+#   scripts/servers.sh redis-8.0    built from the upstream tarball of Debian trixie's redis source
+#
+# Downloads go through apt with a private configuration that reuses this machine's own Debian mirror,
+# adding only the bookworm-backports and trixie source suites. Results are cached in
+# ${RL_SERVER_CACHE:-~/.cache/redis-ratelimit/servers}, so each is fetched or built once per machine.
+# Exits 2 with a message on stderr when the server cannot be had here.
+set -euo pipefail
+
+name=${1:?usage: scripts/servers.sh redis-7.0|valkey-8.0|redis-8.0}
+cache=${RL_SERVER_CACHE:-$HOME/.cache/redis-ratelimit/servers}
+mkdir -p "$cache"
+
+unavailable() {
+  echo "$name is not available here: $*" >&2
+  exit 2
+}
+
+# apt with a private source list: this machine's Debian mirror, plus the suites we need.
+private_apt() {
+  local apt="$cache/apt"
+  if [ ! -f "$apt/ready" ]; then
+    command -v apt-get >/dev/null || unavailable "no apt-get on this machine"
+    local uri
+    uri=$(awk '/^URIs:/ && /debian\/?$/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    [ -n "$uri" ] || uri=$(awk '$1 == "deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+    [ -n "$uri" ] || unavailable "no Debian mirror found in this machine's apt sources"
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/sources.d"
+    cat >"$apt/sources.d/matrix.sources" <<EOF
+Types: deb
+URIs: $uri
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: $uri
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    apt-get "${APT_OPTS[@]}" update >"$apt/update.log" 2>&1 || unavailable "apt-get update failed (see $apt/update.log)"
+    touch "$apt/ready"
+  fi
+}
+APT_OPTS=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$cache/apt/sources.d"
+  -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt/cache" -o "APT::Sandbox::User=root")
+
+case "$name" in
+  redis-7.0)
+    command -v redis-server >/dev/null || unavailable "redis-server is not installed (scripts/ensure-deps.sh installs it)"
+    command -v redis-server
+    ;;
+  valkey-8.0)
+    bin="$cache/valkey-8.0/usr/bin/valkey-server"
+    if [ ! -x "$bin" ]; then
+      private_apt
+      work=$(mktemp -d)
+      (cd "$work" && apt-get "${APT_OPTS[@]}" download valkey-server valkey-tools >"$work/download.log" 2>&1) ||
+        unavailable "apt-get download valkey-server failed"
+      mkdir -p "$cache/valkey-8.0"
+      for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$cache/valkey-8.0"; done
+      rm -rf "$work"
+    fi
+    "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"
+    echo "$bin"
+    ;;
+  redis-8.0)
+    bin="$cache/redis-8.0/redis-server"
+    if [ ! -x "$bin" ]; then
+      private_apt
+      work=$(mktemp -d)
+      # The newest revision's .dsc may be missing from the mirror; the upstream tarball is what we need.
+      (cd "$work" && apt-get "${APT_OPTS[@]}" source --download-only redis >"$work/source.log" 2>&1) || true
+      tarball=$(ls "$work"/redis_8.*.orig.tar.gz 2>/dev/null | head -n 1)
+      [ -n "$tarball" ] || unavailable "the redis 8 source tarball could not be downloaded"
+      tar -xzf "$tarball" -C "$work"
+      src=$(ls -d "$work"/redis-8.* | head -n 1)
+      echo "building Redis 8 from $(basename "$tarball") (about a minute and a half, once per machine)..." >&2
+      make -C "$src" BUILD_TLS=no -j"$(nproc)" >"$work/build.log" 2>&1 ||
+        { cp "$work/build.log" "$cache/redis-8.0-build.log"; unavailable "the build failed (see $cache/redis-8.0-build.log)"; }
+      mkdir -p "$cache/redis-8.0"
+      install "$src/src/redis-server" "$src/src/redis-cli" "$cache/redis-8.0/"
+      rm -rf "$work"
+    fi
+    "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"
+    echo "$bin"
+    ;;
+  *)
+    echo "unknown server: $name" >&2
+    exit 64
+    ;;
+esac

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# make test-matrix: the integration suite on every server of the matrix that can be had here, with one
+# module binary. Servers that cannot be had are skipped with the reason; a failure on any server fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+servers=(${RL_MATRIX:-redis-7.0 valkey-8.0 redis-8.0})
+passed=() failed=() skipped=()
+for name in "${servers[@]}"; do
+  if ! bin=$(scripts/servers.sh "$name"); then
+    skipped+=("$name")
+    continue
+  fi
+  echo "=== $name: $("$bin" --version | head -n 1)"
+  if RL_REDIS_SERVER="$bin" cargo test --release -p redis-ratelimit --tests; then
+    passed+=("$name")
+  else
+    failed+=("$name")
+  fi
+done
+echo "=== server matrix: passed: ${passed[*]:-none}; failed: ${failed[*]:-none}; skipped: ${skipped[*]:-none}"
+[ ${#failed[@]} -eq 0 ] && [ ${#passed[@]} -gt 0 ]

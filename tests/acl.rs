@@ -1,0 +1,83 @@
+//! Security: the commands are in ACL category @ratelimit where the server supports module ACL
+//! categories (Redis 7.2+, Valkey), so `+@ratelimit` grants rate limiting and nothing else, and
+//! `-@ratelimit` takes it away. On Redis 7.0 the category does not exist; the test says so.
+
+mod common;
+
+use testkit::redis::{self, Value};
+use testkit::Server;
+
+fn connect_as(server: &Server, user: &str) -> redis::Connection {
+    let mut con = server.conn();
+    let _: () = redis::cmd("AUTH").arg(user).arg("pw").query(&mut con).expect("AUTH failed");
+    con
+}
+
+fn error_code(con: &mut redis::Connection, command: &str, args: &[&str]) -> Option<String> {
+    let mut cmd = redis::cmd(command);
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query::<Value>(con).err().and_then(|e| e.code().map(String::from))
+}
+
+#[test]
+fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
+    let Some(server) = Server::own(&[]) else { return };
+    let mut admin = server.conn();
+    let categories: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut admin).unwrap();
+    if !categories.iter().any(|c| c == "ratelimit") {
+        eprintln!("skipped: this server has no module ACL categories (Redis 7.0); the commands are not in @ratelimit");
+        return;
+    }
+    let in_category: Vec<String> = redis::cmd("ACL").arg("CAT").arg("ratelimit").query(&mut admin).unwrap();
+    let mut in_category: Vec<String> = in_category.into_iter().map(|c| c.to_lowercase()).collect();
+    in_category.sort();
+    // Valkey 8 lists no module commands under a module category (it enforces it all the same).
+    if !in_category.is_empty() {
+        assert_eq!(in_category, ["rl.fixed", "rl.refund", "rl.slide", "rl.slidecount", "rl.token"]);
+    }
+
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+@ratelimit")
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("other")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+@all")
+        .arg("-@ratelimit")
+        .query(&mut admin)
+        .unwrap();
+
+    let mut app = connect_as(&server, "app");
+    for (command, args) in [
+        ("RL.TOKEN", vec!["k1", "5", "1", "1"]),
+        ("RL.FIXED", vec!["k2", "5", "10"]),
+        ("RL.SLIDE", vec!["k3", "5", "10", "id"]),
+        ("RL.SLIDECOUNT", vec!["k4", "5", "10"]),
+        ("RL.REFUND", vec!["TOKEN", "k1", "5", "1", "1"]),
+    ] {
+        assert_eq!(error_code(&mut app, command, &args), None, "app may call {command}");
+    }
+    for (command, args) in
+        [("GET", vec!["k1"]), ("SET", vec!["k1", "x"]), ("DEL", vec!["k1"]), ("FLUSHALL", vec![])]
+    {
+        assert_eq!(
+            error_code(&mut app, command, &args).as_deref(),
+            Some("NOPERM"),
+            "app may not call {command}"
+        );
+    }
+    let mut other = connect_as(&server, "other");
+    assert_eq!(error_code(&mut other, "RL.TOKEN", &["k1", "5", "1", "1"]).as_deref(), Some("NOPERM"));
+    assert_eq!(error_code(&mut other, "GET", &["k1"]), None);
+}
