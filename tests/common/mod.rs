@@ -4,6 +4,7 @@
 
 pub mod calls;
 pub mod clockshift;
+pub mod cluster;
 
 use std::time::{Duration, Instant};
 use testkit::redis::{self, Connection, Value};
