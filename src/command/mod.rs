@@ -4,6 +4,7 @@
 mod arg;
 mod args;
 mod clock;
+mod counting;
 mod error;
 pub mod fixed;
 pub mod refund;

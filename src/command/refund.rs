@@ -7,12 +7,13 @@
 //! Replicated like any write. Replies with the limiter's state after the refund, as a peek would.
 
 use super::arg::Arg;
-use super::args::CountArgs;
 use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
 use super::store::StateKey;
-use super::{clock, fixed, slide_count, token};
+use super::{clock, counting, token};
+use ratelimit_core::fixed_window::FixedWindow;
+use ratelimit_core::sliding_counter::SlidingCounter;
 use redis_module::Context;
 
 pub struct Refund;
@@ -26,9 +27,9 @@ impl Command for Refund {
         if kind.eq_ignore_ascii_case(b"TOKEN") {
             refund_token(ctx, rest)
         } else if kind.eq_ignore_ascii_case(b"FIXED") {
-            refund_fixed(ctx, rest)
+            counting::refund::<FixedWindow>(ctx, rest)
         } else if kind.eq_ignore_ascii_case(b"SLIDECOUNT") {
-            refund_slide_count(ctx, rest)
+            counting::refund::<SlidingCounter>(ctx, rest)
         } else {
             Err(RlError::Syntax)
         }
@@ -48,38 +49,4 @@ fn refund_token(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         tat = Some(new_tat);
     }
     Ok(Reply::Limit { verdict: request.bucket.decide(tat, now, 0).verdict, limiting: None })
-}
-
-fn refund_fixed(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-    let args = count_args(args)?;
-    let window = fixed::limiter(&args)?;
-    let now = clock::now_ns();
-    let mut key = StateKey::open(ctx, args.key)?;
-    let mut state = key.read()?.map(fixed::decode).transpose()?;
-    if let Some(new_state) = window.refund(state, now, args.cost) {
-        fixed::store(&mut key, &new_state)?;
-        state = Some(new_state);
-    }
-    Ok(Reply::Limit { verdict: window.decide(state, now, 0).verdict, limiting: None })
-}
-
-fn refund_slide_count(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-    let args = count_args(args)?;
-    let counter = slide_count::limiter(&args)?;
-    let now = clock::now_ns();
-    let mut key = StateKey::open(ctx, args.key)?;
-    let mut state = key.read()?.map(slide_count::decode).transpose()?;
-    if let Some(new_state) = counter.refund(state, now, args.cost) {
-        slide_count::store(&mut key, &new_state, counter.decide(Some(new_state), now, 0).expires_at)?;
-        state = Some(new_state);
-    }
-    Ok(Reply::Limit { verdict: counter.decide(state, now, 0).verdict, limiting: None })
-}
-
-/// `key limit window units`: units are required here.
-fn count_args(args: &[Arg]) -> Result<CountArgs<'_>, RlError> {
-    if args.len() != 4 {
-        return Err(RlError::WrongArity);
-    }
-    CountArgs::parse(args)
 }
