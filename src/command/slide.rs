@@ -3,7 +3,7 @@
 //! The exact sliding window (see `ratelimit_core::sliding_log`): a compact log of the allowed requests' times
 //! in one string. An ordinary request overwrites one 8-byte slot in place and replicates one SETRANGE;
 //! growing or shrinking the log rewrites it (replicated as SET ... PXAT). The key expires when its
-//! newest request leaves the window (up to one second later, so most requests leave the TTL alone).
+//! newest request leaves the window (less than one second later, so most requests leave the TTL alone).
 
 use super::arg::Arg;
 use super::args::{whole, window};
@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 pub struct Slide;
 
-const EXPIRY_SLACK_MS: i64 = 1000;
+const EXPIRY_SLACK_MS: i64 = 999;
 
 /// Request ids are stored as keyed 64-bit hashes (SipHash with a key chosen at module load), so
 /// callers cannot craft ids that collide with other ids. After a restart the key differs: ids recorded
