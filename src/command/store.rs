@@ -141,17 +141,7 @@ impl<'a> StateKey<'a> {
     /// Overwrites `bytes` at `offset` of the existing value, in place, with an expiry satisfying
     /// `expiry`; replicates `SETRANGE key offset bytes` (and `PEXPIREAT key ms` when the expiry moved).
     pub fn write_at(&mut self, offset: usize, bytes: &[u8], expiry: Expiry) -> Result<(), RlError> {
-        let dma = api(unsafe { raw::RedisModule_StringDMA })?;
-        let mut len = 0usize;
-        // SAFETY: a live key handle opened for writing; the pointer is valid for `len` bytes and only
-        // written within that length.
-        unsafe {
-            let ptr = dma(self.handle, &mut len, raw::REDISMODULE_WRITE as c_int);
-            if ptr.is_null() || offset.checked_add(bytes.len()).is_none_or(|end| end > len) {
-                return Err(RlError::Internal("write outside the stored value"));
-            }
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>().add(offset), bytes.len());
-        }
+        self.overwrite(offset, bytes)?;
         let change = self.expiry_change(expiry)?;
         if let Some(at) = change {
             self.set_expire(at)?;
@@ -180,27 +170,50 @@ impl<'a> StateKey<'a> {
     /// Writes the value in place when the length matches, else replaces it (dropping any TTL, which
     /// `write` then sets).
     fn store_value(&mut self, value: &[u8]) -> Result<(), RlError> {
-        // SAFETY: a live key handle opened for writing; the DMA pointer is valid for `len` bytes until
-        // the next operation on the key, and only written within that length.
+        let existing = self.read()?.map(<[u8]>::len);
+        // SAFETY: a live key handle opened for writing.
         unsafe {
-            if self.read()?.is_some_and(|old| old.len() == value.len()) {
-                let dma = api(raw::RedisModule_StringDMA)?;
-                let mut len = 0usize;
-                let ptr = dma(self.handle, &mut len, raw::REDISMODULE_WRITE as c_int);
-                if !ptr.is_null() && len == value.len() {
-                    std::ptr::copy_nonoverlapping(value.as_ptr(), ptr.cast::<u8>(), len);
+            match existing {
+                Some(len) if len == value.len() => {}
+                // A new key: a plain string of the exact size (RedisModule_StringTruncate makes one
+                // that later in-place writes keep, where a created string would be an "embedded" one
+                // that the first in-place write copies).
+                None => {
+                    let truncate = api(raw::RedisModule_StringTruncate)?;
+                    if truncate(self.handle, value.len()) != raw::REDISMODULE_OK as c_int {
+                        return Err(RlError::Internal("cannot create the key"));
+                    }
+                }
+                // Another size (a sliding log that grows or shrinks): a new value of the exact size.
+                Some(_) => {
+                    let create = api(raw::RedisModule_CreateString)?;
+                    let set = api(raw::RedisModule_StringSet)?;
+                    let free = api(raw::RedisModule_FreeString)?;
+                    let fresh = create(self.ctx.ctx, value.as_ptr().cast::<c_char>(), value.len());
+                    let status = set(self.handle, fresh);
+                    free(self.ctx.ctx, fresh);
+                    if status != raw::REDISMODULE_OK as c_int {
+                        return Err(RlError::Internal("cannot write the key"));
+                    }
                     return Ok(());
                 }
             }
-            let create = api(raw::RedisModule_CreateString)?;
-            let set = api(raw::RedisModule_StringSet)?;
-            let free = api(raw::RedisModule_FreeString)?;
-            let fresh = create(self.ctx.ctx, value.as_ptr().cast::<c_char>(), value.len());
-            let status = set(self.handle, fresh);
-            free(self.ctx.ctx, fresh);
-            if status != raw::REDISMODULE_OK as c_int {
-                return Err(RlError::Internal("cannot write the key"));
+        }
+        self.overwrite(0, value)
+    }
+
+    /// Copies `bytes` into the value at `offset`, in place.
+    fn overwrite(&mut self, offset: usize, bytes: &[u8]) -> Result<(), RlError> {
+        let dma = api(unsafe { raw::RedisModule_StringDMA })?;
+        let mut len = 0usize;
+        // SAFETY: a live key handle opened for writing; the pointer is valid for `len` bytes until the
+        // next operation on the key, and only written within that length.
+        unsafe {
+            let ptr = dma(self.handle, &mut len, raw::REDISMODULE_WRITE as c_int);
+            if ptr.is_null() || offset.checked_add(bytes.len()).is_none_or(|end| end > len) {
+                return Err(RlError::Internal("write outside the stored value"));
             }
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>().add(offset), bytes.len());
         }
         Ok(())
     }
