@@ -17,6 +17,7 @@ mod registration {
     use crate::command::registry::{register, KeySpec};
     use crate::command::slide::Slide;
     use crate::command::slide_count::SlideCount;
+    use crate::command::stats;
     use crate::command::token::Token;
     use redis_module::alloc::RedisAlloc;
     use redis_module::{redis_module, AclCategory, Context, RedisString, Status};
@@ -39,6 +40,7 @@ mod registration {
             register::<Slide>(ctx, c"rl.slide", slow, FIRST, acl),
             register::<SlideCount>(ctx, c"rl.slidecount", fast, FIRST, acl),
             register::<Refund>(ctx, c"rl.refund", fast, SECOND, acl),
+            stats::register(ctx),
         ];
         if registered.contains(&Status::Err) {
             return Status::Err;

@@ -9,6 +9,7 @@ use super::counting::{self, Counting};
 use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
+use super::stats::{self, CommandStats};
 use ratelimit_core::fixed_window::{FixedWindow, WindowState};
 use ratelimit_core::time::Nanos;
 use ratelimit_core::verdict::Verdict;
@@ -17,6 +18,8 @@ use redis_module::Context;
 pub struct Fixed;
 
 impl Command for Fixed {
+    const STATS: &'static CommandStats = &stats::FIXED;
+
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         counting::request::<FixedWindow>(ctx, args)
     }

@@ -12,5 +12,6 @@ pub mod registry;
 mod reply;
 pub mod slide;
 pub mod slide_count;
+pub mod stats;
 mod store;
 pub mod token;

@@ -10,6 +10,7 @@ use super::arg::Arg;
 use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
+use super::stats::{self, CommandStats};
 use super::store::StateKey;
 use super::{clock, counting, token};
 use ratelimit_core::fixed_window::FixedWindow;
@@ -19,6 +20,8 @@ use redis_module::Context;
 pub struct Refund;
 
 impl Command for Refund {
+    const STATS: &'static CommandStats = &stats::REFUND;
+
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let [kind, rest @ ..] = args else {
             return Err(RlError::WrongArity);

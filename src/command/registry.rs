@@ -4,6 +4,7 @@
 use super::arg::Arg;
 use super::error::RlError;
 use super::reply::Reply;
+use super::stats::CommandStats;
 use redis_module::{raw, Context, Status};
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -11,6 +12,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A command: its body gets the arguments after the command name.
 pub trait Command {
+    /// Where `INFO ratelimit` counts this command's outcomes.
+    const STATS: &'static CommandStats;
+
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError>;
 }
 
@@ -28,6 +32,7 @@ extern "C" fn dispatch<C: Command>(
         C::run(&context, args.get(1..).unwrap_or(&[]))
     }));
     let result = outcome.unwrap_or(Err(RlError::Internal("the command panicked; please report it")));
+    C::STATS.record(&result);
     match result {
         Ok(reply) => reply.send(&context),
         Err(err) => err.send(&context),

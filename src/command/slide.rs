@@ -11,6 +11,7 @@ use super::clock;
 use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
+use super::stats::{self, CommandStats};
 use super::store::{Expiry, StateKey};
 use ratelimit_core::sliding_log::{Log, LogWrite, RequestId, SlidingLog, MAX_LIMIT};
 use redis_module::Context;
@@ -53,6 +54,8 @@ fn parse(args: &[Arg]) -> Result<(&Arg, SlidingLog, RequestId), RlError> {
 }
 
 impl Command for Slide {
+    const STATS: &'static CommandStats = &stats::SLIDE;
+
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let (name, log, id) = parse(args)?;
         let now_us = (clock::now_ns().max(0) / 1000) as u64;

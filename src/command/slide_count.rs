@@ -9,6 +9,7 @@ use super::counting::{self, Counting};
 use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
+use super::stats::{self, CommandStats};
 use ratelimit_core::sliding_counter::{CounterState, SlidingCounter};
 use ratelimit_core::time::Nanos;
 use ratelimit_core::verdict::Verdict;
@@ -17,6 +18,8 @@ use redis_module::Context;
 pub struct SlideCount;
 
 impl Command for SlideCount {
+    const STATS: &'static CommandStats = &stats::SLIDECOUNT;
+
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         counting::request::<SlidingCounter>(ctx, args)
     }

@@ -9,6 +9,7 @@ use super::clock;
 use super::error::RlError;
 use super::registry::Command;
 use super::reply::Reply;
+use super::stats::{self, CommandStats};
 use super::store::{Expiry, StateKey};
 use ratelimit_core::time::{ceil_ms, Nanos};
 use ratelimit_core::token_bucket::{BucketError, TokenBucket, TokenDecision};
@@ -69,6 +70,8 @@ pub fn store(key: &mut StateKey, tat: Nanos) -> Result<(), RlError> {
 }
 
 impl Command for Token {
+    const STATS: &'static CommandStats = &stats::TOKEN;
+
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let requests = parse_requests(args)?;
         let now: Nanos = clock::now_ns();
