@@ -18,6 +18,8 @@ fn replica_digest_equals_primary_after_mixed_traffic() {
     assert!(dbsize(&mut p) > 0);
     assert_eq!(dump_strings(&mut p), dump_strings(&mut r));
     assert_eq!(digest(&mut p), digest(&mut r));
+    let refused = testkit::redis::cmd("RL.TOKEN").arg("x").arg(1).arg(1).arg(1).query::<Vec<i64>>(&mut r);
+    assert_eq!(refused.expect_err("a write on a replica").code(), Some("READONLY"));
 }
 
 #[test]

@@ -30,6 +30,20 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
             denied += 1
         }
     }
+    // The commands inside MULTI/EXEC and inside a script replicate by effect too.
+    let mut block = redis::pipe();
+    block.atomic();
+    block.cmd("RL.TOKEN").arg(format!("{prefix}:{{t}}:multi")).arg(5).arg("0.01").arg(2).ignore();
+    block.cmd("RL.SLIDE").arg(format!("{prefix}:{{t}}:multi-slide")).arg(5).arg(300).arg("m").ignore();
+    block.cmd("RL.FIXED").arg(format!("{prefix}:{{t}}:multi-fixed")).arg(5).arg(300).ignore();
+    block.exec(con).expect("MULTI/EXEC with RL.* failed");
+    let script = "return redis.call('RL.TOKEN', KEYS[1], 5, '0.01', 1)";
+    let _: Vec<i64> = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg(format!("{prefix}:{{t}}:script"))
+        .query(con)
+        .expect("EVAL failed");
     (allowed, denied)
 }
 
