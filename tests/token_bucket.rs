@@ -1,6 +1,9 @@
 //! RL.TOKEN against a real server: the seed's "tests worth writing", every reply field, peeks, and
 //! denials that write nothing.
 
+mod common;
+
+use common::calls::rl_error;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use testkit::redis::{self, Connection, Value};
@@ -11,14 +14,7 @@ fn token(con: &mut Connection, key: &str, capacity: u64, rate: &str, cost: u64) 
 }
 
 fn error_of(con: &mut Connection, args: &[&[u8]]) -> String {
-    let mut cmd = redis::cmd("RL.TOKEN");
-    for a in args {
-        cmd.arg(*a);
-    }
-    match cmd.query::<Value>(con) {
-        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
-        Ok(v) => panic!("expected an error for {args:?}, got {v:?}"),
-    }
+    rl_error(con, "RL.TOKEN", args)
 }
 
 fn pexpiretime(con: &mut Connection, key: &str) -> i64 {

@@ -73,15 +73,6 @@ impl TokenBucket {
         Ok(TokenBucket { capacity, interval_ns: interval as Nanos, tau_ns: tau as Nanos })
     }
 
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
-    /// Time one token takes to refill.
-    pub fn interval_ns(&self) -> Nanos {
-        self.interval_ns
-    }
-
     /// Decides a request of `cost` tokens at `now`, given the stored TAT (None for a new or expired
     /// key, which is a full bucket). A TAT more than a full refill ahead of `now` (written by a clock
     /// that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock fault

@@ -89,7 +89,7 @@ impl<'a> StateKey<'a> {
     }
 
     /// The key's absolute expiry in Unix ms, or None when it has none (or does not exist).
-    pub fn expire_at_ms(&self) -> Result<Option<i64>, RlError> {
+    fn expire_at_ms(&self) -> Result<Option<i64>, RlError> {
         let get = api(unsafe { raw::RedisModule_GetAbsExpire })?;
         // SAFETY: a live key handle.
         let at = unsafe { get(self.handle) };

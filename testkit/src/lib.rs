@@ -160,11 +160,6 @@ impl Server {
         // The old value owns no process any more, so dropping it leaves the shared directory alone.
         drop(std::mem::replace(self, fresh));
     }
-
-    /// Whether this is a server the tests started (not `RL_TEST_REDIS_URL`).
-    pub fn is_own(&self) -> bool {
-        self.child.is_some()
-    }
 }
 
 impl Drop for Server {
