@@ -12,6 +12,7 @@ mod command;
 // that only works inside a server) exists outside cfg(test).
 #[cfg(not(test))]
 mod registration {
+    use crate::command::acl::{add_category, Category};
     use crate::command::fixed::Fixed;
     use crate::command::refund::Refund;
     use crate::command::registry::{register, KeySpec};
@@ -20,7 +21,7 @@ mod registration {
     use crate::command::stats;
     use crate::command::token::Token;
     use redis_module::alloc::RedisAlloc;
-    use redis_module::{redis_module, AclCategory, Context, RedisString, Status};
+    use redis_module::{redis_module, Context, RedisString, Status};
 
     /// Keys at positions 1, 5, 9, ...: one per `key capacity rate cost` group.
     const GROUPS_OF_FOUR: KeySpec = KeySpec { first: 1, last: -1, step: 4 };
@@ -33,7 +34,12 @@ mod registration {
         let fast = c"write deny-oom fast";
         // RL.SLIDE is not "fast": growing or shrinking a log copies it (amortised O(1), worst O(limit)).
         let slow = c"write deny-oom";
-        let acl = c"ratelimit";
+        // A category that exists already (the server's own @ratelimit, another module's) is joined, never
+        // fatal: a name clash must not take the server down at start-up.
+        let acl = match add_category(ctx, c"ratelimit") {
+            Category::Unsupported => None,
+            Category::Created | Category::Existing => Some(c"ratelimit"),
+        };
         let registered = [
             register::<Token>(ctx, c"rl.token", fast, GROUPS_OF_FOUR, acl),
             register::<Fixed>(ctx, c"rl.fixed", fast, FIRST, acl),
@@ -53,7 +59,6 @@ mod registration {
         version: 1,
         allocator: (RedisAlloc, RedisAlloc),
         data_types: [],
-        acl_categories: ["ratelimit",],
         init: init,
         commands: [],
     }

@@ -81,3 +81,43 @@ fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
     assert_eq!(error_code(&mut other, "RL.TOKEN", &["k1", "5", "1", "1"]).as_deref(), Some("NOPERM"));
     assert_eq!(error_code(&mut other, "GET", &["k1"]), None);
 }
+
+/// A server where `@ratelimit` exists before the module loads (Redis with the core GCRA command has it
+/// built in; here a test-only module takes it first): the module loads, its commands join the
+/// existing category and work, and the server says why in its log.
+#[test]
+fn loads_when_the_ratelimit_category_is_already_taken() {
+    let Some(clash) = common::shim::build("aclclash") else { return };
+    let Some(server) = Server::own_after_modules(&[&clash], &[]) else { return };
+    let mut admin = server.conn();
+    let modules: Value = redis::cmd("MODULE").arg("LIST").query(&mut admin).unwrap();
+    let listed = format!("{modules:?}");
+    assert!(listed.contains("aclclash") && listed.contains("ratelimit"), "both modules load: {listed}");
+    let reply: Vec<i64> = redis::cmd("RL.TOKEN").arg("k").arg(10).arg(5).arg(1).query(&mut admin).unwrap();
+    assert_eq!(reply, [1, 10, 9, 0, 200]);
+
+    let categories: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut admin).unwrap();
+    if !categories.iter().any(|c| c == "ratelimit") {
+        eprintln!("skipped the category checks: this server has no module ACL categories (Redis 7.0)");
+        return;
+    }
+    let log = std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
+    assert!(log.contains("already exists"), "the log says the category was joined:\n{log}");
+    // The commands are in the existing category: +@ratelimit grants them, -@ratelimit takes them away.
+    for (user, grant) in [("app", "+@ratelimit"), ("ops", "-@ratelimit")] {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg("on")
+            .arg(">pw")
+            .arg("~*")
+            .arg("+@all")
+            .arg(grant)
+            .query(&mut admin)
+            .unwrap();
+    }
+    let mut app = connect_as(&server, "app");
+    assert_eq!(error_code(&mut app, "RL.TOKEN", &["k2", "10", "5", "1"]), None);
+    let mut ops = connect_as(&server, "ops");
+    assert_eq!(error_code(&mut ops, "RL.TOKEN", &["k3", "10", "5", "1"]).as_deref(), Some("NOPERM"));
+}

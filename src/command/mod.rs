@@ -1,6 +1,7 @@
 //! The command layer: parse, read state, decide with the pure algorithms, write and replicate the
 //! effect, reply. One file per command; lib.rs registers them through `registry`.
 
+pub mod acl;
 mod arg;
 mod args;
 mod clock;

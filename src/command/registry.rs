@@ -47,9 +47,15 @@ pub struct KeySpec {
     pub step: c_int,
 }
 
-/// Registers `C` as `name` with the given flags and keys, in ACL category `acl` where the server has
-/// module ACL categories (Redis 7.2+, Valkey); on older servers that part is skipped with a log line.
-pub fn register<C: Command>(ctx: &Context, name: &CStr, flags: &CStr, keys: KeySpec, acl: &CStr) -> Status {
+/// Registers `C` as `name` with the given flags and keys, in ACL category `acl` when there is one (see
+/// `acl::add_category`); a command that cannot join it is registered without it, with a log line.
+pub fn register<C: Command>(
+    ctx: &Context,
+    name: &CStr,
+    flags: &CStr,
+    keys: KeySpec,
+    acl: Option<&CStr>,
+) -> Status {
     // SAFETY: API pointers set by RedisModule_Init, called from OnLoad with the server's context.
     unsafe {
         let Some(create) = raw::RedisModule_CreateCommand else {
@@ -68,16 +74,15 @@ pub fn register<C: Command>(ctx: &Context, name: &CStr, flags: &CStr, keys: KeyS
             ctx.log_warning(&format!("cannot register command {}", name.to_string_lossy()));
             return Status::Err;
         }
-        let (Some(get), Some(set_acl)) =
-            (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandACLCategories)
+        let (Some(acl), Some(get), Some(set_acl)) =
+            (acl, raw::RedisModule_GetCommand, raw::RedisModule_SetCommandACLCategories)
         else {
-            ctx.log_notice("this server has no module ACL categories: commands are not in @ratelimit");
             return Status::Ok;
         };
         let command = get(ctx.ctx, name.as_ptr());
         if command.is_null() || set_acl(command, acl.as_ptr()) != raw::REDISMODULE_OK as c_int {
             ctx.log_warning(&format!(
-                "cannot put {} in ACL category {}",
+                "cannot put {} in ACL category {}: registered without a category",
                 name.to_string_lossy(),
                 acl.to_string_lossy()
             ));

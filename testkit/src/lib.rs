@@ -59,6 +59,8 @@ pub struct Server {
     pub dir: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    /// Modules loaded before this one (e.g. one that takes a name first).
+    preload: Vec<String>,
 }
 
 impl Server {
@@ -71,13 +73,33 @@ impl Server {
     /// of libfaketime, for instance).
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Self::start_in(scratch_dir(), free_port(), extra.iter().map(|s| s.to_string()).collect(), env)
+        Self::start_in(scratch_dir(), free_port(), extra.iter().map(|s| s.to_string()).collect(), env, vec![])
+    }
+
+    /// Like [`Server::start`], with other modules loaded before this one (`--loadmodule` each, in order),
+    /// or None, with a message, when `RL_TEST_REDIS_URL` says to use an external server.
+    pub fn own_after_modules(preload: &[&Path], extra: &[&str]) -> Option<Server> {
+        if external_url().is_some() {
+            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            return None;
+        }
+        let preload = preload.iter().map(|p| p.display().to_string()).collect();
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        Some(Self::start_in(scratch_dir(), free_port(), extra, vec![], preload))
     }
 
     /// Like [`Server::start`], unless `RL_TEST_REDIS_URL` names a server to use instead.
     pub fn single() -> Server {
         match external_url() {
-            Some(url) => Server { child: None, port: 0, url, dir: PathBuf::new(), args: vec![], env: vec![] },
+            Some(url) => Server {
+                child: None,
+                port: 0,
+                url,
+                dir: PathBuf::new(),
+                args: vec![],
+                env: vec![],
+                preload: vec![],
+            },
             None => Self::start(&[]),
         }
     }
@@ -92,7 +114,13 @@ impl Server {
         Some(Self::start(extra))
     }
 
-    fn start_in(dir: PathBuf, port: u16, args: Vec<String>, env: Vec<(String, String)>) -> Server {
+    fn start_in(
+        dir: PathBuf,
+        port: u16,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        preload: Vec<String>,
+    ) -> Server {
         let module = module_path();
         assert!(
             module.exists(),
@@ -103,7 +131,9 @@ impl Server {
         let child = Command::new(server_binary())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--dir"])
             .arg(&dir)
-            .args(["--enable-debug-command", "local", "--loadmodule"])
+            .args(["--enable-debug-command", "local"])
+            .args(preload.iter().flat_map(|m| ["--loadmodule", m.as_str()]))
+            .arg("--loadmodule")
             .arg(&module)
             .args(&args)
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -111,8 +141,8 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", server_binary()));
-        let server =
-            Server { child: Some(child), port, url: format!("redis://127.0.0.1:{port}/"), dir, args, env };
+        let url = format!("redis://127.0.0.1:{port}/");
+        let server = Server { child: Some(child), port, url, dir, args, env, preload };
         server.wait_ready();
         server
     }
@@ -156,7 +186,13 @@ impl Server {
             let _ = redis::cmd("SHUTDOWN").arg(shutdown).exec(&mut self.conn());
             let _ = child.wait();
         }
-        let fresh = Self::start_in(self.dir.clone(), self.port, self.args.clone(), self.env.clone());
+        let fresh = Self::start_in(
+            self.dir.clone(),
+            self.port,
+            self.args.clone(),
+            self.env.clone(),
+            self.preload.clone(),
+        );
         // The old value owns no process any more, so dropping it leaves the shared directory alone.
         drop(std::mem::replace(self, fresh));
     }

@@ -2,32 +2,7 @@
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use testkit::Server;
-
-/// Builds the shim once per test process with the system C compiler.
-fn shim() -> Option<PathBuf> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/clockshift.c");
-            let out = std::env::temp_dir().join(format!("rl-clockshift-{}.so", std::process::id()));
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            let status = std::process::Command::new(&cc)
-                .args(["-shared", "-fPIC", "-O2", "-o"])
-                .arg(&out)
-                .arg(&source)
-                .status();
-            match status {
-                Ok(s) if s.success() => Some(out),
-                _ => {
-                    eprintln!("skipped: cannot build {} with {cc}", source.display());
-                    None
-                }
-            }
-        })
-        .clone()
-}
 
 /// A server with a steppable clock; None (with a message) when one cannot be had.
 pub struct ShiftedServer {
@@ -41,7 +16,7 @@ impl ShiftedServer {
             eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
             return None;
         }
-        let shim = shim()?;
+        let shim = super::shim::build("clockshift")?;
         let offset_file = std::env::temp_dir().join(format!(
             "rl-clock-{}-{}",
             std::process::id(),

@@ -5,6 +5,7 @@
 pub mod calls;
 pub mod clockshift;
 pub mod cluster;
+pub mod shim;
 
 use std::time::{Duration, Instant};
 use testkit::redis::{self, Connection, Value};
