@@ -262,3 +262,19 @@ fn registered_with_flags_and_key_positions() {
         assert!(text.contains(flag), "flag {flag} missing in {text}");
     }
 }
+
+/// Rates as Java's BigDecimal or Python's Decimal print 5/60 (30 decimal places) are accepted and mean
+/// what they say: 11 tokens, one every 12 s.
+#[test]
+fn rates_with_many_decimal_places_are_accepted() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("long-rate");
+    let rate = "0.083333333333333328707404064062";
+    assert_eq!(token(&mut con, &key, 11, rate, 0), [1, 11, 11, 0, 0]);
+    assert_eq!(token(&mut con, &key, 11, rate, 1)[..3], [1, 11, 10]);
+    let denied = token(&mut con, &key, 11, rate, 11);
+    assert_eq!(denied[0], 0);
+    // One token short at 5 per minute: about 12 s.
+    assert!((11_990..=12_001).contains(&denied[3]), "retry_after_ms {}", denied[3]);
+}

@@ -84,17 +84,31 @@ impl Decimal {
     }
 
     /// `ceil(numerator / self)`, or None when it does not fit in an u128 (or self is zero).
+    ///
+    /// When scaling the numerator to the divisor's precision would overflow (a divisor with 30 or more
+    /// decimal places, such as `0.083333333333333328707404064062` for 5/60 as Java or Python print
+    /// it), the divisor's last digits are dropped, rounding it down, until it fits: the quotient is
+    /// then at least the exact one and off by far less than one unit of the result.
     pub fn div_ceil_into(&self, numerator: u128) -> Option<u128> {
-        if self.mantissa == 0 {
-            return None;
+        let (mut mantissa, mut exponent) = (self.mantissa, self.exponent);
+        loop {
+            if mantissa == 0 {
+                return None;
+            }
+            // numerator / (mantissa * 10^exponent)
+            let scaled = if exponent >= 0 {
+                return Some(numerator.div_ceil(mantissa.checked_mul(pow10(exponent as u32)?)?));
+            } else {
+                pow10((-exponent) as u32).and_then(|p| numerator.checked_mul(p))
+            };
+            match scaled {
+                Some(num) => return Some(num.div_ceil(mantissa)),
+                None => {
+                    mantissa /= 10;
+                    exponent += 1;
+                }
+            }
         }
-        // numerator / (m * 10^e)
-        let (num, den) = if self.exponent >= 0 {
-            (numerator, self.mantissa.checked_mul(pow10(self.exponent as u32)?)?)
-        } else {
-            (numerator.checked_mul(pow10((-self.exponent) as u32)?)?, self.mantissa)
-        };
-        Some(num.div_ceil(den))
     }
 
     /// `ceil(self * factor)`, or None on overflow.
@@ -203,5 +217,17 @@ mod tests {
         assert_eq!(dec("2.5").unwrap().mul_exact(1000), Some(2500));
         assert_eq!(dec("1e-70").unwrap().mul_ceil(1000), Some(1));
         assert_eq!(dec("1e70").unwrap().mul_ceil(1000), None);
+    }
+
+    #[test]
+    fn long_divisors_round_down_instead_of_overflowing() {
+        // 5/60 as BigDecimal prints it: 1e9 * 10^30 overflows an u128.
+        let five_per_minute = dec("0.083333333333333328707404064062").unwrap();
+        assert_eq!(five_per_minute.div_ceil_into(1_000_000_000), Some(12_000_000_001));
+        assert_eq!(dec("0.0833333333333333").unwrap().div_ceil_into(1_000_000_000), Some(12_000_000_001));
+        let third = dec(&format!("0.{}", "3".repeat(35))).unwrap();
+        assert_eq!(third.div_ceil_into(1_000_000_000), Some(3_000_000_001));
+        // Too small to fit after all: still None.
+        assert_eq!(dec("1e-35").unwrap().div_ceil_into(1_000_000_000), None);
     }
 }
