@@ -1,0 +1,130 @@
+//! RL.* commands as redis-rs values: one place that turns limits into arguments.
+
+use crate::error::CallError;
+use crate::policy::{Kind, Policy, Window};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// One limit to check: a key, its policy and what this request costs (1 for most requests, 0 to peek).
+#[derive(Debug, Clone, Copy)]
+pub struct Limit<'a> {
+    pub key: &'a str,
+    pub policy: &'a Policy,
+    pub cost: u64,
+}
+
+impl<'a> Limit<'a> {
+    pub fn new(key: &'a str, policy: &'a Policy, cost: u64) -> Limit<'a> {
+        Limit { key, policy, cost }
+    }
+}
+
+/// The one RL.* call that decides `limits` atomically: several token buckets go into one RL.TOKEN;
+/// any other kind is checked alone.
+pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
+    match limits {
+        [] => Err(CallError::Usage("no limits to check")),
+        [one] => single(one),
+        many => {
+            let mut cmd = redis::cmd("RL.TOKEN");
+            for limit in many {
+                let Kind::Token { capacity, rate } = limit.policy.kind() else {
+                    return Err(CallError::Usage(
+                        "several limits in one atomic call must all be token buckets",
+                    ));
+                };
+                cmd.arg(limit.key).arg(*capacity).arg(&rate.text).arg(limit.cost);
+            }
+            Ok(cmd)
+        }
+    }
+}
+
+fn single(limit: &Limit<'_>) -> Result<redis::Cmd, CallError> {
+    let cmd = match limit.policy.kind() {
+        Kind::Token { capacity, rate } => {
+            let mut cmd = redis::cmd("RL.TOKEN");
+            cmd.arg(limit.key).arg(*capacity).arg(&rate.text).arg(limit.cost);
+            cmd
+        }
+        Kind::Window { algorithm: Window::SlidingLog, limit: n, window } => {
+            if limit.cost != 1 {
+                return Err(CallError::Usage("a sliding log counts requests: the cost must be 1"));
+            }
+            let mut cmd = redis::cmd("RL.SLIDE");
+            cmd.arg(limit.key).arg(*n).arg(seconds(*window)).arg(request_id());
+            cmd
+        }
+        Kind::Window { algorithm, limit: n, window } => {
+            let name = if *algorithm == Window::Fixed { "RL.FIXED" } else { "RL.SLIDECOUNT" };
+            let mut cmd = redis::cmd(name);
+            cmd.arg(limit.key).arg(*n).arg(seconds(*window)).arg(limit.cost);
+            cmd
+        }
+    };
+    Ok(cmd)
+}
+
+/// `RL.REFUND TOKEN key capacity rate tokens`: gives tokens back to a bucket.
+pub(crate) fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<redis::Cmd, CallError> {
+    let Kind::Token { capacity, rate } = policy.kind() else {
+        return Err(CallError::Usage("only token buckets take refunds of reserved tokens"));
+    };
+    let mut cmd = redis::cmd("RL.REFUND");
+    cmd.arg("TOKEN").arg(key).arg(*capacity).arg(&rate.text).arg(tokens);
+    Ok(cmd)
+}
+
+/// A window as the module's decimal seconds, exact to the millisecond.
+fn seconds(window: Duration) -> String {
+    format!("{}.{:03}", window.as_secs(), window.subsec_millis())
+}
+
+/// A request id unique to this process run and call, for RL.SLIDE.
+fn request_id() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    static RUN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    });
+    format!("{run:x}-{:x}", SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn builds_one_call_per_check() {
+        let route = Policy::token_bucket(10, 5.0).unwrap();
+        let global = Policy::token_bucket(100, 0.5).unwrap();
+        let both = [Limit::new("rl:{c}:r", &route, 1), Limit::new("rl:{c}:all", &global, 1)];
+        assert_eq!(
+            args(&decide(&both).unwrap()),
+            ["RL.TOKEN", "rl:{c}:r", "10", "5", "1", "rl:{c}:all", "100", "0.5", "1"]
+        );
+        let fixed = Policy::fixed_window(5, Duration::from_millis(1500)).unwrap();
+        assert_eq!(
+            args(&decide(&[Limit::new("k", &fixed, 2)]).unwrap()),
+            ["RL.FIXED", "k", "5", "1.500", "2"]
+        );
+        let log = Policy::sliding_log(5, Duration::from_secs(60)).unwrap();
+        let slide = args(&decide(&[Limit::new("k", &log, 1)]).unwrap());
+        assert_eq!(slide[..4], ["RL.SLIDE", "k", "5", "60.000"]);
+        assert!(decide(&[Limit::new("k", &log, 2)]).is_err());
+        assert!(decide(&[Limit::new("a", &fixed, 1), Limit::new("b", &route, 1)]).is_err());
+        assert!(decide(&[]).is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call.
+
+use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
+use super::response::{add_headers, denied, Described};
+use crate::command::Limit;
+use crate::decision::Decision;
+use crate::limiter::Limiter;
+use crate::policy::Policy;
+use http::request::Parts;
+use http::{Request, Response};
+use ipnet::IpNet;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+type PolicyFn = Arc<dyn Fn(&Caller) -> Policy + Send + Sync>;
+type CallerFn = Arc<dyn Fn(&Parts, Option<IpAddr>) -> Caller + Send + Sync>;
+type CostFn = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
+
+/// Where a limit's policy comes from: a constant, or the caller's plan.
+#[derive(Clone)]
+enum Source {
+    Fixed(Policy),
+    PerCaller(PolicyFn),
+}
+
+impl Source {
+    fn policy(&self, caller: &Caller) -> Policy {
+        match self {
+            Source::Fixed(p) => p.clone(),
+            Source::PerCaller(f) => f(caller),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Route {
+    name: String,
+    prefix: String,
+    source: Source,
+    cost: Option<CostFn>,
+}
+
+struct Config {
+    limiter: Limiter,
+    prefix: String,
+    routes: Vec<Route>,
+    global: Option<Source>,
+    skip: Vec<String>,
+    proxies: TrustedProxies,
+    caller: Option<CallerFn>,
+    structured: bool,
+}
+
+/// Rate limiting for HTTP services. Built once; the per-request path clones one `Arc`.
+///
+/// ```no_run
+/// use redis_ratelimit_client::http::RateLimitLayer;
+/// use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+/// use axum::{routing::get, Router};
+///
+/// # fn app() -> Result<Router, Box<dyn std::error::Error>> {
+/// let limiter = Limiter::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/")?;
+/// let layer = RateLimitLayer::new(limiter)
+///     .route("login", "/login", Policy::token_bucket(5, 0.1)?)
+///     .route("api", "/api", Policy::token_bucket(10, 5.0)?)
+///     .global(Policy::token_bucket(100, 20.0)?)
+///     .skip("/health")
+///     .trusted_proxies(["10.0.0.0/8".parse()?]);
+/// let app = Router::new().route("/api/items", get(|| async { "ok" })).layer(layer);
+/// // Serve with `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is known.
+/// # Ok(app)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    config: Arc<Config>,
+}
+
+impl RateLimitLayer {
+    /// A layer that limits nothing yet: add routes and/or a global limit.
+    pub fn new(limiter: Limiter) -> RateLimitLayer {
+        RateLimitLayer {
+            config: Arc::new(Config {
+                limiter,
+                prefix: "rl".into(),
+                routes: vec![],
+                global: None,
+                skip: vec![],
+                proxies: TrustedProxies::default(),
+                caller: None,
+                structured: false,
+            }),
+        }
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        change(Arc::get_mut(&mut self.config).expect("configure the layer before cloning it"));
+        self
+    }
+
+    /// Requests whose path starts with `prefix` (the longest matching prefix wins) are limited by
+    /// `policy`, per caller, under `name` (used in keys, headers and metrics).
+    pub fn route(self, name: &str, prefix: &str, policy: Policy) -> Self {
+        self.add_route(name, prefix, Source::Fixed(policy))
+    }
+
+    /// Like [`route`](Self::route), with the policy looked up per caller (from the caller's plan).
+    pub fn route_per_caller(
+        self,
+        name: &str,
+        prefix: &str,
+        policy: impl Fn(&Caller) -> Policy + Send + Sync + 'static,
+    ) -> Self {
+        self.add_route(name, prefix, Source::PerCaller(Arc::new(policy)))
+    }
+
+    fn add_route(self, name: &str, prefix: &str, source: Source) -> Self {
+        let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None };
+        self.with(|c| {
+            c.routes.push(route);
+            c.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        })
+    }
+
+    /// What a request to route `name` costs (default 1): an expensive endpoint can cost 5 tokens.
+    pub fn cost(self, name: &str, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        let cost: CostFn = Arc::new(cost);
+        self.with(|c| {
+            c.routes.iter_mut().filter(|r| r.name == name).for_each(|r| r.cost = Some(cost.clone()))
+        })
+    }
+
+    /// A per-client limit over all routes, checked atomically with the route's: a client cannot
+    /// multiply its capacity across routes, and a denial takes from neither. (Both are token buckets
+    /// whose keys share the caller's hash tag, so this works on Redis Cluster.)
+    pub fn global(self, policy: Policy) -> Self {
+        self.with(|c| c.global = Some(Source::Fixed(policy)))
+    }
+
+    /// Like [`global`](Self::global), looked up per caller.
+    pub fn global_per_caller(self, policy: impl Fn(&Caller) -> Policy + Send + Sync + 'static) -> Self {
+        self.with(|c| c.global = Some(Source::PerCaller(Arc::new(policy))))
+    }
+
+    /// Paths that are never limited (health checks); exact, or a prefix when ending in `/`.
+    pub fn skip(self, path: &str) -> Self {
+        self.with(|c| c.skip.push(path.into()))
+    }
+
+    /// Proxies whose `X-Forwarded-For` / `Forwarded` headers are believed (none by default).
+    pub fn trusted_proxies(self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        self.with(|c| c.proxies = TrustedProxies::new(nets))
+    }
+
+    /// A custom key choice: one closure from the request head and the client IP (as the trusted
+    /// proxy rule resolved it) to the caller.
+    pub fn caller_fn(
+        self,
+        caller: impl Fn(&Parts, Option<IpAddr>) -> Caller + Send + Sync + 'static,
+    ) -> Self {
+        self.with(|c| c.caller = Some(Arc::new(caller)))
+    }
+
+    /// Also send the IETF draft's structured fields, `RateLimit-Policy` and `RateLimit`.
+    pub fn structured_headers(self, on: bool) -> Self {
+        self.with(|c| c.structured = on)
+    }
+
+    /// The key prefix (default `rl`): keys are `rl:{<caller>}:<route>` and `rl:{<caller>}:all`.
+    pub fn key_prefix(self, prefix: &str) -> Self {
+        self.with(|c| c.prefix = prefix.into())
+    }
+}
+
+impl<S> tower_layer::Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit { inner, config: self.config.clone() }
+    }
+}
+
+/// The service the layer wraps around yours.
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S, B, ResBody> tower_service::Service<Request<B>> for RateLimit<S>
+where
+    S: tower_service::Service<Request<B>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+    ResBody: From<String> + Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResBody>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The instance that was polled ready serves this request; a fresh clone stays for the next.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let config = self.config.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let Some(plan) = config.plan(&parts) else {
+                return inner.call(Request::from_parts(parts, body)).await;
+            };
+            let limits: Vec<Limit<'_>> =
+                plan.limits.iter().map(|(k, p, n, _)| Limit::new(k, p, *n)).collect();
+            let decision = config.limiter.check_all(&limits).await;
+            let (_, policy, cost, name) = &plan.limits[decision.limiting.min(plan.limits.len() - 1)];
+            let described =
+                Described { name, window_secs: policy.window_length().as_secs().max(1), cost: *cost };
+            record(&plan.route_name, &decision);
+            if !decision.allowed {
+                return Ok(denied(&decision, &described, config.structured));
+            }
+            let mut response = inner.call(Request::from_parts(parts, body)).await?;
+            add_headers(response.headers_mut(), &decision, &described, config.structured);
+            Ok(response)
+        })
+    }
+}
+
+/// The limits one request is checked against: (key, policy, cost, name) per limit.
+struct Plan {
+    route_name: String,
+    limits: Vec<(String, Policy, u64, String)>,
+}
+
+impl Config {
+    fn plan(&self, parts: &Parts) -> Option<Plan> {
+        let path = parts.uri.path();
+        if self.skip.iter().any(|s| path == s || (s.ends_with('/') && path.starts_with(s.as_str()))) {
+            return None;
+        }
+        let route = self.routes.iter().find(|r| path.starts_with(&r.prefix));
+        if route.is_none() && self.global.is_none() {
+            return None;
+        }
+        let ip = self.proxies.client_ip(peer_ip(&parts.extensions), &parts.headers);
+        let caller = match &self.caller {
+            Some(f) => f(parts, ip),
+            None => default_caller(&parts.extensions, ip),
+        };
+        let cost = route.and_then(|r| r.cost.as_ref()).map_or(1, |f| f(parts));
+        let tag = format!("{}:{{{caller}}}", self.prefix);
+        let mut limits = Vec::with_capacity(2);
+        if let Some(r) = route {
+            limits.push((format!("{tag}:{}", r.name), r.source.policy(&caller), cost, r.name.clone()));
+        }
+        if let Some(g) = &self.global {
+            limits.push((format!("{tag}:all"), g.policy(&caller), cost, "all".to_string()));
+        }
+        Some(Plan { route_name: route.map_or_else(|| "all".to_string(), |r| r.name.clone()), limits })
+    }
+}
+
+/// `ratelimit_http_requests_total{route, outcome}` through the `metrics` facade.
+fn record(route: &str, d: &Decision) {
+    let outcome = match (d.allowed, d.degraded) {
+        (true, false) => "allowed",
+        (false, false) => "denied",
+        (true, true) => "degraded_allowed",
+        (false, true) => "degraded_denied",
+    };
+    metrics::counter!("ratelimit_http_requests_total", "route" => route.to_string(), "outcome" => outcome)
+        .increment(1);
+}

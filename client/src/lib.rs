@@ -1,0 +1,51 @@
+//! # redis-ratelimit-client
+//!
+//! The application side of [redis-ratelimit](https://example.invalid/redis-ratelimit): a limiter whose
+//! decisions are made atomically inside Redis by the `ratelimit` module (`RL.*` commands), with a
+//! deadline on every call, an explicit failure policy for the day Redis is unavailable, a circuit
+//! breaker, and HTTP middleware (a tower `Layer`, usable from axum and hyper) that tells callers where
+//! they stand.
+//!
+//! ```no_run
+//! use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let limiter = Limiter::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/")?;
+//! // Bursts of 10, 5 per second on average.
+//! let api = Policy::token_bucket(10, 5.0)?;
+//! let decision = limiter.check("rl:api:user:ada", &api, 1).await;
+//! if !decision.allowed {
+//!     println!("retry in {:?}", decision.retry_after);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Invalid policies are refused when they are built, naming the field:
+//!
+//! ```
+//! use redis_ratelimit_client::Policy;
+//! let err = Policy::token_bucket(0, 5.0).unwrap_err();
+//! assert_eq!(err.to_string(), "invalid capacity: must be at least 1");
+//! ```
+
+mod batch;
+mod breaker;
+mod command;
+mod connection;
+mod counters;
+mod decision;
+mod error;
+mod fallback;
+pub mod http;
+mod limiter;
+mod policy;
+mod precheck;
+
+pub use batch::TokenReserve;
+pub use command::Limit;
+pub use counters::Counts;
+pub use decision::Decision;
+pub use error::{CallError, PolicyError};
+pub use limiter::{FailurePolicy, Limiter, LimiterBuilder};
+pub use policy::{Policy, Window};

@@ -1,0 +1,275 @@
+//! The limiter: sends one RL.* call per check under a deadline, and when Redis cannot decide, lets the
+//! failure policy decide, visibly (`degraded`), behind a circuit breaker.
+
+use crate::breaker::{Admission, Breaker};
+use crate::command::{self, Limit};
+use crate::connection::Backend;
+use crate::counters::{Counters, Counts, LogThrottle};
+use crate::decision::Decision;
+use crate::error::CallError;
+use crate::fallback::LocalLimiter;
+use crate::precheck::DenialCache;
+use redis::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What a limiter does when Redis cannot decide (unreachable, slower than the deadline, breaker open).
+/// There is no default: each limiter states its choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Allow: the API stays available during a Redis outage, unprotected for its duration. Suits
+    /// public APIs where the limiter protects rather than sells something.
+    Open,
+    /// Deny: whatever is behind the limiter is protected, and a Redis outage becomes an API outage.
+    /// Suits limits that guard something that cannot take unbounded load, or paid quotas.
+    Closed,
+    /// Decide in this process with the same algorithms and the limit divided by `instances` (the
+    /// number of application instances sharing the limit): a rough bound that stays available.
+    LocalFallback { instances: u32 },
+}
+
+/// Builds a [`Limiter`]. The failure policy is the one required choice.
+pub struct LimiterBuilder {
+    failure: FailurePolicy,
+    deadline: Duration,
+    breaker_threshold: u32,
+    breaker_cooldown: Duration,
+    precheck: bool,
+    name: String,
+}
+
+impl LimiterBuilder {
+    /// Every call to Redis is bounded by this (default 100 ms): the limiter never becomes the slow part
+    /// of a request.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The breaker opens after `failures` failed calls in a row and stays open for `cooldown`
+    /// (defaults: 3 and 5 s); then one call probes Redis.
+    pub fn breaker(mut self, failures: u32, cooldown: Duration) -> Self {
+        self.breaker_threshold = failures;
+        self.breaker_cooldown = cooldown;
+        self
+    }
+
+    /// The in-process pre-check: a key Redis denied is denied here, without a round trip, until its
+    /// retry_after has passed. Off by default.
+    pub fn local_precheck(mut self, on: bool) -> Self {
+        self.precheck = on;
+        self
+    }
+
+    /// The name in metrics and log lines (default `default`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// A limiter on one Redis server (`redis://host:port/db`). Connects on first use, so it can be built
+    /// while Redis is down.
+    pub fn connect(self, url: &str) -> Result<Limiter, CallError> {
+        let backend = Backend::single(url, self.deadline)?;
+        Ok(self.finish(backend))
+    }
+
+    /// A limiter on Redis Cluster, given some of its nodes. Keys of one multi-limit check must share
+    /// a hash slot: put the caller in a hash tag (`rl:{client:42}:route`).
+    pub async fn connect_cluster(self, nodes: &[&str]) -> Result<Limiter, CallError> {
+        let backend = Backend::cluster(nodes, self.deadline).await?;
+        Ok(self.finish(backend))
+    }
+
+    fn finish(self, backend: Backend) -> Limiter {
+        let fallback = match self.failure {
+            FailurePolicy::LocalFallback { instances } => Some(LocalLimiter::new(instances)),
+            _ => None,
+        };
+        Limiter {
+            inner: Arc::new(Inner {
+                backend,
+                deadline: self.deadline,
+                failure: self.failure,
+                breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
+                fallback,
+                precheck: self.precheck.then(DenialCache::new),
+                counters: Counters::default(),
+                log: LogThrottle::new(Duration::from_secs(10)),
+                name: self.name,
+            }),
+        }
+    }
+}
+
+/// A rate limiter backed by the redis-ratelimit module. Cheap to clone (one `Arc`); share it.
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Backend,
+    deadline: Duration,
+    failure: FailurePolicy,
+    breaker: Breaker,
+    fallback: Option<LocalLimiter>,
+    precheck: Option<DenialCache>,
+    counters: Counters,
+    log: LogThrottle,
+    name: String,
+}
+
+impl Limiter {
+    /// Starts a builder with the failure policy this limiter will follow.
+    pub fn builder(failure: FailurePolicy) -> LimiterBuilder {
+        LimiterBuilder {
+            failure,
+            deadline: Duration::from_millis(100),
+            breaker_threshold: 3,
+            breaker_cooldown: Duration::from_secs(5),
+            precheck: false,
+            name: "default".into(),
+        }
+    }
+
+    /// Checks one limit.
+    pub async fn check(&self, key: &str, policy: &crate::Policy, cost: u64) -> Decision {
+        self.check_all(&[Limit::new(key, policy, cost)]).await
+    }
+
+    /// Checks several limits in one atomic call (all token buckets): allowed only when every one
+    /// allows, and then it takes from all of them; a denial takes from none. The decision describes
+    /// the most restrictive limit (`limiting` says which). Never fails: when Redis cannot decide, the
+    /// failure policy does and the decision says `degraded`.
+    pub async fn check_all(&self, limits: &[Limit<'_>]) -> Decision {
+        let inner = &*self.inner;
+        let precheck_key = inner.precheck.as_ref().map(|_| cache_key(limits));
+        let cost = limits.iter().map(|l| l.cost).max().unwrap_or(0);
+        if let (Some(cache), Some(key)) = (&inner.precheck, &precheck_key) {
+            if let Some(held) = cache.check(key, cost, Instant::now()) {
+                inner.counters.record(&inner.name, &held, false);
+                return held;
+            }
+        }
+        let (decision, short_circuited) = match self.call(limits).await {
+            Ok(d) => (d, false),
+            Err(e) => {
+                let short = matches!(e, CallError::BreakerOpen);
+                (self.degrade(limits, &e), short)
+            }
+        };
+        if let (Some(cache), Some(key)) = (&inner.precheck, &precheck_key) {
+            cache.remember(key, cost, &decision, Instant::now());
+        }
+        inner.counters.record(&inner.name, &decision, short_circuited);
+        decision
+    }
+
+    /// Like [`check_all`](Self::check_all) without the failure policy: Redis' decision or the reason
+    /// there is none. The breaker and the deadline still apply.
+    pub async fn check_strict(&self, limits: &[Limit<'_>]) -> Result<Decision, CallError> {
+        self.call(limits).await
+    }
+
+    /// Gives `tokens` back to a token bucket (`RL.REFUND TOKEN`): a request that turned out not to count.
+    pub async fn refund(
+        &self,
+        key: &str,
+        policy: &crate::Policy,
+        tokens: u64,
+    ) -> Result<Decision, CallError> {
+        let cmd = command::refund_tokens(key, policy, tokens)?;
+        self.send(&cmd).await
+    }
+
+    /// This limiter's decisions so far.
+    pub fn counts(&self) -> Counts {
+        self.inner.counters.snapshot()
+    }
+
+    /// True while the breaker keeps calls away from Redis (open, or one probe under way).
+    pub fn breaker_open(&self) -> bool {
+        self.inner.breaker.is_open()
+    }
+
+    /// Sends any command through the limiter's connection, breaker and deadline (for admin reads).
+    pub async fn query(&self, cmd: &redis::Cmd) -> Result<Value, CallError> {
+        let inner = &*self.inner;
+        if let Admission::Reject(_) = inner.breaker.admit(Instant::now()) {
+            return Err(CallError::BreakerOpen);
+        }
+        let result = match tokio::time::timeout(inner.deadline, inner.backend.query(cmd)).await {
+            Err(_) => Err(CallError::Deadline(inner.deadline)),
+            Ok(Err(e)) => Err(CallError::Redis(e)),
+            Ok(Ok(v)) => Ok(v),
+        };
+        // An error reply (a bad argument) is Redis answering: only a missing answer counts against it.
+        let failed = matches!(&result, Err(CallError::Deadline(_)))
+            || matches!(&result, Err(CallError::Redis(e)) if !is_server_reply(e));
+        inner.breaker.record(!failed, Instant::now());
+        result
+    }
+
+    async fn call(&self, limits: &[Limit<'_>]) -> Result<Decision, CallError> {
+        let cmd = command::decide(limits)?;
+        self.send(&cmd).await
+    }
+
+    async fn send(&self, cmd: &redis::Cmd) -> Result<Decision, CallError> {
+        let value = self.query(cmd).await?;
+        let reply: Vec<i64> = redis::from_redis_value(value).map_err(|e| CallError::Reply(e.to_string()))?;
+        Decision::from_reply(&reply).ok_or_else(|| CallError::Reply(format!("{reply:?}")))
+    }
+
+    fn degrade(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
+        let inner = &*self.inner;
+        if let CallError::Usage(_) | CallError::Reply(_) = error {
+            // A programming error, not an outage: visible, and decided by the policy like an outage.
+            tracing::error!(limiter = %inner.name, %error, "rate limit check cannot be sent");
+        }
+        inner.log.maybe(Instant::now(), |suppressed| {
+            tracing::warn!(limiter = %inner.name, %error, policy = ?inner.failure, suppressed,
+                "Redis did not decide: degraded decision by the failure policy");
+        });
+        let limit = limits.first().map_or(0, |l| l.policy.limit());
+        let degraded = |allowed: bool, remaining: u64, retry_after: Option<Duration>| Decision {
+            allowed,
+            limit,
+            remaining,
+            retry_after,
+            reset_after: Duration::ZERO,
+            limiting: 0,
+            degraded: true,
+        };
+        match (inner.failure, &inner.fallback) {
+            (FailurePolicy::LocalFallback { .. }, Some(local)) => local.check(limits, now_ns()),
+            (FailurePolicy::Closed, _) => degraded(false, 0, Some(Duration::from_secs(1))),
+            _ => degraded(true, limit, Some(Duration::ZERO)),
+        }
+    }
+}
+
+/// An error Redis sent as a reply (the server is there and answering).
+fn is_server_reply(e: &redis::RedisError) -> bool {
+    !(e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error())
+}
+
+fn cache_key(limits: &[Limit<'_>]) -> String {
+    let mut key = String::new();
+    for l in limits {
+        key.push_str(l.key);
+        key.push('\n');
+    }
+    key
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,179 @@
+//! Limiter policies: which algorithm, with which parameters. Validated when built, so a request never
+//! meets an invalid one: `Policy::token_bucket(0, 5.0)` is an error that names `capacity`.
+
+use crate::error::PolicyError;
+use ratelimit_core::decimal::Decimal;
+use ratelimit_core::token_bucket::TokenBucket;
+use std::time::Duration;
+
+/// The longest window or full refill the module accepts (about 95 years).
+const MAX_SECONDS: u64 = 3_000_000_000;
+/// The highest rate the module's nanosecond clock can express.
+const MAX_RATE: f64 = 1e9;
+
+/// One limit's algorithm and parameters; which module command decides it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Kind {
+    /// RL.TOKEN: a bucket of `capacity` tokens refilled at `rate` per second.
+    Token { capacity: u64, rate: Rate },
+    /// RL.SLIDE, RL.FIXED, RL.SLIDECOUNT: `limit` units per `window`.
+    Window { algorithm: Window, limit: u64, window: Duration },
+}
+
+/// The window algorithms of the module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// RL.SLIDE: exact sliding log (memory grows with the limit; at most 1,000,000).
+    SlidingLog,
+    /// RL.FIXED: a window starts at the key's first request.
+    Fixed,
+    /// RL.SLIDECOUNT: sliding window counter, O(1) memory, within 2x of the limit in the worst case.
+    SlidingCounter,
+}
+
+/// A validated rate in tokens per second, kept as the decimal text sent to Redis.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rate {
+    pub per_second: f64,
+    pub text: String,
+}
+
+impl Policy {
+    /// A token bucket (RL.TOKEN): bursts of up to `capacity`, `per_second` tokens per second on average.
+    pub fn token_bucket(capacity: u64, per_second: f64) -> Result<Policy, PolicyError> {
+        if capacity == 0 {
+            return Err(PolicyError::new("capacity", "must be at least 1"));
+        }
+        if !per_second.is_finite() || per_second <= 0.0 {
+            return Err(PolicyError::new(
+                "rate",
+                format!("must be a number > 0 tokens per second, got {per_second}"),
+            ));
+        }
+        if per_second > MAX_RATE {
+            return Err(PolicyError::new("rate", "must be at most 1e9 tokens per second"));
+        }
+        // Rust prints the shortest decimal that reads back as the same f64: exact for the module's parser.
+        let text = format!("{per_second}");
+        let decimal =
+            Decimal::parse(text.as_bytes()).map_err(|_| PolicyError::new("rate", "is not a decimal"))?;
+        TokenBucket::new(capacity, decimal).map_err(|_| {
+            PolicyError::new("capacity", format!("capacity / rate must be at most {MAX_SECONDS} seconds"))
+        })?;
+        Ok(Policy { kind: Kind::Token { capacity, rate: Rate { per_second, text } } })
+    }
+
+    /// `limit` requests (or units) per `window` with the given window algorithm.
+    pub fn window(algorithm: Window, limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+        if limit == 0 {
+            return Err(PolicyError::new("limit", "must be at least 1"));
+        }
+        if algorithm == Window::SlidingLog && limit > 1_000_000 {
+            return Err(PolicyError::new(
+                "limit",
+                "a sliding log holds at most 1,000,000; use Window::SlidingCounter",
+            ));
+        }
+        if window.is_zero() || window.subsec_nanos() % 1_000_000 != 0 {
+            return Err(PolicyError::new("window", "must be a positive whole number of milliseconds"));
+        }
+        if window.as_secs() > MAX_SECONDS {
+            return Err(PolicyError::new("window", format!("must be at most {MAX_SECONDS} seconds")));
+        }
+        Ok(Policy { kind: Kind::Window { algorithm, limit, window } })
+    }
+
+    /// The exact sliding window (RL.SLIDE).
+    pub fn sliding_log(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+        Self::window(Window::SlidingLog, limit, window)
+    }
+
+    /// The fixed window (RL.FIXED).
+    pub fn fixed_window(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+        Self::window(Window::Fixed, limit, window)
+    }
+
+    /// The sliding window counter (RL.SLIDECOUNT).
+    pub fn sliding_counter(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+        Self::window(Window::SlidingCounter, limit, window)
+    }
+
+    /// The capacity or limit: what `RateLimit-Limit` says.
+    pub fn limit(&self) -> u64 {
+        match &self.kind {
+            Kind::Token { capacity, .. } => *capacity,
+            Kind::Window { limit, .. } => *limit,
+        }
+    }
+
+    /// The time the limit is measured over: the window, or a token bucket's full refill time
+    /// (`capacity / rate`). The IETF draft's `w` parameter.
+    pub fn window_length(&self) -> Duration {
+        match &self.kind {
+            Kind::Token { capacity, rate } => Duration::from_secs_f64(*capacity as f64 / rate.per_second),
+            Kind::Window { window, .. } => *window,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    /// This policy with its limit (and rate) divided by `instances`, at least 1: the share of one
+    /// application instance when each decides alone (the local fallback).
+    pub(crate) fn share(&self, instances: u32) -> Policy {
+        let n = u64::from(instances.max(1));
+        let kind = match &self.kind {
+            Kind::Token { capacity, rate } => {
+                let per_second = rate.per_second / n as f64;
+                Kind::Token {
+                    capacity: (capacity / n).max(1),
+                    rate: Rate { per_second, text: format!("{per_second}") },
+                }
+            }
+            Kind::Window { algorithm, limit, window } => {
+                Kind::Window { algorithm: *algorithm, limit: (limit / n).max(1), window: *window }
+            }
+        };
+        Policy { kind }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_policies_are_refused_naming_the_field() {
+        assert_eq!(Policy::token_bucket(0, 5.0).unwrap_err().field, "capacity");
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY, 2e9] {
+            assert_eq!(Policy::token_bucket(10, rate).unwrap_err().field, "rate", "{rate}");
+        }
+        assert_eq!(Policy::token_bucket(u64::MAX, 1.0).unwrap_err().field, "capacity");
+        assert_eq!(Policy::fixed_window(0, Duration::from_secs(1)).unwrap_err().field, "limit");
+        assert_eq!(Policy::sliding_log(2_000_000, Duration::from_secs(1)).unwrap_err().field, "limit");
+        for window in [Duration::ZERO, Duration::from_micros(1500), Duration::from_secs(4_000_000_000)] {
+            assert_eq!(Policy::sliding_counter(5, window).unwrap_err().field, "window", "{window:?}");
+        }
+        let message = Policy::token_bucket(0, 5.0).unwrap_err().to_string();
+        assert_eq!(message, "invalid capacity: must be at least 1");
+    }
+
+    #[test]
+    fn valid_policies_report_limit_and_window() {
+        let p = Policy::token_bucket(10, 5.0).unwrap();
+        assert_eq!((p.limit(), p.window_length()), (10, Duration::from_secs(2)));
+        let w = Policy::sliding_log(5, Duration::from_millis(900_000)).unwrap();
+        assert_eq!((w.limit(), w.window_length()), (5, Duration::from_secs(900)));
+        assert_eq!(
+            Policy::token_bucket(10, 5.0).unwrap().share(3),
+            Policy::token_bucket(3, 5.0 / 3.0).unwrap()
+        );
+        assert_eq!(Policy::fixed_window(2, Duration::from_secs(1)).unwrap().share(5).limit(), 1);
+    }
+}
