@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod cluster;
+
 pub use redis;
 
 /// The module's shared object.
@@ -182,10 +184,25 @@ impl Server {
     /// Stops the server (SHUTDOWN with the given mode, e.g. "NOSAVE" or "SAVE") and starts it again
     /// with the same port, directory and configuration, so it reloads what it persisted.
     pub fn restart(&mut self, shutdown: &str) {
+        self.shutdown(shutdown);
+        self.start_again();
+    }
+
+    /// Stops the server (SHUTDOWN NOSAVE): its port is closed until [`Server::start_again`].
+    pub fn stop(&mut self) {
+        self.shutdown("NOSAVE");
+    }
+
+    fn shutdown(&mut self, mode: &str) {
         if let Some(mut child) = self.child.take() {
-            let _ = redis::cmd("SHUTDOWN").arg(shutdown).exec(&mut self.conn());
+            let _ = redis::cmd("SHUTDOWN").arg(mode).exec(&mut self.conn());
             let _ = child.wait();
         }
+    }
+
+    /// Starts a stopped server again, with the same port, directory and configuration.
+    pub fn start_again(&mut self) {
+        self.shutdown("NOSAVE");
         let fresh = Self::start_in(
             self.dir.clone(),
             self.port,
@@ -220,4 +237,13 @@ pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> Op
     info.lines()
         .find_map(|l| l.strip_prefix(field).and_then(|rest| rest.strip_prefix(':')))
         .map(|v| v.trim().to_string())
+}
+
+/// Waits (up to 20 s, then panics) until `done` says so.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

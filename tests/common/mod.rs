@@ -4,10 +4,10 @@
 
 pub mod calls;
 pub mod clockshift;
-pub mod cluster;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use testkit::{cluster, wait_until};
 pub mod shim;
 
-use std::time::{Duration, Instant};
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, Server};
 
@@ -74,14 +74,6 @@ pub fn wait_in_sync(primary: &mut Connection, replica: &mut Connection) {
         info_field(primary, "replication", "master_repl_offset")
             == info_field(replica, "replication", "slave_repl_offset")
     });
-}
-
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Every key with its value as GET sees it and its absolute expiry, sorted: a readable diff when

@@ -1,10 +1,9 @@
 //! A real Redis Cluster on loopback: 3 primaries with 1 replica each, the module loaded everywhere,
 //! made with `redis-cli --cluster create`.
 
-use super::wait_until;
+use crate::{info_field, wait_until, Server};
+use redis::{cluster::ClusterClient, Connection};
 use std::process::Command;
-use testkit::redis::{self, cluster::ClusterClient, Connection};
-use testkit::{info_field, Server};
 
 pub struct Cluster {
     pub nodes: Vec<Server>,
@@ -23,7 +22,7 @@ pub fn cli(args: &[&str]) -> String {
 
 impl Cluster {
     pub fn start() -> Option<Cluster> {
-        if testkit::external_url().is_some() {
+        if crate::external_url().is_some() {
             eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
             return None;
         }

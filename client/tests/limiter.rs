@@ -1,0 +1,156 @@
+//! The limiter against a real module-enabled server: decisions, multi-limit checks, every policy
+//! kind, refunds, and the round trips the high-volume modes save.
+
+mod support;
+
+use redis_ratelimit_client::{FailurePolicy, Limit, Limiter, Policy, TokenReserve};
+use std::time::Duration;
+use support::{calls, limiter};
+use testkit::{unique_key, Server};
+
+#[tokio::test]
+async fn token_bucket_decisions_carry_every_field() {
+    let server = Server::single();
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let policy = Policy::token_bucket(10, 5.0).unwrap();
+    let key = unique_key("rl:client");
+    for i in 0..10 {
+        let d = limiter.check(&key, &policy, 1).await;
+        assert!(d.allowed && !d.degraded, "request {i}: {d:?}");
+        assert_eq!((d.limit, d.remaining, d.retry_after), (10, 9 - i, Some(Duration::ZERO)));
+    }
+    let d = limiter.check(&key, &policy, 1).await;
+    assert!(!d.allowed && !d.degraded);
+    assert_eq!((d.remaining, d.retry_after_secs()), (0, Some(1)));
+    assert!(d.retry_after.unwrap() <= Duration::from_millis(200));
+    assert!(d.reset_after > Duration::from_millis(1900) && d.reset_after <= Duration::from_secs(2));
+    let never = limiter.check(&key, &policy, 11).await;
+    assert!(never.never_fits() && never.retry_after_secs().is_none());
+    assert_eq!(limiter.counts().allowed, 10);
+    assert_eq!(limiter.counts().denied, 2);
+}
+
+#[tokio::test]
+async fn a_route_and_a_global_limit_are_checked_in_one_call_and_a_denial_takes_from_neither() {
+    // Counts the server's calls: needs a server of its own.
+    let Some(server) = Server::own(&[]) else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let route = Policy::token_bucket(3, 0.001).unwrap();
+    let global = Policy::token_bucket(5, 0.001).unwrap();
+    let client = unique_key("c");
+    let (a, b, all) =
+        (format!("rl:{{{client}}}:a"), format!("rl:{{{client}}}:b"), format!("rl:{{{client}}}:all"));
+    let before = calls(&server, "rl.token");
+    let mut allowed = 0;
+    for key in [&a, &a, &a, &b, &b, &b] {
+        let d = limiter.check_all(&[Limit::new(key, &route, 1), Limit::new(&all, &global, 1)]).await;
+        allowed += usize::from(d.allowed);
+        if !d.allowed {
+            assert_eq!((d.limiting, d.limit), (1, 5), "the global limit denies: {d:?}");
+        }
+    }
+    assert_eq!(allowed, 5, "capacity is not multiplied across routes");
+    assert_eq!(calls(&server, "rl.token") - before, 6, "one call per check");
+    // The denied request took nothing from route b: it still has one token.
+    assert_eq!(limiter.check(&b, &route, 0).await.remaining, 1);
+}
+
+#[tokio::test]
+async fn every_window_kind_decides_through_its_command() {
+    // Counts the server's calls: needs a server of its own.
+    let Some(server) = Server::own(&[]) else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let minute = Duration::from_secs(60);
+    for (policy, command) in [
+        (Policy::sliding_log(3, minute).unwrap(), "rl.slide"),
+        (Policy::fixed_window(3, minute).unwrap(), "rl.fixed"),
+        (Policy::sliding_counter(3, minute).unwrap(), "rl.slidecount"),
+    ] {
+        let key = unique_key("w");
+        let before = calls(&server, command);
+        let allowed: Vec<bool> = futures_all(&limiter, &key, &policy, 4).await;
+        assert_eq!(allowed, [true, true, true, false], "{command}");
+        assert_eq!(calls(&server, command) - before, 4, "{command}");
+    }
+}
+
+async fn futures_all(limiter: &Limiter, key: &str, policy: &Policy, n: usize) -> Vec<bool> {
+    let mut out = vec![];
+    for _ in 0..n {
+        out.push(limiter.check(key, policy, 1).await.allowed);
+    }
+    out
+}
+
+#[tokio::test]
+async fn two_instances_racing_admit_exactly_the_capacity() {
+    let server = Server::single();
+    let instances = [limiter(&server, FailurePolicy::Closed), limiter(&server, FailurePolicy::Closed)];
+    let policy = Policy::token_bucket(10, 0.001).unwrap();
+    let key = unique_key("race");
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let (l, p, k) = (instances[i % 2].clone(), policy.clone(), key.clone());
+            tokio::spawn(async move { l.check(&k, &p, 1).await.allowed })
+        })
+        .collect();
+    let mut allowed = 0;
+    for t in tasks {
+        allowed += usize::from(t.await.unwrap());
+    }
+    assert_eq!(allowed, 10);
+}
+
+#[tokio::test]
+async fn the_precheck_answers_repeated_denials_without_a_round_trip() {
+    // Counts the server's calls: needs a server of its own.
+    let Some(server) = Server::own(&[]) else { return };
+    let limiter = Limiter::builder(FailurePolicy::Closed).local_precheck(true).connect(server.url()).unwrap();
+    let policy = Policy::token_bucket(2, 0.01).unwrap(); // one token per 100 s
+    let key = unique_key("abuse");
+    let before = calls(&server, "rl.token");
+    let allowed = futures_all(&limiter, &key, &policy, 50).await.into_iter().filter(|a| *a).count();
+    assert_eq!(allowed, 2);
+    assert_eq!(calls(&server, "rl.token") - before, 3, "2 allowed + the first denial; 47 answered locally");
+    let held = limiter.check(&key, &policy, 1).await;
+    assert!(!held.allowed && !held.degraded && held.retry_after.unwrap() > Duration::from_secs(90));
+}
+
+#[tokio::test]
+async fn batch_reservation_saves_round_trips_and_gives_back_what_it_did_not_use() {
+    // Counts the server's calls: needs a server of its own.
+    let Some(server) = Server::own(&[]) else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let policy = Policy::token_bucket(1000, 0.001).unwrap();
+    let reserve = TokenReserve::new(limiter.clone(), policy.clone(), 10, Duration::from_secs(60)).unwrap();
+    let key = unique_key("batch");
+    let (tokens_before, refunds_before) = (calls(&server, "rl.token"), calls(&server, "rl.refund"));
+    for _ in 0..95 {
+        assert!(reserve.acquire(&key).await.allowed);
+    }
+    assert_eq!(calls(&server, "rl.token") - tokens_before, 10, "95 requests, 10 round trips instead of 95");
+    assert_eq!(limiter.check(&key, &policy, 0).await.remaining, 900, "100 reserved");
+    assert_eq!(reserve.release_all().await.unwrap(), 5);
+    assert_eq!(calls(&server, "rl.refund") - refunds_before, 1);
+    assert_eq!(limiter.check(&key, &policy, 0).await.remaining, 905, "the 5 unused tokens are back");
+    // A nearly empty bucket still serves single tokens.
+    let small = Policy::token_bucket(3, 0.001).unwrap();
+    let reserve = TokenReserve::new(limiter.clone(), small, 2, Duration::from_secs(60)).unwrap();
+    let key = unique_key("batch-small");
+    let allowed = [reserve.acquire(&key).await, reserve.acquire(&key).await, reserve.acquire(&key).await];
+    assert!(allowed.iter().all(|d| d.allowed));
+    assert!(!reserve.acquire(&key).await.allowed);
+    assert!(
+        TokenReserve::new(limiter, Policy::token_bucket(3, 1.0).unwrap(), 4, Duration::from_secs(1)).is_err()
+    );
+}
+
+#[tokio::test]
+async fn refunds_give_tokens_back() {
+    let server = Server::single();
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let policy = Policy::token_bucket(10, 0.001).unwrap();
+    let key = unique_key("refund");
+    assert_eq!(limiter.check(&key, &policy, 4).await.remaining, 6);
+    assert_eq!(limiter.refund(&key, &policy, 3).await.unwrap().remaining, 9);
+}
