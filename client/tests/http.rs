@@ -1,0 +1,243 @@
+//! The HTTP layer through a real listening socket and a real HTTP client: status, every header, the
+//! problem body, skipped routes, route + global limits, per-plan policies, trusted proxies, and
+//! degraded answers.
+
+mod support;
+
+use axum::routing::get;
+use axum::Router;
+use redis_ratelimit_client::http::{Principal, RateLimitLayer, COST_EXCEEDS_LIMIT, RATE_LIMITED};
+use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use reqwest::header::HeaderMap;
+use std::net::SocketAddr;
+use support::closed_port;
+use testkit::{unique_key, Server};
+
+/// Serves `app` on a free loopback port; returns its base URL.
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
+    });
+    format!("http://{addr}")
+}
+
+fn app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/api/items", get(|| async { "ok" }))
+        .route("/a", get(|| async { "a" }))
+        .route("/b", get(|| async { "b" }))
+        .route("/health", get(|| async { "healthy" }))
+        .layer(layer)
+}
+
+fn layer_on(server: &Server, failure: FailurePolicy) -> RateLimitLayer {
+    RateLimitLayer::new(Limiter::builder(failure).connect(server.url()).unwrap())
+        .key_prefix(&unique_key("rl"))
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).map(|v| v.to_str().unwrap())
+}
+
+async fn get_with(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = client.get(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_seed_sequence_headers_and_problem_body() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Open)
+        .route("api", "/api", Policy::token_bucket(10, 5.0).unwrap())
+        .structured_headers(true);
+    let base = serve(app(layer)).await;
+    let client = reqwest::Client::new();
+    let mut seen = vec![];
+    for i in 1..=12 {
+        let resp = client.get(format!("{base}/api/items")).send().await.unwrap();
+        let h = resp.headers().clone();
+        let status = resp.status().as_u16();
+        assert_eq!(header(&h, "ratelimit-limit"), Some("10"));
+        assert!(header(&h, "ratelimit-reset").is_some());
+        assert_eq!(header(&h, "x-ratelimit-degraded"), None);
+        let policy = header(&h, "ratelimit-policy").unwrap();
+        assert_eq!(policy, "\"api\";q=10;w=2");
+        let remaining = header(&h, "ratelimit-remaining").unwrap().to_string();
+        assert_eq!(
+            header(&h, "ratelimit").unwrap(),
+            format!("\"api\";r={remaining};t={}", header(&h, "ratelimit-reset").unwrap())
+        );
+        let retry = header(&h, "retry-after").map(String::from);
+        if status == 429 {
+            assert_eq!(header(&h, "content-type"), Some("application/problem+json"));
+            let body: serde_json::Value = resp.json().await.unwrap();
+            assert_eq!(body["type"], RATE_LIMITED);
+            assert_eq!(body["status"], 429);
+            assert_eq!(body["limit"], "api");
+            assert_eq!(body["retry_after_seconds"], 1);
+            assert!(body["detail"].as_str().unwrap().contains("retry in 1 s"));
+        } else {
+            assert_eq!(resp.text().await.unwrap(), "ok");
+        }
+        seen.push((i, status, remaining, retry));
+    }
+    let pick = |i: usize| seen[i - 1].clone();
+    assert_eq!(pick(1), (1, 200, "9".into(), None));
+    assert_eq!(pick(10), (10, 200, "0".into(), None));
+    assert_eq!(pick(11), (11, 429, "0".into(), Some("1".into())));
+    assert_eq!(pick(12), (12, 429, "0".into(), Some("1".into())));
+}
+
+#[tokio::test]
+async fn a_request_that_can_never_fit_gets_a_distinct_answer_without_retry_after() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("export", "/api", Policy::token_bucket(10, 5.0).unwrap())
+        .cost("export", |parts| {
+            parts.uri.query().map_or(1, |q| q.trim_start_matches("cost=").parse().unwrap_or(1))
+        });
+    let base = serve(app(layer)).await;
+    let resp = reqwest::get(format!("{base}/api/items?cost=25")).await.unwrap();
+    assert_eq!(resp.status(), 429);
+    assert_eq!(header(resp.headers(), "retry-after"), None);
+    assert_eq!(header(resp.headers(), "ratelimit-remaining"), Some("10"), "nothing was taken");
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["type"], COST_EXCEEDS_LIMIT);
+    assert_eq!((body["cost"].as_u64(), body["quota"].as_u64()), (Some(25), Some(10)));
+    let ok = reqwest::get(format!("{base}/api/items?cost=4")).await.unwrap();
+    assert_eq!(header(ok.headers(), "ratelimit-remaining"), Some("6"));
+}
+
+#[tokio::test]
+async fn skipped_routes_are_never_limited() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .global(Policy::token_bucket(1, 0.001).unwrap())
+        .skip("/health");
+    let base = serve(app(layer)).await;
+    assert_eq!(reqwest::get(format!("{base}/a")).await.unwrap().status(), 200);
+    assert_eq!(reqwest::get(format!("{base}/a")).await.unwrap().status(), 429);
+    for _ in 0..5 {
+        let resp = reqwest::get(format!("{base}/health")).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(header(resp.headers(), "ratelimit-limit"), None);
+    }
+}
+
+#[tokio::test]
+async fn a_global_limit_caps_the_sum_over_routes() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("a", "/a", Policy::token_bucket(3, 0.001).unwrap())
+        .route("b", "/b", Policy::token_bucket(3, 0.001).unwrap())
+        .global(Policy::token_bucket(5, 0.001).unwrap())
+        .structured_headers(true);
+    let base = serve(app(layer)).await;
+    let mut statuses = vec![];
+    for path in ["a", "a", "a", "b", "b", "b"] {
+        let resp = reqwest::get(format!("{base}/{path}")).await.unwrap();
+        if resp.status() == 429 {
+            assert_eq!(
+                header(resp.headers(), "ratelimit-limit"),
+                Some("5"),
+                "the global limit is the one hit"
+            );
+            assert!(header(resp.headers(), "ratelimit-policy").unwrap().starts_with("\"all\";q=5"));
+        }
+        statuses.push(resp.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429]);
+    // Route a alone would deny its 4th request: its own limit, not the global one.
+    let resp = reqwest::get(format!("{base}/a")).await.unwrap();
+    assert_eq!(resp.status(), 429);
+}
+
+#[tokio::test]
+async fn per_plan_policies_are_looked_up_per_caller() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed).route_per_caller("api", "/api", |caller| {
+        let gold = caller.to_string().starts_with("user:gold");
+        Policy::token_bucket(if gold { 5 } else { 2 }, 0.001).unwrap()
+    });
+    // The application's authentication layer names the principal; this one trusts a header.
+    let app = app(layer).layer(axum::middleware::from_fn(
+        |mut req: axum::extract::Request, next: axum::middleware::Next| async move {
+            if let Some(user) = req.headers().get("x-user").and_then(|v| v.to_str().ok()) {
+                let principal = Principal(user.to_string());
+                req.extensions_mut().insert(principal);
+            }
+            next.run(req).await
+        },
+    ));
+    let base = serve(app).await;
+    let client = reqwest::Client::new();
+    for (user, capacity) in [("gold-1", 5), ("free-1", 2)] {
+        let mut allowed = 0;
+        for _ in 0..8 {
+            let resp = get_with(&client, &format!("{base}/api/items"), &[("x-user", user)]).await;
+            assert_eq!(header(resp.headers(), "ratelimit-limit"), Some(capacity.to_string().as_str()));
+            allowed += usize::from(resp.status() == 200);
+        }
+        assert_eq!(allowed, capacity, "{user}");
+    }
+}
+
+#[tokio::test]
+async fn forwarding_headers_are_believed_only_from_trusted_proxies() {
+    let server = Server::single();
+    let policy = Policy::token_bucket(2, 0.001).unwrap();
+    let client = reqwest::Client::new();
+
+    // No trusted proxy: a client that varies X-Forwarded-For is still one caller (its peer address).
+    let base =
+        serve(app(layer_on(&server, FailurePolicy::Closed).route("api", "/api", policy.clone()))).await;
+    let mut allowed = 0;
+    for i in 0..6 {
+        let spoof = format!("198.51.100.{i}");
+        allowed += usize::from(
+            get_with(&client, &format!("{base}/api/items"), &[("x-forwarded-for", &spoof)]).await.status()
+                == 200,
+        );
+    }
+    assert_eq!(allowed, 2, "spoofed headers do not buy fresh buckets");
+
+    // Behind a trusted proxy (loopback here): the address the proxy appended counts, not what the
+    // client prepended.
+    let trusted = layer_on(&server, FailurePolicy::Closed)
+        .route("api", "/api", policy)
+        .trusted_proxies(["127.0.0.0/8".parse().unwrap()]);
+    let base = serve(app(trusted)).await;
+    let mut allowed = 0;
+    for i in 0..6 {
+        let chain = format!("198.51.100.{i}, 203.0.113.7");
+        allowed += usize::from(
+            get_with(&client, &format!("{base}/api/items"), &[("x-forwarded-for", &chain)]).await.status()
+                == 200,
+        );
+    }
+    assert_eq!(allowed, 2, "one client behind the proxy, whatever it prepends");
+    let other = get_with(&client, &format!("{base}/api/items"), &[("x-forwarded-for", "203.0.113.8")]).await;
+    assert_eq!(other.status(), 200, "another client behind the proxy has its own bucket");
+    let forwarded =
+        get_with(&client, &format!("{base}/api/items"), &[("forwarded", "for=203.0.113.7")]).await;
+    assert_eq!(forwarded.status(), 429, "RFC 7239 Forwarded names the same client");
+}
+
+#[tokio::test]
+async fn degraded_answers_say_so() {
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    for (failure, status) in [(FailurePolicy::Open, 200), (FailurePolicy::Closed, 429)] {
+        let limiter = Limiter::builder(failure).connect(&url).unwrap();
+        let layer = RateLimitLayer::new(limiter).route("api", "/api", Policy::token_bucket(10, 5.0).unwrap());
+        let base = serve(app(layer)).await;
+        let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+        assert_eq!(resp.status(), status, "{failure:?}");
+        assert_eq!(header(resp.headers(), "x-ratelimit-degraded"), Some("true"));
+        assert_eq!(header(resp.headers(), "ratelimit-limit"), Some("10"));
+    }
+}
