@@ -14,7 +14,7 @@ build: deps
 
 # Starts a throwaway module-enabled redis-server on a free port, runs the lab scenarios, stops it.
 demo: build
-	$(CARGO) run --release --quiet --example demo
+	$(CARGO) run --release --quiet -p redis-ratelimit-client --example demo
 
 # Unit and property tests of the pure code, then integration tests against real servers.
 test: build

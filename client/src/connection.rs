@@ -20,7 +20,7 @@ impl Backend {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(deadline))
             .set_response_timeout(None)
-            .set_number_of_retries(1)
+            .set_number_of_retries(0)
             .set_max_delay(deadline);
         Ok(Backend::Single(ConnectionManager::new_lazy_with_config(client, config)?))
     }

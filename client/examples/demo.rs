@@ -1,0 +1,171 @@
+//! The seed lab, whole, against a throwaway module-enabled redis-server: two limiter instances stand
+//! for two application servers sharing one Redis (scenarios 1-4), the HTTP middleware on a real
+//! socket (5), and Redis unreachable, stopped and hung, with fail open and fail closed, the breaker
+//! and recovery (6). Run with `make demo`.
+
+use axum::routing::get;
+use axum::Router;
+use redis_ratelimit_client::http::{Caller, RateLimitLayer};
+use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use testkit::redis;
+use testkit::{info_field, Server};
+
+const DEADLINE: Duration = Duration::from_millis(100);
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let server = Server::start(&[]);
+    let version = info_field(&mut server.conn(), "server", "redis_version").unwrap_or_default();
+    println!("redis-server {version} on 127.0.0.1:{} with the ratelimit module\n", server.port);
+
+    // Two application instances share one Redis. Capacity 10, refill 5 tokens a second.
+    let policy = Policy::token_bucket(10, 5.0)?;
+    let inst_a = Limiter::builder(FailurePolicy::Open).name("a").connect(server.url())?;
+    let inst_b = Limiter::builder(FailurePolicy::Open).name("b").connect(server.url())?;
+    let instances = [&inst_a, &inst_b];
+
+    // 1. A burst of 12 requests for one key, alternating between the instances.
+    let (mut allowed, mut denied) = (0, 0);
+    for i in 0..12 {
+        let d = instances[i % 2].check("rl:user:ada", &policy, 1).await;
+        if d.allowed {
+            allowed += 1;
+        } else {
+            denied += 1;
+            if denied == 1 {
+                // Rounded to 100 ms as in the seed's output.
+                let ms = d.retry_after.unwrap_or_default().as_millis();
+                println!("first denial: remaining={} retry_after={}ms", d.remaining, (ms + 50) / 100 * 100);
+            }
+        }
+    }
+    println!("burst of 12 across two instances: {allowed} allowed, {denied} denied");
+
+    // 2. Tokens come back at the refill rate.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut allowed = 0;
+    for _ in 0..8 {
+        allowed += usize::from(inst_a.check("rl:user:ada", &policy, 1).await.allowed);
+    }
+    println!("after one second at 5 tokens/s: {allowed} of 8 allowed");
+
+    // 3. Keys are independent.
+    let d = inst_a.check("rl:user:bob", &policy, 1).await;
+    println!("another key is untouched: allowed={} remaining={}", d.allowed, d.remaining);
+
+    // 4. 200 tasks race for one fresh key, half on each instance.
+    let racers: Vec<_> = (0..200)
+        .map(|i| {
+            let (limiter, policy) = (instances[i % 2].clone(), policy.clone());
+            tokio::spawn(async move { limiter.check("rl:user:race", &policy, 1).await.allowed })
+        })
+        .collect();
+    let mut ok = 0;
+    for r in racers {
+        ok += usize::from(r.await?);
+    }
+    println!("200 concurrent requests, capacity 10: {ok} allowed");
+
+    http_scenario(&inst_a, &policy).await?;
+    outage_scenario(&policy).await?;
+    Ok(())
+}
+
+/// 5. The HTTP middleware and its headers, on a real socket, keyed (as in the seed) by an IP-like header.
+async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
+    let layer =
+        RateLimitLayer::new(limiter.clone()).route("api", "/", policy.clone()).caller_fn(|parts, ip| {
+            let test_ip = parts.headers.get("x-test-ip").and_then(|v| v.to_str().ok()?.parse().ok());
+            test_ip.or(ip).map_or(Caller::Unknown, Caller::Ip)
+        });
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+    });
+    let client = reqwest::Client::new();
+    for i in 1..=12 {
+        let resp = client.get(&url).header("x-test-ip", "203.0.113.7").send().await?;
+        if [1, 10, 11, 12].contains(&i) {
+            let h =
+                |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            println!(
+                "request {i:2} -> {} limit={} remaining={:?} retry-after={:?}",
+                resp.status().as_u16(),
+                h("ratelimit-limit"),
+                h("ratelimit-remaining"),
+                h("retry-after")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// 6. Redis unreachable: stopped (a closed port) and hung (CLIENT PAUSE), fail open and fail closed;
+/// then the breaker, and recovery.
+async fn outage_scenario(policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
+    let closed =
+        format!("redis://127.0.0.1:{}/", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+    let hung = Server::start(&[]);
+    for (what, url) in [("stopped", closed.as_str()), ("hung", hung.url())] {
+        for failure in [FailurePolicy::Open, FailurePolicy::Closed] {
+            let limiter = Limiter::builder(failure).deadline(DEADLINE).connect(url)?;
+            // Connect while the server is well, then make it stop answering.
+            if what == "hung" {
+                limiter.check("rl:warm", policy, 0).await;
+                pause(&hung, 2000)?;
+            }
+            let start = Instant::now();
+            let d = limiter.check("rl:user:ada", policy, 1).await;
+            let open = failure == FailurePolicy::Open;
+            println!(
+                "redis {what:<7} failOpen={open:<5} -> allowed={:<5} degraded={} in {} ms (deadline {} ms)",
+                d.allowed,
+                d.degraded,
+                start.elapsed().as_millis(),
+                DEADLINE.as_millis()
+            );
+            unpause(&hung)?;
+        }
+    }
+
+    let cooldown = Duration::from_secs(1);
+    let limiter =
+        Limiter::builder(FailurePolicy::Open).deadline(DEADLINE).breaker(3, cooldown).connect(hung.url())?;
+    limiter.check("rl:breaker", policy, 0).await;
+    pause(&hung, 60_000)?;
+    for _ in 0..3 {
+        limiter.check("rl:breaker", policy, 1).await;
+    }
+    let start = Instant::now();
+    for _ in 0..100 {
+        limiter.check("rl:breaker", policy, 1).await;
+    }
+    println!(
+        "breaker open after 3 timeouts: 100 more requests answered in {:.2} ms in all, {} of them sent to Redis",
+        start.elapsed().as_secs_f64() * 1000.0,
+        100 - limiter.counts().short_circuited
+    );
+    unpause(&hung)?;
+    tokio::time::sleep(cooldown).await;
+    let d = limiter.check("rl:breaker", policy, 1).await;
+    println!(
+        "redis back: after the {} s cool-down one probe -> allowed={} degraded={}; breaker open={}",
+        cooldown.as_secs(),
+        d.allowed,
+        d.degraded,
+        limiter.breaker_open()
+    );
+    Ok(())
+}
+
+fn pause(server: &Server, ms: u64) -> redis::RedisResult<()> {
+    redis::cmd("CLIENT").arg("PAUSE").arg(ms).arg("WRITE").query(&mut server.conn())
+}
+
+fn unpause(server: &Server) -> redis::RedisResult<()> {
+    redis::cmd("CLIENT").arg("UNPAUSE").query(&mut server.conn())
+}
