@@ -29,7 +29,9 @@ test-matrix: build
 # docs/benchmarks.md and docs/bench.png), then ns per decision of the pure algorithms (Criterion).
 bench: build
 	@scripts/ensure-deps.sh fonts-dejavu-core
-	$(CARGO) run --release --quiet -p bench
+	$(CARGO) run --release --quiet -p bench --bin rl-bench
+	@scripts/ensure-deps.sh wrk
+	$(CARGO) run --release --quiet -p bench --bin rl-bench-http
 	$(CARGO) bench -p ratelimit-core --bench decide
 
 fmt:
