@@ -73,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// 5. The HTTP middleware and its headers, on a real socket, keyed (as in the seed) by an IP-like header.
+/// Scenario 5. The HTTP middleware and its headers, on a real socket, keyed (as in the seed) by an IP-like header.
 async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
     let layer =
         RateLimitLayer::new(limiter.clone()).route("api", "/", policy.clone()).caller_fn(|parts, ip| {
@@ -104,8 +104,8 @@ async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn
     Ok(())
 }
 
-/// 6. Redis unreachable: stopped (a closed port) and hung (CLIENT PAUSE), fail open and fail closed;
-/// then the breaker, and recovery.
+/// Scenario 6. Redis unreachable: stopped (a closed port) and hung (CLIENT PAUSE), fail open and
+/// fail closed; then the breaker, and recovery.
 async fn outage_scenario(policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
     let closed =
         format!("redis://127.0.0.1:{}/", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());

@@ -79,7 +79,7 @@ impl Policy {
                 "a sliding log holds at most 1,000,000; use Window::SlidingCounter",
             ));
         }
-        if window.is_zero() || window.subsec_nanos() % 1_000_000 != 0 {
+        if window.is_zero() || !window.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(PolicyError::new("window", "must be a positive whole number of milliseconds"));
         }
         if window.as_secs() > MAX_SECONDS {

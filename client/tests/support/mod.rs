@@ -24,8 +24,7 @@ pub fn calls(server: &Server, command: &str) -> u64 {
 
 /// A loopback port with nothing listening on it (a stopped server).
 pub fn closed_port() -> u16 {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    port
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Generous bounds for "answered within the deadline": the deadline plus scheduling slack.
