@@ -278,3 +278,19 @@ fn rates_with_many_decimal_places_are_accepted() {
     // One token short at 5 per minute: about 12 s.
     assert!((11_990..=12_001).contains(&denied[3]), "retry_after_ms {}", denied[3]);
 }
+
+/// Times are free of the refill interval's nanosecond rounding: 3 tokens at 3/s are back in 1 s
+/// (the interval is 333,333,334 ns), and `RateLimit-Reset` built from it says 1, not 2.
+#[test]
+fn a_full_refill_reports_whole_seconds_without_rounding_artefacts() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("artefact");
+    assert_eq!(token(&mut con, &key, 3, "3", 3), [1, 3, 0, 0, 1000]);
+    let denied = token(&mut con, &key, 3, "3", 3);
+    assert_eq!(denied[0], 0);
+    assert!(denied[3] <= 1000 && denied[4] <= 1000, "{denied:?}");
+    // Waiting retry_after_ms succeeds.
+    std::thread::sleep(Duration::from_millis(denied[3] as u64));
+    assert_eq!(token(&mut con, &key, 3, "3", 3)[0], 1);
+}

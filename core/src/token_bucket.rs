@@ -9,6 +9,13 @@
 //!
 //! All times are integer nanoseconds. The refill interval is `ceil(1e9 / rate)` ns, so the effective
 //! rate is never above the requested one (relative error below `rate / 1e9`), and capacity is exact.
+//!
+//! Rounding the interval up makes a full refill of `capacity` tokens last `capacity * interval` ns,
+//! a few ns longer than `capacity / rate` seconds (3 tokens at 3/s: 1,000,000,002 ns), which whole
+//! milliseconds would report as 1001. That artefact (`slack`: `capacity * interval` minus the exact
+//! refill time rounded up, always below one interval and below `capacity` ns) is absorbed: the bucket
+//! counts as holding `capacity` tokens once its backlog is within `slack`, so a full refill is reported
+//! and granted after exactly `ceil(capacity / rate)` ns, and waiting `retry_after` still succeeds.
 
 use crate::decimal::Decimal;
 use crate::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_SEC};
@@ -34,6 +41,8 @@ pub struct TokenBucket {
     capacity: u64,
     interval_ns: Nanos,
     tau_ns: Nanos,
+    /// The rounding artefact of a full refill, absorbed (see the module's documentation).
+    slack_ns: Nanos,
 }
 
 /// The outcome of one request against a bucket: remaining counts whole tokens, reset_after is the
@@ -70,7 +79,20 @@ impl TokenBucket {
         if tau > MAX_HORIZON_NS as u128 {
             return Err(too_long);
         }
-        Ok(TokenBucket { capacity, interval_ns: interval as Nanos, tau_ns: tau as Nanos })
+        // The exact refill time of a full bucket, rounded up; `tau` exceeds it by less than `capacity` ns.
+        let exact = rate.div_ceil_into(u128::from(capacity) * ns_per_sec).ok_or(too_long)?.min(tau);
+        let slack = (tau - exact).min(interval - 1);
+        Ok(TokenBucket {
+            capacity,
+            interval_ns: interval as Nanos,
+            tau_ns: tau as Nanos,
+            slack_ns: slack as Nanos,
+        })
+    }
+
+    /// The backlog a bucket may hold: a full refill plus the absorbed rounding artefact.
+    fn depth(&self) -> Nanos {
+        self.tau_ns + self.slack_ns
     }
 
     /// Decides a request of `cost` tokens at `now`, given the stored TAT (None for a new or expired
@@ -78,15 +100,17 @@ impl TokenBucket {
     /// that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock fault
     /// never grants extra tokens and never locks a client out for longer than one refill.
     pub fn decide(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
+        let depth = self.depth();
         let stored = tat.map_or(0, |t| t.saturating_sub(now)).max(0);
-        let repair = stored > self.tau_ns;
-        let backlog = stored.min(self.tau_ns);
+        let repair = stored > depth;
+        let backlog = stored.min(depth);
         let verdict = |allowed: bool, backlog: Nanos, retry_after_ns: Option<Nanos>| Verdict {
             allowed,
             limit: self.capacity,
-            remaining: ((self.tau_ns - backlog) / self.interval_ns) as u64,
+            // slack < interval, so a fresh bucket still holds exactly `capacity`.
+            remaining: ((depth - backlog) / self.interval_ns) as u64,
             retry_after_ns,
-            reset_after_ns: backlog,
+            reset_after_ns: (backlog - self.slack_ns).max(0),
         };
         let unchanged = |verdict: Verdict| TokenDecision {
             verdict,
@@ -98,8 +122,8 @@ impl TokenBucket {
         }
         // cost <= capacity, so cost * interval <= tau, which fits.
         let after = backlog + cost as Nanos * self.interval_ns;
-        if after > self.tau_ns {
-            return unchanged(verdict(false, backlog, Some(after - self.tau_ns)));
+        if after > depth {
+            return unchanged(verdict(false, backlog, Some(after - depth)));
         }
         if cost == 0 {
             return unchanged(verdict(true, after, Some(0)));
@@ -114,7 +138,7 @@ impl TokenBucket {
     /// The TAT after giving `tokens` back at `now`: never more tokens than capacity. None when nothing
     /// changes (the bucket is already full, or nothing is refunded).
     pub fn refund(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
-        let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.tau_ns);
+        let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.depth());
         if backlog == 0 || tokens == 0 {
             return None;
         }
@@ -187,7 +211,11 @@ mod tests {
             (10, "5", 1000 * MS, 6, false, 5, Some(200 * MS), 1000 * MS),
             (1, "0.5", 0, 1, true, 0, Some(0), 2 * SEC),
             (1, "0.5", SEC, 1, false, 0, Some(SEC), SEC),
-            (3, "3", 0, 3, true, 0, Some(0), 3 * 333_333_334),
+            // A full refill takes 3 * 333,333,334 ns; the 2 ns of rounding are absorbed.
+            (3, "3", 0, 3, true, 0, Some(0), SEC),
+            (3, "3", 3 * 333_333_334, 3, false, 0, Some(SEC), SEC),
+            // Taken again 2 ns before the bucket's last nanosecond of refill: those 2 ns still count.
+            (3, "3", 2, 3, true, 0, Some(0), SEC + 2),
         ];
         for &(cap, rate, backlog, cost, allowed, remaining, retry, reset) in cases {
             let b = bucket(cap, rate);
@@ -272,7 +300,8 @@ mod tests {
                     prop_assert_eq!(d.new_tat, None);
                     prop_assert!(d.verdict.retry_after_ns.is_none_or(|r| r > 0));
                 }
-                let elapsed = (now - T0) as u128;
+                // The absorbed rounding artefact (< capacity ns) lets a token come that much early.
+                let elapsed = (now - T0) as u128 + capacity as u128;
                 // capacity + rate * elapsed, rate = rate_milli / 1000 tokens per second
                 let bound = capacity as u128 + (rate_milli as u128 * elapsed) / (1000 * NANOS_PER_SEC as u128);
                 prop_assert!(admitted <= bound, "admitted {} > bound {}", admitted, bound);
@@ -281,9 +310,25 @@ mod tests {
 
         /// Waiting retry_after is always enough, and waiting less is never enough.
         #[test]
+        fn a_full_refill_is_reported_and_granted_after_capacity_over_rate(capacity in 1u64..1000, rate_milli in 1u64..10_000_000) {
+            let rate = Decimal { mantissa: rate_milli as u128, exponent: -3 };
+            let b = TokenBucket::new(capacity, rate).unwrap();
+            // ceil(capacity / rate) in ns, unless the interval's rounding is more than an artefact.
+            let exact = (capacity as u128 * 1000 * NANOS_PER_SEC as u128).div_ceil(rate_milli as u128) as Nanos;
+            let d = b.decide(None, T0, capacity);
+            prop_assert!(d.verdict.allowed);
+            if b.slack_ns == b.tau_ns - exact {
+                prop_assert_eq!(d.verdict.reset_after_ns, exact);
+                prop_assert!(b.decide(d.new_tat, T0 + exact, capacity).verdict.allowed);
+            }
+            prop_assert!(d.verdict.reset_after_ns >= exact);
+        }
+
+        /// Waiting retry_after is always enough, and waiting less is never enough.
+        #[test]
         fn retry_after_is_exact(capacity in 1u64..50, rate_milli in 1u64..20_000, backlog_frac in 0u64..=1000, cost in 1u64..50) {
             let b = TokenBucket::new(capacity, Decimal { mantissa: rate_milli as u128, exponent: -3 }).unwrap();
-            let tat = Some(T0 + (b.tau_ns as i128 * backlog_frac as i128 / 1000) as Nanos);
+            let tat = Some(T0 + (b.depth() as i128 * backlog_frac as i128 / 1000) as Nanos);
             let d = b.decide(tat, T0, cost);
             if let (false, Some(retry)) = (d.verdict.allowed, d.verdict.retry_after_ns) {
                 prop_assert!(b.decide(tat, T0 + retry, cost).verdict.allowed);
