@@ -241,3 +241,42 @@ async fn degraded_answers_say_so() {
         assert_eq!(header(resp.headers(), "ratelimit-limit"), Some("10"));
     }
 }
+
+/// Plain hyper, no axum: a tower `service_fn` behind the layer, the peer address given as `PeerAddr`.
+#[tokio::test]
+async fn works_with_plain_hyper() {
+    use http_body_util::Full;
+    use hyper::body::{Bytes, Incoming};
+    use redis_ratelimit_client::http::PeerAddr;
+    use tower::{Layer, ServiceExt};
+
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed).global(Policy::token_bucket(2, 0.001).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, peer)) = listener.accept().await else { return };
+            let handler = tower::service_fn(|_req: http::Request<Incoming>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(Full::<Bytes>::from("hello")))
+            });
+            let limited = layer.layer(handler).map_request(move |mut req: http::Request<Incoming>| {
+                req.extensions_mut().insert(PeerAddr(peer));
+                req
+            });
+            let service = hyper_util::service::TowerToHyperService::new(limited);
+            tokio::spawn(async move {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    let client = reqwest::Client::new();
+    let mut statuses = vec![];
+    for _ in 0..3 {
+        let resp = client.get(format!("http://{addr}/")).send().await.unwrap();
+        statuses
+            .push((resp.status().as_u16(), header(resp.headers(), "ratelimit-remaining").map(String::from)));
+    }
+    assert_eq!(statuses, [(200, Some("1".into())), (200, Some("0".into())), (429, Some("0".into()))]);
+}
