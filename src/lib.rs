@@ -13,14 +13,20 @@ mod command;
 #[cfg(not(test))]
 mod registration {
     use crate::command::acl::{add_category, Category};
+    use crate::command::config::{
+        CLASS_LIMIT, CLASS_LIMIT_RANGE, CLASS_STATS, SEPARATOR, TOP_SIZE, TOP_SIZE_RANGE,
+    };
     use crate::command::fixed::Fixed;
+    use crate::command::inspect::Inspect;
     use crate::command::refund::Refund;
     use crate::command::registry::{register, KeySpec};
     use crate::command::slide::Slide;
     use crate::command::slide_count::SlideCount;
     use crate::command::stats;
     use crate::command::token::Token;
+    use crate::command::top::{ResetStats, Top};
     use redis_module::alloc::RedisAlloc;
+    use redis_module::configuration::ConfigurationFlags;
     use redis_module::{redis_module, Context, RedisString, Status};
 
     /// Keys at positions 1, 5, 9, ...: one per `key capacity rate cost` group.
@@ -29,6 +35,8 @@ mod registration {
     const FIRST: KeySpec = KeySpec { first: 1, last: 1, step: 1 };
     /// One key, after a subcommand.
     const SECOND: KeySpec = KeySpec { first: 2, last: 2, step: 1 };
+    /// No keys.
+    const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0 };
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         let fast = c"write deny-oom fast";
@@ -36,16 +44,24 @@ mod registration {
         let slow = c"write deny-oom";
         // A category that exists already (the server's own @ratelimit, another module's) is joined, never
         // fatal: a name clash must not take the server down at start-up.
-        let acl = match add_category(ctx, c"ratelimit") {
-            Category::Unsupported => None,
-            Category::Created | Category::Existing => Some(c"ratelimit"),
+        // Besides @ratelimit, each command is in the server's category for what it does, so that
+        // `+@read` grants the reporting commands and `-@write` takes the limiters away.
+        let (write, read, admin) = match add_category(ctx, c"ratelimit") {
+            Category::Unsupported => (None, None, None),
+            Category::Created | Category::Existing => {
+                (Some(c"ratelimit write"), Some(c"ratelimit read"), Some(c"ratelimit admin dangerous"))
+            }
         };
         let registered = [
-            register::<Token>(ctx, c"rl.token", fast, GROUPS_OF_FOUR, acl),
-            register::<Fixed>(ctx, c"rl.fixed", fast, FIRST, acl),
-            register::<Slide>(ctx, c"rl.slide", slow, FIRST, acl),
-            register::<SlideCount>(ctx, c"rl.slidecount", fast, FIRST, acl),
-            register::<Refund>(ctx, c"rl.refund", fast, SECOND, acl),
+            register::<Token>(ctx, c"rl.token", fast, GROUPS_OF_FOUR, write),
+            register::<Fixed>(ctx, c"rl.fixed", fast, FIRST, write),
+            register::<Slide>(ctx, c"rl.slide", slow, FIRST, write),
+            register::<SlideCount>(ctx, c"rl.slidecount", fast, FIRST, write),
+            register::<Refund>(ctx, c"rl.refund", fast, SECOND, write),
+            // Reporting: read-only (replicas and read-only users may call them), no key writes.
+            register::<Inspect>(ctx, c"rl.inspect", c"readonly fast", FIRST, read),
+            register::<Top>(ctx, c"rl.top", c"readonly", NONE, read),
+            register::<ResetStats>(ctx, c"rl.resetstats", c"admin", NONE, admin),
             stats::register(ctx),
         ];
         if registered.contains(&Status::Err) {
@@ -61,5 +77,19 @@ mod registration {
         data_types: [],
         init: init,
         commands: [],
+        configurations: [
+            i64: [
+                ["class-limit", &CLASS_LIMIT, 256, CLASS_LIMIT_RANGE.0, CLASS_LIMIT_RANGE.1, ConfigurationFlags::DEFAULT, None],
+                ["top-size", &TOP_SIZE, 32, TOP_SIZE_RANGE.0, TOP_SIZE_RANGE.1, ConfigurationFlags::DEFAULT, None],
+            ],
+            string: [
+                ["class-separator", &SEPARATOR, ":", ConfigurationFlags::DEFAULT, None],
+            ],
+            bool: [
+                ["class-stats", &CLASS_STATS, true, ConfigurationFlags::DEFAULT, None],
+            ],
+            enum: [],
+            module_args_as_configuration: true,
+        ]
     }
 }

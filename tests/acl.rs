@@ -35,7 +35,19 @@ fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
     in_category.sort();
     // Valkey 8 lists no module commands under a module category (it enforces it all the same).
     if !in_category.is_empty() {
-        assert_eq!(in_category, ["rl.fixed", "rl.refund", "rl.slide", "rl.slidecount", "rl.token"]);
+        assert_eq!(
+            in_category,
+            [
+                "rl.fixed",
+                "rl.inspect",
+                "rl.refund",
+                "rl.resetstats",
+                "rl.slide",
+                "rl.slidecount",
+                "rl.token",
+                "rl.top"
+            ]
+        );
     }
 
     let _: () = redis::cmd("ACL")

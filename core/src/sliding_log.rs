@@ -165,6 +165,11 @@ impl<'a> Log<'a> {
         self.n
     }
 
+    /// The recorded requests' timestamps (us), oldest first, without the fillers.
+    pub fn recorded(&self) -> impl Iterator<Item = u64> + '_ {
+        self.entries_from(0).map(|(ts, _)| ts).filter(|ts| *ts > FILLER_CEILING)
+    }
+
     pub fn width(&self) -> Width {
         self.width
     }

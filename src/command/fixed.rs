@@ -7,6 +7,7 @@
 use super::arg::Arg;
 use super::counting::{self, Counting};
 use super::error::RlError;
+use super::observe::Keys;
 use super::registry::Command;
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
@@ -18,7 +19,8 @@ use redis_module::Context;
 pub struct Fixed;
 
 impl Command for Fixed {
-    const STATS: &'static CommandStats = &stats::FIXED;
+    const STATS: Option<&'static CommandStats> = Some(&stats::FIXED);
+    const COUNTED: Option<Keys> = Some(Keys::One(0));
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         counting::request::<FixedWindow>(ctx, args)

@@ -20,7 +20,7 @@ use redis_module::Context;
 pub struct Refund;
 
 impl Command for Refund {
-    const STATS: &'static CommandStats = &stats::REFUND;
+    const STATS: Option<&'static CommandStats> = Some(&stats::REFUND);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let [kind, rest @ ..] = args else {

@@ -2,7 +2,9 @@
 //! arguments: each call sees the server's argv directly, and replies go straight to the server.
 
 use super::arg::Arg;
+use super::clock;
 use super::error::RlError;
+use super::observe::{self, Keys};
 use super::reply::Reply;
 use super::stats::CommandStats;
 use redis_module::{raw, Context, Status};
@@ -12,8 +14,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A command: its body gets the arguments after the command name.
 pub trait Command {
-    /// Where `INFO ratelimit` counts this command's outcomes.
-    const STATS: &'static CommandStats;
+    /// Where `INFO ratelimit` counts this command's outcomes (limiters and refunds).
+    const STATS: Option<&'static CommandStats> = None;
+    /// Where the keys are whose classes count this command's outcomes (the limiters).
+    const COUNTED: Option<Keys> = None;
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError>;
 }
@@ -32,7 +36,17 @@ extern "C" fn dispatch<C: Command>(
         C::run(&context, args.get(1..).unwrap_or(&[]))
     }));
     let result = outcome.unwrap_or(Err(RlError::Internal("the command panicked; please report it")));
-    C::STATS.record(&result);
+    if let Some(stats) = C::STATS {
+        stats.record(&result);
+    }
+    if let Some(keys) = C::COUNTED {
+        // SAFETY: as above.
+        let args = unsafe { Arg::slice(argv, usize::try_from(argc).unwrap_or(0)) };
+        let record =
+            || observe::record(args.get(1..).unwrap_or(&[]), keys, &result, || clock::now_ns() / 1_000_000);
+        // Statistics never fail a command.
+        let _ = catch_unwind(AssertUnwindSafe(record));
+    }
     match result {
         Ok(reply) => reply.send(&context),
         Err(err) => err.send(&context),

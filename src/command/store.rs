@@ -51,10 +51,22 @@ impl Drop for StateKey<'_> {
 }
 
 impl<'a> StateKey<'a> {
-    /// Opens `name`; WRONGTYPE when it holds anything but a string.
+    /// Opens `name` for reading and writing; WRONGTYPE when it holds anything but a string.
     pub fn open(ctx: &'a Context, name: &'a Arg) -> Result<StateKey<'a>, RlError> {
+        Self::open_mode(ctx, name, (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int)
+    }
+
+    /// Opens `name` for reading only (read-only commands, replicas); never write through it. None
+    /// when the key does not exist (the server gives no handle for a missing key in read mode).
+    pub fn open_read(ctx: &'a Context, name: &'a Arg) -> Result<Option<StateKey<'a>>, RlError> {
+        match Self::open_mode(ctx, name, raw::REDISMODULE_READ as c_int) {
+            Err(RlError::Internal(_)) => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    fn open_mode(ctx: &'a Context, name: &'a Arg, mode: c_int) -> Result<StateKey<'a>, RlError> {
         let open = api(unsafe { raw::RedisModule_OpenKey })?;
-        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
         // SAFETY: ctx and name are live for 'a; the handle is owned by the returned value.
         let key = StateKey { ctx, name, handle: unsafe { open(ctx.ctx, name.raw(), mode) } };
         if key.handle.is_null() {
@@ -89,7 +101,7 @@ impl<'a> StateKey<'a> {
     }
 
     /// The key's absolute expiry in Unix ms, or None when it has none (or does not exist).
-    fn expire_at_ms(&self) -> Result<Option<i64>, RlError> {
+    pub fn expire_at_ms(&self) -> Result<Option<i64>, RlError> {
         let get = api(unsafe { raw::RedisModule_GetAbsExpire })?;
         // SAFETY: a live key handle.
         let at = unsafe { get(self.handle) };

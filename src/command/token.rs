@@ -7,6 +7,7 @@ use super::arg::Arg;
 use super::args::{positive_decimal, whole};
 use super::clock;
 use super::error::RlError;
+use super::observe::Keys;
 use super::registry::Command;
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
@@ -31,18 +32,23 @@ pub struct Request<'a> {
 }
 
 pub fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
-    let capacity = whole(args[1].bytes(), "capacity", 1, "must be a whole number >= 1")?;
-    let rate = positive_decimal(args[2].bytes(), "rate", "must be a number > 0 (tokens per second)")?;
+    let bucket = parse_bucket(&args[1], &args[2])?;
     let cost = whole(args[3].bytes(), "cost", 0, "must be a whole number >= 0")?;
-    let bucket = TokenBucket::new(capacity, rate).map_err(|e| match e {
+    Ok(Request { key: &args[0], bucket, cost })
+}
+
+/// A bucket from its `capacity` and `rate` arguments.
+pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> {
+    let capacity = whole(capacity.bytes(), "capacity", 1, "must be a whole number >= 1")?;
+    let rate = positive_decimal(rate.bytes(), "rate", "must be a number > 0 (tokens per second)")?;
+    TokenBucket::new(capacity, rate).map_err(|e| match e {
         BucketError::CapacityZero => RlError::invalid("capacity", "must be a whole number >= 1"),
         BucketError::RateNotPositive => RlError::invalid("rate", "must be a number > 0 (tokens per second)"),
         BucketError::RateTooLarge => RlError::invalid("rate", "must be at most 1000000000 tokens per second"),
         BucketError::RefillTooLong => {
             RlError::invalid("capacity", "capacity / rate must be at most 3000000000 seconds")
         }
-    })?;
-    Ok(Request { key: &args[0], bucket, cost })
+    })
 }
 
 /// Parses the key groups; every key at most once.
@@ -70,7 +76,8 @@ pub fn store(key: &mut StateKey, tat: Nanos) -> Result<(), RlError> {
 }
 
 impl Command for Token {
-    const STATS: &'static CommandStats = &stats::TOKEN;
+    const STATS: Option<&'static CommandStats> = Some(&stats::TOKEN);
+    const COUNTED: Option<Keys> = Some(Keys::EveryFromFirst(4));
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let requests = parse_requests(args)?;
