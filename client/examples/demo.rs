@@ -3,6 +3,7 @@
 //! socket (5), and Redis unreachable, stopped and hung, with fail open and fail closed, the breaker
 //! and recovery (6). Run with `make demo`.
 
+use axum::extract::Path;
 use axum::routing::get;
 use axum::Router;
 use redis_ratelimit_client::http::{Caller, RateLimitLayer};
@@ -73,14 +74,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Scenario 5. The HTTP middleware and its headers, on a real socket, keyed (as in the seed) by an IP-like header.
+/// Scenario 5. The HTTP middleware and its headers, on a real socket, keyed (as in the seed) by an
+/// IP-like header; then the admin endpoint answers "why is this client limited?".
 async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
-    let layer =
-        RateLimitLayer::new(limiter.clone()).route("api", "/", policy.clone()).caller_fn(|parts, ip| {
+    let layer = RateLimitLayer::new(limiter.clone())
+        .route("api", "/", policy.clone())
+        .skip("/admin/")
+        .caller_fn(|parts, ip| {
             let test_ip = parts.headers.get("x-test-ip").and_then(|v| v.to_str().ok()?.parse().ok());
             test_ip.or(ip).map_or(Caller::Unknown, Caller::Ip)
         });
-    let app = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+    let admin = limiter.clone();
+    let admin_policy = policy.clone();
+    // Counters of every decision, exported for Prometheus at /metrics.
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/admin/metrics", get(move || std::future::ready(prometheus.render())))
+        .route(
+            "/admin/ratelimit/{ip}",
+            get(move |Path(ip): Path<String>| admin_view(admin.clone(), admin_policy.clone(), ip)),
+        )
+        .layer(layer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/", listener.local_addr()?);
     tokio::spawn(async move {
@@ -101,7 +116,30 @@ async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn
             );
         }
     }
+    let view = client.get(format!("{url}admin/ratelimit/203.0.113.7")).send().await?.text().await?;
+    println!("GET /admin/ratelimit/203.0.113.7 -> {view}");
+    let scraped = client.get(format!("{url}admin/metrics")).send().await?.text().await?;
+    for line in scraped.lines().filter(|l| l.starts_with("ratelimit_http_requests_total")) {
+        println!("GET /admin/metrics -> {line}");
+    }
     Ok(())
+}
+
+/// The admin endpoint: the client's bucket as RL.INSPECT decodes it (read-only, works on replicas),
+/// and its place among the most denied keys (RL.TOP).
+async fn admin_view(limiter: Limiter, policy: Policy, ip: String) -> axum::Json<serde_json::Value> {
+    let key = format!("rl:{{ip:{ip}}}:api");
+    let state = limiter.inspect(&key, Some(&policy)).await.ok().flatten();
+    let top = limiter.top_denied(10).await.unwrap_or_default();
+    let denied = top.iter().find(|d| d.key == key);
+    axum::Json(serde_json::json!({
+        "key": key,
+        "remaining": state.as_ref().and_then(|s| s.remaining),
+        "retry_after_ms": state.as_ref().and_then(|s| s.retry_after).map(|d| d.as_millis() as u64),
+        "reset_after_ms": state.as_ref().and_then(|s| s.reset_after).map(|d| d.as_millis() as u64),
+        "recent_denials": denied.map(|d| d.denied),
+        "denied_for_ms": denied.map(|d| d.denied_for.as_millis() as u64),
+    }))
 }
 
 /// Scenario 6. Redis unreachable: stopped (a closed port) and hung (CLIENT PAUSE), fail open and

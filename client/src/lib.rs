@@ -29,6 +29,7 @@
 //! assert_eq!(err.to_string(), "invalid capacity: must be at least 1");
 //! ```
 
+mod admin;
 mod batch;
 mod breaker;
 mod command;
@@ -42,6 +43,7 @@ mod limiter;
 mod policy;
 mod precheck;
 
+pub use admin::{DeniedKey, Inspection};
 pub use batch::TokenReserve;
 pub use command::Limit;
 pub use counters::Counts;

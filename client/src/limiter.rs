@@ -193,8 +193,8 @@ impl Limiter {
         self.inner.breaker.is_open()
     }
 
-    /// Sends any command through the limiter's connection, breaker and deadline (for admin reads).
-    pub async fn query(&self, cmd: &redis::Cmd) -> Result<Value, CallError> {
+    /// Sends a command through the limiter's connection, breaker and deadline.
+    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, CallError> {
         let inner = &*self.inner;
         if let Admission::Reject(_) = inner.breaker.admit(Instant::now()) {
             return Err(CallError::BreakerOpen);

@@ -221,7 +221,7 @@ where
             let (_, policy, cost, name) = &plan.limits[decision.limiting.min(plan.limits.len() - 1)];
             let described =
                 Described { name, window_secs: policy.window_length().as_secs().max(1), cost: *cost };
-            record(&plan.route_name, &decision);
+            record(&plan.route_name, name, &decision);
             if !decision.allowed {
                 return Ok(denied(&decision, &described, config.structured));
             }
@@ -266,14 +266,16 @@ impl Config {
     }
 }
 
-/// `ratelimit_http_requests_total{route, outcome}` through the `metrics` facade.
-fn record(route: &str, d: &Decision) {
+/// `ratelimit_http_requests_total{route, limit, outcome}` through the `metrics` facade: `limit` is the
+/// policy the decision describes (the route's, or `all` for the global one).
+fn record(route: &str, limit: &str, d: &Decision) {
     let outcome = match (d.allowed, d.degraded) {
         (true, false) => "allowed",
         (false, false) => "denied",
         (true, true) => "degraded_allowed",
         (false, true) => "degraded_denied",
     };
-    metrics::counter!("ratelimit_http_requests_total", "route" => route.to_string(), "outcome" => outcome)
+    let (route, limit) = (route.to_string(), limit.to_string());
+    metrics::counter!("ratelimit_http_requests_total", "route" => route, "limit" => limit, "outcome" => outcome)
         .increment(1);
 }
