@@ -20,6 +20,8 @@ pub struct Measured {
     pub rps: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// Server time per call of the scenario's main command (INFO commandstats), NaN when unknown.
+    pub us_per_call: f64,
 }
 
 /// One request: commands whose arguments may contain `{key}`.
@@ -89,6 +91,7 @@ impl Load {
             rps: (per_client * self.clients) as f64 / elapsed,
             p50_ms: f64::from(pct(0.50)) / 1000.0,
             p99_ms: f64::from(pct(0.99)) / 1000.0,
+            us_per_call: f64::NAN,
         }
     }
 

@@ -31,7 +31,13 @@ struct Scenario {
     family: &'static str,
     name: &'static str,
     driver: Driver,
+    /// Module settings for this scenario (CONFIG SET before it, back to the defaults after).
+    config: &'static [(&'static str, &'static str)],
 }
+
+/// The module's defaults, restored after a scenario that changed them.
+const DEFAULTS: &[(&str, &str)] = &[("ratelimit.class-stats", "yes")];
+const CLASS_STATS_OFF: &[(&str, &str)] = &[("ratelimit.class-stats", "no")];
 
 const MULTI_FIXED: loadgen::Request =
     &[&["MULTI"], &["INCR", "{key}"], &["PEXPIRE", "{key}", "60000", "NX"], &["EXEC"]];
@@ -39,30 +45,60 @@ const MULTI_FIXED: loadgen::Request =
 fn scenarios() -> Vec<Scenario> {
     use Driver::*;
     vec![
-        Scenario { family: "token", name: "INCR (floor)", driver: Benchmark("INCR {key}") },
-        Scenario { family: "token", name: "RL.TOKEN", driver: Benchmark("RL.TOKEN {key} 10 5 1") },
+        Scenario { family: "token", name: "INCR (floor)", driver: Benchmark("INCR {key}"), config: &[] },
+        Scenario {
+            family: "token",
+            name: "RL.TOKEN",
+            driver: Benchmark("RL.TOKEN {key} 10 5 1"),
+            config: &[],
+        },
+        Scenario {
+            family: "token",
+            name: "RL.TOKEN (class stats off)",
+            driver: Benchmark("RL.TOKEN {key} 10 5 1"),
+            config: CLASS_STATS_OFF,
+        },
         Scenario {
             family: "token",
             name: "Lua token bucket",
             driver: Benchmark("EVALSHA {sha:token} 1 {key} 10 5 1"),
+            config: &[],
         },
-        Scenario { family: "slide", name: "RL.SLIDE", driver: Benchmark("RL.SLIDE {key} 100 60 {id}") },
+        Scenario {
+            family: "slide",
+            name: "RL.SLIDE",
+            driver: Benchmark("RL.SLIDE {key} 100 60 {id}"),
+            config: &[],
+        },
         Scenario {
             family: "slide",
             name: "Lua sliding log",
             driver: Benchmark("EVALSHA {sha:slide} 1 {key} 100 60 {id}"),
+            config: &[],
         },
-        Scenario { family: "slide", name: "RL.SLIDECOUNT", driver: Benchmark("RL.SLIDECOUNT {key} 100 60") },
+        Scenario {
+            family: "slide",
+            name: "RL.SLIDECOUNT",
+            driver: Benchmark("RL.SLIDECOUNT {key} 100 60"),
+            config: &[],
+        },
         Scenario {
             family: "fixed",
             name: "RL.FIXED",
             driver: LoadGen(&[&["RL.FIXED", "{key}", "100", "60"]]),
+            config: &[],
         },
-        Scenario { family: "fixed", name: "MULTI INCR PEXPIRE NX EXEC", driver: LoadGen(MULTI_FIXED) },
+        Scenario {
+            family: "fixed",
+            name: "MULTI INCR PEXPIRE NX EXEC",
+            driver: LoadGen(MULTI_FIXED),
+            config: &[],
+        },
         Scenario {
             family: "fixed",
             name: "INCR (floor, load generator)",
             driver: LoadGen(&[&["INCR", "{key}"]]),
+            config: &[],
         },
     ]
 }
@@ -103,7 +139,36 @@ fn redis_benchmark(port: u16, command: &str, pipeline: usize, random: bool, requ
     let fields: Vec<f64> =
         line.split("\",\"").skip(1).map(|f| f.trim_matches('"').parse().unwrap_or(f64::NAN)).collect();
     // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-    Measured { rps: fields[0], p50_ms: fields[3], p99_ms: fields[5] }
+    Measured { rps: fields[0], p50_ms: fields[3], p99_ms: fields[5], us_per_call: f64::NAN }
+}
+
+impl Scenario {
+    /// The command whose server time per call is reported (the first of the request).
+    fn command(&self) -> String {
+        let first = match &self.driver {
+            Driver::Benchmark(template) => template.split(' ').next(),
+            Driver::LoadGen(request) => request.first().and_then(|c| c.first()).copied(),
+        };
+        first.unwrap_or("").to_lowercase()
+    }
+}
+
+fn configure(con: &mut redis::Connection, settings: &[(&str, &str)]) {
+    for (name, value) in settings {
+        let _: () =
+            redis::cmd("CONFIG").arg("SET").arg(*name).arg(*value).query(con).expect("CONFIG SET failed");
+    }
+}
+
+/// usec_per_call of `command` in INFO commandstats since the last CONFIG RESETSTAT.
+fn us_per_call(con: &mut redis::Connection, command: String) -> f64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap_or_default();
+    let prefix = format!("cmdstat_{command}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').find_map(|f| f.strip_prefix("usec_per_call=")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 fn expand(template: &str, random: bool, shas: &[(&str, String)]) -> String {
@@ -161,7 +226,12 @@ fn main() {
                     let base = if pipeline == 16 { 400_000.0 } else { 60_000.0 };
                     let requests = ((base * scale) as usize).max(CLIENTS * pipeline);
                     let _: () = redis::cmd("FLUSHALL").query(&mut con).expect("FLUSHALL failed");
-                    let result = match &s.driver {
+                    configure(&mut con, s.config);
+                    let _: () = redis::cmd("CONFIG")
+                        .arg("RESETSTAT")
+                        .query(&mut con)
+                        .expect("CONFIG RESETSTAT failed");
+                    let mut result = match &s.driver {
                         Driver::Benchmark(template) => {
                             let command = expand(template, random, &shas);
                             redis_benchmark(server.port, &command, pipeline, random, requests)
@@ -172,6 +242,8 @@ fn main() {
                                 .run(request)
                         }
                     };
+                    result.us_per_call = us_per_call(&mut con, s.command());
+                    configure(&mut con, DEFAULTS);
                     results.push(result);
                 }
             }
@@ -217,14 +289,20 @@ fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
     let _ = writeln!(out, "RL.SLIDE / Lua log / RL.SLIDECOUNT / RL.FIXED limit 100 per 60 s. redis-benchmark drives single commands;");
     let _ = writeln!(out, "the built-in load generator drives MULTI blocks (and RL.FIXED and INCR beside them, so they compare like with like).\n");
     let _ = writeln!(out, "## Throughput and latency\n");
-    let _ = writeln!(out, "| family | command | pipeline | keys | req/s | p50 ms | p99 ms |");
-    let _ = writeln!(out, "| --- | --- | --- | --- | ---: | ---: | ---: |");
+    let _ = writeln!(out, "| family | command | pipeline | keys | req/s | p50 ms | p99 ms | us/call |");
+    let _ = writeln!(out, "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |");
     for r in rows {
         let keys = if r.random { "random" } else { "hot" };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {keys} | {:.0} | {:.3} | {:.3} |",
-            r.family, r.name, r.pipeline, r.result.rps, r.result.p50_ms, r.result.p99_ms
+            "| {} | {} | {} | {keys} | {:.0} | {:.3} | {:.3} | {:.2} |",
+            r.family,
+            r.name,
+            r.pipeline,
+            r.result.rps,
+            r.result.p50_ms,
+            r.result.p99_ms,
+            r.result.us_per_call
         );
     }
     let _ = writeln!(out, "\n## Ratios (pipeline 16, random keys unless said)\n");
@@ -233,6 +311,7 @@ fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
     let targets = [
         ("RL.TOKEN / Lua token bucket", "RL.TOKEN", "Lua token bucket", ">= 2.5"),
         ("RL.TOKEN / INCR", "RL.TOKEN", "INCR (floor)", ">= 0.5"),
+        ("RL.TOKEN class stats on / off", "RL.TOKEN", "RL.TOKEN (class stats off)", ">= 0.95"),
         ("RL.SLIDE / Lua sliding log", "RL.SLIDE", "Lua sliding log", ">= 2"),
         ("RL.FIXED / MULTI INCR PEXPIRE", "RL.FIXED", "MULTI INCR PEXPIRE NX EXEC", ""),
         ("RL.FIXED / INCR (load generator)", "RL.FIXED", "INCR (floor, load generator)", ""),
@@ -242,6 +321,20 @@ fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
             if let Some(x) = ratio(rows, a, b, 16, random) {
                 let _ = writeln!(out, "| {label}{suffix} | {x:.2} | {} |", if random { target } else { "" });
             }
+        }
+    }
+    let us = |name: &str, random: bool| {
+        rows.iter()
+            .find(|r| r.name == name && r.pipeline == 16 && r.random == random)
+            .map(|r| r.result.us_per_call)
+    };
+    for (random, suffix) in [(true, ""), (false, ", hot key")] {
+        if let (Some(on), Some(off)) = (us("RL.TOKEN", random), us("RL.TOKEN (class stats off)", random)) {
+            let _ = writeln!(
+                out,
+                "| RL.TOKEN server time per call, class stats off / on{suffix} | {:.2} | >= 0.95 |",
+                off / on
+            );
         }
     }
     let _ = writeln!(out, "\n## Memory\n");
