@@ -39,6 +39,17 @@ mod registration {
     const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0 };
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        // Keys are signalled as modified only when written (see `store`), not whenever a key opened
+        // for writing is closed: a denial must not abort another client's WATCH.
+        // SAFETY: called from OnLoad with the server's context.
+        unsafe {
+            if let Some(set_options) = redis_module::raw::RedisModule_SetModuleOptions {
+                set_options(
+                    ctx.ctx,
+                    redis_module::raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as i32,
+                );
+            }
+        }
         let fast = c"write deny-oom fast";
         // RL.SLIDE is not "fast": growing or shrinking a log copies it (amortised O(1), worst O(limit)).
         let slow = c"write deny-oom";

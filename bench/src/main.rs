@@ -8,6 +8,7 @@ mod chart;
 mod loadgen;
 mod lua;
 mod memory;
+mod peers;
 
 use loadgen::{Load, Measured};
 use std::fmt::Write as _;
@@ -202,8 +203,21 @@ fn ratio(rows: &[Row], a: &str, b: &str, pipeline: usize, random: bool) -> Optio
     Some(find(a)? / find(b)?)
 }
 
+fn write_doc(name: &str, text: &str) {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    std::fs::create_dir_all(&docs).expect("cannot create docs/");
+    std::fs::write(docs.join(name), text).unwrap_or_else(|e| panic!("cannot write docs/{name}: {e}"));
+}
+
 fn main() {
     let scale: f64 = std::env::var("RL_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    // `rl-bench peers`: only the side-by-side table.
+    if std::env::args().nth(1).as_deref() == Some("peers") {
+        let report = peers::run(scale);
+        println!("{report}");
+        write_doc("bench-peers.md", &report);
+        return;
+    }
     let server = Server::start(&["--appendonly", "no"]);
     let mut con = server.conn();
     let version = info_field(&mut con, "server", "redis_version").unwrap_or_default();
@@ -262,9 +276,8 @@ fn main() {
     let memory = memory::measure(&mut con, &shas);
     let report = report(&rows, &memory, &version);
     println!("{report}");
+    write_doc("benchmarks.md", &report);
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
-    std::fs::create_dir_all(&docs).expect("cannot create docs/");
-    std::fs::write(docs.join("benchmarks.md"), &report).expect("cannot write docs/benchmarks.md");
     let title = format!("redis-ratelimit on Redis {version}, {}: 50 clients, random keys", machine());
     match chart::draw(
         &docs.join("bench.png"),
@@ -274,6 +287,11 @@ fn main() {
         Ok(()) => eprintln!("wrote docs/benchmarks.md and docs/bench.png"),
         Err(e) => eprintln!("wrote docs/benchmarks.md; no chart: {e}"),
     }
+    drop(con);
+    drop(server);
+    let peers = peers::run(scale);
+    println!("{peers}");
+    write_doc("bench-peers.md", &peers);
 }
 
 fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {

@@ -26,8 +26,15 @@ pub enum Outcome {
 
 #[derive(Default)]
 pub struct Classes {
-    by_class: HashMap<Box<[u8]>, Outcomes, ahash::RandomState>,
+    counters: Vec<Outcomes>,
+    index: HashMap<Box<[u8]>, usize, ahash::RandomState>,
     other: Outcomes,
+    /// The last key and class counted, and the class's index: runs of calls for one key skip finding
+    /// its class, runs of calls in one class skip the hash lookup.
+    last_key: Vec<u8>,
+    last_separator: u8,
+    last: Vec<u8>,
+    last_index: Option<usize>,
 }
 
 /// The class of `key`: the part before the last `separator`.
@@ -41,11 +48,22 @@ pub fn class_of(key: &[u8], separator: u8) -> &[u8] {
 impl Classes {
     /// Counts `outcome` for `key`'s class; a new class beyond `limit` is counted as `other`.
     pub fn record(&mut self, key: &[u8], separator: u8, limit: usize, outcome: Outcome) {
-        let class = class_of(key, separator);
-        let room = self.by_class.len() < limit;
-        let counters = match self.by_class.contains_key(class) || room {
-            true => self.by_class.entry(class.into()).or_default(),
-            false => &mut self.other,
+        let index = if self.last_key == key && self.last_separator == separator && !self.last_key.is_empty() {
+            self.last_index
+        } else {
+            let class = class_of(key, separator);
+            let index = match self.last_index {
+                Some(i) if self.last == class && self.last_separator == separator => Some(i),
+                _ => self.lookup(class, limit),
+            };
+            self.last_key.clear();
+            self.last_key.extend_from_slice(key);
+            self.last_separator = separator;
+            index
+        };
+        let counters = match index {
+            Some(i) => &mut self.counters[i],
+            None => &mut self.other,
         };
         match outcome {
             Outcome::Allowed => counters.allowed += 1,
@@ -54,9 +72,27 @@ impl Classes {
         }
     }
 
+    /// The class's index, adding it while there is room; remembered as the last class.
+    fn lookup(&mut self, class: &[u8], limit: usize) -> Option<usize> {
+        let index = match self.index.get(class) {
+            Some(&i) => Some(i),
+            None if self.counters.len() < limit => {
+                self.counters.push(Outcomes::default());
+                self.index.insert(class.into(), self.counters.len() - 1);
+                Some(self.counters.len() - 1)
+            }
+            None => None,
+        };
+        self.last.clear();
+        self.last.extend_from_slice(class);
+        self.last_index = index;
+        index
+    }
+
     /// Every counted class, sorted by name, then `other` when it counted anything.
     pub fn snapshot(&self) -> Vec<(Vec<u8>, Outcomes)> {
-        let mut all: Vec<(Vec<u8>, Outcomes)> = self.by_class.iter().map(|(k, v)| (k.to_vec(), *v)).collect();
+        let mut all: Vec<(Vec<u8>, Outcomes)> =
+            self.index.iter().map(|(k, &i)| (k.to_vec(), self.counters[i])).collect();
         all.sort();
         if self.other != Outcomes::default() {
             all.push((OTHER.to_vec(), self.other));
@@ -66,7 +102,7 @@ impl Classes {
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.by_class.len()
+        self.counters.len()
     }
 }
 

@@ -2,11 +2,26 @@
 
 use ratelimit_core::time::{Nanos, NANOS_PER_MS};
 use redis_module::raw;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+/// The last reading, for what runs after a command (statistics) without reading the clock again.
+static LAST: AtomicI64 = AtomicI64::new(0);
+
+/// The time the last command read (0 before any).
+pub fn last_ns() -> Nanos {
+    LAST.load(Relaxed)
+}
 
 /// The server's time in nanoseconds: the cached command time where the server has it (Redis 7.2+,
 /// Valkey), so the limiter agrees with key expiry inside MULTI/EXEC and scripts; milliseconds on
 /// Redis 7.0, which lacks the microsecond API.
 pub fn now_ns() -> Nanos {
+    let now = read();
+    LAST.store(now, Relaxed);
+    now
+}
+
+fn read() -> Nanos {
     // SAFETY: the pointers are set by RedisModule_Init and only read here; a missing one is skipped.
     unsafe {
         if let Some(cached_us) = raw::RedisModule_CachedMicroseconds {

@@ -14,9 +14,11 @@ use redis_module::Context;
 /// A window-counting limiter, as the command layer uses it.
 pub trait Counting: Sized {
     type State: Copy;
+    /// The stored bytes of a state (a fixed-size array: no allocation per call).
+    type Encoded: AsRef<[u8]>;
 
     fn new(limit: u64, window_ns: Nanos) -> Option<Self>;
-    fn encode(state: &Self::State) -> Vec<u8>;
+    fn encode(state: &Self::State) -> Self::Encoded;
     /// None when the bytes are not this limiter's state.
     fn decode(bytes: &[u8]) -> Option<Self::State>;
     /// The verdict, and the state to store when there is one.
@@ -37,7 +39,7 @@ fn read<L: Counting>(key: &StateKey) -> Result<Option<L::State>, RlError> {
 
 fn store<L: Counting>(limiter: &L, key: &mut StateKey, state: &L::State, now: Nanos) -> Result<(), RlError> {
     let expiry = Expiry { at_least_ms: ceil_ms(limiter.expires_at(state, now)), slack_ms: 0 };
-    key.write(&L::encode(state), expiry)
+    key.write(L::encode(state).as_ref(), expiry)
 }
 
 /// `RL.FIXED` / `RL.SLIDECOUNT key limit window [cost]`.

@@ -29,13 +29,17 @@ impl Command for Fixed {
 
 impl Counting for FixedWindow {
     type State = WindowState;
+    type Encoded = [u8; 16];
 
     fn new(limit: u64, window_ns: Nanos) -> Option<Self> {
         FixedWindow::new(limit, window_ns)
     }
 
-    fn encode(state: &WindowState) -> Vec<u8> {
-        [state.count.to_le_bytes(), state.ends_at.to_le_bytes()].concat()
+    fn encode(state: &WindowState) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&state.count.to_le_bytes());
+        out[8..].copy_from_slice(&state.ends_at.to_le_bytes());
+        out
     }
 
     fn decode(bytes: &[u8]) -> Option<WindowState> {

@@ -24,6 +24,8 @@ pub struct Entry {
 pub struct HeavyHitters {
     entries: Vec<Entry>,
     index: HashMap<Box<[u8]>, usize, ahash::RandomState>,
+    /// The entry of the last key recorded: a key denied again and again skips the hash lookup.
+    last: Option<usize>,
 }
 
 fn bounded(key: &[u8]) -> &[u8] {
@@ -34,19 +36,23 @@ impl HeavyHitters {
     /// Counts one denial of `key` at `now_ms`, tracking at most `capacity` keys.
     pub fn record(&mut self, key: &[u8], now_ms: i64, capacity: usize) {
         let key = bounded(key);
-        if let Some(&i) = self.index.get(key) {
+        // A smaller capacity (ratelimit.top-size lowered) drops the smallest entries first.
+        while self.entries.len() > capacity.max(1) {
+            self.evict_min();
+        }
+        let cached = self.last.filter(|&i| self.entries.get(i).is_some_and(|e| *e.key == *key));
+        if let Some(i) = cached.or_else(|| self.index.get(key).copied()) {
             let e = &mut self.entries[i];
             e.count += 1;
             e.last_ms = now_ms;
+            self.last = Some(i);
             return;
-        }
-        while self.entries.len() > capacity.max(1) {
-            self.evict_min();
         }
         if self.entries.len() < capacity.max(1) {
             self.index.insert(key.into(), self.entries.len());
             let entry = Entry { key: key.into(), count: 1, error: 0, first_ms: now_ms, last_ms: now_ms };
             self.entries.push(entry);
+            self.last = Some(self.entries.len() - 1);
             return;
         }
         let Some(i) = self.min_index() else { return };
@@ -55,6 +61,7 @@ impl HeavyHitters {
         let min = e.count;
         *e = Entry { key: key.into(), count: min + 1, error: min, first_ms: now_ms, last_ms: now_ms };
         self.index.insert(key.into(), i);
+        self.last = Some(i);
     }
 
     fn min_index(&self) -> Option<usize> {

@@ -22,3 +22,4 @@ pub mod stats;
 mod store;
 pub mod token;
 pub mod top;
+mod try_cell;

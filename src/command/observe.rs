@@ -8,7 +8,7 @@ use super::config;
 use super::error::RlError;
 use super::heavy::HeavyHitters;
 use super::reply::Reply;
-use std::sync::{Mutex, MutexGuard};
+use super::try_cell::TryCell;
 
 /// Where a command's keys are, for counting: one key, or every `step`-th argument from the first.
 #[derive(Clone, Copy)]
@@ -23,10 +23,12 @@ pub struct Observed {
     pub denied: HeavyHitters,
 }
 
-static OBSERVED: Mutex<Option<Observed>> = Mutex::new(None);
+static OBSERVED: TryCell<Option<Observed>> = TryCell::new(None);
 
-pub fn lock() -> MutexGuard<'static, Option<Observed>> {
-    OBSERVED.lock().unwrap_or_else(|e| e.into_inner())
+/// Runs `f` on what was observed (None when nothing was yet, or in the impossible case of a second
+/// thread holding it).
+pub fn read<R>(f: impl FnOnce(&Observed) -> R) -> Option<R> {
+    OBSERVED.with(|o| o.as_ref().map(f)).flatten()
 }
 
 fn key_at(args: &[Arg], keys: Keys, position: usize) -> Option<&[u8]> {
@@ -44,8 +46,20 @@ pub fn record(args: &[Arg], keys: Keys, result: &Result<Reply, RlError>, now_ms:
         return;
     }
     let (separator, limit) = (config::SEPARATOR.get(), config::class_limit());
-    let mut guard = lock();
-    let observed = guard.get_or_insert_with(Observed::default);
+    OBSERVED.with(|o| {
+        record_in(o.get_or_insert_with(Observed::default), args, keys, result, separator, limit, now_ms)
+    });
+}
+
+fn record_in(
+    observed: &mut Observed,
+    args: &[Arg],
+    keys: Keys,
+    result: &Result<Reply, RlError>,
+    separator: u8,
+    limit: usize,
+    now_ms: impl FnOnce() -> i64,
+) {
     match result {
         Ok(Reply::Limit { verdict, .. }) if verdict.allowed => {
             let mut position = 0;
@@ -71,5 +85,5 @@ pub fn record(args: &[Arg], keys: Keys, result: &Result<Reply, RlError>, now_ms:
 
 /// Clears the classes and the heavy hitters.
 pub fn reset() {
-    *lock() = None;
+    OBSERVED.with(|o| *o = None);
 }

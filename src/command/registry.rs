@@ -43,7 +43,7 @@ extern "C" fn dispatch<C: Command>(
         // SAFETY: as above.
         let args = unsafe { Arg::slice(argv, usize::try_from(argc).unwrap_or(0)) };
         let record =
-            || observe::record(args.get(1..).unwrap_or(&[]), keys, &result, || clock::now_ns() / 1_000_000);
+            || observe::record(args.get(1..).unwrap_or(&[]), keys, &result, || clock::last_ns() / 1_000_000);
         // Statistics never fail a command.
         let _ = catch_unwind(AssertUnwindSafe(record));
     }

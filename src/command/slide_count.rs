@@ -29,13 +29,14 @@ impl Command for SlideCount {
 
 impl Counting for SlidingCounter {
     type State = CounterState;
+    type Encoded = [u8; 24];
 
     fn new(limit: u64, window_ns: Nanos) -> Option<Self> {
         SlidingCounter::new(limit, window_ns)
     }
 
-    fn encode(state: &CounterState) -> Vec<u8> {
-        state.encode().to_vec()
+    fn encode(state: &CounterState) -> [u8; 24] {
+        state.encode()
     }
 
     fn decode(bytes: &[u8]) -> Option<CounterState> {

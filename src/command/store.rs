@@ -13,6 +13,7 @@ use super::arg::Arg;
 use super::error::RlError;
 use redis_module::{raw, Context};
 use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 const SET: &[u8] = b"SET\0";
 const PXAT: &[u8] = b"PXAT\0";
@@ -37,6 +38,8 @@ pub struct StateKey<'a> {
     ctx: &'a Context,
     name: &'a Arg,
     handle: *mut raw::RedisModuleKey,
+    /// The key did not exist when opened, and nothing was written since.
+    empty: bool,
 }
 
 impl Drop for StateKey<'_> {
@@ -68,23 +71,25 @@ impl<'a> StateKey<'a> {
     fn open_mode(ctx: &'a Context, name: &'a Arg, mode: c_int) -> Result<StateKey<'a>, RlError> {
         let open = api(unsafe { raw::RedisModule_OpenKey })?;
         // SAFETY: ctx and name are live for 'a; the handle is owned by the returned value.
-        let key = StateKey { ctx, name, handle: unsafe { open(ctx.ctx, name.raw(), mode) } };
+        let mut key = StateKey { ctx, name, handle: unsafe { open(ctx.ctx, name.raw(), mode) }, empty: true };
         if key.handle.is_null() {
             return Err(RlError::Internal("cannot open the key"));
         }
         let key_type = api(unsafe { raw::RedisModule_KeyType })?;
         // SAFETY: a live key handle.
         match unsafe { key_type(key.handle) } as isize {
-            raw::REDISMODULE_KEYTYPE_EMPTY | raw::REDISMODULE_KEYTYPE_STRING => Ok(key),
+            raw::REDISMODULE_KEYTYPE_EMPTY => Ok(key),
+            raw::REDISMODULE_KEYTYPE_STRING => {
+                key.empty = false;
+                Ok(key)
+            }
             _ => Err(RlError::WrongType),
         }
     }
 
     /// The stored bytes, or None when the key does not exist.
     pub fn read(&self) -> Result<Option<&[u8]>, RlError> {
-        let key_type = api(unsafe { raw::RedisModule_KeyType })?;
-        // SAFETY: a live key handle.
-        if unsafe { key_type(self.handle) } as isize == raw::REDISMODULE_KEYTYPE_EMPTY {
+        if self.empty {
             return Ok(None);
         }
         let dma = api(unsafe { raw::RedisModule_StringDMA })?;
@@ -131,6 +136,8 @@ impl<'a> StateKey<'a> {
     /// `SET key value PXAT ms` or `SET key value KEEPTTL`.
     pub fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
         self.store_value(value)?;
+        self.empty = false;
+        self.signal_modified();
         let change = self.expiry_change(expiry)?;
         if let Some(at) = change {
             self.set_expire(at)?;
@@ -141,10 +148,18 @@ impl<'a> StateKey<'a> {
         // "c" a NUL-terminated C string, "l" a long long.
         unsafe {
             match change {
-                None => replicate(self.ctx.ctx, cstr(SET), cstr(b"sbc\0"), name, ptr, len, cstr(KEEPTTL)),
-                Some(at) => {
-                    replicate(self.ctx.ctx, cstr(SET), cstr(b"sbcl\0"), name, ptr, len, cstr(PXAT), at)
-                }
+                None => match kept(&KEEPTTL_STRING, KEEPTTL) {
+                    k if k.is_null() => {
+                        replicate(self.ctx.ctx, cstr(SET), cstr(b"sbc\0"), name, ptr, len, cstr(KEEPTTL))
+                    }
+                    k => replicate(self.ctx.ctx, cstr(SET), cstr(b"sbs\0"), name, ptr, len, k),
+                },
+                Some(at) => match kept(&PXAT_STRING, PXAT) {
+                    p if p.is_null() => {
+                        replicate(self.ctx.ctx, cstr(SET), cstr(b"sbcl\0"), name, ptr, len, cstr(PXAT), at)
+                    }
+                    p => replicate(self.ctx.ctx, cstr(SET), cstr(b"sbsl\0"), name, ptr, len, p, at),
+                },
             };
         }
         Ok(())
@@ -154,6 +169,7 @@ impl<'a> StateKey<'a> {
     /// `expiry`; replicates `SETRANGE key offset bytes` (and `PEXPIREAT key ms` when the expiry moved).
     pub fn write_at(&mut self, offset: usize, bytes: &[u8], expiry: Expiry) -> Result<(), RlError> {
         self.overwrite(offset, bytes)?;
+        self.signal_modified();
         let change = self.expiry_change(expiry)?;
         if let Some(at) = change {
             self.set_expire(at)?;
@@ -177,6 +193,18 @@ impl<'a> StateKey<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Tells the server the key changed (WATCH, client-side caching): only writes do, because the
+    /// module loads with REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (a denial or a peek must not
+    /// abort a client's WATCH / MULTI, as any read would not).
+    fn signal_modified(&self) {
+        // SAFETY: the command's context and its key name, live for the call.
+        unsafe {
+            if let Some(signal) = raw::RedisModule_SignalModifiedKey {
+                signal(self.ctx.ctx, self.name.raw());
+            }
+        }
     }
 
     /// Writes the value in place when the length matches, else replaces it (dropping any TTL, which
@@ -230,6 +258,27 @@ impl<'a> StateKey<'a> {
         Ok(())
     }
 }
+
+/// A server string made once and kept for the module's life ("KEEPTTL", "PXAT"): replicated by
+/// reference (format `s`) instead of being created for every write.
+fn kept(cell: &AtomicPtr<raw::RedisModuleString>, text: &'static [u8]) -> *mut raw::RedisModuleString {
+    let current = cell.load(Ordering::Relaxed);
+    if !current.is_null() {
+        return current;
+    }
+    // SAFETY: a string owned by no context (NULL), never freed; `text` is NUL-terminated.
+    let created = unsafe {
+        match raw::RedisModule_CreateString {
+            Some(create) => create(std::ptr::null_mut(), cstr(text), text.len() - 1),
+            None => std::ptr::null_mut(),
+        }
+    };
+    cell.store(created, Ordering::Relaxed);
+    created
+}
+
+static KEEPTTL_STRING: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+static PXAT_STRING: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
 
 fn cstr(bytes: &'static [u8]) -> *const c_char {
     debug_assert_eq!(bytes.last(), Some(&0));

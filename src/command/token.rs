@@ -12,6 +12,7 @@ use super::registry::Command;
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
 use super::store::{Expiry, StateKey};
+use super::try_cell::TryCell;
 use ratelimit_core::time::{ceil_ms, Nanos};
 use ratelimit_core::token_bucket::{BucketError, TokenBucket, TokenDecision};
 use ratelimit_core::verdict::most_restrictive;
@@ -37,10 +38,43 @@ pub fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
     Ok(Request { key: &args[0], bucket, cost })
 }
 
+/// The last bucket parameters parsed, as their argument bytes: most calls repeat them, and building a
+/// bucket costs a decimal parse and two 128-bit divisions.
+#[derive(Clone, Copy)]
+struct LastBucket {
+    args: [u8; 48],
+    capacity_len: u8,
+    rate_len: u8,
+    bucket: TokenBucket,
+}
+
+static LAST_BUCKET: TryCell<Option<LastBucket>> = TryCell::new(None);
+
 /// A bucket from its `capacity` and `rate` arguments.
 pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> {
-    let capacity = whole(capacity.bytes(), "capacity", 1, "must be a whole number >= 1")?;
-    let rate = positive_decimal(rate.bytes(), "rate", "must be a number > 0 (tokens per second)")?;
+    let (capacity, rate) = (capacity.bytes(), rate.bytes());
+    let same = |last: &LastBucket| {
+        let (c, r) = (last.capacity_len as usize, last.rate_len as usize);
+        capacity.len() == c && rate.len() == r && last.args[..c] == *capacity && last.args[c..c + r] == *rate
+    };
+    if let Some(Some(bucket)) = LAST_BUCKET.with(|last| last.as_ref().filter(|l| same(l)).map(|l| l.bucket)) {
+        return Ok(bucket);
+    }
+    let bucket = build_bucket(capacity, rate)?;
+    if capacity.len() + rate.len() <= 48 {
+        let mut args = [0u8; 48];
+        args[..capacity.len()].copy_from_slice(capacity);
+        args[capacity.len()..capacity.len() + rate.len()].copy_from_slice(rate);
+        let fresh =
+            LastBucket { args, capacity_len: capacity.len() as u8, rate_len: rate.len() as u8, bucket };
+        LAST_BUCKET.with(|last| *last = Some(fresh));
+    }
+    Ok(bucket)
+}
+
+fn build_bucket(capacity: &[u8], rate: &[u8]) -> Result<TokenBucket, RlError> {
+    let capacity = whole(capacity, "capacity", 1, "must be a whole number >= 1")?;
+    let rate = positive_decimal(rate, "rate", "must be a number > 0 (tokens per second)")?;
     TokenBucket::new(capacity, rate).map_err(|e| match e {
         BucketError::CapacityZero => RlError::invalid("capacity", "must be a whole number >= 1"),
         BucketError::RateNotPositive => RlError::invalid("rate", "must be a number > 0 (tokens per second)"),
@@ -80,6 +114,9 @@ impl Command for Token {
     const COUNTED: Option<Keys> = Some(Keys::EveryFromFirst(4));
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+        if args.len() == GROUP {
+            return run_one(ctx, parse_group(args)?);
+        }
         let requests = parse_requests(args)?;
         let now: Nanos = clock::now_ns();
         let mut decided: Vec<(StateKey, TokenDecision)> = Vec::with_capacity(requests.len());
@@ -103,4 +140,17 @@ impl Command for Token {
             limiting: (requests.len() > 1).then_some(limiting),
         })
     }
+}
+
+/// One bucket: the common call, without the vectors of the multi-key path.
+fn run_one(ctx: &Context, r: Request<'_>) -> Result<Reply, RlError> {
+    let now: Nanos = clock::now_ns();
+    let mut key = StateKey::open(ctx, r.key)?;
+    let tat = key.read()?.map(decode_tat).transpose()?;
+    let decision = r.bucket.decide(tat, now, r.cost);
+    // Written when allowed (cost > 0) or when an impossible state is repaired; never on a denial.
+    if let Some(tat) = decision.new_tat {
+        store(&mut key, tat)?;
+    }
+    Ok(Reply::Limit { verdict: decision.verdict, limiting: None })
 }

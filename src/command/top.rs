@@ -22,7 +22,7 @@ impl Command for Top {
                 .unwrap_or(usize::MAX),
             _ => return Err(RlError::WrongArity),
         };
-        let top = observe::lock().as_ref().map(|o| o.denied.top(count)).unwrap_or_default();
+        let top = observe::read(|o| o.denied.top(count)).unwrap_or_default();
         let entries = top
             .into_iter()
             .map(|e| {

@@ -63,6 +63,7 @@ pub struct Server {
     env: Vec<(String, String)>,
     /// Modules loaded before this one (e.g. one that takes a name first).
     preload: Vec<String>,
+    binary: String,
 }
 
 impl Server {
@@ -75,7 +76,16 @@ impl Server {
     /// of libfaketime, for instance).
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Self::start_in(scratch_dir(), free_port(), extra.iter().map(|s| s.to_string()).collect(), env, vec![])
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        Self::start_in(scratch_dir(), free_port(), extra, env, vec![], server_binary())
+    }
+
+    /// A server from `binary` (another build than `RL_REDIS_SERVER`), with `preload` modules loaded
+    /// before this one: for benchmarks beside other servers and modules.
+    pub fn start_binary(binary: &str, preload: &[&Path], extra: &[&str]) -> Server {
+        let preload = preload.iter().map(|p| p.display().to_string()).collect();
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        Self::start_in(scratch_dir(), free_port(), extra, vec![], preload, binary.to_string())
     }
 
     /// Like [`Server::start`], with other modules loaded before this one (`--loadmodule` each, in order),
@@ -87,7 +97,7 @@ impl Server {
         }
         let preload = preload.iter().map(|p| p.display().to_string()).collect();
         let extra = extra.iter().map(|s| s.to_string()).collect();
-        Some(Self::start_in(scratch_dir(), free_port(), extra, vec![], preload))
+        Some(Self::start_in(scratch_dir(), free_port(), extra, vec![], preload, server_binary()))
     }
 
     /// Like [`Server::start`], unless `RL_TEST_REDIS_URL` names a server to use instead.
@@ -101,6 +111,7 @@ impl Server {
                 args: vec![],
                 env: vec![],
                 preload: vec![],
+                binary: String::new(),
             },
             None => Self::start(&[]),
         }
@@ -122,6 +133,7 @@ impl Server {
         args: Vec<String>,
         env: Vec<(String, String)>,
         preload: Vec<String>,
+        binary: String,
     ) -> Server {
         let module = module_path();
         assert!(
@@ -130,7 +142,7 @@ impl Server {
             module.display()
         );
         let log = std::fs::File::create(dir.join("server.log")).expect("cannot create the server log");
-        let child = Command::new(server_binary())
+        let child = Command::new(&binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--dir"])
             .arg(&dir)
             .args(["--enable-debug-command", "local"])
@@ -142,9 +154,9 @@ impl Server {
             .stdout(log)
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", server_binary()));
+            .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
         let url = format!("redis://127.0.0.1:{port}/");
-        let server = Server { child: Some(child), port, url, dir, args, env, preload };
+        let server = Server { child: Some(child), port, url, dir, args, env, preload, binary };
         server.wait_ready();
         server
     }
@@ -209,6 +221,7 @@ impl Server {
             self.args.clone(),
             self.env.clone(),
             self.preload.clone(),
+            self.binary.clone(),
         );
         // The old value owns no process any more, so dropping it leaves the shared directory alone.
         drop(std::mem::replace(self, fresh));

@@ -1,0 +1,178 @@
+//! `make bench`, side by side with the other GCRA implementations in one server process: Redis' core
+//! `GCRA` command (a `redis-server` built from Redis' unstable history at c3db5254b, the last commit
+//! with it enabled: `RL_BENCH_GCRA_SERVER`) and redis-cell's `CL.THROTTLE` (`RL_BENCH_CELL_MODULE`,
+//! brandur/redis-cell 0.5.0), beside the seed's Lua script and INCR. Each is skipped with the reason
+//! when absent. redis-benchmark, 50 clients, pipeline 16; median of RL_BENCH_PEER_REPEAT (6)
+//! interleaved runs; server time per call from INFO commandstats. Writes docs/bench-peers.md.
+
+use crate::{configure, redis_benchmark, us_per_call, CLASS_STATS_OFF, DEFAULTS};
+use std::fmt::Write as _;
+use std::path::Path;
+use testkit::redis;
+use testkit::{info_field, Server};
+
+struct Path_ {
+    name: &'static str,
+    random: bool,
+    /// Per command: the arguments after the key, or None when the command has no such path.
+    gcra: Option<&'static str>,
+    token: &'static str,
+    cell: Option<&'static str>,
+    lua: bool,
+    incr: bool,
+    /// Create the key first (a peek on an existing bucket).
+    prime: bool,
+}
+
+const PATHS: &[Path_] = &[
+    Path_ {
+        name: "random keys (100k), capacity 10, rate 5/s",
+        random: true,
+        gcra: Some("9 5 1"),
+        token: "10 5 1",
+        cell: Some("9 5 1"),
+        lua: true,
+        incr: true,
+        prime: false,
+    },
+    Path_ {
+        name: "random keys, all allowed, no expiry churn",
+        random: true,
+        gcra: Some("999999 1 1"),
+        token: "1000000 1 1",
+        cell: Some("999999 1 1"),
+        lua: false,
+        incr: false,
+        prime: false,
+    },
+    Path_ {
+        name: "one hot key (mostly denials)",
+        random: false,
+        gcra: Some("9 5 1"),
+        token: "10 5 1",
+        cell: Some("9 5 1"),
+        lua: true,
+        incr: true,
+        prime: false,
+    },
+    Path_ {
+        name: "peek (cost 0) on a hot key",
+        random: false,
+        gcra: None,
+        token: "10 5 0",
+        cell: Some("9 5 1 0"),
+        lua: false,
+        incr: false,
+        prime: true,
+    },
+];
+
+struct Candidate {
+    name: &'static str,
+    command: String,
+    config: &'static [(&'static str, &'static str)],
+}
+
+fn candidates(path: &Path_, gcra: bool, cell: bool, sha: &str) -> Vec<Candidate> {
+    let key = |prefix: &str| format!("{prefix}:{}", if path.random { "__rand_int__" } else { "hot" });
+    let mut out = vec![];
+    if let (true, Some(args)) = (gcra, path.gcra) {
+        out.push(Candidate {
+            name: "GCRA (core)",
+            command: format!("GCRA {} {args}", key("gcra")),
+            config: &[],
+        });
+    }
+    let token = format!("RL.TOKEN {} {}", key("rl"), path.token);
+    out.push(Candidate { name: "RL.TOKEN", command: token.clone(), config: &[] });
+    out.push(Candidate { name: "RL.TOKEN, class stats off", command: token, config: CLASS_STATS_OFF });
+    if let (true, Some(args)) = (cell, path.cell) {
+        out.push(Candidate {
+            name: "CL.THROTTLE",
+            command: format!("CL.THROTTLE {} {args}", key("cell")),
+            config: &[],
+        });
+    }
+    if path.lua {
+        out.push(Candidate {
+            name: "Lua (EVALSHA)",
+            command: format!("EVALSHA {sha} 1 {} 10 5 1", key("lua")),
+            config: &[],
+        });
+    }
+    if path.incr {
+        out.push(Candidate { name: "INCR", command: format!("INCR {}", key("incr")), config: &[] });
+    }
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs the side-by-side table; returns it as Markdown.
+pub fn run(scale: f64) -> String {
+    let gcra = std::env::var("RL_BENCH_GCRA_SERVER").ok().filter(|p| Path::new(p).exists());
+    let cell = std::env::var("RL_BENCH_CELL_MODULE").ok().filter(|p| Path::new(p).exists());
+    let repeat: usize =
+        std::env::var("RL_BENCH_PEER_REPEAT").ok().and_then(|s| s.parse().ok()).unwrap_or(6).max(1);
+    let binary = gcra.clone().unwrap_or_else(testkit::server_binary);
+    let preload: Vec<&Path> = cell.iter().map(Path::new).collect();
+    let server = Server::start_binary(&binary, &preload, &["--appendonly", "no"]);
+    let mut con = server.conn();
+    let version = info_field(&mut con, "server", "redis_version").unwrap_or_default();
+    let sha: String =
+        redis::cmd("SCRIPT").arg("LOAD").arg(crate::lua::TOKEN_BUCKET).query(&mut con).expect("SCRIPT LOAD");
+    let requests = ((400_000.0 * scale) as usize).max(800);
+
+    let mut out = String::new();
+    let _ = writeln!(out, "# Side by side: GCRA (core), RL.TOKEN, CL.THROTTLE, Lua, INCR\n");
+    let _ = writeln!(out, "One server process (`{binary}`, redis_version {version}) with every module loaded; redis-benchmark, 50 clients, pipeline 16, {requests} requests per run; the median of {repeat} interleaved runs. us/call is the server's time per call (INFO commandstats), steadier than req/s on a shared machine.\n");
+    if gcra.is_none() {
+        let _ = writeln!(out, "- GCRA (core): skipped: set RL_BENCH_GCRA_SERVER to a redis-server built with the core GCRA command (see the README).");
+    }
+    if cell.is_none() {
+        let _ = writeln!(
+            out,
+            "- CL.THROTTLE: skipped: set RL_BENCH_CELL_MODULE to redis-cell's module (see the README)."
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n| path | command | req/s | us/call | us/call vs GCRA |\n| --- | --- | ---: | ---: | ---: |"
+    );
+    for path in PATHS {
+        let list = candidates(path, gcra.is_some(), cell.is_some(), &sha);
+        let mut rps: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
+        let mut us: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
+        for _ in 0..repeat {
+            for (i, c) in list.iter().enumerate() {
+                let _: () = redis::cmd("FLUSHALL").query(&mut con).expect("FLUSHALL");
+                configure(&mut con, c.config);
+                if path.prime {
+                    let prime = c.command.replace(" 10 5 0", " 10 5 1").replace(" 9 5 1 0", " 9 5 1 1");
+                    let mut cmd = redis::cmd(prime.split(' ').next().unwrap_or(""));
+                    prime.split(' ').skip(1).for_each(|a| {
+                        cmd.arg(a);
+                    });
+                    let _: redis::Value = cmd.query(&mut con).expect("priming the key");
+                }
+                let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).expect("CONFIG RESETSTAT");
+                let m = redis_benchmark(server.port, &c.command, 16, path.random, requests);
+                let name = c.command.split(' ').next().unwrap_or("").to_lowercase();
+                rps[i].push(m.rps);
+                us[i].push(us_per_call(&mut con, name));
+                configure(&mut con, DEFAULTS);
+            }
+        }
+        let medians: Vec<(f64, f64)> = rps.into_iter().zip(us).map(|(r, u)| (median(r), median(u))).collect();
+        let gcra_us = list.iter().zip(&medians).find(|(c, _)| c.name == "GCRA (core)").map(|(_, m)| m.1);
+        for (c, (r, u)) in list.iter().zip(&medians) {
+            let vs = gcra_us.map_or(String::new(), |g| format!("{:.2}x", u / g));
+            let _ = writeln!(out, "| {} | {} | {r:.0} | {u:.2} | {vs} |", path.name, c.name);
+            eprintln!("{:<45} {:<28} {r:>10.0} req/s {u:>6.2} us/call {vs}", path.name, c.name);
+        }
+    }
+    out
+}
