@@ -73,3 +73,42 @@ fn counter_refunds_never_go_below_zero() {
         assert_eq!(rl(&mut con, &rl_command, &[&key, "5", "60", "5"])[..3], [1, 5, 0], "{command}");
     }
 }
+
+/// A denial or a peek changes nothing, so it does not abort another client's WATCH; an allowed request
+/// writes, so it does.
+#[test]
+fn only_writes_touch_watched_keys() {
+    let server = testkit::Server::single();
+    let (mut watcher, mut other) = (server.conn(), server.conn());
+    let key = testkit::unique_key("watched");
+    let token = |con: &mut testkit::redis::Connection, cost: u64| -> Vec<i64> {
+        testkit::redis::cmd("RL.TOKEN").arg(&key).arg(2).arg("0.001").arg(cost).query(con).unwrap()
+    };
+    token(&mut other, 2);
+    let exec =
+        |watcher: &mut testkit::redis::Connection, during: &mut dyn FnMut()| -> testkit::redis::Value {
+            let _: () = testkit::redis::cmd("WATCH").arg(&key).query(watcher).unwrap();
+            during();
+            let _: () = testkit::redis::cmd("MULTI").query(watcher).unwrap();
+            let _: testkit::redis::Value = testkit::redis::cmd("PING").query(watcher).unwrap();
+            testkit::redis::cmd("EXEC").query(watcher).unwrap()
+        };
+    // A denial (the bucket is empty) and a peek: the transaction runs.
+    let ran = exec(&mut watcher, &mut || {
+        assert_eq!(token(&mut other, 1)[0], 0);
+        assert_eq!(token(&mut other, 0)[0], 1);
+    });
+    assert_ne!(ran, testkit::redis::Value::Nil, "a denial must not abort WATCH");
+    // A refund writes: the transaction is aborted.
+    let aborted = exec(&mut watcher, &mut || {
+        let _: Vec<i64> = testkit::redis::cmd("RL.REFUND")
+            .arg("TOKEN")
+            .arg(&key)
+            .arg(2)
+            .arg("0.001")
+            .arg(1)
+            .query(&mut other)
+            .unwrap();
+    });
+    assert_eq!(aborted, testkit::redis::Value::Nil, "a write aborts WATCH");
+}
