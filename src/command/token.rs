@@ -55,7 +55,10 @@ pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> 
     let (capacity, rate) = (capacity.bytes(), rate.bytes());
     let same = |last: &LastBucket| {
         let (c, r) = (last.capacity_len as usize, last.rate_len as usize);
-        capacity.len() == c && rate.len() == r && last.args[..c] == *capacity && last.args[c..c + r] == *rate
+        capacity.len() == c
+            && rate.len() == r
+            && short_eq(&last.args[..c], capacity)
+            && short_eq(&last.args[c..c + r], rate)
     };
     if let Some(Some(bucket)) = LAST_BUCKET.with(|last| last.as_ref().filter(|l| same(l)).map(|l| l.bucket)) {
         return Ok(bucket);
@@ -70,6 +73,12 @@ pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> 
         LAST_BUCKET.with(|last| *last = Some(fresh));
     }
     Ok(bucket)
+}
+
+/// Equality of two short byte strings of the same length without a call to memcmp (arguments like
+/// "10" and "5" are a few bytes).
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 fn build_bucket(capacity: &[u8], rate: &[u8]) -> Result<TokenBucket, RlError> {
