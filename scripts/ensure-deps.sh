@@ -19,6 +19,11 @@ for extra in "$@"; do
   case "$extra" in
     faketime) compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketime) ;;
     fonts-dejavu-core) [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core) ;;
+    go) command -v go >/dev/null 2>&1 || missing+=(golang-go) ;;
+    golang-gopkg-redis.v5-dev) [ -d /usr/share/gocode/src/gopkg.in/redis.v5 ] || missing+=(golang-gopkg-redis.v5-dev) ;;
+    python3-venv) python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv) ;;
+    nodejs) command -v node >/dev/null 2>&1 || missing+=(nodejs) ;;
+    mmdebstrap) command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap) ;;
     *) command -v "$extra" >/dev/null 2>&1 || missing+=("$extra") ;;
   esac
 done

@@ -11,6 +11,19 @@ use std::path::Path;
 use testkit::redis;
 use testkit::{info_field, Server};
 
+/// Builds bench/support/floor.c (the module API's floor: open a key, reply five integers) with the
+/// system C compiler; None when it cannot be built.
+fn floor_module() -> Option<std::path::PathBuf> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/floor.c");
+    let out = std::env::temp_dir().join(format!("rl-floor-{}.so", std::process::id()));
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status();
+    matches!(built, Ok(s) if s.success()).then_some(out)
+}
+
 struct Path_ {
     name: &'static str,
     random: bool,
@@ -73,7 +86,7 @@ struct Candidate {
     config: &'static [(&'static str, &'static str)],
 }
 
-fn candidates(path: &Path_, gcra: bool, cell: bool, sha: &str) -> Vec<Candidate> {
+fn candidates(path: &Path_, gcra: bool, cell: bool, floor: bool, sha: &str) -> Vec<Candidate> {
     let key = |prefix: &str| format!("{prefix}:{}", if path.random { "__rand_int__" } else { "hot" });
     let mut out = vec![];
     if let (true, Some(args)) = (gcra, path.gcra) {
@@ -92,6 +105,10 @@ fn candidates(path: &Path_, gcra: bool, cell: bool, sha: &str) -> Vec<Candidate>
             command: format!("CL.THROTTLE {} {args}", key("cell")),
             config: &[],
         });
+    }
+    if floor && !path.random {
+        let name = "module API floor (open key, 5-int reply)";
+        out.push(Candidate { name, command: format!("RLFLOOR.OPENREPLY {}", key("rl")), config: &[] });
     }
     if path.lua {
         out.push(Candidate {
@@ -118,7 +135,9 @@ pub fn run(scale: f64) -> String {
     let repeat: usize =
         std::env::var("RL_BENCH_PEER_REPEAT").ok().and_then(|s| s.parse().ok()).unwrap_or(6).max(1);
     let binary = gcra.clone().unwrap_or_else(testkit::server_binary);
-    let preload: Vec<&Path> = cell.iter().map(Path::new).collect();
+    let floor = floor_module();
+    let mut preload: Vec<&Path> = cell.iter().map(Path::new).collect();
+    preload.extend(floor.as_deref());
     let server = Server::start_binary(&binary, &preload, &["--appendonly", "no"]);
     let mut con = server.conn();
     let version = info_field(&mut con, "server", "redis_version").unwrap_or_default();
@@ -143,15 +162,16 @@ pub fn run(scale: f64) -> String {
         "\n| path | command | req/s | us/call | us/call vs GCRA |\n| --- | --- | ---: | ---: | ---: |"
     );
     for path in PATHS {
-        let list = candidates(path, gcra.is_some(), cell.is_some(), &sha);
+        let list = candidates(path, gcra.is_some(), cell.is_some(), floor.is_some(), &sha);
         let mut rps: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
         let mut us: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
         for _ in 0..repeat {
             for (i, c) in list.iter().enumerate() {
                 let _: () = redis::cmd("FLUSHALL").query(&mut con).expect("FLUSHALL");
                 configure(&mut con, c.config);
-                if path.prime {
+                if path.prime || c.command.starts_with("RLFLOOR") {
                     let prime = c.command.replace(" 10 5 0", " 10 5 1").replace(" 9 5 1 0", " 9 5 1 1");
+                    let prime = prime.replace("RLFLOOR.OPENREPLY rl:hot", "RL.TOKEN rl:hot 10 5 1");
                     let mut cmd = redis::cmd(prime.split(' ').next().unwrap_or(""));
                     prime.split(' ').skip(1).for_each(|a| {
                         cmd.arg(a);
@@ -173,6 +193,9 @@ pub fn run(scale: f64) -> String {
             let _ = writeln!(out, "| {} | {} | {r:.0} | {u:.2} | {vs} |", path.name, c.name);
             eprintln!("{:<45} {:<28} {r:>10.0} req/s {u:>6.2} us/call {vs}", path.name, c.name);
         }
+    }
+    if let Some(floor) = floor {
+        let _ = std::fs::remove_file(floor);
     }
     out
 }

@@ -1,0 +1,54 @@
+/* The module API's floor for what RL.TOKEN does on a denial, measured beside it in make bench: open
+ * the key for writing, read its type and value, reply an array of five integers, close it. No
+ * decision, no statistics. Loaded only by the benchmark (built with the system C compiler). Reaches
+ * the module API through the pointer the server puts first in the context, as redismodule.h does. */
+#include <stddef.h>
+
+#define OK 0
+#define ERR 1
+#define READ (1 << 0)
+#define WRITE (1 << 1)
+#define KEYTYPE_STRING 1
+
+typedef int (*get_api_fn)(const char *name, void *out);
+static void *(*open_key)(void *, void *, int);
+static int (*key_type)(void *);
+static char *(*string_dma)(void *, size_t *, int);
+static void (*close_key)(void *);
+static int (*reply_array)(void *, long);
+static int (*reply_int)(void *, long long);
+
+static int floor_command(void *ctx, void **argv, int argc) {
+    if (argc != 2) return OK;
+    void *key = open_key(ctx, argv[1], READ | WRITE);
+    long long first = 0;
+    if (key_type(key) == KEYTYPE_STRING) {
+        size_t len = 0;
+        char *value = string_dma(key, &len, READ);
+        if (value && len) first = value[0];
+    }
+    reply_array(ctx, 5);
+    reply_int(ctx, 0);
+    reply_int(ctx, 10);
+    reply_int(ctx, first);
+    reply_int(ctx, 140);
+    reply_int(ctx, 1999);
+    close_key(key);
+    return OK;
+}
+
+int RedisModule_OnLoad(void *ctx, void **argv, int argc) {
+    (void)argv;
+    (void)argc;
+    get_api_fn get_api = *(get_api_fn *)ctx;
+    int (*set_attribs)(void *, const char *, int, int) = 0;
+    int (*create_command)(void *, const char *, int (*)(void *, void **, int), const char *, int, int, int) = 0;
+    if (get_api("RedisModule_SetModuleAttribs", &set_attribs) != OK) return ERR;
+    set_attribs(ctx, "rlfloor", 1, 1);
+    if (get_api("RedisModule_CreateCommand", &create_command) || get_api("RedisModule_OpenKey", &open_key) ||
+        get_api("RedisModule_KeyType", &key_type) || get_api("RedisModule_StringDMA", &string_dma) ||
+        get_api("RedisModule_CloseKey", &close_key) || get_api("RedisModule_ReplyWithArray", &reply_array) ||
+        get_api("RedisModule_ReplyWithLongLong", &reply_int))
+        return ERR;
+    return create_command(ctx, "rlfloor.openreply", floor_command, "write fast", 1, 1, 1);
+}
