@@ -2,7 +2,7 @@
 CARGO ?= cargo
 MODULE := target/release/libredis_ratelimit.so
 
-.PHONY: all deps build demo test test-matrix bench check fmt clippy clean
+.PHONY: all deps build demo test test-matrix bench check fmt clippy clean docker docker-test examples install
 
 all: build
 
@@ -33,6 +33,26 @@ bench: build
 	@scripts/ensure-deps.sh wrk
 	$(CARGO) run --release --quiet -p bench --bin rl-bench-http
 	$(CARGO) bench -p ratelimit-core --bench decide
+
+# Container images (module on Redis and Valkey, the demo application): podman here, Docker elsewhere.
+docker: build
+	scripts/containers.sh build
+
+# Builds the module image, runs the integration suite against a container of it, removes it.
+docker-test: build
+	scripts/containers.sh test
+
+# The Python, Node.js and Go examples against a throwaway module-enabled server; README snippets checked.
+examples: build
+	scripts/examples.sh
+
+PREFIX ?= /usr/local
+MODULE_DIR ?= $(PREFIX)/lib/redis/modules
+
+# Installs the module where a system redis-server can load it (a new file: never overwrite in place).
+install: build
+	install -D -m 0755 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_ratelimit.so
+	@echo "loadmodule $(MODULE_DIR)/libredis_ratelimit.so   # add to redis.conf, or: redis-server --loadmodule $(MODULE_DIR)/libredis_ratelimit.so"
 
 fmt:
 	$(CARGO) fmt --all -- --check

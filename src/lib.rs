@@ -81,9 +81,26 @@ mod registration {
         Status::Ok
     }
 
+    /// A decimal digit string (Cargo's version parts) as a number, at compile time.
+    const fn number(digits: &str) -> i32 {
+        let bytes = digits.as_bytes();
+        let (mut value, mut i) = (0, 0);
+        while i < bytes.len() {
+            value = value * 10 + (bytes[i] - b'0') as i32;
+            i += 1;
+        }
+        value
+    }
+
+    /// The version MODULE LIST shows, from Cargo.toml's: major * 10000 + minor * 100 + patch
+    /// (0.1.0 -> 100, 1.2.3 -> 10203), as Redis' own modules number theirs.
+    const VERSION: i32 = number(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+        + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + number(env!("CARGO_PKG_VERSION_PATCH"));
+
     redis_module! {
         name: "ratelimit",
-        version: 1,
+        version: VERSION,
         allocator: (RedisAlloc, RedisAlloc),
         data_types: [],
         init: init,

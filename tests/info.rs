@@ -32,3 +32,26 @@ fn info_counts_outcomes_per_command() {
     let section: String = redis::cmd("INFO").arg("ratelimit").query(&mut con).unwrap();
     assert!(section.contains("# ratelimit_stats"), "{section}");
 }
+
+/// MODULE LIST shows the version of Cargo.toml as a number: major * 10000 + minor * 100 + patch.
+#[test]
+fn module_list_shows_the_crate_version() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let modules: Vec<Value> = redis::cmd("MODULE").arg("LIST").query(&mut con).unwrap();
+    let parts: Vec<u32> = env!("CARGO_PKG_VERSION").split('.').map(|p| p.parse().unwrap()).collect();
+    let expected = i64::from(parts[0] * 10_000 + parts[1] * 100 + parts[2]);
+    let listed = format!("{modules:?}");
+    assert!(listed.contains("ratelimit"), "{listed}");
+    let version = modules
+        .iter()
+        .find_map(|m| {
+            let fields: Vec<Value> = redis::from_redis_value(m.clone()).ok()?;
+            let name = fields.iter().position(|f| matches!(f, Value::BulkString(b) if b == b"name"))?;
+            (fields.get(name + 1)? == &Value::BulkString(b"ratelimit".to_vec())).then_some(())?;
+            let ver = fields.iter().position(|f| matches!(f, Value::BulkString(b) if b == b"ver"))?;
+            redis::from_redis_value::<i64>(fields.get(ver + 1)?.clone()).ok()
+        })
+        .expect("the ratelimit module in MODULE LIST");
+    assert_eq!(version, expected);
+}
