@@ -83,9 +83,12 @@ args_for() { # redis|valkey|app -> build arguments for this engine
     valkey) runtime=$(base_image localhost/rl-base-valkey:trixie valkey-server) ;;
     app) runtime=$(base_image localhost/rl-base-redis:trixie redis-server) ;;
   esac
-  builder=$(base_image localhost/rl-base-builder:trixie ca-certificates gcc libc6-dev libclang-dev)
   local from=${RL_MODULE_FROM:-context}
-  echo "--build-arg BUILDER_IMAGE=$builder --build-arg RUNTIME_IMAGE=$runtime --build-arg MODULE_FROM=$from"
+  echo "--build-arg RUNTIME_IMAGE=$runtime --build-arg MODULE_FROM=$from"
+  if [ "$from" = builder ]; then
+    builder=$(base_image localhost/rl-base-builder:trixie ca-certificates gcc libc6-dev libclang-dev)
+    echo "--build-arg BUILDER_IMAGE=$builder"
+  fi
   [ "$1" = valkey ] && echo "--build-arg SERVER=valkey"
 }
 
@@ -113,7 +116,8 @@ case $action in
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     name=rl-test-$$
     trap '$engine rm -f "$name" >/dev/null 2>&1 || true' EXIT
-    $engine run -d --name "$name" --network host -e RL_PORT="$port" "redis-ratelimit:$version" \
+    health=(); [ "$engine" = podman ] && health=(--health-interval disable)
+    $engine run -d --name "$name" --network host "${health[@]}" -e RL_PORT="$port" "redis-ratelimit:$version" \
       --port "$port" --bind 127.0.0.1 >/dev/null
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     echo "=== $(redis-cli -p "$port" info server | grep -E '^redis_version' | tr -d '\r') in redis-ratelimit:$version on 127.0.0.1:$port"
