@@ -117,13 +117,25 @@ case $action in
     name=rl-test-$$
     trap '$engine rm -f "$name" >/dev/null 2>&1 || true' EXIT
     health=(); [ "$engine" = podman ] && health=(--health-interval disable)
+    # (podman logs that it cannot reach systemd for timed health checks; `healthcheck run` below works)
     $engine run -d --name "$name" --network host "${health[@]}" -e RL_PORT="$port" "redis-ratelimit:$version" \
-      --port "$port" --bind 127.0.0.1 >/dev/null
+      --port "$port" --bind 127.0.0.1 >/dev/null 2>"$cache/run.log" || { cat "$cache/run.log" >&2; exit 1; }
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     echo "=== $(redis-cli -p "$port" info server | grep -E '^redis_version' | tr -d '\r') in redis-ratelimit:$version on 127.0.0.1:$port"
     redis-cli -p "$port" module list
     if [ "$engine" = podman ] && podman healthcheck run "$name" >/dev/null 2>&1; then echo "health check: healthy"; fi
     RL_TEST_REDIS_URL="redis://127.0.0.1:$port/" cargo test --release -p redis-ratelimit --tests
+    # The demo application's image against the module's: the seed's HTTP sequence over a real socket.
+    # shellcheck disable=SC2046
+    build redis-ratelimit-app docker/Dockerfile.app $(args_for app)
+    app_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    trap '$engine rm -f "$name" "$name-app" >/dev/null 2>&1 || true' EXIT
+    $engine run -d --name "$name-app" --network host -e REDIS_URL="redis://127.0.0.1:$port/" \
+      -e LISTEN="127.0.0.1:$app_port" "redis-ratelimit-app:$version" >/dev/null
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$app_port/health" >/dev/null && break; sleep 0.1; done
+    codes=$(for _ in $(seq 11); do curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$app_port/api/items"; done)
+    echo "app container, 11 requests: $codes"
+    [ "$codes" = "200 200 200 200 200 200 200 200 200 200 429 " ] || { echo "unexpected statuses" >&2; exit 1; }
     ;;
   *) echo "usage: scripts/containers.sh build|test" >&2; exit 2 ;;
 esac
