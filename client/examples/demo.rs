@@ -93,7 +93,11 @@ async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn
         .route("/admin/metrics", get(move || std::future::ready(prometheus.render())))
         .route(
             "/admin/ratelimit/{ip}",
-            get(move |Path(ip): Path<String>| admin_view(admin.clone(), admin_policy.clone(), ip)),
+            get(move |Path(ip): Path<String>| {
+                let (limiter, policy) = (admin.clone(), admin_policy.clone());
+                // The client's bucket as RL.INSPECT decodes it, and its recent denials from RL.TOP.
+                async move { axum::Json(limiter.report(&format!("rl:{{ip:{ip}}}:api"), &policy).await) }
+            }),
         )
         .layer(layer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -123,23 +127,6 @@ async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn
         println!("GET /admin/metrics -> {line}");
     }
     Ok(())
-}
-
-/// The admin endpoint: the client's bucket as RL.INSPECT decodes it (read-only, works on replicas),
-/// and its place among the most denied keys (RL.TOP).
-async fn admin_view(limiter: Limiter, policy: Policy, ip: String) -> axum::Json<serde_json::Value> {
-    let key = format!("rl:{{ip:{ip}}}:api");
-    let state = limiter.inspect(&key, Some(&policy)).await.ok().flatten();
-    let top = limiter.top_denied(10).await.unwrap_or_default();
-    let denied = top.iter().find(|d| d.key == key);
-    axum::Json(serde_json::json!({
-        "key": key,
-        "remaining": state.as_ref().and_then(|s| s.remaining),
-        "retry_after_ms": state.as_ref().and_then(|s| s.retry_after).map(|d| d.as_millis() as u64),
-        "reset_after_ms": state.as_ref().and_then(|s| s.reset_after).map(|d| d.as_millis() as u64),
-        "recent_denials": denied.map(|d| d.denied),
-        "denied_for_ms": denied.map(|d| d.denied_for.as_millis() as u64),
-    }))
 }
 
 /// Scenario 6. Redis unreachable: stopped (a closed port) and hung (CLIENT PAUSE), fail open and

@@ -54,7 +54,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/api/{*rest}", get(|| async { "ok\n" }))
         .route("/health", get(|| async { "ok\n" }))
         .route("/admin/metrics", get(move || std::future::ready(prometheus.render())))
-        .route("/admin/ratelimit/{caller}", get(inspect))
+        .route(
+            "/admin/ratelimit/{caller}",
+            get(|State(app): State<App>, Path(caller): Path<String>| async move {
+                Json(app.limiter.report(&format!("rl:{{{caller}}}:api"), &app.api).await)
+            }),
+        )
         .with_state(App { limiter, api })
         .layer(layer);
     let listen: SocketAddr = env("LISTEN", "127.0.0.1:8080").parse()?;
@@ -62,20 +67,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("listening on http://{listen}");
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
     Ok(())
-}
-
-/// A caller's route bucket as RL.INSPECT decodes it, and its recent denials from RL.TOP.
-async fn inspect(State(app): State<App>, Path(caller): Path<String>) -> Json<serde_json::Value> {
-    let key = format!("rl:{{{caller}}}:api");
-    let state = app.limiter.inspect(&key, Some(&app.api)).await.ok().flatten();
-    let top = app.limiter.top_denied(32).await.unwrap_or_default();
-    let denied = top.iter().find(|d| d.key == key);
-    Json(serde_json::json!({
-        "key": key,
-        "remaining": state.as_ref().and_then(|s| s.remaining),
-        "retry_after_ms": state.as_ref().and_then(|s| s.retry_after).map(|d| d.as_millis() as u64),
-        "reset_after_ms": state.as_ref().and_then(|s| s.reset_after).map(|d| d.as_millis() as u64),
-        "recent_denials": denied.map(|d| d.denied),
-        "denied_for_ms": denied.map(|d| d.denied_for.as_millis() as u64),
-    }))
 }

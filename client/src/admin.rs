@@ -128,3 +128,22 @@ impl Limiter {
             .collect()
     }
 }
+
+impl Limiter {
+    /// What an admin page shows for one key: its state now (RL.INSPECT with `policy`) and its recent
+    /// denials (its entry among the `RL.TOP` 32, if any), as JSON. A failed read shows as nulls.
+    pub async fn report(&self, key: &str, policy: &Policy) -> serde_json::Value {
+        let state = self.inspect(key, Some(policy)).await.ok().flatten();
+        let top = self.top_denied(32).await.unwrap_or_default();
+        let denied = top.iter().find(|d| d.key == key);
+        let ms = |d: Duration| d.as_millis() as u64;
+        serde_json::json!({
+            "key": key,
+            "remaining": state.as_ref().and_then(|s| s.remaining),
+            "retry_after_ms": state.as_ref().and_then(|s| s.retry_after).map(ms),
+            "reset_after_ms": state.as_ref().and_then(|s| s.reset_after).map(ms),
+            "recent_denials": denied.map(|d| d.denied),
+            "denied_for_ms": denied.map(|d| ms(d.denied_for)),
+        })
+    }
+}
