@@ -2,7 +2,7 @@
 CARGO ?= cargo
 MODULE := target/release/libredis_ratelimit.so
 
-.PHONY: all deps build demo test test-matrix bench check fmt clippy clean docker docker-test examples install
+.PHONY: all deps build demo test test-matrix bench check fmt clippy clean docker docker-test compose-test examples install
 
 all: build
 
@@ -41,6 +41,10 @@ docker: build
 # Builds the module image, runs the integration suite against a container of it, removes it.
 docker-test: build
 	scripts/containers.sh test
+
+# docker/compose.yaml up: the application reaches the module-enabled Redis by service name.
+compose-test: build
+	scripts/containers.sh compose
 
 # The Python, Node.js and Go examples against a throwaway module-enabled server; README snippets checked.
 examples: build

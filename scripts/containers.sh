@@ -6,6 +6,8 @@
 #   scripts/containers.sh build   builds redis-ratelimit, valkey-ratelimit and redis-ratelimit-app
 #   scripts/containers.sh test    builds the Redis image, starts it on a free loopback port, runs the
 #                                 integration suite against it (RL_TEST_REDIS_URL), removes it
+#   scripts/containers.sh compose docker/compose.yaml up (podman-compose from PyPI with podman), the
+#                                 seed's HTTP sequence against the application, down
 #
 # With podman, the base images are made locally from Debian's packages (mmdebstrap, from this machine's
 # own apt mirror, then `podman import`): trixie with redis-server (Redis 8.0) and with valkey-server,
@@ -89,7 +91,7 @@ args_for() { # redis|valkey|app -> build arguments for this engine
     builder=$(base_image localhost/rl-base-builder:trixie ca-certificates gcc libc6-dev libclang-dev)
     echo "--build-arg BUILDER_IMAGE=$builder"
   fi
-  [ "$1" = valkey ] && echo "--build-arg SERVER=valkey"
+  if [ "$1" = valkey ]; then echo "--build-arg SERVER=valkey"; fi
 }
 
 prebuild() {
@@ -137,5 +139,32 @@ case $action in
     echo "app container, 11 requests: $codes"
     [ "$codes" = "200 200 200 200 200 200 200 200 200 200 429 " ] || { echo "unexpected statuses" >&2; exit 1; }
     ;;
-  *) echo "usage: scripts/containers.sh build|test" >&2; exit 2 ;;
+  compose)
+    prebuild
+    if [ "$engine" = podman ]; then
+      # Service names resolve through CNI's dnsname plugin; podman-compose comes from PyPI.
+      scripts/ensure-deps.sh golang-github-containernetworking-plugin-dnsname
+      [ -x "$cache/compose/bin/podman-compose" ] ||
+        { python3 -m venv "$cache/compose" && "$cache/compose/bin/pip" install -q "podman-compose==1.5.0"; }
+      compose=("$cache/compose/bin/podman-compose" -f docker/compose.yaml
+               --podman-build-args "--format docker $(args_for redis | tr '\n' ' ')")
+    else
+      compose=(docker compose -f docker/compose.yaml)
+    fi
+    export RL_APP_PORT=${RL_APP_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+    trap '"${compose[@]}" down >/dev/null 2>&1 || true' EXIT
+    "${compose[@]}" up -d --build >"$cache/compose.log" 2>&1 || { cat "$cache/compose.log" >&2; exit 1; }
+    for _ in $(seq 100); do
+      [ "$(curl -s "http://127.0.0.1:$RL_APP_PORT/api/items" -o /dev/null -w '%{http_code}')" = 200 ] && break
+      sleep 0.2
+    done
+    "${compose[@]}" down >/dev/null 2>&1; "${compose[@]}" up -d >/dev/null 2>&1   # a fresh bucket
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$RL_APP_PORT/health" >/dev/null && break; sleep 0.2; done
+    codes=$(for _ in $(seq 11); do curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$RL_APP_PORT/api/items"; done)
+    echo "compose: app -> redis, 11 requests: $codes"
+    degraded=$(curl -s -D - -o /dev/null "http://127.0.0.1:$RL_APP_PORT/api/items" | grep -ci '^x-ratelimit-degraded' || true)
+    [ "$codes" = "200 200 200 200 200 200 200 200 200 200 429 " ] && [ "$degraded" = 0 ] ||
+      { echo "unexpected answers (degraded headers: $degraded)" >&2; exit 1; }
+    ;;
+  *) echo "usage: scripts/containers.sh build|test|compose" >&2; exit 2 ;;
 esac

@@ -23,6 +23,7 @@ for extra in "$@"; do
     golang-gopkg-redis.v5-dev) [ -d /usr/share/gocode/src/gopkg.in/redis.v5 ] || missing+=(golang-gopkg-redis.v5-dev) ;;
     python3-venv) python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv) ;;
     nodejs) command -v node >/dev/null 2>&1 || missing+=(nodejs) ;;
+    golang-github-containernetworking-plugin-dnsname) [ -e /usr/lib/cni/dnsname ] || missing+=("$extra") ;;
     mmdebstrap) command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap) ;;
     *) command -v "$extra" >/dev/null 2>&1 || missing+=("$extra") ;;
   esac
