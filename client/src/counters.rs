@@ -81,3 +81,19 @@ impl LogThrottle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_line_is_itself_rate_limited_and_counts_what_it_held_back() {
+        let throttle = LogThrottle::new(Duration::from_secs(10));
+        let t = Instant::now();
+        let mut lines = vec![];
+        for s in [0, 1, 2, 9, 10, 11, 25] {
+            throttle.maybe(t + Duration::from_secs(s), |held_back| lines.push((s, held_back)));
+        }
+        assert_eq!(lines, [(0, 0), (10, 3), (25, 1)]);
+    }
+}
