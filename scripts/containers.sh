@@ -27,6 +27,7 @@ if [ -z "$engine" ]; then
   if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then engine=docker; else engine=podman; fi
 fi
 
+scripts/ensure-deps.sh curl
 if [ "$engine" = podman ]; then
   scripts/ensure-deps.sh podman runc mmdebstrap
   cat >"$cache/containers.conf" <<CONF
