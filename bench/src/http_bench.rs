@@ -86,11 +86,11 @@ fn median(mut runs: Vec<Run>) -> Run {
     runs.swap_remove(runs.len() / 2)
 }
 
-fn main() {
-    let seconds: u64 = std::env::var("RL_BENCH_HTTP_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    let server = Server::start(&["--appendonly", "no"]);
+/// One runtime configuration's medians: bare, limited, the layer without the round trip, and Redis'
+/// commands per socket read.
+fn measure(server: &Server, workers: usize, seconds: u64, script: &std::path::Path) -> (Run, Run, Run, f64) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("a runtime");
@@ -107,52 +107,62 @@ fn main() {
             .expect("a limiter")
     });
     let offline_addr = serve(&runtime, app(Some(offline)));
-    let script = std::env::temp_dir().join(format!("rl-bench-{}.lua", std::process::id()));
-    std::fs::write(&script, RANDOM_CALLER).expect("a temp file");
-    let (mut bare_runs, mut limited_runs, mut offline_runs) = (vec![], vec![], vec![]);
-    for _ in 0..3 {
-        bare_runs.push(wrk(bare, &script, seconds));
-        limited_runs.push(wrk(limited, &script, seconds));
-        offline_runs.push(wrk(offline_addr, &script, seconds));
-    }
-    let _ = std::fs::remove_file(&script);
-    let (bare, limited, offline) = (median(bare_runs), median(limited_runs), median(offline_runs));
-    let counts = limiter.counts();
     let mut con = server.conn();
     let mut stat = |name: &str| {
         testkit::info_field(&mut con, "stats", name).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN)
     };
-    let (commands, reads) = (stat("total_commands_processed"), stat("total_reads_processed"));
-    let report = format!(
+    let (commands_before, reads_before) = (stat("total_commands_processed"), stat("total_reads_processed"));
+    let (mut bare_runs, mut limited_runs, mut offline_runs) = (vec![], vec![], vec![]);
+    for _ in 0..3 {
+        bare_runs.push(wrk(bare, script, seconds));
+        limited_runs.push(wrk(limited, script, seconds));
+        offline_runs.push(wrk(offline_addr, script, seconds));
+    }
+    let per_read =
+        (stat("total_commands_processed") - commands_before) / (stat("total_reads_processed") - reads_before);
+    runtime.shutdown_background();
+    (median(bare_runs), median(limited_runs), median(offline_runs), per_read)
+}
+
+fn main() {
+    let seconds: u64 = std::env::var("RL_BENCH_HTTP_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let server = Server::start(&["--appendonly", "no"]);
+    let script = std::env::temp_dir().join(format!("rl-bench-{}.lua", std::process::id()));
+    std::fs::write(&script, RANDOM_CALLER).expect("a temp file");
+    let mut report = format!(
         "# The HTTP middleware's cost\n\n\
          A trivial axum handler, bare and behind `RateLimitLayer` (one RL.TOKEN per request, random callers over \
          100,000 keys, all allowed), wrk with {CONNECTIONS} connections and 2 threads for {seconds} s, median of 3 \
-         interleaved runs; server, Redis and wrk share this machine ({}).\n\n\
-         | handler | requests/s | p50 | p99 |\n| --- | ---: | ---: | ---: |\n\
-         | bare | {:.0} | {:.2} ms | {:.2} ms |\n\
-         | with the rate limit layer | {:.0} | {:.2} ms | {:.2} ms |\n\
-         | the layer without the round trip (breaker open, failing open) | {:.0} | {:.2} ms | {:.2} ms |\n\n\
-         With the layer: **{:.0}%** of the bare handler's throughput (target >= 70%); it adds {:.2} ms at p50 and \
-         {:.2} ms at p99. Decisions during the runs: {} allowed, {} denied, {} degraded. Redis read {:.1} commands per \
-         socket read: the client's multiplexed connection pipelines concurrent requests.\n",
-        cores(),
-        bare.rps,
-        bare.p50_ms,
-        bare.p99_ms,
-        limited.rps,
-        limited.p50_ms,
-        limited.p99_ms,
-        offline.rps,
-        offline.p50_ms,
-        offline.p99_ms,
-        100.0 * limited.rps / bare.rps,
-        limited.p50_ms - bare.p50_ms,
-        limited.p99_ms - bare.p99_ms,
-        counts.allowed,
-        counts.denied,
-        counts.degraded,
-        commands / reads,
+         interleaved runs; server, Redis and wrk share this machine ({}). The application's tokio runtime with 2 \
+         worker threads, then with 1.\n",
+        cores()
     );
+    for workers in [2, 1] {
+        let (bare, limited, offline, per_read) = measure(&server, workers, seconds, &script);
+        report += &format!(
+            "\n## {workers} worker thread(s)\n\n\
+             | handler | requests/s | p50 | p99 |\n| --- | ---: | ---: | ---: |\n\
+             | bare | {:.0} | {:.2} ms | {:.2} ms |\n\
+             | with the rate limit layer | {:.0} | {:.2} ms | {:.2} ms |\n\
+             | the layer without the round trip (breaker open, failing open) | {:.0} | {:.2} ms | {:.2} ms |\n\n\
+             With the layer: **{:.0}%** of the bare handler's throughput (target >= 70%); it adds {:.2} ms at p50 \
+             and {:.2} ms at p99. Redis read {per_read:.1} commands per socket read (the client's multiplexed \
+             connection pipelines concurrent requests).\n",
+            bare.rps,
+            bare.p50_ms,
+            bare.p99_ms,
+            limited.rps,
+            limited.p50_ms,
+            limited.p99_ms,
+            offline.rps,
+            offline.p50_ms,
+            offline.p99_ms,
+            100.0 * limited.rps / bare.rps,
+            limited.p50_ms - bare.p50_ms,
+            limited.p99_ms - bare.p99_ms,
+        );
+    }
+    let _ = std::fs::remove_file(&script);
     println!("{report}");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench-middleware.md");
     std::fs::write(&path, report).expect("cannot write docs/bench-middleware.md");
