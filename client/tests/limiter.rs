@@ -154,3 +154,22 @@ async fn refunds_give_tokens_back() {
     assert_eq!(limiter.check(&key, &policy, 4).await.remaining, 6);
     assert_eq!(limiter.refund(&key, &policy, 3).await.unwrap().remaining, 9);
 }
+
+#[tokio::test]
+async fn calls_that_cannot_be_built_are_usage_errors() {
+    let server = Server::single();
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let token = Policy::token_bucket(10, 5.0).unwrap();
+    let window = Policy::fixed_window(10, Duration::from_secs(1)).unwrap();
+    let log = Policy::sliding_log(10, Duration::from_secs(1)).unwrap();
+    for limits in [
+        vec![Limit::new("a", &token, 1), Limit::new("b", &window, 1)],
+        vec![Limit::new("c", &log, 2)],
+        vec![],
+    ] {
+        let err = limiter.check_strict(&limits).await.unwrap_err();
+        assert!(matches!(err, redis_ratelimit_client::CallError::Usage(_)), "{err:?}");
+        let d = limiter.check_all(&limits).await;
+        assert!(d.degraded && !d.allowed, "decided by the failure policy (closed): {d:?}");
+    }
+}
