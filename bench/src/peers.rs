@@ -110,6 +110,10 @@ fn candidates(path: &Path_, gcra: bool, cell: bool, floor: bool, sha: &str) -> V
         let name = "module API floor (open key, 5-int reply)";
         out.push(Candidate { name, command: format!("RLFLOOR.OPENREPLY {}", key("rl")), config: &[] });
     }
+    if floor && path.random && !path.lua {
+        let name = "module API floor (write 8 bytes in place, replicate, 5-int reply)";
+        out.push(Candidate { name, command: format!("RLFLOOR.WRITE {}", key("floor")), config: &[] });
+    }
     if path.lua {
         out.push(Candidate {
             name: "Lua (EVALSHA)",

@@ -1,6 +1,8 @@
-/* The module API's floor for what RL.TOKEN does on a denial, measured beside it in make bench: open
- * the key for writing, read its type and value, reply an array of five integers, close it. No
- * decision, no statistics. Loaded only by the benchmark (built with the system C compiler). Reaches
+/* The module API's floor for what RL.TOKEN does, measured beside it in make bench. rlfloor.openreply
+ * (a denial): open the key for writing, read its type and value, reply an array of five integers,
+ * close it. rlfloor.write (an allowed request): the same, plus writing 8 bytes in place (creating the
+ * key when missing, with an expiry) and replicating the effect as SET key value KEEPTTL. No decision,
+ * no statistics. Loaded only by the benchmark (built with the system C compiler). Reaches
  * the module API through the pointer the server puts first in the context, as redismodule.h does. */
 #include <stddef.h>
 
@@ -17,6 +19,9 @@ static char *(*string_dma)(void *, size_t *, int);
 static void (*close_key)(void *);
 static int (*reply_array)(void *, long);
 static int (*reply_int)(void *, long long);
+static int (*string_truncate)(void *, size_t);
+static int (*set_expire)(void *, long long);
+static int (*replicate)(void *, const char *, const char *, ...);
 
 static int floor_command(void *ctx, void **argv, int argc) {
     if (argc != 2) return OK;
@@ -37,6 +42,28 @@ static int floor_command(void *ctx, void **argv, int argc) {
     return OK;
 }
 
+static int write_command(void *ctx, void **argv, int argc) {
+    if (argc != 2) return OK;
+    void *key = open_key(ctx, argv[1], READ | WRITE);
+    int type = key_type(key);
+    if (type != KEYTYPE_STRING) {
+        string_truncate(key, 8);
+        set_expire(key, 60000);
+    }
+    size_t len = 0;
+    char *value = string_dma(key, &len, WRITE);
+    if (value && len >= 8) value[0]++;
+    if (value) replicate(ctx, "SET", "sbc", argv[1], value, len, "KEEPTTL");
+    reply_array(ctx, 5);
+    reply_int(ctx, 1);
+    reply_int(ctx, 10);
+    reply_int(ctx, 9);
+    reply_int(ctx, 0);
+    reply_int(ctx, 200);
+    close_key(key);
+    return OK;
+}
+
 int RedisModule_OnLoad(void *ctx, void **argv, int argc) {
     (void)argv;
     (void)argc;
@@ -48,7 +75,9 @@ int RedisModule_OnLoad(void *ctx, void **argv, int argc) {
     if (get_api("RedisModule_CreateCommand", &create_command) || get_api("RedisModule_OpenKey", &open_key) ||
         get_api("RedisModule_KeyType", &key_type) || get_api("RedisModule_StringDMA", &string_dma) ||
         get_api("RedisModule_CloseKey", &close_key) || get_api("RedisModule_ReplyWithArray", &reply_array) ||
-        get_api("RedisModule_ReplyWithLongLong", &reply_int))
+        get_api("RedisModule_ReplyWithLongLong", &reply_int) || get_api("RedisModule_StringTruncate", &string_truncate) ||
+        get_api("RedisModule_SetExpire", &set_expire) || get_api("RedisModule_Replicate", &replicate))
         return ERR;
-    return create_command(ctx, "rlfloor.openreply", floor_command, "write fast", 1, 1, 1);
+    if (create_command(ctx, "rlfloor.openreply", floor_command, "write fast", 1, 1, 1) != OK) return ERR;
+    return create_command(ctx, "rlfloor.write", write_command, "write deny-oom fast", 1, 1, 1);
 }
