@@ -294,3 +294,29 @@ fn a_full_refill_reports_whole_seconds_without_rounding_artefacts() {
     std::thread::sleep(Duration::from_millis(denied[3] as u64));
     assert_eq!(token(&mut con, &key, 3, "3", 3)[0], 1);
 }
+
+/// A bucket's key expires on the first whole second at or after the bucket is full again: a function of
+/// the stored TAT, so the module knows the expiry without reading it.
+#[test]
+fn keys_expire_on_the_whole_second_after_the_bucket_is_full() {
+    let server = Server::single();
+    let mut con = server.conn();
+    let key = unique_key("whole-second");
+    for _ in 0..3 {
+        token(&mut con, &key, 10, "3", 1);
+        let at = pexpiretime(&mut con, &key);
+        let tat_ms = {
+            let raw: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+            let tat = i64::from_le_bytes(raw.try_into().unwrap());
+            tat / 1_000_000 + i64::from(tat % 1_000_000 != 0)
+        };
+        assert_eq!(at % 1000, 0, "on a whole second: {at}");
+        assert!(at >= tat_ms && at - tat_ms < 1000, "expiry {at} vs full at {tat_ms}");
+    }
+    // A TTL changed by hand is corrected once the TAT moves into another second.
+    let _: () = redis::cmd("PERSIST").arg(&key).query(&mut con).unwrap();
+    for _ in 0..4 {
+        token(&mut con, &key, 10, "3", 1); // 333 ms each: within two calls the TAT crosses a second
+    }
+    assert!(pexpiretime(&mut con, &key) > 0, "the TTL is back");
+}

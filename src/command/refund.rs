@@ -48,7 +48,7 @@ fn refund_token(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
     let mut key = StateKey::open(ctx, request.key)?;
     let mut tat = key.read()?.map(token::decode_tat).transpose()?;
     if let Some(new_tat) = request.bucket.refund(tat, now, request.cost) {
-        token::store(&mut key, new_tat)?;
+        token::store(&mut key, new_tat, tat)?;
         tat = Some(new_tat);
     }
     Ok(Reply::Limit { verdict: request.bucket.decide(tat, now, 0).verdict, limiting: None })

@@ -136,12 +136,35 @@ impl<'a> StateKey<'a> {
     /// `SET key value PXAT ms` or `SET key value KEEPTTL`.
     pub fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
         self.store_value(value)?;
+        let change = self.expiry_change(expiry)?;
+        self.finish_write(value, change)
+    }
+
+    /// Stores `value` expiring at `at_ms`, when the caller knows the key's current expiry from its own
+    /// state: `current_ms` (None for a key that did not exist). The expiry is neither read nor written
+    /// when it does not move; replicated as `SET key value KEEPTTL` or `SET key value PXAT at_ms`.
+    pub fn write_expiring(
+        &mut self,
+        value: &[u8],
+        at_ms: i64,
+        current_ms: Option<i64>,
+    ) -> Result<(), RlError> {
+        let replaced = self.store_value(value)?;
+        let change = (replaced || current_ms != Some(at_ms)).then_some(at_ms);
+        self.finish_write(value, change)
+    }
+
+    fn finish_write(&mut self, value: &[u8], change: Option<i64>) -> Result<(), RlError> {
         self.empty = false;
         self.signal_modified();
-        let change = self.expiry_change(expiry)?;
         if let Some(at) = change {
             self.set_expire(at)?;
         }
+        self.replicate_set(value, change)
+    }
+
+    /// Replicates `SET key value KEEPTTL`, or `SET key value PXAT at` when the expiry moved to `at`.
+    fn replicate_set(&self, value: &[u8], change: Option<i64>) -> Result<(), RlError> {
         let replicate = api(unsafe { raw::RedisModule_Replicate })?;
         let (name, ptr, len) = (self.name.raw(), value.as_ptr().cast::<c_char>(), value.len());
         // SAFETY: the formats match the arguments: "s" a RedisModuleString, "b" a buffer and its length,
@@ -208,8 +231,8 @@ impl<'a> StateKey<'a> {
     }
 
     /// Writes the value in place when the length matches, else replaces it (dropping any TTL, which
-    /// `write` then sets).
-    fn store_value(&mut self, value: &[u8]) -> Result<(), RlError> {
+    /// the caller then sets). True when it was replaced.
+    fn store_value(&mut self, value: &[u8]) -> Result<bool, RlError> {
         let existing = self.read()?.map(<[u8]>::len);
         // SAFETY: a live key handle opened for writing.
         unsafe {
@@ -235,11 +258,11 @@ impl<'a> StateKey<'a> {
                     if status != raw::REDISMODULE_OK as c_int {
                         return Err(RlError::Internal("cannot write the key"));
                     }
-                    return Ok(());
+                    return Ok(true);
                 }
             }
         }
-        self.overwrite(0, value)
+        self.overwrite(0, value).map(|()| false)
     }
 
     /// Copies `bytes` into the value at `offset`, in place.

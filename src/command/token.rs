@@ -11,7 +11,7 @@ use super::observe::Keys;
 use super::registry::Command;
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
-use super::store::{Expiry, StateKey};
+use super::store::StateKey;
 use super::try_cell::TryCell;
 use ratelimit_core::time::{ceil_ms, Nanos};
 use ratelimit_core::token_bucket::{BucketError, TokenBucket, TokenDecision};
@@ -20,9 +20,8 @@ use redis_module::Context;
 
 const GROUP: usize = 4;
 
-/// Extra life an idle bucket's key may get beyond the instant it is full again, so that most requests
-/// leave the TTL alone (see `store`).
-const EXPIRY_SLACK_MS: i64 = 999;
+/// Keys expire on whole seconds (see `expiry_ms`).
+const EXPIRY_STEP_MS: i64 = 1000;
 
 pub struct Token;
 
@@ -113,9 +112,20 @@ pub fn decode_tat(bytes: &[u8]) -> Result<Nanos, RlError> {
     bytes.try_into().map(Nanos::from_le_bytes).map_err(|_| RlError::BadState)
 }
 
-/// Stores a TAT; the key lives until the bucket is full again, plus up to EXPIRY_SLACK_MS.
-pub fn store(key: &mut StateKey, tat: Nanos) -> Result<(), RlError> {
-    key.write(&tat.to_le_bytes(), Expiry { at_least_ms: ceil_ms(tat), slack_ms: EXPIRY_SLACK_MS })
+/// When a bucket's key expires: at the first whole second (Unix ms) at or after the instant it is full
+/// again, so less than one second late. A function of the TAT alone: the key's current expiry follows
+/// from the stored TAT, without reading it, and most writes (those whose TAT stays within the same
+/// second) leave it alone. The module owns these keys' TTLs: one changed by hand is corrected when
+/// the bucket's TAT next crosses a second.
+fn expiry_ms(tat: Nanos) -> i64 {
+    // ceil_ms is never negative, so this is a ceiling division.
+    let ms = ceil_ms(tat);
+    (ms / EXPIRY_STEP_MS + i64::from(ms % EXPIRY_STEP_MS != 0)).saturating_mul(EXPIRY_STEP_MS)
+}
+
+/// Stores `tat` over `previous` (the TAT read from the key, None when it did not exist).
+pub fn store(key: &mut StateKey, tat: Nanos, previous: Option<Nanos>) -> Result<(), RlError> {
+    key.write_expiring(&tat.to_le_bytes(), expiry_ms(tat), previous.map(expiry_ms))
 }
 
 impl Command for Token {
@@ -129,19 +139,21 @@ impl Command for Token {
         let requests = parse_requests(args)?;
         let now: Nanos = clock::now_ns();
         let mut decided: Vec<(StateKey, TokenDecision)> = Vec::with_capacity(requests.len());
+        let mut stored: Vec<Option<Nanos>> = Vec::with_capacity(requests.len());
         for r in &requests {
             let key = StateKey::open(ctx, r.key)?;
             let tat = key.read()?.map(decode_tat).transpose()?;
             let decision = r.bucket.decide(tat, now, r.cost);
             decided.push((key, decision));
+            stored.push(tat);
         }
         let limiting = most_restrictive(decided.iter().map(|(_, d)| d.verdict)).ok_or(RlError::WrongArity)?;
         // All or nothing: a bucket is written only when every bucket allows, except that impossible
         // states (clock faults) are repaired in any case.
         let all_allowed = decided.iter().all(|(_, d)| d.verdict.allowed);
-        for (key, d) in &mut decided {
+        for ((key, d), previous) in decided.iter_mut().zip(&stored) {
             if let (Some(tat), true) = (d.new_tat, all_allowed || d.repair) {
-                store(key, tat)?;
+                store(key, tat, *previous)?;
             }
         }
         Ok(Reply::Limit {
@@ -158,8 +170,8 @@ fn run_one(ctx: &Context, r: Request<'_>) -> Result<Reply, RlError> {
     let tat = key.read()?.map(decode_tat).transpose()?;
     let decision = r.bucket.decide(tat, now, r.cost);
     // Written when allowed (cost > 0) or when an impossible state is repaired; never on a denial.
-    if let Some(tat) = decision.new_tat {
-        store(&mut key, tat)?;
+    if let Some(new_tat) = decision.new_tat {
+        store(&mut key, new_tat, tat)?;
     }
     Ok(Reply::Limit { verdict: decision.verdict, limiting: None })
 }
