@@ -43,6 +43,7 @@ struct Route {
     cost: Option<CostFn>,
 }
 
+#[derive(Clone)]
 struct Config {
     limiter: Limiter,
     prefix: String,
@@ -97,7 +98,8 @@ impl RateLimitLayer {
     }
 
     fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
-        change(Arc::get_mut(&mut self.config).expect("configure the layer before cloning it"));
+        // Copies the configuration only when the layer was cloned before being configured further.
+        change(Arc::make_mut(&mut self.config));
         self
     }
 
