@@ -24,7 +24,7 @@ fn floor_module() -> Option<std::path::PathBuf> {
     matches!(built, Ok(s) if s.success()).then_some(out)
 }
 
-struct Path_ {
+struct LoadPath {
     name: &'static str,
     random: bool,
     /// Per command: the arguments after the key, or None when the command has no such path.
@@ -37,8 +37,8 @@ struct Path_ {
     prime: bool,
 }
 
-const PATHS: &[Path_] = &[
-    Path_ {
+const PATHS: &[LoadPath] = &[
+    LoadPath {
         name: "random keys (100k), capacity 10, rate 5/s",
         random: true,
         gcra: Some("9 5 1"),
@@ -48,7 +48,7 @@ const PATHS: &[Path_] = &[
         incr: true,
         prime: false,
     },
-    Path_ {
+    LoadPath {
         name: "random keys, all allowed, no expiry churn",
         random: true,
         gcra: Some("999999 1 1"),
@@ -58,7 +58,7 @@ const PATHS: &[Path_] = &[
         incr: false,
         prime: false,
     },
-    Path_ {
+    LoadPath {
         name: "one hot key (mostly denials)",
         random: false,
         gcra: Some("9 5 1"),
@@ -68,7 +68,7 @@ const PATHS: &[Path_] = &[
         incr: true,
         prime: false,
     },
-    Path_ {
+    LoadPath {
         name: "peek (cost 0) on a hot key",
         random: false,
         gcra: None,
@@ -86,7 +86,7 @@ struct Candidate {
     config: &'static [(&'static str, &'static str)],
 }
 
-fn candidates(path: &Path_, gcra: bool, cell: bool, floor: bool, sha: &str) -> Vec<Candidate> {
+fn candidates(path: &LoadPath, gcra: bool, cell: bool, floor: bool, sha: &str) -> Vec<Candidate> {
     let key = |prefix: &str| format!("{prefix}:{}", if path.random { "__rand_int__" } else { "hot" });
     let mut out = vec![];
     if let (true, Some(args)) = (gcra, path.gcra) {
