@@ -66,7 +66,7 @@ impl Limiter {
         let mut cmd = redis::cmd("RL.INSPECT");
         cmd.arg(key);
         match policy.map(Policy::kind) {
-            Some(Kind::Token { capacity, rate }) => cmd.arg(*capacity).arg(&rate.text),
+            Some(Kind::Token { capacity, rate }) => cmd.arg(*capacity).arg(&*rate.text),
             Some(Kind::Window { limit, window, .. }) => {
                 cmd.arg(*limit).arg(format!("{}.{:03}", window.as_secs(), window.subsec_millis()))
             }

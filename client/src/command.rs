@@ -33,7 +33,7 @@ pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
                         "several limits in one atomic call must all be token buckets",
                     ));
                 };
-                cmd.arg(limit.key).arg(*capacity).arg(&rate.text).arg(limit.cost);
+                cmd.arg(limit.key).arg(*capacity).arg(&*rate.text).arg(limit.cost);
             }
             Ok(cmd)
         }
@@ -44,7 +44,7 @@ fn single(limit: &Limit<'_>) -> Result<redis::Cmd, CallError> {
     let cmd = match limit.policy.kind() {
         Kind::Token { capacity, rate } => {
             let mut cmd = redis::cmd("RL.TOKEN");
-            cmd.arg(limit.key).arg(*capacity).arg(&rate.text).arg(limit.cost);
+            cmd.arg(limit.key).arg(*capacity).arg(&*rate.text).arg(limit.cost);
             cmd
         }
         Kind::Window { algorithm: Window::SlidingLog, limit: n, window } => {
@@ -71,7 +71,7 @@ pub(crate) fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<r
         return Err(CallError::Usage("only token buckets take refunds of reserved tokens"));
     };
     let mut cmd = redis::cmd("RL.REFUND");
-    cmd.arg("TOKEN").arg(key).arg(*capacity).arg(&rate.text).arg(tokens);
+    cmd.arg("TOKEN").arg(key).arg(*capacity).arg(&*rate.text).arg(tokens);
     Ok(cmd)
 }
 

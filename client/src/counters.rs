@@ -4,7 +4,7 @@
 
 use crate::decision::Decision;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A snapshot of a limiter's counters.
@@ -27,14 +27,16 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn record(&self, limiter: &str, d: &Decision, short_circuited: bool) {
+    pub(crate) fn record(&self, limiter: &Arc<str>, d: &Decision, short_circuited: bool) {
         let outcome = match (d.allowed, d.degraded) {
             (true, false) => "allowed",
             (false, false) => "denied",
             (true, true) => "degraded_allowed",
             (false, true) => "degraded_denied",
         };
-        metrics::counter!("ratelimit_client_decisions_total", "limiter" => limiter.to_string(), "outcome" => outcome)
+        // An Arc label: shared, not copied per decision.
+        let limiter = metrics::SharedString::from(Arc::clone(limiter));
+        metrics::counter!("ratelimit_client_decisions_total", "limiter" => limiter, "outcome" => outcome)
             .increment(1);
         let counter = if d.allowed { &self.allowed } else { &self.denied };
         counter.fetch_add(1, Relaxed);

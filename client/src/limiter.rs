@@ -96,7 +96,7 @@ impl LimiterBuilder {
                 precheck: self.precheck.then(DenialCache::new),
                 counters: Counters::default(),
                 log: LogThrottle::new(Duration::from_secs(10)),
-                name: self.name,
+                name: self.name.into(),
             }),
         }
     }
@@ -117,7 +117,7 @@ struct Inner {
     precheck: Option<DenialCache>,
     counters: Counters,
     log: LogThrottle,
-    name: String,
+    name: Arc<str>,
 }
 
 impl Limiter {

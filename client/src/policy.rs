@@ -4,6 +4,7 @@
 use crate::error::PolicyError;
 use ratelimit_core::decimal::Decimal;
 use ratelimit_core::token_bucket::TokenBucket;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest window or full refill the module accepts (about 95 years).
@@ -40,7 +41,8 @@ pub enum Window {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Rate {
     pub per_second: f64,
-    pub text: String,
+    /// Shared: a policy is cloned per request (per-caller lookups), its text is not copied.
+    pub text: Arc<str>,
 }
 
 impl Policy {
@@ -65,7 +67,7 @@ impl Policy {
         TokenBucket::new(capacity, decimal).map_err(|_| {
             PolicyError::new("capacity", format!("capacity / rate must be at most {MAX_SECONDS} seconds"))
         })?;
-        Ok(Policy { kind: Kind::Token { capacity, rate: Rate { per_second, text } } })
+        Ok(Policy { kind: Kind::Token { capacity, rate: Rate { per_second, text: text.into() } } })
     }
 
     /// `limit` requests (or units) per `window` with the given window algorithm.
@@ -133,7 +135,7 @@ impl Policy {
                 let per_second = rate.per_second / n as f64;
                 Kind::Token {
                     capacity: (capacity / n).max(1),
-                    rate: Rate { per_second, text: format!("{per_second}") },
+                    rate: Rate { per_second, text: format!("{per_second}").into() },
                 }
             }
             Kind::Window { algorithm, limit, window } => {

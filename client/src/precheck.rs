@@ -35,10 +35,11 @@ impl DenialCache {
         let left = d.until - now;
         Some(Decision {
             retry_after: d.decision.retry_after.map(|_| ceil_ms(left)),
+            // Time has passed since Redis answered: both waits are shorter by as much.
             reset_after: d
                 .decision
                 .reset_after
-                .saturating_sub(d.decision.retry_after.unwrap_or_default() - left),
+                .saturating_sub(d.decision.retry_after.unwrap_or_default().saturating_sub(left)),
             ..d.decision.clone()
         })
     }

@@ -1,6 +1,6 @@
 //! Who is limited: outcomes per key class and the most denied keys, recorded after each limiter call
-//! (when `ratelimit.class-stats` is on). One lock, taken once per call on the server's main thread
-//! (uncontended). Per server process: a restart or RL.RESETSTATS clears it.
+//! (when `ratelimit.class-stats` is on), in one `TryCell` taken once per call on the server's main
+//! thread (never contended). Per server process: a restart or RL.RESETSTATS clears it.
 
 use super::arg::Arg;
 use super::classes::{Classes, Outcome};

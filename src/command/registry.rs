@@ -30,20 +30,16 @@ extern "C" fn dispatch<C: Command>(
     argc: c_int,
 ) -> c_int {
     let context = Context::new(ctx);
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the server passes argc live strings that outlive this call.
-        let args = unsafe { Arg::slice(argv, usize::try_from(argc).unwrap_or(0)) };
-        C::run(&context, args.get(1..).unwrap_or(&[]))
-    }));
+    // SAFETY: the server passes argc live strings that outlive this call.
+    let args = unsafe { Arg::slice(argv, usize::try_from(argc).unwrap_or(0)) };
+    let args = args.get(1..).unwrap_or(&[]);
+    let outcome = catch_unwind(AssertUnwindSafe(|| C::run(&context, args)));
     let result = outcome.unwrap_or(Err(RlError::Internal("the command panicked; please report it")));
     if let Some(stats) = C::STATS {
         stats.record(&result);
     }
     if let Some(keys) = C::COUNTED {
-        // SAFETY: as above.
-        let args = unsafe { Arg::slice(argv, usize::try_from(argc).unwrap_or(0)) };
-        let record =
-            || observe::record(args.get(1..).unwrap_or(&[]), keys, &result, || clock::last_ns() / 1_000_000);
+        let record = || observe::record(args, keys, &result, || clock::last_ns() / 1_000_000);
         // Statistics never fail a command.
         let _ = catch_unwind(AssertUnwindSafe(record));
     }

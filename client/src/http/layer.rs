@@ -37,7 +37,8 @@ impl Source {
 
 #[derive(Clone)]
 struct Route {
-    name: String,
+    /// Shared: it labels metrics and limits on every request without being copied.
+    name: Arc<str>,
     prefix: String,
     source: Source,
     cost: Option<CostFn>,
@@ -53,6 +54,8 @@ struct Config {
     proxies: TrustedProxies,
     caller: Option<CallerFn>,
     structured: bool,
+    /// The global limit's name in keys, headers and metrics: `all`.
+    global_name: Arc<str>,
 }
 
 /// Rate limiting for HTTP services. Built once; the per-request path clones one `Arc`.
@@ -93,6 +96,7 @@ impl RateLimitLayer {
                 proxies: TrustedProxies::default(),
                 caller: None,
                 structured: false,
+                global_name: Arc::from("all"),
             }),
         }
     }
@@ -131,7 +135,7 @@ impl RateLimitLayer {
     pub fn cost(self, name: &str, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         let cost: CostFn = Arc::new(cost);
         self.with(|c| {
-            c.routes.iter_mut().filter(|r| r.name == name).for_each(|r| r.cost = Some(cost.clone()))
+            c.routes.iter_mut().filter(|r| &*r.name == name).for_each(|r| r.cost = Some(cost.clone()))
         })
     }
 
@@ -236,8 +240,8 @@ where
 
 /// The limits one request is checked against: (key, policy, cost, name) per limit.
 struct Plan {
-    route_name: String,
-    limits: Vec<(String, Policy, u64, String)>,
+    route_name: Arc<str>,
+    limits: Vec<(String, Policy, u64, Arc<str>)>,
 }
 
 impl Config {
@@ -259,25 +263,27 @@ impl Config {
         let tag = format!("{}:{{{caller}}}", self.prefix);
         let mut limits = Vec::with_capacity(2);
         if let Some(r) = route {
-            limits.push((format!("{tag}:{}", r.name), r.source.policy(&caller), cost, r.name.clone()));
+            limits.push((format!("{tag}:{}", r.name), r.source.policy(&caller), cost, Arc::clone(&r.name)));
         }
         if let Some(g) = &self.global {
-            limits.push((format!("{tag}:all"), g.policy(&caller), cost, "all".to_string()));
+            limits.push((format!("{tag}:all"), g.policy(&caller), cost, Arc::clone(&self.global_name)));
         }
-        Some(Plan { route_name: route.map_or_else(|| "all".to_string(), |r| r.name.clone()), limits })
+        let route_name = Arc::clone(route.map_or(&self.global_name, |r| &r.name));
+        Some(Plan { route_name, limits })
     }
 }
 
 /// `ratelimit_http_requests_total{route, limit, outcome}` through the `metrics` facade: `limit` is the
 /// policy the decision describes (the route's, or `all` for the global one).
-fn record(route: &str, limit: &str, d: &Decision) {
+fn record(route: &Arc<str>, limit: &Arc<str>, d: &Decision) {
     let outcome = match (d.allowed, d.degraded) {
         (true, false) => "allowed",
         (false, false) => "denied",
         (true, true) => "degraded_allowed",
         (false, true) => "degraded_denied",
     };
-    let (route, limit) = (route.to_string(), limit.to_string());
+    let (route, limit) =
+        (metrics::SharedString::from(Arc::clone(route)), metrics::SharedString::from(Arc::clone(limit)));
     metrics::counter!("ratelimit_http_requests_total", "route" => route, "limit" => limit, "outcome" => outcome)
         .increment(1);
 }
