@@ -19,7 +19,7 @@ mod registration {
     use crate::command::fixed::Fixed;
     use crate::command::inspect::Inspect;
     use crate::command::refund::Refund;
-    use crate::command::registry::{register, KeySpec};
+    use crate::command::registry::register;
     use crate::command::slide::Slide;
     use crate::command::slide_count::SlideCount;
     use crate::command::stats;
@@ -28,15 +28,6 @@ mod registration {
     use redis_module::alloc::RedisAlloc;
     use redis_module::configuration::ConfigurationFlags;
     use redis_module::{redis_module, Context, RedisString, Status};
-
-    /// Keys at positions 1, 5, 9, ...: one per `key capacity rate cost` group.
-    const GROUPS_OF_FOUR: KeySpec = KeySpec { first: 1, last: -1, step: 4 };
-    /// One key, the first argument.
-    const FIRST: KeySpec = KeySpec { first: 1, last: 1, step: 1 };
-    /// One key, after a subcommand.
-    const SECOND: KeySpec = KeySpec { first: 2, last: 2, step: 1 };
-    /// No keys.
-    const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0 };
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         // Keys are signalled as modified only when written (see `store`), not whenever a key opened
@@ -64,15 +55,15 @@ mod registration {
             }
         };
         let registered = [
-            register::<Token>(ctx, c"rl.token", fast, GROUPS_OF_FOUR, write),
-            register::<Fixed>(ctx, c"rl.fixed", fast, FIRST, write),
-            register::<Slide>(ctx, c"rl.slide", slow, FIRST, write),
-            register::<SlideCount>(ctx, c"rl.slidecount", fast, FIRST, write),
-            register::<Refund>(ctx, c"rl.refund", fast, SECOND, write),
+            register::<Token>(ctx, c"rl.token", fast, write),
+            register::<Fixed>(ctx, c"rl.fixed", fast, write),
+            register::<Slide>(ctx, c"rl.slide", slow, write),
+            register::<SlideCount>(ctx, c"rl.slidecount", fast, write),
+            register::<Refund>(ctx, c"rl.refund", fast, write),
             // Reporting: read-only (replicas and read-only users may call them), no key writes.
-            register::<Inspect>(ctx, c"rl.inspect", c"readonly fast", FIRST, read),
-            register::<Top>(ctx, c"rl.top", c"readonly", NONE, read),
-            register::<ResetStats>(ctx, c"rl.resetstats", c"admin", NONE, admin),
+            register::<Inspect>(ctx, c"rl.inspect", c"readonly fast", read),
+            register::<Top>(ctx, c"rl.top", c"readonly", read),
+            register::<ResetStats>(ctx, c"rl.resetstats", c"admin", admin),
             stats::register(ctx),
         ];
         if registered.contains(&Status::Err) {

@@ -7,8 +7,7 @@
 use super::arg::Arg;
 use super::counting::{self, Counting};
 use super::error::RlError;
-use super::observe::Keys;
-use super::registry::Command;
+use super::registry::{Command, KeySpec};
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
 use ratelimit_core::fixed_window::{FixedWindow, WindowState};
@@ -20,7 +19,8 @@ pub struct Fixed;
 
 impl Command for Fixed {
     const STATS: Option<&'static CommandStats> = Some(&stats::FIXED);
-    const COUNTED: Option<Keys> = Some(Keys::One(0));
+    const KEYS: KeySpec = KeySpec::FIRST;
+    const COUNTED: bool = true;
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         counting::request::<FixedWindow>(ctx, args)

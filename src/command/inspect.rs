@@ -16,7 +16,7 @@ use super::arg::Arg;
 use super::args::{whole, window};
 use super::counting::Counting;
 use super::error::RlError;
-use super::registry::Command;
+use super::registry::{Command, KeySpec};
 use super::reply::{Reply, Value};
 use super::store::StateKey;
 use super::{clock, token};
@@ -32,6 +32,8 @@ pub struct Inspect;
 type Fields = Vec<(&'static str, Value)>;
 
 impl Command for Inspect {
+    const KEYS: KeySpec = KeySpec::FIRST;
+
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let (name, params) = match args {
             [name] => (name, None),

@@ -7,15 +7,9 @@ use super::classes::{Classes, Outcome};
 use super::config;
 use super::error::RlError;
 use super::heavy::HeavyHitters;
+use super::registry::KeySpec;
 use super::reply::Reply;
 use super::try_cell::TryCell;
-
-/// Where a command's keys are, for counting: one key, or every `step`-th argument from the first.
-#[derive(Clone, Copy)]
-pub enum Keys {
-    One(usize),
-    EveryFromFirst(usize),
-}
 
 #[derive(Default)]
 pub struct Observed {
@@ -31,17 +25,13 @@ pub fn read<R>(f: impl FnOnce(&Observed) -> R) -> Option<R> {
     OBSERVED.with(|o| o.as_ref().map(f)).flatten()
 }
 
-fn key_at(args: &[Arg], keys: Keys, position: usize) -> Option<&[u8]> {
-    let index = match keys {
-        Keys::One(i) => (position == 0).then_some(i)?,
-        Keys::EveryFromFirst(step) => position * step,
-    };
-    args.get(index).map(Arg::bytes)
+fn key_at<'a>(args: &'a [Arg], keys: &KeySpec, position: usize) -> Option<&'a [u8]> {
+    keys.key(args, position).map(Arg::bytes)
 }
 
 /// Records one call's outcome: allowed counts for every key's class, a denial for the class of the
 /// key that denied (and in the heavy hitters), an error for the first key's class.
-pub fn record(args: &[Arg], keys: Keys, result: &Result<Reply, RlError>, now_ms: impl FnOnce() -> i64) {
+pub fn record(args: &[Arg], keys: &KeySpec, result: &Result<Reply, RlError>, now_ms: impl FnOnce() -> i64) {
     if !config::class_stats() {
         return;
     }
@@ -54,7 +44,7 @@ pub fn record(args: &[Arg], keys: Keys, result: &Result<Reply, RlError>, now_ms:
 fn record_in(
     observed: &mut Observed,
     args: &[Arg],
-    keys: Keys,
+    keys: &KeySpec,
     result: &Result<Reply, RlError>,
     separator: u8,
     limit: usize,

@@ -8,7 +8,7 @@
 
 use super::arg::Arg;
 use super::error::RlError;
-use super::registry::Command;
+use super::registry::{Command, KeySpec};
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
 use super::store::StateKey;
@@ -20,6 +20,8 @@ use redis_module::Context;
 pub struct Refund;
 
 impl Command for Refund {
+    const KEYS: KeySpec = KeySpec::SECOND;
+
     const STATS: Option<&'static CommandStats> = Some(&stats::REFUND);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {

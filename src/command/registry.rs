@@ -4,7 +4,7 @@
 use super::arg::Arg;
 use super::clock;
 use super::error::RlError;
-use super::observe::{self, Keys};
+use super::observe;
 use super::reply::Reply;
 use super::stats::CommandStats;
 use redis_module::{raw, Context, Status};
@@ -16,8 +16,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub trait Command {
     /// Where `INFO ratelimit` counts this command's outcomes (limiters and refunds).
     const STATS: Option<&'static CommandStats> = None;
-    /// Where the keys are whose classes count this command's outcomes (the limiters).
-    const COUNTED: Option<Keys> = None;
+    /// Where its keys are, for the server (COMMAND GETKEYS, Cluster routing) and for counting.
+    const KEYS: KeySpec = KeySpec::NONE;
+    /// Whether its outcomes count in the key classes and RL.TOP (the limiters).
+    const COUNTED: bool = false;
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError>;
 }
@@ -38,8 +40,8 @@ extern "C" fn dispatch<C: Command>(
     if let Some(stats) = C::STATS {
         stats.record(&result);
     }
-    if let Some(keys) = C::COUNTED {
-        let record = || observe::record(args, keys, &result, || clock::last_ns() / 1_000_000);
+    if C::COUNTED {
+        let record = || observe::record(args, &C::KEYS, &result, || clock::last_ns() / 1_000_000);
         // Statistics never fail a command.
         let _ = catch_unwind(AssertUnwindSafe(record));
     }
@@ -50,22 +52,45 @@ extern "C" fn dispatch<C: Command>(
     raw::REDISMODULE_OK as c_int
 }
 
-/// Where a command's keys are: the first, the last (-1: the last argument) and the step between them.
+/// Where a command's keys are, counting the command name as argument 0: the first, the last (-1: the
+/// last argument) and the step between them.
 pub struct KeySpec {
     pub first: c_int,
     pub last: c_int,
     pub step: c_int,
 }
 
-/// Registers `C` as `name` with the given flags and keys, in ACL category `acl` when there is one (see
-/// `acl::add_category`); a command that cannot join it is registered without it, with a log line.
-pub fn register<C: Command>(
-    ctx: &Context,
-    name: &CStr,
-    flags: &CStr,
-    keys: KeySpec,
-    acl: Option<&CStr>,
-) -> Status {
+impl KeySpec {
+    /// No keys.
+    pub const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0 };
+    /// One key, the first argument.
+    pub const FIRST: KeySpec = KeySpec { first: 1, last: 1, step: 1 };
+    /// One key, after a subcommand.
+    pub const SECOND: KeySpec = KeySpec { first: 2, last: 2, step: 1 };
+    /// Keys at 1, 5, 9, ...: one per `key capacity rate cost` group.
+    pub const GROUPS_OF_FOUR: KeySpec = KeySpec { first: 1, last: -1, step: 4 };
+
+    /// The `position`-th key among `args` (the arguments after the command name), if there is one.
+    pub fn key<'a>(&self, args: &'a [Arg], position: usize) -> Option<&'a Arg> {
+        let (first, step) =
+            (usize::try_from(self.first).ok()?.checked_sub(1)?, usize::try_from(self.step).ok()?);
+        let index = first.checked_add(position.checked_mul(step)?)?;
+        let within = match usize::try_from(self.last) {
+            Ok(last) => index < last,
+            Err(_) => true, // -1: up to the last argument
+        };
+        if step == 0 && position > 0 || !within {
+            return None;
+        }
+        args.get(index)
+    }
+}
+
+/// Registers `C` as `name` with the given flags and its keys (`C::KEYS`), in ACL category `acl` when
+/// there is one (see `acl::add_category`); a command that cannot join it is registered without it,
+/// with a log line.
+pub fn register<C: Command>(ctx: &Context, name: &CStr, flags: &CStr, acl: Option<&CStr>) -> Status {
+    let keys = C::KEYS;
     // SAFETY: API pointers set by RedisModule_Init, called from OnLoad with the server's context.
     unsafe {
         let Some(create) = raw::RedisModule_CreateCommand else {

@@ -9,8 +9,7 @@ use super::arg::Arg;
 use super::args::{whole, window};
 use super::clock;
 use super::error::RlError;
-use super::observe::Keys;
-use super::registry::Command;
+use super::registry::{Command, KeySpec};
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
 use super::store::{Expiry, StateKey};
@@ -56,7 +55,8 @@ fn parse(args: &[Arg]) -> Result<(&Arg, SlidingLog, RequestId), RlError> {
 
 impl Command for Slide {
     const STATS: Option<&'static CommandStats> = Some(&stats::SLIDE);
-    const COUNTED: Option<Keys> = Some(Keys::One(0));
+    const KEYS: KeySpec = KeySpec::FIRST;
+    const COUNTED: bool = true;
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let (name, log, id) = parse(args)?;

@@ -7,8 +7,7 @@ use super::arg::Arg;
 use super::args::{positive_decimal, whole};
 use super::clock;
 use super::error::RlError;
-use super::observe::Keys;
-use super::registry::Command;
+use super::registry::{Command, KeySpec};
 use super::reply::Reply;
 use super::stats::{self, CommandStats};
 use super::store::StateKey;
@@ -130,7 +129,8 @@ pub fn store(key: &mut StateKey, tat: Nanos, previous: Option<Nanos>) -> Result<
 
 impl Command for Token {
     const STATS: Option<&'static CommandStats> = Some(&stats::TOKEN);
-    const COUNTED: Option<Keys> = Some(Keys::EveryFromFirst(4));
+    const KEYS: KeySpec = KeySpec::GROUPS_OF_FOUR;
+    const COUNTED: bool = true;
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         if args.len() == GROUP {
