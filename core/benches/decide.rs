@@ -16,7 +16,7 @@ fn algorithms(c: &mut Criterion) {
     let rate = Decimal::parse(b"5").unwrap();
     let bucket = TokenBucket::new(10, rate).unwrap();
     c.bench_function("token bucket: decide", |b| {
-        b.iter(|| bucket.decide(black_box(Some(NOW + 500_000_000)), black_box(NOW), black_box(1)))
+        b.iter(|| bucket.decide_tat(black_box(Some(NOW + 500_000_000)), black_box(NOW), black_box(1)))
     });
     c.bench_function("token bucket: parse rate + build", |b| {
         b.iter(|| TokenBucket::new(black_box(10), Decimal::parse(black_box(b"2.5")).unwrap()))
@@ -25,13 +25,13 @@ fn algorithms(c: &mut Criterion) {
     let fixed = FixedWindow::new(100, 60 * NANOS_PER_SEC).unwrap();
     let state = Some(WindowState { count: 10, ends_at: NOW + NANOS_PER_SEC });
     c.bench_function("fixed window: decide", |b| {
-        b.iter(|| fixed.decide(black_box(state), black_box(NOW), 1))
+        b.iter(|| fixed.decide_window(black_box(state), black_box(NOW), 1))
     });
 
     let counter = SlidingCounter::new(100, 60 * NANOS_PER_SEC).unwrap();
     let cs = Some(CounterState { window: (NOW / (60 * NANOS_PER_SEC)) as u64, current: 10, previous: 50 });
     c.bench_function("sliding counter: decide", |b| {
-        b.iter(|| counter.decide(black_box(cs), black_box(NOW), 1))
+        b.iter(|| counter.decide_counts(black_box(cs), black_box(NOW), 1))
     });
 
     // Sliding logs holding 5,000 requests at limit 10,000, without and with ids.
@@ -41,7 +41,7 @@ fn algorithms(c: &mut Criterion) {
         let mut value = Vec::new();
         for i in 0..5_000u64 {
             let parsed = (!value.is_empty()).then(|| Log::parse(&value).unwrap());
-            let d = log.decide(parsed, now_us + i, RequestId { hash: i + 1, dedup });
+            let d = log.decide_log(parsed, now_us + i, RequestId { hash: i + 1, dedup });
             apply(&mut value, d.write.as_ref().unwrap());
         }
         value
@@ -50,11 +50,11 @@ fn algorithms(c: &mut Criterion) {
     let later = now_us + 10_000;
     c.bench_function("sliding log (5,000 entries): parse + decide", |b| {
         let id = RequestId { hash: 0, dedup: false };
-        b.iter(|| log.decide(Some(Log::parse(black_box(&plain)).unwrap()), black_box(later), id))
+        b.iter(|| log.decide_log(Some(Log::parse(black_box(&plain)).unwrap()), black_box(later), id))
     });
     c.bench_function("sliding log (5,000 entries): parse + decide with DEDUP", |b| {
         let id = RequestId { hash: 1 << 40, dedup: true };
-        b.iter(|| log.decide(Some(Log::parse(black_box(&with_ids)).unwrap()), black_box(later), id))
+        b.iter(|| log.decide_log(Some(Log::parse(black_box(&with_ids)).unwrap()), black_box(later), id))
     });
 }
 

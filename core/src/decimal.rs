@@ -22,6 +22,18 @@ pub enum DecimalError {
     OutOfRange,
 }
 
+impl std::fmt::Display for DecimalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DecimalError::NotANumber => "not a decimal number",
+            DecimalError::Negative => "negative",
+            DecimalError::OutOfRange => "out of range",
+        })
+    }
+}
+
+impl std::error::Error for DecimalError {}
+
 /// Significant digits kept exactly; u128 holds 38.
 const MAX_DIGITS: usize = 36;
 /// Exponents beyond this are out of range for every parameter (rates, windows).

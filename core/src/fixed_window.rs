@@ -1,10 +1,21 @@
 //! The fixed window: up to `limit` units per window; a window starts at its first allowed request and
 //! lasts `window`. The second seed's INCR + EXPIRE, with the counter and its end decided together.
 //!
-//! State: the units counted in the current window and the instant the window ends (the key's expiry).
+//! State: the units counted in the current window and the instant the window ends (the key's expiry),
+//! stored as two little-endian words (u64 count, i64 Unix ns) behind the tag `RLF\x01`.
 
-use crate::time::Nanos;
+use crate::error::{ParamError, StateError};
+use crate::format::{word, words, Kind};
+use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Refund, Write};
+use crate::limits::MAX_HORIZON_NS;
+use crate::time::{ceil_ms, Nanos};
 use crate::verdict::Verdict;
+
+/// A limit of zero never admits anything.
+pub const LIMIT: ParamError = ParamError::new("limit", "must be a whole number >= 1");
+/// What every window (and lease) length must be.
+pub const WINDOW: ParamError =
+    ParamError::new("window", "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)");
 
 /// Valid fixed window parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,16 +41,16 @@ pub struct FixedDecision {
 }
 
 impl FixedWindow {
-    /// None when limit is 0 or the window is not positive.
-    pub fn new(limit: u64, window_ns: Nanos) -> Option<FixedWindow> {
-        (limit > 0 && window_ns > 0).then_some(FixedWindow { limit, window_ns })
+    pub fn new(limit: u64, window_ns: Nanos) -> Result<FixedWindow, ParamError> {
+        check_window(limit, window_ns, LIMIT)?;
+        Ok(FixedWindow { limit, window_ns })
     }
 
     /// Decides `cost` units at `now`. A window that has ended counts as none: a new one starts now.
     /// A window that ends further ahead than one window (a clock that stepped back, a primary whose
     /// clock ran ahead) is repaired: its count is kept and it ends one window from now, so a clock
     /// fault neither forgets what was counted nor locks a client out for longer than one window.
-    pub fn decide(&self, state: Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
+    pub fn decide_window(&self, state: Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
         let latest_end = now.saturating_add(self.window_ns);
         let stored = state.filter(|s| s.ends_at > now);
         let repaired =
@@ -71,9 +82,68 @@ impl FixedWindow {
 
     /// The state after giving back `units` at `now`: None when nothing changes (no window open, or
     /// nothing counted). The count never goes below zero.
-    pub fn refund(&self, state: Option<WindowState>, now: Nanos, units: u64) -> Option<WindowState> {
+    pub fn refund_window(&self, state: Option<WindowState>, now: Nanos, units: u64) -> Option<WindowState> {
         let s = state.filter(|s| s.ends_at > now && s.count > 0 && units > 0)?;
         Some(WindowState { count: s.count.saturating_sub(units), ends_at: s.ends_at })
+    }
+}
+
+/// A window limiter's `limit` (`limit_error` when 0) and `window` (positive, within the horizon).
+pub(crate) fn check_window(limit: u64, window_ns: Nanos, limit_error: ParamError) -> Result<(), ParamError> {
+    if limit == 0 {
+        return Err(limit_error);
+    }
+    if window_ns <= 0 || window_ns > MAX_HORIZON_NS {
+        return Err(WINDOW);
+    }
+    Ok(())
+}
+
+impl FixedWindow {
+    /// The state in a stored value (tagged, or 0.1's untagged 16 bytes).
+    pub fn decode(stored: &[u8]) -> Result<WindowState, StateError> {
+        let p = Kind::FixedWindow.payload(stored).ok_or(StateError)?;
+        Ok(WindowState { count: word(p, 0).ok_or(StateError)?, ends_at: word(p, 1).ok_or(StateError)? as Nanos })
+    }
+
+    /// The key expires exactly when the window ends.
+    fn write(state: &WindowState) -> Write {
+        Write {
+            change: Change::Set(words(Kind::FixedWindow, &[state.count, state.ends_at as u64])),
+            expiry: Expiry::Within { at_least_ms: ceil_ms(state.ends_at), slack_ms: 0 },
+        }
+    }
+}
+
+impl Limiter for FixedWindow {
+    /// Units to count (0: a peek).
+    type Request = u64;
+    const KIND: Kind = Kind::FixedWindow;
+
+    fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
+        let state = stored.map(Self::decode).transpose()?;
+        let d = self.decide_window(state, now, cost);
+        let repair = d.new_state.is_some() && !(d.verdict.allowed && cost > 0);
+        Ok(Outcome { verdict: d.verdict, write: d.new_state.as_ref().map(Self::write), repair })
+    }
+
+    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
+        let state = stored.map(Self::decode).transpose()?;
+        Ok(Peek { now: self.decide_window(state, now, 0).verdict, one: self.decide_window(state, now, 1).verdict })
+    }
+
+    fn describe(stored: &[u8], _now: Nanos) -> Result<Vec<Field>, StateError> {
+        let s = Self::decode(stored)?;
+        Ok(vec![("count", Some(i64::try_from(s.count).unwrap_or(i64::MAX))), ("window_ends_at_ms", Some(ceil_ms(s.ends_at)))])
+    }
+}
+
+impl Refund for FixedWindow {
+    fn refund(&self, stored: Option<&[u8]>, now: Nanos, units: u64) -> Result<(Option<Write>, Verdict), StateError> {
+        let state = stored.map(Self::decode).transpose()?;
+        let refunded = self.refund_window(state, now, units);
+        let verdict = self.decide_window(refunded.or(state), now, 0).verdict;
+        Ok((refunded.as_ref().map(Self::write), verdict))
     }
 }
 
@@ -86,7 +156,7 @@ mod tests {
     const T0: Nanos = 1_700_000_000 * SEC;
 
     fn apply(w: &FixedWindow, state: &mut Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
-        let d = w.decide(*state, now, cost);
+        let d = w.decide_window(*state, now, cost);
         if d.new_state.is_some() {
             *state = d.new_state;
         }
@@ -121,19 +191,19 @@ mod tests {
     #[test]
     fn costs_peeks_and_impossible_requests() {
         let w = FixedWindow::new(5, SEC).unwrap();
-        let peek = w.decide(None, T0, 0);
+        let peek = w.decide_window(None, T0, 0);
         assert_eq!((peek.verdict.allowed, peek.verdict.remaining, peek.new_state), (true, 5, None));
-        assert_eq!(w.decide(None, T0, 6).verdict.retry_after_ns, None);
+        assert_eq!(w.decide_window(None, T0, 6).verdict.retry_after_ns, None);
         let state = Some(WindowState { count: 4, ends_at: T0 + SEC / 2 });
-        assert!(!w.decide(state, T0, 2).verdict.allowed);
-        assert!(w.decide(state, T0, 1).verdict.allowed);
+        assert!(!w.decide_window(state, T0, 2).verdict.allowed);
+        assert!(w.decide_window(state, T0, 1).verdict.allowed);
     }
 
     #[test]
     fn a_window_from_a_clock_that_stepped_back_keeps_its_count_and_ends_within_a_window() {
         let w = FixedWindow::new(5, SEC).unwrap();
         let far = Some(WindowState { count: 5, ends_at: T0 + 3600 * SEC });
-        let d = w.decide(far, T0, 1);
+        let d = w.decide_window(far, T0, 1);
         assert!(!d.verdict.allowed, "what was counted still counts");
         assert_eq!(d.verdict.retry_after_ns, Some(SEC));
         assert_eq!(
@@ -142,7 +212,7 @@ mod tests {
             "repaired, even on a denial"
         );
         let partly = Some(WindowState { count: 2, ends_at: T0 + 3600 * SEC });
-        let d = w.decide(partly, T0, 1);
+        let d = w.decide_window(partly, T0, 1);
         assert!(d.verdict.allowed && !d.new_window);
         assert_eq!(d.new_state, Some(WindowState { count: 3, ends_at: T0 + SEC }));
     }
@@ -151,10 +221,10 @@ mod tests {
     fn refunds_never_go_below_zero() {
         let w = FixedWindow::new(5, SEC).unwrap();
         let s = Some(WindowState { count: 2, ends_at: T0 + SEC });
-        assert_eq!(w.refund(s, T0, 1), Some(WindowState { count: 1, ends_at: T0 + SEC }));
-        assert_eq!(w.refund(s, T0, 9), Some(WindowState { count: 0, ends_at: T0 + SEC }));
-        assert_eq!(w.refund(s, T0 + SEC, 1), None);
-        assert_eq!(w.refund(None, T0, 1), None);
+        assert_eq!(w.refund_window(s, T0, 1), Some(WindowState { count: 1, ends_at: T0 + SEC }));
+        assert_eq!(w.refund_window(s, T0, 9), Some(WindowState { count: 0, ends_at: T0 + SEC }));
+        assert_eq!(w.refund_window(s, T0 + SEC, 1), None);
+        assert_eq!(w.refund_window(None, T0, 1), None);
     }
 
     proptest! {

@@ -12,7 +12,15 @@
 //! the excess over `limit` comes from the previous window's requests being bunched at its end, where the
 //! weighting assumes they were spread evenly. With evenly spread traffic it is exact.
 
-use crate::time::Nanos;
+//!
+//! Stored as three little-endian u64 words (window index, current count, previous count) behind the
+//! tag `RLC\x01`; the key expires at the end of the window after the current one.
+
+use crate::error::{ParamError, StateError};
+use crate::fixed_window::{check_window, LIMIT};
+use crate::format::{word, words, Kind};
+use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Refund, Write};
+use crate::time::{ceil_ms, Nanos};
 use crate::verdict::Verdict;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,32 +45,13 @@ pub struct CounterDecision {
     pub expires_at: Nanos,
 }
 
-impl CounterState {
-    pub fn encode(&self) -> [u8; 24] {
-        let mut out = [0u8; 24];
-        out[..8].copy_from_slice(&self.window.to_le_bytes());
-        out[8..16].copy_from_slice(&self.current.to_le_bytes());
-        out[16..].copy_from_slice(&self.previous.to_le_bytes());
-        out
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<CounterState> {
-        let word =
-            |i: usize| bytes.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
-        (bytes.len() == 24).then_some(CounterState {
-            window: word(0)?,
-            current: word(1)?,
-            previous: word(2)?,
-        })
-    }
-}
-
 impl SlidingCounter {
-    pub fn new(limit: u64, window_ns: Nanos) -> Option<SlidingCounter> {
-        (limit > 0 && window_ns > 0).then_some(SlidingCounter { limit, window_ns })
+    pub fn new(limit: u64, window_ns: Nanos) -> Result<SlidingCounter, ParamError> {
+        check_window(limit, window_ns, LIMIT)?;
+        Ok(SlidingCounter { limit, window_ns })
     }
 
-    pub fn decide(&self, state: Option<CounterState>, now: Nanos, cost: u64) -> CounterDecision {
+    pub fn decide_counts(&self, state: Option<CounterState>, now: Nanos, cost: u64) -> CounterDecision {
         let w = self.window_ns as u128;
         let index_now = (now.max(0) / self.window_ns) as u64;
         // Roll the stored counts forward to the current window. A state from a later window (a clock
@@ -141,10 +130,61 @@ impl SlidingCounter {
 
     /// The state after giving back `units` from the current window (never below zero); None when
     /// nothing changes.
-    pub fn refund(&self, state: Option<CounterState>, now: Nanos, units: u64) -> Option<CounterState> {
+    pub fn refund_counts(&self, state: Option<CounterState>, now: Nanos, units: u64) -> Option<CounterState> {
         let index_now = (now.max(0) / self.window_ns) as u64;
         let s = state.filter(|s| s.window >= index_now && s.current > 0 && units > 0)?;
         Some(CounterState { current: s.current.saturating_sub(units), ..s })
+    }
+}
+
+impl SlidingCounter {
+    /// The state in a stored value (tagged, or 0.1's untagged 24 bytes).
+    pub fn decode(stored: &[u8]) -> Result<CounterState, StateError> {
+        let p = Kind::SlidingCounter.payload(stored).ok_or(StateError)?;
+        let w = |i| word(p, i).ok_or(StateError);
+        Ok(CounterState { window: w(0)?, current: w(1)?, previous: w(2)? })
+    }
+
+    /// The key expires when its counts stop mattering: the end of the window after the current one.
+    fn write(&self, state: &CounterState, now: Nanos) -> Write {
+        let expires_at = self.decide_counts(Some(*state), now, 0).expires_at;
+        Write {
+            change: Change::Set(words(Kind::SlidingCounter, &[state.window, state.current, state.previous])),
+            expiry: Expiry::Within { at_least_ms: ceil_ms(expires_at), slack_ms: 0 },
+        }
+    }
+}
+
+impl Limiter for SlidingCounter {
+    /// Units to count (0: a peek).
+    type Request = u64;
+    const KIND: Kind = Kind::SlidingCounter;
+
+    fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
+        let state = stored.map(Self::decode).transpose()?;
+        let d = self.decide_counts(state, now, cost);
+        let repair = d.new_state.is_some() && !(d.verdict.allowed && cost > 0);
+        Ok(Outcome { verdict: d.verdict, write: d.new_state.map(|s| self.write(&s, now)), repair })
+    }
+
+    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
+        let state = stored.map(Self::decode).transpose()?;
+        Ok(Peek { now: self.decide_counts(state, now, 0).verdict, one: self.decide_counts(state, now, 1).verdict })
+    }
+
+    fn describe(stored: &[u8], _now: Nanos) -> Result<Vec<Field>, StateError> {
+        let s = Self::decode(stored)?;
+        let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
+        Ok(vec![("window_index", n(s.window)), ("current", n(s.current)), ("previous", n(s.previous))])
+    }
+}
+
+impl Refund for SlidingCounter {
+    fn refund(&self, stored: Option<&[u8]>, now: Nanos, units: u64) -> Result<(Option<Write>, Verdict), StateError> {
+        let state = stored.map(Self::decode).transpose()?;
+        let refunded = self.refund_counts(state, now, units);
+        let verdict = self.decide_counts(refunded.or(state), now, 0).verdict;
+        Ok((refunded.map(|s| self.write(&s, now)), verdict))
     }
 }
 
@@ -157,7 +197,7 @@ mod tests {
     const T0: Nanos = 1_700_000_000 * SEC; // a multiple of 10 s
 
     fn run(c: &SlidingCounter, state: &mut Option<CounterState>, now: Nanos, cost: u64) -> CounterDecision {
-        let d = c.decide(*state, now, cost);
+        let d = c.decide_counts(*state, now, cost);
         if d.new_state.is_some() {
             *state = d.new_state;
         }
@@ -173,14 +213,14 @@ mod tests {
         }
         // 2.5 s into the next window, 75% of the previous 10 still count: room for 2 (7.5 + 2 <= 10).
         let now = T0 + 12_500_000_000;
-        assert_eq!(c.decide(state, now, 0).verdict.remaining, 2);
+        assert_eq!(c.decide_counts(state, now, 0).verdict.remaining, 2);
         assert!(run(&c, &mut state, now, 2).verdict.allowed);
         let denied = run(&c, &mut state, now, 1);
         assert!(!denied.verdict.allowed);
         // 10 * (10 - e) <= 7 * 10  =>  e >= 3 s: 0.5 s from now.
         assert_eq!(denied.verdict.retry_after_ns, Some(500_000_000));
-        assert!(c.decide(state, now + 500_000_000, 1).verdict.allowed);
-        assert!(!c.decide(state, now + 499_999_999, 1).verdict.allowed);
+        assert!(c.decide_counts(state, now + 500_000_000, 1).verdict.allowed);
+        assert!(!c.decide_counts(state, now + 499_999_999, 1).verdict.allowed);
     }
 
     #[test]
@@ -194,14 +234,14 @@ mod tests {
         // Next window: 4 * (10 - e) <= 2 * 10  =>  e >= 5 s; 1 s to the boundary + 5 s.
         assert_eq!(d.verdict.retry_after_ns, Some(6 * SEC));
         assert_eq!(d.verdict.reset_after_ns, 11 * SEC);
-        assert_eq!(c.decide(state, T0 + 9 * SEC, 5).verdict.retry_after_ns, None);
+        assert_eq!(c.decide_counts(state, T0 + 9 * SEC, 5).verdict.retry_after_ns, None);
     }
 
     #[test]
     fn a_state_from_a_later_window_is_repaired_into_the_current_one() {
         let c = SlidingCounter::new(4, 10 * SEC).unwrap();
         let future = Some(CounterState { window: (T0 / (10 * SEC)) as u64 + 360, current: 4, previous: 0 });
-        let d = c.decide(future, T0 + SEC, 1);
+        let d = c.decide_counts(future, T0 + SEC, 1);
         assert!(!d.verdict.allowed, "what was counted still counts");
         assert_eq!(
             d.new_state,
@@ -211,10 +251,21 @@ mod tests {
     }
 
     #[test]
-    fn state_roundtrips() {
-        let s = CounterState { window: 170_000_000, current: 3, previous: 9 };
-        assert_eq!(CounterState::decode(&s.encode()), Some(s));
-        assert_eq!(CounterState::decode(&[0; 23]), None);
+    fn state_roundtrips_tagged_and_reads_the_untagged_format_of_0_1() {
+        let c = SlidingCounter::new(10, 10 * SEC).unwrap();
+        let written = c.decide(None, T0, 3).unwrap().write.unwrap();
+        let Change::Set(bytes) = written.change else { panic!("a counter is written whole") };
+        assert_eq!(&bytes.as_ref()[..4], b"RLC\x01");
+        let s = SlidingCounter::decode(bytes.as_ref()).unwrap();
+        assert_eq!((s.current, s.previous), (3, 0));
+        // 0.1 wrote the three words untagged: window 170000000, current 3, previous 9.
+        let mut old = Vec::new();
+        for w in [170_000_000u64, 3, 9] {
+            old.extend_from_slice(&w.to_le_bytes());
+        }
+        assert_eq!(SlidingCounter::decode(&old), Ok(CounterState { window: 170_000_000, current: 3, previous: 9 }));
+        assert_eq!(SlidingCounter::decode(&[0; 23]), Err(StateError));
+        assert_eq!(SlidingCounter::decode(&[0; 16]), Err(StateError), "a fixed window's state");
     }
 
     proptest! {
@@ -237,7 +288,7 @@ mod tests {
                     admitted.push((now, cost));
                 }
                 if let (false, Some(retry)) = (d.verdict.allowed, d.verdict.retry_after_ns) {
-                    prop_assert!(c.decide(state, now + retry, cost).verdict.allowed);
+                    prop_assert!(c.decide_counts(state, now + retry, cost).verdict.allowed);
                 }
                 let in_interval: u64 = admitted.iter().filter(|(t, _)| t + window > now).map(|(_, c)| c).sum();
                 let in_aligned: u64 = admitted.iter().filter(|(t, _)| t / window == now / window).map(|(_, c)| c).sum();

@@ -15,16 +15,28 @@
 //! Memory: 8 bytes per slot (16 with ids), at most a quarter of the slots unused after growth.
 //! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
 
+use crate::error::{ParamError, StateError};
+use crate::fixed_window::WINDOW;
+use crate::format::{Bytes, Kind};
+use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
+use crate::limits::{MAX_HORIZON_NS, MAX_LOG_LIMIT};
 use crate::time::Nanos;
 use crate::verdict::Verdict;
 
+// The tag of every format (see `format`): `RLS` and the version.
 const MAGIC: &[u8; 3] = b"RLS";
 const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 8;
 /// Timestamps at or below this are fillers, never live (2^32 us is in 1970).
 const FILLER_CEILING: u64 = 1 << 32;
 /// The largest limit a log accepts: its memory grows with the limit.
-pub const MAX_LIMIT: u64 = 1_000_000;
+pub const MAX_LIMIT: u64 = MAX_LOG_LIMIT;
+/// A limit of zero, or above what a log holds.
+pub const LIMIT: ParamError =
+    ParamError::new("limit", "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)");
+/// The key lives up to this much past the instant its newest entry leaves the window, so most
+/// requests leave the expiry alone.
+const EXPIRY_SLACK_MS: i64 = 999;
 /// How far ahead of the clock the newest entry may be before the log counts as written by a clock
 /// that ran ahead: entries are kept strictly increasing, so a burst can run a little ahead.
 const FUTURE_TOLERANCE_US: u64 = 1_000;
@@ -61,7 +73,7 @@ pub struct Log<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogWrite {
     /// Overwrite `bytes` at byte `offset` of the value.
-    Slot { offset: usize, bytes: Vec<u8> },
+    Slot { offset: usize, bytes: Bytes },
     /// Replace the whole value.
     Rewrite(Vec<u8>),
 }
@@ -73,6 +85,8 @@ pub struct SlideDecision {
     /// When the newest recorded request leaves the window, after this request (us); None when the log
     /// is empty.
     pub empty_at_us: Option<u64>,
+    /// The log was impossible (entries from the future) and the write repairs it.
+    pub repair: bool,
 }
 
 /// What the caller asks about its request id.
@@ -202,13 +216,18 @@ fn us_to_ns(us: u64) -> Nanos {
 }
 
 impl SlidingLog {
-    /// None when limit is 0 or above MAX_LIMIT, or the window is 0.
-    pub fn new(limit: u64, window_us: u64) -> Option<SlidingLog> {
-        (limit > 0 && limit <= MAX_LIMIT && window_us > 0).then_some(SlidingLog { limit, window_us })
+    pub fn new(limit: u64, window_us: u64) -> Result<SlidingLog, ParamError> {
+        if limit == 0 || limit > MAX_LIMIT {
+            return Err(LIMIT);
+        }
+        if window_us == 0 || window_us > (MAX_HORIZON_NS / 1000) as u64 {
+            return Err(WINDOW);
+        }
+        Ok(SlidingLog { limit, window_us })
     }
 
     /// Decides one request at `now_us` against the stored log (None: no key).
-    pub fn decide(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
+    pub fn decide_log(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
         match log {
             Some(log) if log.newest() > now_us.saturating_add(FUTURE_TOLERANCE_US) => {
                 self.decide_repaired(&log, now_us, id)
@@ -244,6 +263,7 @@ impl SlidingLog {
             }
             None => LogWrite::Rewrite(repaired),
         });
+        decision.repair = true;
         decision
     }
 
@@ -263,6 +283,7 @@ impl SlidingLog {
                 verdict: verdict(true, 1, Some(0), Some(now_us)),
                 write: Some(write),
                 empty_at_us: Some(now_us.saturating_add(self.window_us)),
+                repair: false,
             };
         };
         let first_live = log.first_above(threshold);
@@ -270,7 +291,12 @@ impl SlidingLog {
         let newest = (live > 0).then(|| log.newest());
         let empty_at_us = newest.map(|t| t.saturating_add(self.window_us));
         if id.dedup && log.entries_from(first_live).any(|(_, h)| h == id.hash) {
-            return SlideDecision { verdict: verdict(true, live, Some(0), newest), write: None, empty_at_us };
+            return SlideDecision {
+                verdict: verdict(true, live, Some(0), newest),
+                write: None,
+                empty_at_us,
+                repair: false,
+            };
         }
         if live >= self.limit {
             // The request fits once all but limit - 1 of the live entries have left the window.
@@ -280,6 +306,7 @@ impl SlidingLog {
                 verdict: verdict(false, live, Some(wait(leaving).max(1)), newest),
                 write: None,
                 empty_at_us,
+                repair: false,
             };
         }
         // Strictly increasing, even if the clock stepped back or two requests share a microsecond.
@@ -292,16 +319,17 @@ impl SlidingLog {
                 entries.push((stamp, id.hash));
                 LogWrite::Rewrite(build(entry_width, self.slots_for(&log, live_after), &entries))
             } else {
-                let mut bytes = stamp.to_le_bytes().to_vec();
-                if log.width == Width::WithIds {
-                    bytes.extend_from_slice(&id.hash.to_le_bytes());
-                }
+                let mut slot = [0u8; 16];
+                slot[..8].copy_from_slice(&stamp.to_le_bytes());
+                slot[8..].copy_from_slice(&id.hash.to_le_bytes());
+                let bytes = Bytes::copy(&slot[..log.width as usize]);
                 LogWrite::Slot { offset: HEADER_LEN + log.pivot * log.width as usize, bytes }
             };
         SlideDecision {
             verdict: verdict(true, live + 1, Some(0), Some(stamp)),
             write: Some(write),
             empty_at_us: Some(stamp.saturating_add(self.window_us)),
+            repair: false,
         }
     }
 
@@ -346,7 +374,74 @@ impl Width {
 pub fn apply(value: &mut Vec<u8>, write: &LogWrite) {
     match write {
         LogWrite::Rewrite(bytes) => *value = bytes.clone(),
-        LogWrite::Slot { offset, bytes } => value[*offset..*offset + bytes.len()].copy_from_slice(bytes),
+        LogWrite::Slot { offset, bytes } => {
+            let bytes = bytes.as_ref();
+            value[*offset..*offset + bytes.len()].copy_from_slice(bytes)
+        }
+    }
+}
+
+fn now_us(now: Nanos) -> u64 {
+    (now.max(0) / 1000) as u64
+}
+
+fn parse(stored: Option<&[u8]>) -> Result<Option<Log<'_>>, StateError> {
+    stored.map(Log::parse).transpose().map_err(|_| StateError)
+}
+
+impl Limiter for SlidingLog {
+    type Request = RequestId;
+    const KIND: Kind = Kind::SlidingLog;
+
+    fn decide(&self, stored: Option<&[u8]>, now: Nanos, id: RequestId) -> Result<Outcome, StateError> {
+        let d = self.decide_log(parse(stored)?, now_us(now), id);
+        let write = match (d.write, d.empty_at_us) {
+            (Some(write), Some(empty_at_us)) => {
+                let at_least_ms = i64::try_from(empty_at_us.div_ceil(1000)).unwrap_or(i64::MAX);
+                let change = match write {
+                    LogWrite::Slot { offset, bytes } => Change::Range { offset, bytes },
+                    LogWrite::Rewrite(bytes) => Change::Set(Bytes::Heap(bytes)),
+                };
+                Some(Write { change, expiry: Expiry::Within { at_least_ms, slack_ms: EXPIRY_SLACK_MS } })
+            }
+            _ => None,
+        };
+        Ok(Outcome { verdict: d.verdict, write, repair: d.repair })
+    }
+
+    /// The decision of a request is computed and its write discarded.
+    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
+        let log = parse(stored)?;
+        let now_us = now_us(now);
+        let one = self.decide_log(log, now_us, RequestId { hash: 0, dedup: false }).verdict;
+        // Before this hypothetical request: one more unit left, and the window empties with its newest entry.
+        let newest = log.and_then(|l| l.recorded().last()).unwrap_or(0);
+        let before = Verdict {
+            remaining: if one.allowed { one.remaining + 1 } else { one.remaining },
+            reset_after_ns: (newest.saturating_add(self.window_us).saturating_sub(now_us) as Nanos)
+                .saturating_mul(1000),
+            ..one
+        };
+        Ok(Peek { now: before, one })
+    }
+
+    fn describe(stored: &[u8], _now: Nanos) -> Result<Vec<Field>, StateError> {
+        let log = Log::parse(stored).map_err(|_| StateError)?;
+        let (mut recorded, mut oldest, mut newest) = (0u64, None, None);
+        for ts in log.recorded() {
+            recorded += 1;
+            oldest.get_or_insert(ts);
+            newest = Some(ts);
+        }
+        let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
+        let ms = |us: Option<u64>| us.and_then(|us| n(us.div_ceil(1000)));
+        Ok(vec![
+            ("recorded", n(recorded)),
+            ("slots", n(log.slots() as u64)),
+            ("dedup", Some(i64::from(log.width() == Width::WithIds))),
+            ("oldest_ms", ms(oldest)),
+            ("newest_ms", ms(newest)),
+        ])
     }
 }
 
@@ -361,7 +456,7 @@ mod tests {
 
     fn run(log: &SlidingLog, value: &mut Option<Vec<u8>>, now: u64, id: RequestId) -> SlideDecision {
         let parsed = value.as_deref().map(|v| Log::parse(v).expect("a valid log"));
-        let d = log.decide(parsed, now, id);
+        let d = log.decide_log(parsed, now, id);
         if let Some(w) = &d.write {
             let mut v = value.take().unwrap_or_default();
             apply(&mut v, w);
@@ -416,7 +511,7 @@ mod tests {
         }
         let slots = Log::parse(value.as_ref().unwrap()).unwrap().slots();
         let d = run(&log, &mut value, T0 + 2 * S, PLAIN);
-        assert!(matches!(d.write, Some(LogWrite::Slot { ref bytes, .. }) if bytes.len() == 8));
+        assert!(matches!(d.write, Some(LogWrite::Slot { ref bytes, .. }) if bytes.as_ref().len() == 8));
         assert_eq!(Log::parse(value.as_ref().unwrap()).unwrap().slots(), slots);
     }
 
@@ -531,7 +626,7 @@ mod tests {
                     let parsed = Log::parse(value.as_ref().unwrap()).unwrap();
                     let later = now + (retry as u64).div_ceil(1000);
                     let retry_id = RequestId { hash: 99, dedup: false };
-                    prop_assert!(log.decide(Some(parsed), later, retry_id).verdict.allowed);
+                    prop_assert!(log.decide_log(Some(parsed), later, retry_id).verdict.allowed);
                 }
                 let in_window = admitted.iter().filter(|&&t| t + window > now).count() as u64;
                 prop_assert!(in_window <= limit, "{} admitted in the window, limit {}", in_window, limit);

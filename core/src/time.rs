@@ -7,9 +7,6 @@ pub type Nanos = i64;
 pub const NANOS_PER_MS: Nanos = 1_000_000;
 pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
 
-/// The longest state horizon any limiter may have (about 95 years): a bucket's full refill time or a
-/// window. It keeps `now + horizon` far inside i64 for any clock reading of this century.
-pub const MAX_HORIZON_NS: Nanos = 3_000_000_000 * NANOS_PER_SEC;
 
 /// Milliseconds, rounded up: a client that waits this long has waited at least `ns`.
 pub fn ceil_ms(ns: Nanos) -> i64 {

@@ -17,22 +17,27 @@
 //! counts as holding `capacity` tokens once its backlog is within `slack`, so a full refill is reported
 //! and granted after exactly `ceil(capacity / rate)` ns, and waiting `retry_after` still succeeds.
 
+//!
+//! Stored as the TAT (Unix ns, i64 little-endian) behind the tag `RLT\x01` (see `format`); the key
+//! expires on the whole second after the bucket is full again.
+
 use crate::decimal::Decimal;
-use crate::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_SEC};
+use crate::error::{ParamError, StateError};
+use crate::format::{word, words, Kind};
+use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Refund, Write};
+use crate::limits::MAX_HORIZON_NS;
+use crate::time::{ceil_ms, Nanos, NANOS_PER_SEC};
 use crate::verdict::Verdict;
 
-/// Why token bucket parameters are unusable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BucketError {
-    /// The rate is zero.
-    RateNotPositive,
-    /// The rate is above one token per nanosecond, which the integer clock cannot express.
-    RateTooLarge,
-    /// Filling the bucket would take longer than [`MAX_HORIZON_NS`].
-    RefillTooLong,
-    /// A capacity of zero never admits anything.
-    CapacityZero,
-}
+/// A capacity of zero never admits anything.
+pub const CAPACITY: ParamError = ParamError::new("capacity", "must be a whole number >= 1");
+/// The rate is zero, negative or not a number.
+pub const RATE: ParamError = ParamError::new("rate", "must be a number > 0 (tokens per second)");
+/// The rate is above one token per nanosecond, which the integer clock cannot express.
+pub const RATE_TOO_LARGE: ParamError = ParamError::new("rate", "must be at most 1000000000 tokens per second");
+/// Filling the bucket would take longer than the horizon (`limits::MAX_HORIZON_SECS`).
+pub const REFILL_TOO_LONG: ParamError =
+    ParamError::new("capacity", "capacity / rate must be at most 3000000000 seconds");
 
 /// Valid token bucket parameters: a capacity of at least one token and a refill interval of at least
 /// one nanosecond, with a full refill that fits in the clock's range.
@@ -61,19 +66,19 @@ pub struct TokenDecision {
 }
 
 impl TokenBucket {
-    pub fn new(capacity: u64, rate: Decimal) -> Result<TokenBucket, BucketError> {
+    pub fn new(capacity: u64, rate: Decimal) -> Result<TokenBucket, ParamError> {
         if capacity == 0 {
-            return Err(BucketError::CapacityZero);
+            return Err(CAPACITY);
         }
         if rate.is_zero() {
-            return Err(BucketError::RateNotPositive);
+            return Err(RATE);
         }
         let ns_per_sec = NANOS_PER_SEC as u128;
         // A rate above 1e9 tokens/s would need a sub-nanosecond interval.
-        if rate.mul_ceil(1).is_none_or(|r| r > ns_per_sec) {
-            return Err(BucketError::RateTooLarge);
+        if rate.mul_ceil(1).is_none_or(|r| r > crate::limits::MAX_RATE_PER_SEC as u128) {
+            return Err(RATE_TOO_LARGE);
         }
-        let too_long = BucketError::RefillTooLong;
+        let too_long = REFILL_TOO_LONG;
         let interval = rate.div_ceil_into(ns_per_sec).ok_or(too_long)?;
         let tau = interval.checked_mul(u128::from(capacity)).ok_or(too_long)?;
         if tau > MAX_HORIZON_NS as u128 {
@@ -99,7 +104,7 @@ impl TokenBucket {
     /// key, which is a full bucket). A TAT more than a full refill ahead of `now` (written by a clock
     /// that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock fault
     /// never grants extra tokens and never locks a client out for longer than one refill.
-    pub fn decide(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
+    pub fn decide_tat(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
         let depth = self.depth();
         let stored = tat.map_or(0, |t| t.saturating_sub(now)).max(0);
         let repair = stored > depth;
@@ -137,13 +142,71 @@ impl TokenBucket {
 
     /// The TAT after giving `tokens` back at `now`: never more tokens than capacity. None when nothing
     /// changes (the bucket is already full, or nothing is refunded).
-    pub fn refund(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
+    pub fn refund_tat(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
         let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.depth());
         if backlog == 0 || tokens == 0 {
             return None;
         }
         let credit = (tokens.min(self.capacity) as Nanos).saturating_mul(self.interval_ns);
         Some(now.saturating_add((backlog - credit).max(0)))
+    }
+}
+
+/// Keys expire on whole seconds (see `expiry_ms`).
+const EXPIRY_STEP_MS: i64 = 1000;
+
+/// When a bucket's key expires: at the first whole second (Unix ms) at or after the instant it is full
+/// again, so less than one second late. A function of the TAT alone: the key's current expiry follows
+/// from the stored TAT, without reading it, and most writes (those whose TAT stays within the same
+/// second) leave it alone.
+pub fn expiry_ms(tat: Nanos) -> i64 {
+    // ceil_ms is never negative, so this is a ceiling division.
+    let ms = ceil_ms(tat);
+    (ms / EXPIRY_STEP_MS + i64::from(ms % EXPIRY_STEP_MS != 0)).saturating_mul(EXPIRY_STEP_MS)
+}
+
+impl TokenBucket {
+    /// The TAT in a stored value (tagged, or 0.1's untagged 8 bytes).
+    pub fn decode(stored: &[u8]) -> Result<Nanos, StateError> {
+        Kind::TokenBucket.payload(stored).and_then(|p| word(p, 0)).map(|w| w as Nanos).ok_or(StateError)
+    }
+
+    fn write(tat: Nanos, previous: Option<Nanos>) -> Write {
+        Write {
+            change: Change::Set(words(Kind::TokenBucket, &[tat as u64])),
+            expiry: Expiry::Derived { at_ms: expiry_ms(tat), previous_ms: previous.map(expiry_ms) },
+        }
+    }
+}
+
+impl Limiter for TokenBucket {
+    /// Tokens to take (0: a peek).
+    type Request = u64;
+    const KIND: Kind = Kind::TokenBucket;
+
+    fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
+        let tat = stored.map(Self::decode).transpose()?;
+        let d = self.decide_tat(tat, now, cost);
+        Ok(Outcome { verdict: d.verdict, write: d.new_tat.map(|t| Self::write(t, tat)), repair: d.repair })
+    }
+
+    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
+        let tat = stored.map(Self::decode).transpose()?;
+        Ok(Peek { now: self.decide_tat(tat, now, 0).verdict, one: self.decide_tat(tat, now, 1).verdict })
+    }
+
+    fn describe(stored: &[u8], now: Nanos) -> Result<Vec<Field>, StateError> {
+        let tat = Self::decode(stored)?;
+        Ok(vec![("tat_ms", Some(ceil_ms(tat))), ("backlog_ms", Some(ceil_ms(tat.saturating_sub(now))))])
+    }
+}
+
+impl Refund for TokenBucket {
+    fn refund(&self, stored: Option<&[u8]>, now: Nanos, tokens: u64) -> Result<(Option<Write>, Verdict), StateError> {
+        let tat = stored.map(Self::decode).transpose()?;
+        let refunded = TokenBucket::refund_tat(self, tat, now, tokens);
+        let after = refunded.or(tat);
+        Ok((refunded.map(|t| Self::write(t, tat)), self.decide_tat(after, now, 0).verdict))
     }
 }
 
@@ -161,7 +224,7 @@ mod tests {
     }
 
     fn run(b: &TokenBucket, tat: &mut Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
-        let d = b.decide(*tat, now, cost);
+        let d = b.decide_tat(*tat, now, cost);
         if let Some(t) = d.new_tat {
             *tat = Some(t);
         }
@@ -220,7 +283,7 @@ mod tests {
         for &(cap, rate, backlog, cost, allowed, remaining, retry, reset) in cases {
             let b = bucket(cap, rate);
             let tat = (backlog > 0).then_some(T0 + backlog);
-            let d = b.decide(tat, T0, cost);
+            let d = b.decide_tat(tat, T0, cost);
             assert_eq!(
                 (d.verdict.allowed, d.verdict.remaining, d.verdict.retry_after_ns, d.verdict.reset_after_ns),
                 (allowed, remaining, retry, reset),
@@ -232,15 +295,15 @@ mod tests {
     #[test]
     fn peek_and_denial_write_nothing() {
         let b = bucket(2, "1");
-        assert_eq!(b.decide(None, T0, 0).new_tat, None);
-        assert_eq!(b.decide(Some(T0 + 2 * SEC), T0, 1).new_tat, None);
+        assert_eq!(b.decide_tat(None, T0, 0).new_tat, None);
+        assert_eq!(b.decide_tat(Some(T0 + 2 * SEC), T0, 1).new_tat, None);
     }
 
     #[test]
     fn clock_faults_never_grant_tokens_nor_lock_out_beyond_one_refill() {
         let b = bucket(10, "5");
         // A TAT an hour ahead (clock stepped back an hour): an empty bucket, refilled in 2 s.
-        let d = b.decide(Some(T0 + 3600 * SEC), T0, 1);
+        let d = b.decide_tat(Some(T0 + 3600 * SEC), T0, 1);
         assert!(!d.verdict.allowed);
         assert_eq!(d.verdict.remaining, 0);
         assert_eq!(d.verdict.retry_after_ns, Some(200 * MS));
@@ -248,29 +311,29 @@ mod tests {
         // The impossible state is repaired to "empty now", so waiting one token's time is enough.
         assert!(d.repair);
         assert_eq!(d.new_tat, Some(T0 + 2 * SEC));
-        assert!(b.decide(d.new_tat, T0 + 200 * MS, 1).verdict.allowed);
+        assert!(b.decide_tat(d.new_tat, T0 + 200 * MS, 1).verdict.allowed);
         // A state within one refill is never repaired.
-        assert!(!b.decide(Some(T0 + 2 * SEC), T0, 1).repair);
+        assert!(!b.decide_tat(Some(T0 + 2 * SEC), T0, 1).repair);
     }
 
     #[test]
     fn refund_gives_back_up_to_capacity() {
         let b = bucket(10, "5");
-        assert_eq!(b.refund(Some(T0 + SEC), T0, 2), Some(T0 + 600 * MS));
-        assert_eq!(b.refund(Some(T0 + SEC), T0, 100), Some(T0));
-        assert_eq!(b.refund(None, T0, 3), None);
-        assert_eq!(b.refund(Some(T0 - SEC), T0, 3), None);
+        assert_eq!(b.refund_tat(Some(T0 + SEC), T0, 2), Some(T0 + 600 * MS));
+        assert_eq!(b.refund_tat(Some(T0 + SEC), T0, 100), Some(T0));
+        assert_eq!(b.refund_tat(None, T0, 3), None);
+        assert_eq!(b.refund_tat(Some(T0 - SEC), T0, 3), None);
     }
 
     #[test]
     fn rejects_parameters_it_cannot_compute_exactly() {
         let rate = |s: &str| Decimal::parse(s.as_bytes()).unwrap();
-        assert_eq!(TokenBucket::new(0, rate("1")), Err(BucketError::CapacityZero));
-        assert_eq!(TokenBucket::new(1, rate("0")), Err(BucketError::RateNotPositive));
-        assert_eq!(TokenBucket::new(1, rate("2e9")), Err(BucketError::RateTooLarge));
-        assert_eq!(TokenBucket::new(1, rate("1e-30")), Err(BucketError::RefillTooLong));
-        assert_eq!(TokenBucket::new(1, rate("1e-20")), Err(BucketError::RefillTooLong));
-        assert_eq!(TokenBucket::new(u64::MAX, rate("1")), Err(BucketError::RefillTooLong));
+        assert_eq!(TokenBucket::new(0, rate("1")), Err(CAPACITY));
+        assert_eq!(TokenBucket::new(1, rate("0")), Err(RATE));
+        assert_eq!(TokenBucket::new(1, rate("2e9")), Err(RATE_TOO_LARGE));
+        assert_eq!(TokenBucket::new(1, rate("1e-30")), Err(REFILL_TOO_LONG));
+        assert_eq!(TokenBucket::new(1, rate("1e-20")), Err(REFILL_TOO_LONG));
+        assert_eq!(TokenBucket::new(u64::MAX, rate("1")), Err(REFILL_TOO_LONG));
         assert!(TokenBucket::new(1, rate("1e9")).is_ok());
         assert!(TokenBucket::new(1_000_000_000, rate("1000")).is_ok());
     }
@@ -291,7 +354,7 @@ mod tests {
             let mut admitted: u128 = 0;
             for (gap, cost) in steps {
                 now += gap;
-                let d = b.decide(tat, now, cost);
+                let d = b.decide_tat(tat, now, cost);
                 prop_assert!(d.verdict.remaining <= capacity);
                 if d.verdict.allowed {
                     admitted += cost as u128;
@@ -315,11 +378,11 @@ mod tests {
             let b = TokenBucket::new(capacity, rate).unwrap();
             // ceil(capacity / rate) in ns, unless the interval's rounding is more than an artefact.
             let exact = (capacity as u128 * 1000 * NANOS_PER_SEC as u128).div_ceil(rate_milli as u128) as Nanos;
-            let d = b.decide(None, T0, capacity);
+            let d = b.decide_tat(None, T0, capacity);
             prop_assert!(d.verdict.allowed);
             if b.slack_ns == b.tau_ns - exact {
                 prop_assert_eq!(d.verdict.reset_after_ns, exact);
-                prop_assert!(b.decide(d.new_tat, T0 + exact, capacity).verdict.allowed);
+                prop_assert!(b.decide_tat(d.new_tat, T0 + exact, capacity).verdict.allowed);
             }
             prop_assert!(d.verdict.reset_after_ns >= exact);
         }
@@ -329,10 +392,10 @@ mod tests {
         fn retry_after_is_exact(capacity in 1u64..50, rate_milli in 1u64..20_000, backlog_frac in 0u64..=1000, cost in 1u64..50) {
             let b = TokenBucket::new(capacity, Decimal { mantissa: rate_milli as u128, exponent: -3 }).unwrap();
             let tat = Some(T0 + (b.depth() as i128 * backlog_frac as i128 / 1000) as Nanos);
-            let d = b.decide(tat, T0, cost);
+            let d = b.decide_tat(tat, T0, cost);
             if let (false, Some(retry)) = (d.verdict.allowed, d.verdict.retry_after_ns) {
-                prop_assert!(b.decide(tat, T0 + retry, cost).verdict.allowed);
-                prop_assert!(!b.decide(tat, T0 + retry - 1, cost).verdict.allowed);
+                prop_assert!(b.decide_tat(tat, T0 + retry, cost).verdict.allowed);
+                prop_assert!(!b.decide_tat(tat, T0 + retry - 1, cost).verdict.allowed);
             }
         }
     }

@@ -58,9 +58,9 @@ proptest! {
         tat in proptest::option::of(any_time()), now in any_time(), cost in any_u64(),
     ) {
         if let Ok(bucket) = TokenBucket::new(capacity, Decimal { mantissa, exponent }) {
-            let d = bucket.decide(tat, now, cost);
+            let d = bucket.decide_tat(tat, now, cost);
             well_formed(&d.verdict)?;
-            let _ = bucket.refund(tat, now, cost);
+            let _ = bucket.refund_tat(tat, now, cost);
         }
     }
 
@@ -69,10 +69,10 @@ proptest! {
         limit in any_u64(), window in any_time(), count in any_u64(), ends_at in any_time(),
         some in any::<bool>(), now in any_time(), cost in any_u64(),
     ) {
-        if let Some(w) = FixedWindow::new(limit, window) {
+        if let Ok(w) = FixedWindow::new(limit, window) {
             let state = some.then_some(WindowState { count, ends_at });
-            well_formed(&w.decide(state, now, cost).verdict)?;
-            let _ = w.refund(state, now, cost);
+            well_formed(&w.decide_window(state, now, cost).verdict)?;
+            let _ = w.refund_window(state, now, cost);
         }
     }
 
@@ -81,10 +81,10 @@ proptest! {
         limit in any_u64(), window in any_time(), index in any_u64(), current in any_u64(), previous in any_u64(),
         some in any::<bool>(), now in any_time(), cost in any_u64(),
     ) {
-        if let Some(c) = SlidingCounter::new(limit, window) {
+        if let Ok(c) = SlidingCounter::new(limit, window) {
             let state = some.then_some(CounterState { window: index, current, previous });
-            well_formed(&c.decide(state, now, cost).verdict)?;
-            let _ = c.refund(state, now, cost);
+            well_formed(&c.decide_counts(state, now, cost).verdict)?;
+            let _ = c.refund_counts(state, now, cost);
         }
     }
 
@@ -104,13 +104,45 @@ proptest! {
             }
         }
         let _ = Log::parse(&garbage);
-        if let Some(log) = SlidingLog::new(limit, window) {
+        if let Ok(log) = SlidingLog::new(limit, window) {
             let parsed = Log::parse(&value).expect("a well-formed header");
-            let d = log.decide(Some(parsed), now, RequestId { hash, dedup });
+            let d = log.decide_log(Some(parsed), now, RequestId { hash, dedup });
             well_formed(&d.verdict)?;
             if let Some(w) = &d.write {
                 apply(&mut value, w);
                 prop_assert!(Log::parse(&value).is_ok());
+            }
+        }
+    }
+
+    /// Every limiter, through the contract the adapters use, on any stored bytes: an error or a
+    /// well-formed verdict, never a panic; a write it asks for is applied and read back.
+    #[test]
+    fn every_limiter_on_any_stored_bytes(
+        stored in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+        tagged in any::<bool>(), kind in 0usize..4, now in any_time(), cost in 0u64..20,
+    ) {
+        use ratelimit_core::format::Kind;
+        use ratelimit_core::limiter::{apply, Limiter};
+        let mut value = stored.map(|mut v| {
+            if tagged && v.len() >= 4 {
+                v[..4].copy_from_slice(&Kind::ALL[kind].tag());
+            }
+            v
+        });
+        let rate = Decimal { mantissa: 5, exponent: 0 };
+        let outcome = match kind {
+            0 => TokenBucket::new(10, rate).unwrap().decide(value.as_deref(), now, cost),
+            1 => FixedWindow::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, cost),
+            2 => SlidingCounter::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, cost),
+            _ => SlidingLog::new(10, 1_000_000).unwrap().decide(value.as_deref(), now, RequestId { hash: cost, dedup: cost % 2 == 0 }),
+        };
+        if let Ok(o) = outcome {
+            well_formed(&o.verdict)?;
+            if let Some(w) = o.write {
+                let v = value.get_or_insert_with(Vec::new);
+                apply(v, &w.change);
+                prop_assert_eq!(Kind::of(v), Some(Kind::ALL[kind]));
             }
         }
     }
