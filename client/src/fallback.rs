@@ -7,28 +7,23 @@
 use crate::command::Limit;
 use crate::decision::Decision;
 use crate::policy::{Kind, Policy, Window};
+use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::decimal::Decimal;
-use ratelimit_core::fixed_window::{FixedWindow, WindowState};
-use ratelimit_core::sliding_counter::{CounterState, SlidingCounter};
-use ratelimit_core::time::{ceil_ms, Nanos};
+use ratelimit_core::fixed_window::FixedWindow;
+use ratelimit_core::limiter::{apply, Limiter, Outcome};
+use ratelimit_core::sliding_counter::SlidingCounter;
+use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS};
 use ratelimit_core::token_bucket::TokenBucket;
-use ratelimit_core::verdict::{most_restrictive, Verdict};
+use ratelimit_core::verdict::Verdict;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 const MAX_KEYS: usize = 100_000;
 
-#[derive(Clone, Copy)]
-enum State {
-    Tat(Nanos),
-    Fixed(WindowState),
-    Counter(CounterState),
-}
-
-/// A stored state and when it stops mattering.
+/// A stored value, as the module would store it, and when it stops mattering (Unix ns).
 struct Entry {
-    state: State,
+    value: Vec<u8>,
     expires_at: Nanos,
 }
 
@@ -37,104 +32,103 @@ pub(crate) struct LocalLimiter {
     entries: Mutex<HashMap<String, Entry>>,
 }
 
-/// One limit's decision and the state to store when the whole request is allowed.
-struct Step {
-    verdict: Verdict,
-    next: Option<Entry>,
-}
-
 impl LocalLimiter {
     pub(crate) fn new(instances: u32) -> LocalLimiter {
         LocalLimiter { instances: instances.max(1), entries: Mutex::new(HashMap::new()) }
     }
 
-    /// Decides `limits` together at `now` (ns since the Unix epoch): allowed only if all allow.
+    /// Decides `limits` together at `now` (ns since the Unix epoch): allowed only if all allow, as the
+    /// module does (`ratelimit_core::combine`).
     pub(crate) fn check(&self, limits: &[Limit<'_>], now: Nanos) -> Decision {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let steps: Vec<Step> = limits
+        let outcomes: Vec<Outcome> = limits
             .iter()
-            .map(|l| step(&l.policy.share(self.instances), entries.get(l.key).map(|e| e.state), now, l.cost))
+            .map(|l| {
+                let stored = entries.get(l.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
+                decide(&l.policy.share(self.instances), stored, now, l.cost)
+            })
             .collect();
-        let allowed = steps.iter().all(|s| s.verdict.allowed);
-        let limiting = most_restrictive(steps.iter().map(|s| s.verdict)).unwrap_or(0);
-        let verdict = steps.get(limiting).map(|s| s.verdict);
-        if allowed {
+        let Some(combined) = all_or_nothing(outcomes) else {
+            return decision(
+                Verdict { allowed: true, limit: 0, remaining: 0, retry_after_ns: Some(0), reset_after_ns: 0 },
+                0,
+            );
+        };
+        if entries.len() + limits.len() > MAX_KEYS {
+            entries.retain(|_, e| e.expires_at > now);
             if entries.len() + limits.len() > MAX_KEYS {
-                entries.retain(|_, e| e.expires_at > now);
-                if entries.len() + limits.len() > MAX_KEYS {
-                    entries.clear();
-                }
-            }
-            for (limit, step) in limits.iter().zip(steps) {
-                if let Some(next) = step.next {
-                    entries.insert(limit.key.to_string(), next);
-                }
+                entries.clear();
             }
         }
-        let v = verdict.unwrap_or(Verdict {
-            allowed,
-            limit: 0,
-            remaining: 0,
-            retry_after_ns: Some(0),
-            reset_after_ns: 0,
-        });
-        let ms = |ns: Nanos| Duration::from_millis(ceil_ms(ns) as u64);
-        Decision {
-            allowed,
-            limit: v.limit,
-            remaining: v.remaining,
-            retry_after: v.retry_after_ns.map(ms),
-            reset_after: ms(v.reset_after_ns),
-            limiting,
-            degraded: true,
+        for (limit, outcome) in limits.iter().zip(&combined.outcomes) {
+            if let Some(write) = &outcome.write {
+                let entry = entries
+                    .entry(limit.key.to_string())
+                    .or_insert(Entry { value: Vec::new(), expires_at: 0 });
+                if entry.expires_at <= now {
+                    entry.value.clear();
+                }
+                apply(&mut entry.value, &write.change);
+                entry.expires_at = write.expiry.latest_ms().saturating_mul(NANOS_PER_MS);
+            }
         }
+        decision(combined.verdict, combined.limiting)
     }
 }
 
-fn step(policy: &Policy, state: Option<State>, now: Nanos, cost: u64) -> Step {
+fn decision(v: Verdict, limiting: usize) -> Decision {
+    let ms = |ns: Nanos| Duration::from_millis(ceil_ms(ns) as u64);
+    Decision {
+        allowed: v.allowed,
+        limit: v.limit,
+        remaining: v.remaining,
+        retry_after: v.retry_after_ns.map(ms),
+        reset_after: ms(v.reset_after_ns),
+        limiting,
+        degraded: true,
+    }
+}
+
+/// One limit's outcome from the core limiter its policy builds.
+fn decide(policy: &Policy, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Outcome {
     let window_ns = |w: &Duration| Nanos::try_from(w.as_nanos()).unwrap_or(Nanos::MAX);
+    let limit = policy.limit();
     match policy.kind() {
         Kind::Token { capacity, rate } => {
-            let bucket =
-                Decimal::parse(rate.text.as_bytes()).ok().and_then(|r| TokenBucket::new(*capacity, r).ok());
-            let Some(bucket) = bucket else { return never(*capacity) };
-            let tat = match state {
-                Some(State::Tat(t)) => Some(t),
-                _ => None,
-            };
-            let d = bucket.decide(tat, now, cost);
-            let next = d.new_tat.map(|t| Entry { state: State::Tat(t), expires_at: t });
-            Step { verdict: d.verdict, next }
+            match Decimal::parse(rate.text.as_bytes()).ok().and_then(|r| TokenBucket::new(*capacity, r).ok())
+            {
+                Some(bucket) => run(&bucket, stored, now, cost),
+                None => never(limit),
+            }
         }
-        Kind::Window { algorithm: Window::Fixed, limit, window } => {
-            let Some(fixed) = FixedWindow::new(*limit, window_ns(window)) else { return never(*limit) };
-            let previous = match state {
-                Some(State::Fixed(s)) => Some(s),
-                _ => None,
-            };
-            let d = fixed.decide(previous, now, cost);
-            let next = d.new_state.map(|s| Entry { state: State::Fixed(s), expires_at: s.ends_at });
-            Step { verdict: d.verdict, next }
+        Kind::Window { algorithm: Window::Fixed, window, .. } => {
+            match FixedWindow::new(limit, window_ns(window)) {
+                Ok(fixed) => run(&fixed, stored, now, cost),
+                Err(_) => never(limit),
+            }
         }
         // The sliding log is approximated by the sliding counter: O(1) memory per key in the process.
-        Kind::Window { limit, window, .. } => {
-            let Some(counter) = SlidingCounter::new(*limit, window_ns(window)) else { return never(*limit) };
-            let previous = match state {
-                Some(State::Counter(s)) => Some(s),
-                _ => None,
-            };
-            let d = counter.decide(previous, now, cost);
-            let next = d.new_state.map(|s| Entry { state: State::Counter(s), expires_at: d.expires_at });
-            Step { verdict: d.verdict, next }
-        }
+        Kind::Window { window, .. } => match SlidingCounter::new(limit, window_ns(window)) {
+            Ok(counter) => run(&counter, stored, now, cost),
+            Err(_) => never(limit),
+        },
     }
+}
+
+/// A value of another kind (the key's policy changed) counts as none.
+fn run<L: Limiter<Request = u64>>(limiter: &L, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Outcome {
+    limiter
+        .decide(stored, now, cost)
+        .or_else(|_| limiter.decide(None, now, cost))
+        .unwrap_or_else(|_| never(0))
 }
 
 /// A share that cannot be computed (a rate divided below what the clock expresses): deny.
-fn never(limit: u64) -> Step {
-    Step {
+fn never(limit: u64) -> Outcome {
+    Outcome {
         verdict: Verdict { allowed: false, limit, remaining: 0, retry_after_ns: None, reset_after_ns: 0 },
-        next: None,
+        write: None,
+        repair: false,
     }
 }
 

@@ -3,14 +3,13 @@
 
 use crate::error::PolicyError;
 use ratelimit_core::decimal::Decimal;
+use ratelimit_core::limits::{MAX_HORIZON_SECS as MAX_SECONDS, MAX_LOG_LIMIT, MAX_RATE_PER_SEC};
 use ratelimit_core::token_bucket::TokenBucket;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The longest window or full refill the module accepts (about 95 years).
-const MAX_SECONDS: u64 = 3_000_000_000;
 /// The highest rate the module's nanosecond clock can express.
-const MAX_RATE: f64 = 1e9;
+const MAX_RATE: f64 = MAX_RATE_PER_SEC as f64;
 
 /// One limit's algorithm and parameters; which module command decides it.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,9 +63,8 @@ impl Policy {
         let text = format!("{per_second}");
         let decimal =
             Decimal::parse(text.as_bytes()).map_err(|_| PolicyError::new("rate", "is not a decimal"))?;
-        TokenBucket::new(capacity, decimal).map_err(|_| {
-            PolicyError::new("capacity", format!("capacity / rate must be at most {MAX_SECONDS} seconds"))
-        })?;
+        // What is left to refuse is the refill time, with the module's own words.
+        TokenBucket::new(capacity, decimal).map_err(|e| PolicyError::new(e.field, e.expected))?;
         Ok(Policy { kind: Kind::Token { capacity, rate: Rate { per_second, text: text.into() } } })
     }
 
@@ -75,10 +73,10 @@ impl Policy {
         if limit == 0 {
             return Err(PolicyError::new("limit", "must be at least 1"));
         }
-        if algorithm == Window::SlidingLog && limit > 1_000_000 {
+        if algorithm == Window::SlidingLog && limit > MAX_LOG_LIMIT {
             return Err(PolicyError::new(
                 "limit",
-                "a sliding log holds at most 1,000,000; use Window::SlidingCounter",
+                format!("a sliding log holds at most {MAX_LOG_LIMIT}; use Window::SlidingCounter"),
             ));
         }
         if window.is_zero() || !window.subsec_nanos().is_multiple_of(1_000_000) {

@@ -103,7 +103,10 @@ impl FixedWindow {
     /// The state in a stored value (tagged, or 0.1's untagged 16 bytes).
     pub fn decode(stored: &[u8]) -> Result<WindowState, StateError> {
         let p = Kind::FixedWindow.payload(stored).ok_or(StateError)?;
-        Ok(WindowState { count: word(p, 0).ok_or(StateError)?, ends_at: word(p, 1).ok_or(StateError)? as Nanos })
+        Ok(WindowState {
+            count: word(p, 0).ok_or(StateError)?,
+            ends_at: word(p, 1).ok_or(StateError)? as Nanos,
+        })
     }
 
     /// The key expires exactly when the window ends.
@@ -129,17 +132,28 @@ impl Limiter for FixedWindow {
 
     fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
         let state = stored.map(Self::decode).transpose()?;
-        Ok(Peek { now: self.decide_window(state, now, 0).verdict, one: self.decide_window(state, now, 1).verdict })
+        Ok(Peek {
+            now: self.decide_window(state, now, 0).verdict,
+            one: self.decide_window(state, now, 1).verdict,
+        })
     }
 
     fn describe(stored: &[u8], _now: Nanos) -> Result<Vec<Field>, StateError> {
         let s = Self::decode(stored)?;
-        Ok(vec![("count", Some(i64::try_from(s.count).unwrap_or(i64::MAX))), ("window_ends_at_ms", Some(ceil_ms(s.ends_at)))])
+        Ok(vec![
+            ("count", Some(i64::try_from(s.count).unwrap_or(i64::MAX))),
+            ("window_ends_at_ms", Some(ceil_ms(s.ends_at))),
+        ])
     }
 }
 
 impl Refund for FixedWindow {
-    fn refund(&self, stored: Option<&[u8]>, now: Nanos, units: u64) -> Result<(Option<Write>, Verdict), StateError> {
+    fn refund(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        units: u64,
+    ) -> Result<(Option<Write>, Verdict), StateError> {
         let state = stored.map(Self::decode).transpose()?;
         let refunded = self.refund_window(state, now, units);
         let verdict = self.decide_window(refunded.or(state), now, 0).verdict;

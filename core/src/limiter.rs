@@ -16,7 +16,12 @@ pub trait Limiter {
     const KIND: Kind;
 
     /// Decides `request` at `now` against the stored value (None: no key, the initial state).
-    fn decide(&self, stored: Option<&[u8]>, now: Nanos, request: Self::Request) -> Result<Outcome, StateError>;
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        request: Self::Request,
+    ) -> Result<Outcome, StateError>;
 
     /// The state as a request would meet it now, without changing it: the verdict of a zero-cost
     /// request and that of a one-unit request (whose `retry_after` says when one unit is available).
@@ -30,7 +35,12 @@ pub trait Limiter {
 pub trait Refund: Limiter {
     /// Gives `units` back at `now`, never beyond the limit: the write (None when nothing changes) and
     /// the state after it, as a peek sees it.
-    fn refund(&self, stored: Option<&[u8]>, now: Nanos, units: u64) -> Result<(Option<Write>, Verdict), StateError>;
+    fn refund(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        units: u64,
+    ) -> Result<(Option<Write>, Verdict), StateError>;
 }
 
 /// One named field of a described state; None is a null (nothing recorded).

@@ -169,7 +169,10 @@ impl Limiter for SlidingCounter {
 
     fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
         let state = stored.map(Self::decode).transpose()?;
-        Ok(Peek { now: self.decide_counts(state, now, 0).verdict, one: self.decide_counts(state, now, 1).verdict })
+        Ok(Peek {
+            now: self.decide_counts(state, now, 0).verdict,
+            one: self.decide_counts(state, now, 1).verdict,
+        })
     }
 
     fn describe(stored: &[u8], _now: Nanos) -> Result<Vec<Field>, StateError> {
@@ -180,7 +183,12 @@ impl Limiter for SlidingCounter {
 }
 
 impl Refund for SlidingCounter {
-    fn refund(&self, stored: Option<&[u8]>, now: Nanos, units: u64) -> Result<(Option<Write>, Verdict), StateError> {
+    fn refund(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        units: u64,
+    ) -> Result<(Option<Write>, Verdict), StateError> {
         let state = stored.map(Self::decode).transpose()?;
         let refunded = self.refund_counts(state, now, units);
         let verdict = self.decide_counts(refunded.or(state), now, 0).verdict;
@@ -263,7 +271,10 @@ mod tests {
         for w in [170_000_000u64, 3, 9] {
             old.extend_from_slice(&w.to_le_bytes());
         }
-        assert_eq!(SlidingCounter::decode(&old), Ok(CounterState { window: 170_000_000, current: 3, previous: 9 }));
+        assert_eq!(
+            SlidingCounter::decode(&old),
+            Ok(CounterState { window: 170_000_000, current: 3, previous: 9 })
+        );
         assert_eq!(SlidingCounter::decode(&[0; 23]), Err(StateError));
         assert_eq!(SlidingCounter::decode(&[0; 16]), Err(StateError), "a fixed window's state");
     }

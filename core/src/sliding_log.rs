@@ -32,8 +32,10 @@ const FILLER_CEILING: u64 = 1 << 32;
 /// The largest limit a log accepts: its memory grows with the limit.
 pub const MAX_LIMIT: u64 = MAX_LOG_LIMIT;
 /// A limit of zero, or above what a log holds.
-pub const LIMIT: ParamError =
-    ParamError::new("limit", "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)");
+pub const LIMIT: ParamError = ParamError::new(
+    "limit",
+    "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)",
+);
 /// The key lives up to this much past the instant its newest entry leaves the window, so most
 /// requests leave the expiry alone.
 const EXPIRY_SLACK_MS: i64 = 999;

@@ -7,7 +7,6 @@ pub type Nanos = i64;
 pub const NANOS_PER_MS: Nanos = 1_000_000;
 pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
 
-
 /// Milliseconds, rounded up: a client that waits this long has waited at least `ns`.
 pub fn ceil_ms(ns: Nanos) -> i64 {
     if ns <= 0 {

@@ -34,7 +34,8 @@ pub const CAPACITY: ParamError = ParamError::new("capacity", "must be a whole nu
 /// The rate is zero, negative or not a number.
 pub const RATE: ParamError = ParamError::new("rate", "must be a number > 0 (tokens per second)");
 /// The rate is above one token per nanosecond, which the integer clock cannot express.
-pub const RATE_TOO_LARGE: ParamError = ParamError::new("rate", "must be at most 1000000000 tokens per second");
+pub const RATE_TOO_LARGE: ParamError =
+    ParamError::new("rate", "must be at most 1000000000 tokens per second");
 /// Filling the bucket would take longer than the horizon (`limits::MAX_HORIZON_SECS`).
 pub const REFILL_TOO_LONG: ParamError =
     ParamError::new("capacity", "capacity / rate must be at most 3000000000 seconds");
@@ -202,7 +203,12 @@ impl Limiter for TokenBucket {
 }
 
 impl Refund for TokenBucket {
-    fn refund(&self, stored: Option<&[u8]>, now: Nanos, tokens: u64) -> Result<(Option<Write>, Verdict), StateError> {
+    fn refund(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        tokens: u64,
+    ) -> Result<(Option<Write>, Verdict), StateError> {
         let tat = stored.map(Self::decode).transpose()?;
         let refunded = TokenBucket::refund_tat(self, tat, now, tokens);
         let after = refunded.or(tat);

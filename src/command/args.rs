@@ -1,9 +1,16 @@
 //! Argument parsing shared by every command: numbers from raw bytes into validated values.
 
-use super::arg::Arg;
-use super::error::RlError;
+use crate::server::{Arg, RlError};
 use ratelimit_core::decimal::{Decimal, DecimalError};
-use ratelimit_core::time::{Nanos, MAX_HORIZON_NS, NANOS_PER_MS};
+use ratelimit_core::error::ParamError;
+use ratelimit_core::fixed_window::WINDOW;
+use ratelimit_core::limits::MAX_HORIZON_NS;
+use ratelimit_core::time::{Nanos, NANOS_PER_MS};
+
+/// A whole number for `param` (which names the field and says what it must be), at least `min`.
+pub fn whole_for(bytes: &[u8], param: ParamError, min: u64) -> Result<u64, RlError> {
+    whole(bytes, param.field, min, param.expected)
+}
 
 /// A whole number `>= min`, written in plain decimal digits.
 pub fn whole(bytes: &[u8], arg: &'static str, min: u64, expected: &'static str) -> Result<u64, RlError> {
@@ -37,14 +44,18 @@ pub fn positive_decimal(bytes: &[u8], arg: &'static str, expected: &'static str)
 
 /// A window length in seconds (decimal, whole milliseconds), as nanoseconds.
 pub fn window(bytes: &[u8]) -> Result<Nanos, RlError> {
-    const EXPECTED: &str = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)";
-    let seconds = positive_decimal(bytes, "window", EXPECTED)?;
-    let ms = seconds.mul_exact(1000).ok_or(RlError::invalid("window", EXPECTED))?;
+    let seconds = positive_decimal(bytes, WINDOW.field, WINDOW.expected)?;
+    let ms = seconds.mul_exact(1000).ok_or(RlError::from(WINDOW))?;
     let ns = ms.checked_mul(NANOS_PER_MS as u128).filter(|ns| *ns <= MAX_HORIZON_NS as u128);
-    ns.map(|ns| ns as Nanos).ok_or(RlError::invalid("window", EXPECTED))
+    ns.map(|ns| ns as Nanos).ok_or(RlError::from(WINDOW))
 }
 
-/// The arguments of the counting limiters: `key limit window [cost]`.
+/// A cost or a number of units: a whole number >= 0.
+pub fn cost(bytes: &[u8]) -> Result<u64, RlError> {
+    whole(bytes, "cost", 0, "must be a whole number >= 0")
+}
+
+/// The arguments of the window-counting limiters: `key limit window [cost]`.
 pub struct CountArgs<'a> {
     pub key: &'a Arg,
     pub limit: u64,
@@ -59,12 +70,12 @@ impl<'a> CountArgs<'a> {
         };
         let cost = match rest {
             [] => 1,
-            [cost] => whole(cost.bytes(), "cost", 0, "must be a whole number >= 0")?,
+            [units] => cost(units.bytes())?,
             _ => return Err(RlError::WrongArity),
         };
         Ok(CountArgs {
             key,
-            limit: whole(limit.bytes(), "limit", 1, "must be a whole number >= 1")?,
+            limit: whole_for(limit.bytes(), ratelimit_core::fixed_window::LIMIT, 1)?,
             window_ns: window(window_arg.bytes())?,
             cost,
         })

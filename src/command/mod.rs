@@ -1,25 +1,15 @@
-//! The command layer: parse, read state, decide with the pure algorithms, write and replicate the
-//! effect, reply. One file per command; lib.rs registers them through `registry`.
+//! The commands: one file per RL.* command, each declaring its name, flags, ACL categories and keys
+//! beside its body (see `server::Command`). A limiter command parses its arguments into a
+//! `ratelimit_core` limiter and hands it to `limit`, which connects any limiter to a key.
+#![deny(unsafe_code)]
 
-pub mod acl;
-mod arg;
 mod args;
-mod classes;
-mod clock;
-pub mod config;
-mod counting;
-mod error;
 pub mod fixed;
-mod heavy;
 pub mod inspect;
-mod observe;
+mod limit;
 pub mod refund;
-pub mod registry;
-mod reply;
+pub mod reset_stats;
 pub mod slide;
 pub mod slide_count;
-pub mod stats;
-mod store;
 pub mod token;
 pub mod top;
-mod try_cell;

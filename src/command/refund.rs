@@ -6,13 +6,10 @@
 //! request than estimated). Never more than the limit: a bucket is at most full, a count at least 0.
 //! Replicated like any write. Replies with the limiter's state after the refund, as a peek would.
 
-use super::arg::Arg;
-use super::error::RlError;
-use super::registry::{Command, KeySpec};
-use super::reply::Reply;
-use super::stats::{self, CommandStats};
-use super::store::StateKey;
-use super::{clock, counting, token};
+use super::args::CountArgs;
+use super::{limit, token};
+use crate::server::{Acl, Arg, Command, Keys, Reply, RlError};
+use crate::stats::{counters, CommandStats};
 use ratelimit_core::fixed_window::FixedWindow;
 use ratelimit_core::sliding_counter::SlidingCounter;
 use redis_module::Context;
@@ -20,38 +17,33 @@ use redis_module::Context;
 pub struct Refund;
 
 impl Command for Refund {
-    const KEYS: KeySpec = KeySpec::SECOND;
-
-    const STATS: Option<&'static CommandStats> = Some(&stats::REFUND);
+    const NAME: &'static std::ffi::CStr = c"rl.refund";
+    const FLAGS: &'static std::ffi::CStr = c"write deny-oom fast";
+    const ACL: Acl = Acl::Write;
+    const KEYS: Keys = Keys::SECOND;
+    const STATS: Option<&'static CommandStats> = Some(&counters::REFUND);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let [kind, rest @ ..] = args else {
             return Err(RlError::WrongArity);
         };
         let kind = kind.bytes();
+        if rest.len() != 4
+            && [&b"TOKEN"[..], b"FIXED", b"SLIDECOUNT"].iter().any(|k| kind.eq_ignore_ascii_case(k))
+        {
+            return Err(RlError::WrongArity);
+        }
         if kind.eq_ignore_ascii_case(b"TOKEN") {
-            refund_token(ctx, rest)
+            let r = token::parse_group(rest)?;
+            limit::refund(ctx, r.key, &r.bucket, r.cost)
         } else if kind.eq_ignore_ascii_case(b"FIXED") {
-            counting::refund::<FixedWindow>(ctx, rest)
+            let a = CountArgs::parse(rest)?;
+            limit::refund(ctx, a.key, &FixedWindow::new(a.limit, a.window_ns)?, a.cost)
         } else if kind.eq_ignore_ascii_case(b"SLIDECOUNT") {
-            counting::refund::<SlidingCounter>(ctx, rest)
+            let a = CountArgs::parse(rest)?;
+            limit::refund(ctx, a.key, &SlidingCounter::new(a.limit, a.window_ns)?, a.cost)
         } else {
             Err(RlError::Syntax)
         }
     }
-}
-
-fn refund_token(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-    if args.len() != 4 {
-        return Err(RlError::WrongArity);
-    }
-    let request = token::parse_group(args)?;
-    let now = clock::now_ns();
-    let mut key = StateKey::open(ctx, request.key)?;
-    let mut tat = key.read()?.map(token::decode_tat).transpose()?;
-    if let Some(new_tat) = request.bucket.refund(tat, now, request.cost) {
-        token::store(&mut key, new_tat, tat)?;
-        tat = Some(new_tat);
-    }
-    Ok(Reply::Limit { verdict: request.bucket.decide(tat, now, 0).verdict, limiting: None })
 }

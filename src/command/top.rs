@@ -1,20 +1,21 @@
-//! RL.TOP [count]: the most denied keys right now, from the heavy-hitters summary (see `heavy`), most
-//! first. Each entry: `key`, `denied` (count, an overestimate by at most `error`), `error`,
-//! `first_denied_ms` (Unix ms: when the summary began tracking the key), `last_denied_ms`, and
-//! `denied_for_ms` (from first to last: a client denied for a long time is usually stuck in a retry
-//! loop). A map per entry for RESP3 clients, a flat field/value array for RESP2.
+//! RL.TOP [count]: the most denied keys right now, from the heavy-hitters summary (see
+//! `stats::heavy`), most first. Each entry: `key`, `denied` (count, an overestimate by at most
+//! `error`), `error`, `first_denied_ms` (Unix ms: when the summary began tracking the key),
+//! `last_denied_ms`, and `denied_for_ms` (from first to last: a client denied for a long time is
+//! usually stuck in a retry loop). A map per entry for RESP3 clients, a flat field/value array for RESP2.
 
-use super::arg::Arg;
 use super::args::whole;
-use super::error::RlError;
-use super::observe;
-use super::registry::Command;
-use super::reply::{Reply, Value};
+use crate::server::{Acl, Arg, Command, Reply, RlError, Value};
+use crate::stats;
 use redis_module::Context;
 
 pub struct Top;
 
 impl Command for Top {
+    const NAME: &'static std::ffi::CStr = c"rl.top";
+    const FLAGS: &'static std::ffi::CStr = c"readonly";
+    const ACL: Acl = Acl::Read;
+
     fn run(_ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let count = match args {
             [] => usize::MAX,
@@ -22,7 +23,7 @@ impl Command for Top {
                 .unwrap_or(usize::MAX),
             _ => return Err(RlError::WrongArity),
         };
-        let top = observe::read(|o| o.denied.top(count)).unwrap_or_default();
+        let top = stats::read(|o| o.denied.top(count)).unwrap_or_default();
         let entries = top
             .into_iter()
             .map(|e| {
@@ -37,18 +38,5 @@ impl Command for Top {
             })
             .collect();
         Ok(Reply::Value(Value::Array(entries)))
-    }
-}
-
-/// RL.RESETSTATS: zeroes the counters of INFO ratelimit and empties RL.TOP, like CONFIG RESETSTAT.
-pub struct ResetStats;
-
-impl Command for ResetStats {
-    fn run(_ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        if !args.is_empty() {
-            return Err(RlError::WrongArity);
-        }
-        super::stats::reset();
-        Ok(Reply::Value(Value::Status("OK")))
     }
 }

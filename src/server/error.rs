@@ -1,6 +1,7 @@
-//! The command layer's errors, and the one place that turns them into reply strings. Every reply
-//! string starts with an error code (`ERR`, `WRONGTYPE`), as clients expect.
+//! The module's errors, and the one place that turns them into reply strings. Every reply string
+//! starts with an error code (`ERR`, `WRONGTYPE`), as clients expect.
 
+use ratelimit_core::error::{ParamError, StateError};
 use redis_module::{raw, Context};
 use std::ffi::CString;
 
@@ -25,6 +26,18 @@ pub enum RlError {
 impl RlError {
     pub fn invalid(arg: &'static str, expected: &'static str) -> RlError {
         RlError::InvalidArg { arg, expected }
+    }
+}
+
+impl From<ParamError> for RlError {
+    fn from(e: ParamError) -> RlError {
+        RlError::InvalidArg { arg: e.field, expected: e.expected }
+    }
+}
+
+impl From<StateError> for RlError {
+    fn from(_: StateError) -> RlError {
+        RlError::BadState
     }
 }
 

@@ -38,6 +38,12 @@ impl Arg {
         }
     }
 
+    /// An argument that points nowhere, for tests of argument positions (its bytes are empty).
+    #[cfg(test)]
+    pub fn null() -> Arg {
+        Arg(std::ptr::null_mut())
+    }
+
     pub fn raw(&self) -> *mut raw::RedisModuleString {
         self.0
     }

@@ -11,6 +11,7 @@
 
 use super::arg::Arg;
 use super::error::RlError;
+use ratelimit_core::limiter::{Change, Expiry, Write};
 use redis_module::{raw, Context};
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -20,14 +21,6 @@ const PXAT: &[u8] = b"PXAT\0";
 const KEEPTTL: &[u8] = b"KEEPTTL\0";
 const SETRANGE: &[u8] = b"SETRANGE\0";
 const PEXPIREAT: &[u8] = b"PEXPIREAT\0";
-
-/// When a written key must expire: no earlier than `at_least_ms` (Unix ms), and no later than
-/// `slack_ms` after it. A current expiry inside that range is left alone.
-#[derive(Debug, Clone, Copy)]
-pub struct Expiry {
-    pub at_least_ms: i64,
-    pub slack_ms: i64,
-}
 
 fn api<T>(f: Option<T>) -> Result<T, RlError> {
     f.ok_or(RlError::Internal("a module API the command needs is missing"))
@@ -113,13 +106,26 @@ impl<'a> StateKey<'a> {
         Ok((at >= 0).then_some(at))
     }
 
+    /// Stores what a limiter asked for (see `ratelimit_core::limiter::Write`).
+    pub fn apply(&mut self, write: &Write) -> Result<(), RlError> {
+        match (&write.change, write.expiry) {
+            (Change::Set(bytes), Expiry::Derived { at_ms, previous_ms }) => {
+                self.write_expiring(bytes.as_ref(), at_ms, previous_ms)
+            }
+            (Change::Set(bytes), expiry) => self.write(bytes.as_ref(), expiry),
+            (Change::Range { offset, bytes }, expiry) => self.write_at(*offset, bytes.as_ref(), expiry),
+        }
+    }
+
     /// The new absolute expiry when the current one does not satisfy `expiry`, else None.
     fn expiry_change(&self, expiry: Expiry) -> Result<Option<i64>, RlError> {
-        let ok =
-            |at: i64| at >= expiry.at_least_ms && at <= expiry.at_least_ms.saturating_add(expiry.slack_ms);
+        let (at_least, latest) = match expiry {
+            Expiry::Derived { at_ms, .. } => (at_ms, at_ms),
+            Expiry::Within { at_least_ms, .. } => (at_least_ms, expiry.latest_ms()),
+        };
         Ok(match self.expire_at_ms()? {
-            Some(at) if ok(at) => None,
-            _ => Some(expiry.at_least_ms.saturating_add(expiry.slack_ms)),
+            Some(at) if at >= at_least && at <= latest => None,
+            _ => Some(latest),
         })
     }
 
@@ -134,7 +140,7 @@ impl<'a> StateKey<'a> {
 
     /// Stores `value` with an expiry satisfying `expiry`, and replicates the effect as
     /// `SET key value PXAT ms` or `SET key value KEEPTTL`.
-    pub fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
+    fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
         self.store_value(value)?;
         let change = self.expiry_change(expiry)?;
         self.finish_write(value, change)
@@ -143,12 +149,7 @@ impl<'a> StateKey<'a> {
     /// Stores `value` expiring at `at_ms`, when the caller knows the key's current expiry from its own
     /// state: `current_ms` (None for a key that did not exist). The expiry is neither read nor written
     /// when it does not move; replicated as `SET key value KEEPTTL` or `SET key value PXAT at_ms`.
-    pub fn write_expiring(
-        &mut self,
-        value: &[u8],
-        at_ms: i64,
-        current_ms: Option<i64>,
-    ) -> Result<(), RlError> {
+    fn write_expiring(&mut self, value: &[u8], at_ms: i64, current_ms: Option<i64>) -> Result<(), RlError> {
         let replaced = self.store_value(value)?;
         let change = (replaced || current_ms != Some(at_ms)).then_some(at_ms);
         self.finish_write(value, change)
@@ -190,7 +191,7 @@ impl<'a> StateKey<'a> {
 
     /// Overwrites `bytes` at `offset` of the existing value, in place, with an expiry satisfying
     /// `expiry`; replicates `SETRANGE key offset bytes` (and `PEXPIREAT key ms` when the expiry moved).
-    pub fn write_at(&mut self, offset: usize, bytes: &[u8], expiry: Expiry) -> Result<(), RlError> {
+    fn write_at(&mut self, offset: usize, bytes: &[u8], expiry: Expiry) -> Result<(), RlError> {
         self.overwrite(offset, bytes)?;
         self.signal_modified();
         let change = self.expiry_change(expiry)?;

@@ -1,0 +1,60 @@
+//! Connects any `ratelimit_core` limiter to Redis keys: read the stored bytes, let the limiter decide,
+//! store what it asks for (in place, with its expiry, replicated by effect), reply with its verdict.
+//! Denials write nothing but repairs. Every limiter command goes through here.
+
+use crate::server::{clock, Arg, Reply, RlError, StateKey};
+use ratelimit_core::combine::all_or_nothing;
+use ratelimit_core::limiter::{Limiter, Outcome, Refund};
+use ratelimit_core::time::Nanos;
+use redis_module::Context;
+
+/// One request on one key.
+pub fn decide<L: Limiter>(
+    ctx: &Context,
+    key: &Arg,
+    limiter: &L,
+    request: L::Request,
+) -> Result<Reply, RlError> {
+    let now = clock::now_ns();
+    let mut state = StateKey::open(ctx, key)?;
+    let outcome = limiter.decide(state.read()?, now, request)?;
+    if let Some(write) = &outcome.write {
+        state.apply(write)?;
+    }
+    Ok(Reply::Limit { verdict: outcome.verdict, limiting: None })
+}
+
+/// One request over several keys, all or nothing (see `ratelimit_core::combine`): `decide` gives the
+/// outcome of the limit at each position from its stored bytes. The reply names the limiting one.
+pub fn decide_all<'a>(
+    ctx: &'a Context,
+    keys: &[&'a Arg],
+    mut decide: impl FnMut(usize, Option<&[u8]>, Nanos) -> Result<Outcome, RlError>,
+) -> Result<Reply, RlError> {
+    let now = clock::now_ns();
+    let mut opened = Vec::with_capacity(keys.len());
+    let mut outcomes = Vec::with_capacity(keys.len());
+    for (i, key) in keys.iter().enumerate() {
+        let state = StateKey::open(ctx, key)?;
+        outcomes.push(decide(i, state.read()?, now)?);
+        opened.push(state);
+    }
+    let combined = all_or_nothing(outcomes).ok_or(RlError::WrongArity)?;
+    for (state, outcome) in opened.iter_mut().zip(&combined.outcomes) {
+        if let Some(write) = &outcome.write {
+            state.apply(write)?;
+        }
+    }
+    Ok(Reply::Limit { verdict: combined.verdict, limiting: Some(combined.limiting) })
+}
+
+/// Gives `units` back on one key; replies with the state after the refund, as a peek would.
+pub fn refund<L: Refund>(ctx: &Context, key: &Arg, limiter: &L, units: u64) -> Result<Reply, RlError> {
+    let now = clock::now_ns();
+    let mut state = StateKey::open(ctx, key)?;
+    let (write, verdict) = limiter.refund(state.read()?, now, units)?;
+    if let Some(write) = &write {
+        state.apply(write)?;
+    }
+    Ok(Reply::Limit { verdict, limiting: None })
+}

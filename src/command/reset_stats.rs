@@ -1,0 +1,21 @@
+//! RL.RESETSTATS: zeroes the counters of INFO ratelimit and empties RL.TOP, like CONFIG RESETSTAT.
+
+use crate::server::{Acl, Arg, Command, Reply, RlError, Value};
+use crate::stats;
+use redis_module::Context;
+
+pub struct ResetStats;
+
+impl Command for ResetStats {
+    const NAME: &'static std::ffi::CStr = c"rl.resetstats";
+    const FLAGS: &'static std::ffi::CStr = c"admin";
+    const ACL: Acl = Acl::Admin;
+
+    fn run(_ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+        if !args.is_empty() {
+            return Err(RlError::WrongArity);
+        }
+        stats::reset();
+        Ok(Reply::Value(Value::Status("OK")))
+    }
+}

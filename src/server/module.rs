@@ -1,0 +1,84 @@
+//! The module's entry point: `module!` expands to the `redis_module!` invocation (name, version,
+//! allocator, configs) with an init that sets the module's options, adds the ACL category, registers
+//! the commands it is given and the INFO callback. lib.rs invokes it with the list of commands.
+
+use super::acl::{add_category, Category};
+use redis_module::{raw, Context, Status};
+
+/// A decimal digit string (Cargo's version parts) as a number, at compile time.
+const fn number(digits: &str) -> i32 {
+    let bytes = digits.as_bytes();
+    let (mut value, mut i) = (0, 0);
+    while i < bytes.len() {
+        value = value * 10 + (bytes[i] - b'0') as i32;
+        i += 1;
+    }
+    value
+}
+
+/// The version MODULE LIST shows, from Cargo.toml's: major * 10000 + minor * 100 + patch
+/// (0.1.0 -> 100, 1.2.3 -> 10203), as Redis' own modules number theirs.
+pub const VERSION: i32 = number(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+    + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+    + number(env!("CARGO_PKG_VERSION_PATCH"));
+
+/// Before the commands register: the module's options and its ACL category. True when the commands
+/// can join categories.
+pub fn prepare(ctx: &Context) -> bool {
+    // Keys are signalled as modified only when written (see `store`), not whenever a key opened for
+    // writing is closed: a denial must not abort another client's WATCH.
+    // SAFETY: called from OnLoad with the server's context.
+    unsafe {
+        if let Some(set_options) = raw::RedisModule_SetModuleOptions {
+            set_options(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as i32);
+        }
+    }
+    // A category that exists already (the server's own @ratelimit, another module's) is joined, never
+    // fatal: a name clash must not take the server down at start-up.
+    !matches!(add_category(ctx, c"ratelimit"), Category::Unsupported)
+}
+
+/// After the commands: the INFO callback; the load fails when anything failed to register.
+pub fn finish(ctx: &Context, registered: &[Status]) -> Status {
+    if registered.contains(&Status::Err) || super::info::register(ctx) == Status::Err {
+        return Status::Err;
+    }
+    Status::Ok
+}
+
+/// The module with the given commands (types implementing `Command`), registered in that order.
+#[cfg_attr(test, allow(unused_macros))]
+macro_rules! module {
+    ($($command:ty),* $(,)?) => {
+        fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
+            let categories = $crate::server::module::prepare(ctx);
+            let registered = [$($crate::server::command::register::<$command>(ctx, categories)),*];
+            $crate::server::module::finish(ctx, &registered)
+        }
+
+        redis_module::redis_module! {
+            name: "ratelimit",
+            version: $crate::server::module::VERSION,
+            allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+            data_types: [],
+            init: init,
+            commands: [],
+            configurations: [
+                i64: [
+                    ["class-limit", &$crate::stats::config::CLASS_LIMIT, 256, $crate::stats::config::CLASS_LIMIT_RANGE.0, $crate::stats::config::CLASS_LIMIT_RANGE.1, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+                    ["top-size", &$crate::stats::config::TOP_SIZE, 32, $crate::stats::config::TOP_SIZE_RANGE.0, $crate::stats::config::TOP_SIZE_RANGE.1, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+                ],
+                string: [
+                    ["class-separator", &$crate::stats::config::SEPARATOR, ":", redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+                ],
+                bool: [
+                    ["class-stats", &$crate::stats::config::CLASS_STATS, true, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+                ],
+                enum: [],
+                module_args_as_configuration: true,
+            ]
+        }
+    };
+}
+#[cfg_attr(test, allow(unused_imports))]
+pub(crate) use module;
