@@ -126,7 +126,7 @@ fn the_ttl_never_ends_before_the_bucket_is_full() {
     for _ in 0..30 {
         token(&mut con, &key, 50, "10", 1);
         let value: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
-        let full_at_ns = i64::from_le_bytes(value.try_into().expect("8 bytes"));
+        let full_at_ns = stored_tat(&value);
         let expires_at_ns = pexpiretime(&mut con, &key) * 1_000_000;
         assert!(
             expires_at_ns >= full_at_ns && expires_at_ns < full_at_ns + 1_000_000_000,
@@ -172,7 +172,7 @@ fn denials_write_nothing() {
 }
 
 #[test]
-fn state_is_one_eight_byte_string_with_a_ttl() {
+fn state_is_one_tagged_twelve_byte_string_with_a_ttl() {
     let server = Server::single();
     let mut con = server.conn();
     let key = unique_key("state");
@@ -181,11 +181,18 @@ fn state_is_one_eight_byte_string_with_a_ttl() {
     let kind: String = redis::cmd("TYPE").arg(&key).query(&mut con).unwrap();
     assert_eq!(kind, "string");
     let value: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
-    let tat = i64::from_le_bytes(value.try_into().expect("8 bytes"));
+    assert_eq!(&value[..4], b"RLT\x01", "the token bucket's tag, then the TAT");
+    let tat = stored_tat(&value);
     // The TAT is when the bucket is full again: now + reset_after.
     let expected = before + r[4] * 1_000_000;
     assert!((tat - expected).abs() < 50_000_000, "TAT {tat} vs {expected}");
     assert!(pexpiretime(&mut con, &key) * 1_000_000 >= tat);
+}
+
+/// The TAT in a bucket's value: the tag `RLT\x01`, then the TAT as 8 little-endian bytes.
+fn stored_tat(value: &[u8]) -> i64 {
+    assert_eq!(value.len(), 12, "tag and TAT: {value:?}");
+    i64::from_le_bytes(value[4..].try_into().unwrap())
 }
 
 fn now_ns(con: &mut Connection) -> i64 {
@@ -307,7 +314,7 @@ fn keys_expire_on_the_whole_second_after_the_bucket_is_full() {
         let at = pexpiretime(&mut con, &key);
         let tat_ms = {
             let raw: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
-            let tat = i64::from_le_bytes(raw.try_into().unwrap());
+            let tat = stored_tat(&raw);
             tat / 1_000_000 + i64::from(tat % 1_000_000 != 0)
         };
         assert_eq!(at % 1000, 0, "on a whole second: {at}");

@@ -227,6 +227,15 @@ fn main() {
             (*name, redis::cmd("SCRIPT").arg("LOAD").arg(*body).query(&mut con).expect("SCRIPT LOAD failed"))
         })
         .collect();
+    // `rl-bench memory`: only the memory figures (RL_REDIS_SERVER and RL_MODULE choose the server and
+    // the module, to compare servers and releases).
+    if std::env::args().nth(1).as_deref() == Some("memory") {
+        println!("{version}");
+        for m in memory::measure(&mut con, &shas) {
+            println!("{}: {:.1} B per {}", m.what, m.bytes, m.per);
+        }
+        return;
+    }
     let mut rows = Vec::new();
     // Each configuration runs REPEAT times, the scenarios interleaved so that drift on this shared
     // machine touches them all alike; the median run is reported.
