@@ -23,11 +23,13 @@ fn error_code(con: &mut redis::Connection, command: &str, args: &[&str]) -> Opti
 
 #[test]
 fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut admin = server.conn();
     let categories: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut admin).unwrap();
     if !categories.iter().any(|c| c == "ratelimit") {
-        eprintln!("skipped: this server has no module ACL categories (Redis 7.0); the commands are not in @ratelimit");
+        testkit::skip(
+            "this server has no module ACL categories (Redis 7.0); the commands are not in @ratelimit",
+        );
         return;
     }
     let in_category: Vec<String> = redis::cmd("ACL").arg("CAT").arg("ratelimit").query(&mut admin).unwrap();
@@ -100,7 +102,7 @@ fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
 #[test]
 fn loads_when_the_ratelimit_category_is_already_taken() {
     let Some(clash) = common::shim::build("aclclash") else { return };
-    let Some(server) = Server::own_after_modules(&[&clash], &[]) else { return };
+    let Some(server) = Server::builder().preload(&[&clash]).own() else { return };
     let mut admin = server.conn();
     let modules: Value = redis::cmd("MODULE").arg("LIST").query(&mut admin).unwrap();
     let listed = format!("{modules:?}");

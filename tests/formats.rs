@@ -39,7 +39,7 @@ fn inspect_limiter(con: &mut Connection, key: &str) -> String {
 
 #[test]
 fn token_buckets_written_by_0_1_carry_on_and_are_rewritten_tagged() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("fmt-token");
     // 0.1: the TAT as 8 bytes, just under one second ahead: 5 of 10 tokens taken at 5 per second
@@ -60,7 +60,7 @@ fn token_buckets_written_by_0_1_carry_on_and_are_rewritten_tagged() {
 
 #[test]
 fn windows_written_by_0_1_carry_on_and_are_rewritten_tagged() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let now = server_now_ns(&mut con);
     // RL.FIXED in 0.1: count 3, window ending in 60 s.
@@ -90,7 +90,7 @@ fn windows_written_by_0_1_carry_on_and_are_rewritten_tagged() {
 
 #[test]
 fn each_command_refuses_the_others_values_and_foreign_data() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let fixed = unique_key("fmt-other");
     rl(&mut con, "RL.FIXED", &[&fixed, "5", "60"]);

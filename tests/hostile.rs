@@ -112,7 +112,7 @@ fn well_formed(reply: &Value) -> bool {
 
 #[test]
 fn random_argument_vectors_never_hurt_the_server() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     let _: () = redis::cmd("HSET").arg("other:hash").arg("f").arg("v").query(&mut con).unwrap();
     // The runner takes a Fn: the connection and the counters go through cells.

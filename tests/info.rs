@@ -5,7 +5,7 @@ use testkit::{info_field, Server};
 
 #[test]
 fn info_counts_outcomes_per_command() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     let call = |con: &mut redis::Connection, args: &[&str]| {
         let mut cmd = redis::cmd(args[0]);
@@ -36,7 +36,7 @@ fn info_counts_outcomes_per_command() {
 /// MODULE LIST shows the version of Cargo.toml as a number: major * 10000 + minor * 100 + patch.
 #[test]
 fn module_list_shows_the_crate_version() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let modules: Vec<Value> = redis::cmd("MODULE").arg("LIST").query(&mut con).unwrap();
     let parts: Vec<u32> = env!("CARGO_PKG_VERSION").split('.').map(|p| p.parse().unwrap()).collect();

@@ -16,7 +16,7 @@ fn used_memory(con: &mut redis::Connection) -> i64 {
 
 #[test]
 fn at_maxmemory_every_command_is_refused_with_oom_and_nothing_changes() {
-    let Some(server) = Server::own(&["--maxmemory-policy", "noeviction"]) else { return };
+    let Some(server) = Server::builder().args(&["--maxmemory-policy", "noeviction"]).own() else { return };
     let mut con = server.conn();
     rl(&mut con, "RL.TOKEN", &["old", "5", "0.01", "2"]);
     let before: Vec<u8> = redis::cmd("GET").arg("old").query(&mut con).unwrap();
@@ -54,7 +54,7 @@ fn at_maxmemory_every_command_is_refused_with_oom_and_nothing_changes() {
 
 #[test]
 fn a_million_calls_leave_no_memory_behind() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     let baseline = used_memory(&mut con);
     let total = std::env::var("SOAK_CALLS").ok().and_then(|c| c.parse().ok()).unwrap_or(1_000_000usize);

@@ -7,7 +7,7 @@ use testkit::{unique_key, Server};
 
 #[test]
 fn multi_key_call_is_all_or_nothing() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let (route, global) = (unique_key("{c}:route"), unique_key("{c}:global"));
     // The route allows 5, the client's global limit 3: the global limit binds.
@@ -33,7 +33,7 @@ fn multi_key_call_is_all_or_nothing() {
 
 #[test]
 fn multi_key_calls_stay_exact_under_concurrency() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let (a, b) = (unique_key("{m}:a"), unique_key("{m}:b"));
     let args = [a.as_str(), "10", "0.001", "1", b.as_str(), "50", "0.001", "1"];
     assert_eq!(concurrent_allowed(&server, 40, 5, "RL.TOKEN", &args), 10);
@@ -43,7 +43,7 @@ fn multi_key_calls_stay_exact_under_concurrency() {
 
 #[test]
 fn token_refund_never_fills_above_capacity() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("refund-token");
     rl(&mut con, "RL.TOKEN", &[&key, "10", "0.01", "6"]);
@@ -57,7 +57,7 @@ fn token_refund_never_fills_above_capacity() {
 
 #[test]
 fn counter_refunds_never_go_below_zero() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     for command in ["FIXED", "SLIDECOUNT"] {
         let key = unique_key(command);
@@ -78,7 +78,7 @@ fn counter_refunds_never_go_below_zero() {
 /// writes, so it does.
 #[test]
 fn only_writes_touch_watched_keys() {
-    let server = testkit::Server::single();
+    let server = testkit::Server::builder().single();
     let (mut watcher, mut other) = (server.conn(), server.conn());
     let key = testkit::unique_key("watched");
     let token = |con: &mut testkit::redis::Connection, cost: u64| -> Vec<i64> {

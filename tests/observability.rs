@@ -56,7 +56,7 @@ fn used_memory(con: &mut Connection) -> i64 {
 
 #[test]
 fn class_counters_are_exact_under_200_concurrent_clients() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let threads: Vec<_> = (0..200)
         .map(|t| {
             let mut con = server.conn();
@@ -93,7 +93,7 @@ fn class_counters_are_exact_under_200_concurrent_clients() {
 
 #[test]
 fn a_multi_key_call_counts_every_class_when_allowed_and_the_denying_one_when_denied() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     let call = |con: &mut Connection| -> Vec<i64> {
         redis::cmd("RL.TOKEN")
@@ -121,7 +121,7 @@ fn a_multi_key_call_counts_every_class_when_allowed_and_the_denying_one_when_den
 
 #[test]
 fn structures_stay_bounded_under_100k_distinct_keys_and_classes() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     // A cost above capacity is denied and writes nothing: memory growth is the module's own.
     let flood = |con: &mut Connection, from: usize, to: usize, class_per_key: bool| {
@@ -154,7 +154,7 @@ fn structures_stay_bounded_under_100k_distinct_keys_and_classes() {
 
 #[test]
 fn the_top_finds_a_heavy_hitter_hidden_among_10k_light_keys() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     let mut pipe = redis::pipe();
     for i in 0..10_000 {
@@ -208,7 +208,7 @@ fn status(v: &Value) -> String {
 
 #[test]
 fn inspect_decodes_every_limiter_without_touching_it() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     token(&mut con, "rl:t", 10, 4).unwrap();
     let _: Vec<i64> = redis::cmd("RL.FIXED").arg("rl:f").arg(5).arg(60).arg(2).query(&mut con).unwrap();
@@ -252,7 +252,7 @@ fn inspect_decodes_every_limiter_without_touching_it() {
 
 #[test]
 fn inspect_works_on_a_read_only_replica_and_for_a_read_only_user() {
-    let Some(primary) = Server::own(&["--repl-diskless-sync-delay", "0"]) else { return };
+    let Some(primary) = Server::builder().args(&["--repl-diskless-sync-delay", "0"]).own() else { return };
     let replica = common::start_replica(&primary);
     let (mut p, mut r) = (primary.conn(), replica.conn());
     token(&mut p, "rl:user:ada", 10, 3).unwrap();
@@ -293,7 +293,7 @@ fn inspect_works_on_a_read_only_replica_and_for_a_read_only_user() {
 
 #[test]
 fn configuration_is_validated_and_applied_live_and_at_load() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     let config_set = |con: &mut Connection, name: &str, value: &str| {
         redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query::<()>(con)
@@ -328,7 +328,9 @@ fn configuration_is_validated_and_applied_live_and_at_load() {
 
     // At load time: `--loadmodule <path> name value ...` (the test servers pass extra arguments right
     // after the module's path).
-    let Some(loaded) = Server::own(&["class-separator", "/", "class-limit", "3", "top-size", "5"]) else {
+    let Some(loaded) =
+        Server::builder().args(&["class-separator", "/", "class-limit", "3", "top-size", "5"]).own()
+    else {
         return;
     };
     let got: Vec<String> =

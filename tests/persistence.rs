@@ -7,7 +7,7 @@ use testkit::Server;
 
 #[test]
 fn replica_digest_equals_primary_after_mixed_traffic() {
-    let Some(primary) = Server::own(&["--repl-diskless-sync-delay", "0"]) else {
+    let Some(primary) = Server::builder().args(&["--repl-diskless-sync-delay", "0"]).own() else {
         return;
     };
     let replica = start_replica(&primary);
@@ -24,7 +24,8 @@ fn replica_digest_equals_primary_after_mixed_traffic() {
 
 #[test]
 fn aof_reload_reproduces_the_digest() {
-    let Some(mut server) = Server::own(&["--appendonly", "yes", "--appendfsync", "always"]) else {
+    let Some(mut server) = Server::builder().args(&["--appendonly", "yes", "--appendfsync", "always"]).own()
+    else {
         return;
     };
     let mut con = server.conn();
@@ -37,7 +38,7 @@ fn aof_reload_reproduces_the_digest() {
 
 #[test]
 fn a_large_sliding_log_replicates_a_few_bytes_per_request() {
-    let Some(primary) = Server::own(&["--repl-diskless-sync-delay", "0"]) else {
+    let Some(primary) = Server::builder().args(&["--repl-diskless-sync-delay", "0"]).own() else {
         return;
     };
     let replica = start_replica(&primary);
@@ -65,7 +66,7 @@ fn a_large_sliding_log_replicates_a_few_bytes_per_request() {
 
 #[test]
 fn rdb_save_and_restart_keep_every_limiter() {
-    let Some(mut server) = Server::own(&[]) else {
+    let Some(mut server) = Server::builder().own() else {
         return;
     };
     let mut con = server.conn();
@@ -78,7 +79,8 @@ fn rdb_save_and_restart_keep_every_limiter() {
 
 #[test]
 fn aof_rewrite_keeps_every_limiter() {
-    let Some(mut server) = Server::own(&["--appendonly", "yes", "--appendfsync", "always"]) else {
+    let Some(mut server) = Server::builder().args(&["--appendonly", "yes", "--appendfsync", "always"]).own()
+    else {
         return;
     };
     let mut con = server.conn();
@@ -98,7 +100,7 @@ fn aof_rewrite_keeps_every_limiter() {
 
 #[test]
 fn dump_and_restore_move_a_limiter_with_its_state() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let (from, to) = (testkit::unique_key("dump-from"), testkit::unique_key("dump-to"));
     for _ in 0..3 {

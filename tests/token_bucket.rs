@@ -1,4 +1,4 @@
-//! RL.TOKEN against a real server: the seed's "tests worth writing", every reply field, peeks, and
+//! RL.TOKEN against a real server: the behaviours a distributed limiter must show (burst, refill, isolation, races), every reply field, peeks, and
 //! denials that write nothing.
 
 mod common;
@@ -23,7 +23,7 @@ fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
 
 #[test]
 fn capacity_then_denial_with_every_reply_field() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("cap");
     for i in 0..10 {
@@ -40,7 +40,7 @@ fn capacity_then_denial_with_every_reply_field() {
 
 #[test]
 fn tokens_refill_at_the_rate() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("refill");
     // 20 tokens/s: one every 50 ms.
@@ -59,7 +59,7 @@ fn tokens_refill_at_the_rate() {
 
 #[test]
 fn concurrent_requests_over_many_connections_admit_exactly_capacity() {
-    let server = Arc::new(Server::single());
+    let server = Arc::new(Server::builder().single());
     let key = Arc::new(unique_key("race"));
     let threads = 50;
     let barrier = Arc::new(Barrier::new(threads));
@@ -79,7 +79,7 @@ fn concurrent_requests_over_many_connections_admit_exactly_capacity() {
 
 #[test]
 fn keys_are_isolated() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let (ada, bob) = (unique_key("ada"), unique_key("bob"));
     while token(&mut con, &ada, 10, "1", 1)[0] == 1 {}
@@ -88,7 +88,7 @@ fn keys_are_isolated() {
 
 #[test]
 fn cost_takes_several_tokens_and_a_denial_takes_none() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("cost");
     assert_eq!(token(&mut con, &key, 9, "0.01", 5)[..3], [1, 9, 4]);
@@ -103,7 +103,7 @@ fn cost_takes_several_tokens_and_a_denial_takes_none() {
 
 #[test]
 fn idle_keys_expire_once_the_bucket_is_full() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("ttl");
     let r = token(&mut con, &key, 2, "10", 2);
@@ -118,7 +118,7 @@ fn idle_keys_expire_once_the_bucket_is_full() {
 
 #[test]
 fn the_ttl_never_ends_before_the_bucket_is_full() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("ttl-grow");
     // Each call pushes the full-again instant 100 ms further; the expiry must follow: never before the
@@ -137,7 +137,7 @@ fn the_ttl_never_ends_before_the_bucket_is_full() {
 
 #[test]
 fn peek_reports_without_consuming_or_creating() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("peek");
     assert_eq!(token(&mut con, &key, 5, "1", 0)[..5], [1, 5, 5, 0, 0]);
@@ -153,7 +153,7 @@ fn peek_reports_without_consuming_or_creating() {
 
 #[test]
 fn denials_write_nothing() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
     let key = unique_key("deny");
     token(&mut con, &key, 2, "0.01", 2);
@@ -173,7 +173,7 @@ fn denials_write_nothing() {
 
 #[test]
 fn state_is_one_tagged_twelve_byte_string_with_a_ttl() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("state");
     let before = now_ns(&mut con);
@@ -202,7 +202,7 @@ fn now_ns(con: &mut Connection) -> i64 {
 
 #[test]
 fn bad_input_gets_a_clear_error_and_changes_nothing() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("bad");
     let k = key.as_bytes();
@@ -251,7 +251,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
 
 #[test]
 fn registered_with_flags_and_key_positions() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let keys: Vec<String> = redis::cmd("COMMAND")
         .arg("GETKEYS")
@@ -274,7 +274,7 @@ fn registered_with_flags_and_key_positions() {
 /// what they say: 11 tokens, one every 12 s.
 #[test]
 fn rates_with_many_decimal_places_are_accepted() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("long-rate");
     let rate = "0.083333333333333328707404064062";
@@ -290,7 +290,7 @@ fn rates_with_many_decimal_places_are_accepted() {
 /// (the interval is 333,333,334 ns), and `RateLimit-Reset` built from it says 1, not 2.
 #[test]
 fn a_full_refill_reports_whole_seconds_without_rounding_artefacts() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("artefact");
     assert_eq!(token(&mut con, &key, 3, "3", 3), [1, 3, 0, 0, 1000]);
@@ -306,7 +306,7 @@ fn a_full_refill_reports_whole_seconds_without_rounding_artefacts() {
 /// the stored TAT, so the module knows the expiry without reading it.
 #[test]
 fn keys_expire_on_the_whole_second_after_the_bucket_is_full() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("whole-second");
     for _ in 0..3 {

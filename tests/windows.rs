@@ -15,7 +15,7 @@ fn sleep_until(start: Instant, ms: u64) {
 
 #[test]
 fn fixed_counts_to_the_limit_and_expires_with_its_window() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("fixed");
     assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60"])[..4], [1, 3, 2, 0]);
@@ -32,7 +32,7 @@ fn fixed_counts_to_the_limit_and_expires_with_its_window() {
 
 #[test]
 fn fixed_window_restarts_after_it_ends() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("fixed-restart");
     for _ in 0..2 {
@@ -45,7 +45,7 @@ fn fixed_window_restarts_after_it_ends() {
 
 #[test]
 fn sliding_log_is_exact_where_fixed_windows_and_counters_are_not() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let (slide, fixed, counter) = (unique_key("ex-slide"), unique_key("ex-fixed"), unique_key("ex-count"));
     let call = |con: &mut _, which: &str, key: &str| match which {
@@ -75,7 +75,7 @@ fn sliding_log_is_exact_where_fixed_windows_and_counters_are_not() {
 
 #[test]
 fn sliding_log_retry_after_is_enough_and_denials_are_not_recorded() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("slide-retry");
     for _ in 0..2 {
@@ -98,7 +98,7 @@ fn sliding_log_retry_after_is_enough_and_denials_are_not_recorded() {
 
 #[test]
 fn sliding_log_dedup_counts_a_retried_id_once() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("slide-dedup");
     assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "DEDUP"])[..3], [1, 2, 1]);
@@ -119,7 +119,7 @@ fn sliding_log_dedup_counts_a_retried_id_once() {
 
 #[test]
 fn sliding_log_memory_stays_compact_at_large_limits() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("slide-big");
     let mut pipe = testkit::redis::pipe();
@@ -134,7 +134,7 @@ fn sliding_log_memory_stays_compact_at_large_limits() {
 
 #[test]
 fn sliding_counter_weights_the_previous_window() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("count");
     for i in 0..5 {
@@ -149,7 +149,7 @@ fn sliding_counter_weights_the_previous_window() {
 
 #[test]
 fn concurrent_requests_admit_exactly_the_limit() {
-    let server = Server::single();
+    let server = Server::builder().single();
     for command in ["RL.FIXED", "RL.SLIDECOUNT", "RL.SLIDE"] {
         let key = unique_key(command);
         let args: Vec<&str> =
@@ -160,7 +160,7 @@ fn concurrent_requests_admit_exactly_the_limit() {
 
 #[test]
 fn keys_are_isolated_and_always_have_a_ttl() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     for command in ["RL.FIXED", "RL.SLIDECOUNT", "RL.SLIDE"] {
         let (a, b) = (unique_key(command), unique_key(command));
@@ -181,7 +181,7 @@ fn keys_are_isolated_and_always_have_a_ttl() {
 
 #[test]
 fn bad_input_gets_clear_errors_and_changes_nothing() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("bad-window");
     let k = key.as_bytes();

@@ -126,7 +126,7 @@ fn measure(server: &Server, workers: usize, seconds: u64, script: &std::path::Pa
 
 fn main() {
     let seconds: u64 = std::env::var("RL_BENCH_HTTP_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    let server = Server::start(&["--appendonly", "no"]);
+    let server = Server::builder().args(&["--appendonly", "no"]).start();
     let script = std::env::temp_dir().join(format!("rl-bench-{}.lua", std::process::id()));
     std::fs::write(&script, RANDOM_CALLER).expect("a temp file");
     let mut report = format!(

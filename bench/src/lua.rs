@@ -1,7 +1,7 @@
-//! The seed's Lua scripts (../shared/seeds/000_*.txt), verbatim in logic: the baselines the native
-//! commands replace.
+//! The Lua scripts of the distributed limiter service this project grew from (EVALSHA with TIME inside
+//! the script), verbatim in logic: the baselines the native commands replace.
 
-/// The seed's token bucket: a hash of two fields (tokens, ts), time from TIME, PEXPIRE on every call.
+/// The script's token bucket: a hash of two fields (tokens, ts), time from TIME, PEXPIRE on every call.
 pub const TOKEN_BUCKET: &str = r#"
 local key      = KEYS[1]
 local capacity = tonumber(ARGV[1])
@@ -30,7 +30,7 @@ redis.call('PEXPIRE', key, math.ceil(capacity / rate * 1000) + 1000)
 return {allowed, tostring(tokens), tostring(retry)}
 "#;
 
-/// The seed's exact sliding window: a sorted set of request times.
+/// The script's exact sliding window: a sorted set of request times.
 pub const SLIDING_LOG: &str = r#"
 local key    = KEYS[1]
 local limit  = tonumber(ARGV[1])

@@ -1,4 +1,4 @@
-//! `make bench`: throughput, latency and memory of the module's commands against the seed's Lua scripts
+//! `make bench`: throughput, latency and memory of the module's commands against the Lua scripts they replace (`lua.rs`)
 //! and the cheapest plain Redis commands, on one throwaway module-enabled redis-server.
 //!
 //! Writes `docs/benchmarks.md` (the tables) and `docs/bench.png` (the chart), and prints the tables.
@@ -218,7 +218,7 @@ fn main() {
         write_doc("bench-peers.md", &report);
         return;
     }
-    let server = Server::start(&["--appendonly", "no"]);
+    let server = Server::builder().args(&["--appendonly", "no"]).start();
     let mut con = server.conn();
     let version = info_field(&mut con, "server", "redis_version").unwrap_or_default();
     let shas: Vec<(&str, String)> = [("token", lua::TOKEN_BUCKET), ("slide", lua::SLIDING_LOG)]

@@ -1,7 +1,7 @@
 //! `make bench`, side by side with the other GCRA implementations in one server process: Redis' core
 //! `GCRA` command (a `redis-server` built from Redis' unstable history at c3db5254b, the last commit
 //! with it enabled: `RL_BENCH_GCRA_SERVER`) and redis-cell's `CL.THROTTLE` (`RL_BENCH_CELL_MODULE`,
-//! brandur/redis-cell 0.5.0), beside the seed's Lua script and INCR. Each is skipped with the reason
+//! brandur/redis-cell 0.5.0), beside the Lua token-bucket script of `lua.rs` and INCR. Each is skipped with the reason
 //! when absent. redis-benchmark, 50 clients, pipeline 16; median of RL_BENCH_PEER_REPEAT (6)
 //! interleaved runs; server time per call from INFO commandstats. Writes docs/bench-peers.md.
 
@@ -142,7 +142,7 @@ pub fn run(scale: f64) -> String {
     let floor = floor_module();
     let mut preload: Vec<&Path> = cell.iter().map(Path::new).collect();
     preload.extend(floor.as_deref());
-    let server = Server::start_binary(&binary, &preload, &["--appendonly", "no"]);
+    let server = Server::builder().binary(&binary).preload(&preload).args(&["--appendonly", "no"]).start();
     let mut con = server.conn();
     let version = info_field(&mut con, "server", "redis_version").unwrap_or_default();
     let sha: String =
@@ -151,7 +151,11 @@ pub fn run(scale: f64) -> String {
 
     let mut out = String::new();
     let _ = writeln!(out, "# Side by side: GCRA (core), RL.TOKEN, CL.THROTTLE, Lua, INCR\n");
-    let _ = writeln!(out, "One server process (`{binary}`, redis_version {version}) with every module loaded; redis-benchmark, 50 clients, pipeline 16, {requests} requests per run; the median of {repeat} interleaved runs. us/call is the server's time per call (INFO commandstats), steadier than req/s on a shared machine.\n");
+    // The binary's name only: a report names no path of the machine that made it.
+    let shown = std::path::Path::new(&binary)
+        .file_name()
+        .map_or(binary.clone(), |n| n.to_string_lossy().into_owned());
+    let _ = writeln!(out, "One server process (`{shown}`, redis_version {version}) with every module loaded; redis-benchmark, 50 clients, pipeline 16, {requests} requests per run; the median of {repeat} interleaved runs. us/call is the server's time per call (INFO commandstats), steadier than req/s on a shared machine.\n");
     if gcra.is_none() {
         let _ = writeln!(out, "- GCRA (core): skipped: set RL_BENCH_GCRA_SERVER to a redis-server built with the core GCRA command (see the README).");
     }

@@ -1,4 +1,4 @@
-//! The seed lab, whole, against a throwaway module-enabled redis-server: two limiter instances stand
+//! The lab scenarios of a distributed limiter (burst, refill, isolation, races, HTTP, outages), whole, against a throwaway module-enabled redis-server: two limiter instances stand
 //! for two application servers sharing one Redis (scenarios 1-4), the HTTP middleware on a real
 //! socket (5), and Redis unreachable, stopped and hung, with fail open and fail closed, the breaker
 //! and recovery (6). Run with `make demo`.
@@ -17,7 +17,7 @@ const DEADLINE: Duration = Duration::from_millis(100);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = Server::start(&[]);
+    let server = Server::builder().start();
     let version = info_field(&mut server.conn(), "server", "redis_version").unwrap_or_default();
     println!("redis-server {version} on 127.0.0.1:{} with the ratelimit module\n", server.port);
 
@@ -36,7 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             denied += 1;
             if denied == 1 {
-                // Rounded to 100 ms as in the seed's output.
+                // Rounded to 100 ms, so the printed line does not depend on the machine's speed.
                 let ms = d.retry_after.unwrap_or_default().as_millis();
                 println!("first denial: remaining={} retry_after={}ms", d.remaining, (ms + 50) / 100 * 100);
             }
@@ -134,7 +134,7 @@ async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn
 async fn outage_scenario(policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
     let closed =
         format!("redis://127.0.0.1:{}/", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
-    let hung = Server::start(&[]);
+    let hung = Server::builder().start();
     for (what, url) in [("stopped", closed.as_str()), ("hung", hung.url())] {
         for failure in [FailurePolicy::Open, FailurePolicy::Closed] {
             let limiter = Limiter::builder(failure).deadline(DEADLINE).connect(url)?;

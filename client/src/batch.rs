@@ -1,4 +1,4 @@
-//! Reserving tokens in batches (the seed's "take tokens in batches"): one `RL.TOKEN key .. batch` call
+//! Reserving tokens in batches (taking tokens from Redis a batch at a time, to save round trips): one `RL.TOKEN key .. batch` call
 //! takes `batch` tokens into a local counter, and the next `batch - 1` requests for that key are
 //! served from it without a round trip. Unused tokens go back with `RL.REFUND` when the lease ends or
 //! on [`release`](TokenReserve::release).

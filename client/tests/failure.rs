@@ -58,7 +58,7 @@ async fn a_stopped_server_is_answered_by_each_policy_within_the_deadline() {
 
 #[tokio::test]
 async fn a_hung_server_is_answered_by_each_policy_within_the_deadline() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     for failure in POLICIES {
         let limiter = on(server.url(), failure);
         // Connected and working first, then the server stops answering writes.
@@ -80,7 +80,7 @@ async fn a_hung_server_is_answered_by_each_policy_within_the_deadline() {
 /// cool-down one probe goes through, and when Redis answers, decisions are Redis' again.
 #[tokio::test]
 async fn the_breaker_keeps_calls_off_a_hung_server_then_probes_it_back() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let cooldown = Duration::from_millis(1500);
     let limiter = Limiter::builder(FailurePolicy::Open)
         .deadline(DEADLINE)
@@ -123,7 +123,7 @@ async fn the_breaker_keeps_calls_off_a_hung_server_then_probes_it_back() {
 
 #[tokio::test]
 async fn a_restarted_server_is_used_again_after_the_cool_down() {
-    let Some(mut server) = Server::own(&["--appendonly", "no"]) else { return };
+    let Some(mut server) = Server::builder().args(&["--appendonly", "no"]).own() else { return };
     let cooldown = Duration::from_millis(500);
     let limiter = Limiter::builder(FailurePolicy::Closed)
         .deadline(DEADLINE)

@@ -51,7 +51,7 @@ async fn get_with(client: &reqwest::Client, url: &str, headers: &[(&str, &str)])
 
 #[tokio::test]
 async fn the_seed_sequence_headers_and_problem_body() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Open)
         .route("api", "/api", Policy::token_bucket(10, 5.0).unwrap())
         .structured_headers(true);
@@ -95,7 +95,7 @@ async fn the_seed_sequence_headers_and_problem_body() {
 
 #[tokio::test]
 async fn a_request_that_can_never_fit_gets_a_distinct_answer_without_retry_after() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed)
         .route("export", "/api", Policy::token_bucket(10, 5.0).unwrap())
         .cost("export", |parts| {
@@ -115,7 +115,7 @@ async fn a_request_that_can_never_fit_gets_a_distinct_answer_without_retry_after
 
 #[tokio::test]
 async fn skipped_routes_are_never_limited() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed)
         .global(Policy::token_bucket(1, 0.001).unwrap())
         .skip("/health");
@@ -131,7 +131,7 @@ async fn skipped_routes_are_never_limited() {
 
 #[tokio::test]
 async fn a_global_limit_caps_the_sum_over_routes() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed)
         .route("a", "/a", Policy::token_bucket(3, 0.001).unwrap())
         .route("b", "/b", Policy::token_bucket(3, 0.001).unwrap())
@@ -159,7 +159,7 @@ async fn a_global_limit_caps_the_sum_over_routes() {
 
 #[tokio::test]
 async fn per_plan_policies_are_looked_up_per_caller() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed).route_per_caller("api", "/api", |caller| {
         let gold = caller.to_string().starts_with("user:gold");
         Policy::token_bucket(if gold { 5 } else { 2 }, 0.001).unwrap()
@@ -189,7 +189,7 @@ async fn per_plan_policies_are_looked_up_per_caller() {
 
 #[tokio::test]
 async fn forwarding_headers_are_believed_only_from_trusted_proxies() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let policy = Policy::token_bucket(2, 0.001).unwrap();
     let client = reqwest::Client::new();
 
@@ -250,7 +250,7 @@ async fn works_with_plain_hyper() {
     use redis_ratelimit_client::http::PeerAddr;
     use tower::{Layer, ServiceExt};
 
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed).global(Policy::token_bucket(2, 0.001).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -10,7 +10,7 @@ use testkit::{unique_key, Server};
 
 #[tokio::test]
 async fn token_bucket_decisions_carry_every_field() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let policy = Policy::token_bucket(10, 5.0).unwrap();
     let key = unique_key("rl:client");
@@ -33,7 +33,7 @@ async fn token_bucket_decisions_carry_every_field() {
 #[tokio::test]
 async fn a_route_and_a_global_limit_are_checked_in_one_call_and_a_denial_takes_from_neither() {
     // Counts the server's calls: needs a server of its own.
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let limiter = limiter(&server, FailurePolicy::Closed);
     let route = Policy::token_bucket(3, 0.001).unwrap();
     let global = Policy::token_bucket(5, 0.001).unwrap();
@@ -58,7 +58,7 @@ async fn a_route_and_a_global_limit_are_checked_in_one_call_and_a_denial_takes_f
 #[tokio::test]
 async fn every_window_kind_decides_through_its_command() {
     // Counts the server's calls: needs a server of its own.
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let limiter = limiter(&server, FailurePolicy::Closed);
     let minute = Duration::from_secs(60);
     for (policy, command) in [
@@ -84,7 +84,7 @@ async fn futures_all(limiter: &Limiter, key: &str, policy: &Policy, n: usize) ->
 
 #[tokio::test]
 async fn two_instances_racing_admit_exactly_the_capacity() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let instances = [limiter(&server, FailurePolicy::Closed), limiter(&server, FailurePolicy::Closed)];
     let policy = Policy::token_bucket(10, 0.001).unwrap();
     let key = unique_key("race");
@@ -104,7 +104,7 @@ async fn two_instances_racing_admit_exactly_the_capacity() {
 #[tokio::test]
 async fn the_precheck_answers_repeated_denials_without_a_round_trip() {
     // Counts the server's calls: needs a server of its own.
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let limiter = Limiter::builder(FailurePolicy::Closed).local_precheck(true).connect(server.url()).unwrap();
     let policy = Policy::token_bucket(2, 0.01).unwrap(); // one token per 100 s
     let key = unique_key("abuse");
@@ -119,7 +119,7 @@ async fn the_precheck_answers_repeated_denials_without_a_round_trip() {
 #[tokio::test]
 async fn batch_reservation_saves_round_trips_and_gives_back_what_it_did_not_use() {
     // Counts the server's calls: needs a server of its own.
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let limiter = limiter(&server, FailurePolicy::Closed);
     let policy = Policy::token_bucket(1000, 0.001).unwrap();
     let reserve = TokenReserve::new(limiter.clone(), policy.clone(), 10, Duration::from_secs(60)).unwrap();
@@ -147,7 +147,7 @@ async fn batch_reservation_saves_round_trips_and_gives_back_what_it_did_not_use(
 
 #[tokio::test]
 async fn refunds_give_tokens_back() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let policy = Policy::token_bucket(10, 0.001).unwrap();
     let key = unique_key("refund");
@@ -157,7 +157,7 @@ async fn refunds_give_tokens_back() {
 
 #[tokio::test]
 async fn calls_that_cannot_be_built_are_usage_errors() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let token = Policy::token_bucket(10, 5.0).unwrap();
     let window = Policy::fixed_window(10, Duration::from_secs(1)).unwrap();

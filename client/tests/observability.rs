@@ -29,7 +29,7 @@ fn parse_exposition(text: &str) -> HashMap<String, f64> {
 async fn counters_by_route_limit_and_outcome_are_scraped_from_a_prometheus_endpoint() {
     // The one test in this binary that installs the process-wide recorder.
     let handle = PrometheusBuilder::new().install_recorder().expect("a recorder");
-    let server = Server::single();
+    let server = Server::builder().single();
     let prefix = unique_key("rl");
     let limiter = Limiter::builder(FailurePolicy::Closed).name("api").connect(server.url()).unwrap();
     let down = Limiter::builder(FailurePolicy::Open)
@@ -70,7 +70,7 @@ async fn counters_by_route_limit_and_outcome_are_scraped_from_a_prometheus_endpo
 
 #[tokio::test]
 async fn admin_reads_show_a_clients_state_and_the_most_denied_keys() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let policy = Policy::token_bucket(3, 0.01).unwrap();
     for _ in 0..10 {

@@ -101,6 +101,7 @@ pub(crate) fn check_window(limit: u64, window_ns: Nanos, limit_error: ParamError
 
 impl FixedWindow {
     /// The state in a stored value (tagged, or 0.1's untagged 16 bytes).
+    #[inline]
     pub fn decode(stored: &[u8]) -> Result<WindowState, StateError> {
         let p = Kind::FixedWindow.payload(stored).ok_or(StateError)?;
         Ok(WindowState {
@@ -110,6 +111,7 @@ impl FixedWindow {
     }
 
     /// The key expires exactly when the window ends.
+    #[inline]
     fn write(state: &WindowState) -> Write {
         Write {
             change: Change::Set(words(Kind::FixedWindow, &[state.count, state.ends_at as u64])),
@@ -123,6 +125,7 @@ impl Limiter for FixedWindow {
     type Request = u64;
     const KIND: Kind = Kind::FixedWindow;
 
+    #[inline]
     fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
         let state = stored.map(Self::decode).transpose()?;
         let d = self.decide_window(state, now, cost);

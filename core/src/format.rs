@@ -27,6 +27,7 @@ impl Kind {
     pub const ALL: [Kind; 4] = [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingCounter, Kind::SlidingLog];
 
     /// The first bytes of every value of this kind.
+    #[inline]
     pub const fn tag(self) -> [u8; TAG_LEN] {
         match self {
             Kind::TokenBucket => *b"RLT\x01",
@@ -57,6 +58,7 @@ impl Kind {
         }
     }
 
+    #[inline]
     fn tagged_len_fits(self, len: usize) -> bool {
         match self.payload_len() {
             Some(payload) => len == TAG_LEN + payload,
@@ -78,7 +80,14 @@ impl Kind {
     }
 
     /// The state's payload in `bytes` when this kind wrote them (tagged, or untagged from 0.1).
+    #[inline]
     pub fn payload(self, bytes: &[u8]) -> Option<&[u8]> {
+        // The common case first: this kind's tag and length.
+        if let (true, Some(tag)) = (self.tagged_len_fits(bytes.len()), bytes.get(..TAG_LEN)) {
+            if tag == self.tag() {
+                return bytes.get(TAG_LEN..);
+            }
+        }
         match Kind::of(bytes) {
             Some(kind) if kind == self && bytes.len() == self.payload_len()? => Some(bytes),
             Some(kind) if kind == self => bytes.get(TAG_LEN..),
@@ -99,6 +108,7 @@ pub enum Bytes {
 
 impl Bytes {
     /// `kind`'s tag followed by `payload` (at most `INLINE - TAG_LEN` bytes).
+    #[inline]
     pub fn tagged(kind: Kind, payload: &[u8]) -> Bytes {
         let mut buf = [0u8; INLINE];
         buf[..TAG_LEN].copy_from_slice(&kind.tag());
@@ -119,6 +129,7 @@ impl Bytes {
 }
 
 impl AsRef<[u8]> for Bytes {
+    #[inline]
     fn as_ref(&self) -> &[u8] {
         match self {
             Bytes::Inline { buf, len } => &buf[..*len as usize],
@@ -134,11 +145,13 @@ impl std::fmt::Debug for Bytes {
 }
 
 /// Reads the little-endian u64 at word `i` of `payload`.
+#[inline]
 pub(crate) fn word(payload: &[u8], i: usize) -> Option<u64> {
     payload.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
 }
 
 /// Little-endian words as a tagged value.
+#[inline]
 pub(crate) fn words(kind: Kind, words: &[u64]) -> Bytes {
     let mut payload = [0u8; INLINE - TAG_LEN];
     for (i, w) in words.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! The sliding window counter: the seed's "practical middle ground" for large limits. Two fixed-window
+//! The sliding window counter: the practical middle ground between an exact log and a fixed window, for large limits. Two fixed-window
 //! counters (windows aligned to multiples of `window` since the Unix epoch); the previous window's
 //! count is weighted by the part of it that still lies inside the sliding window:
 //!
@@ -139,6 +139,7 @@ impl SlidingCounter {
 
 impl SlidingCounter {
     /// The state in a stored value (tagged, or 0.1's untagged 24 bytes).
+    #[inline]
     pub fn decode(stored: &[u8]) -> Result<CounterState, StateError> {
         let p = Kind::SlidingCounter.payload(stored).ok_or(StateError)?;
         let w = |i| word(p, i).ok_or(StateError);
@@ -146,6 +147,7 @@ impl SlidingCounter {
     }
 
     /// The key expires when its counts stop mattering: the end of the window after the current one.
+    #[inline]
     fn write(&self, state: &CounterState, now: Nanos) -> Write {
         let expires_at = self.decide_counts(Some(*state), now, 0).expires_at;
         Write {
@@ -160,6 +162,7 @@ impl Limiter for SlidingCounter {
     type Request = u64;
     const KIND: Kind = Kind::SlidingCounter;
 
+    #[inline]
     fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
         let state = stored.map(Self::decode).transpose()?;
         let d = self.decide_counts(state, now, cost);

@@ -168,10 +168,12 @@ pub fn expiry_ms(tat: Nanos) -> i64 {
 
 impl TokenBucket {
     /// The TAT in a stored value (tagged, or 0.1's untagged 8 bytes).
+    #[inline]
     pub fn decode(stored: &[u8]) -> Result<Nanos, StateError> {
         Kind::TokenBucket.payload(stored).and_then(|p| word(p, 0)).map(|w| w as Nanos).ok_or(StateError)
     }
 
+    #[inline]
     fn write(tat: Nanos, previous: Option<Nanos>) -> Write {
         Write {
             change: Change::Set(words(Kind::TokenBucket, &[tat as u64])),
@@ -185,6 +187,7 @@ impl Limiter for TokenBucket {
     type Request = u64;
     const KIND: Kind = Kind::TokenBucket;
 
+    #[inline]
     fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
         let tat = stored.map(Self::decode).transpose()?;
         let d = self.decide_tat(tat, now, cost);

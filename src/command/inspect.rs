@@ -46,9 +46,7 @@ impl Command for Inspect {
         let kind = Kind::of(bytes).ok_or(RlError::BadState)?;
         // The limiter's parameters (`p1 p2` after the key), parsed as its command parses them.
         let (fields, peek) = match kind {
-            Kind::TokenBucket => {
-                inspect::<TokenBucket>(bytes, now, params, |c, r| token::parse_bucket(c, r))?
-            }
+            Kind::TokenBucket => inspect::<TokenBucket>(bytes, now, params, token::parse_bucket)?,
             Kind::FixedWindow => inspect::<FixedWindow>(bytes, now, params, |l, w| {
                 let (limit, window) = window_args(l, w)?;
                 Ok(FixedWindow::new(limit, window)?)

@@ -1,7 +1,6 @@
 //! RL.RESETSTATS: zeroes the counters of INFO ratelimit and empties RL.TOP, like CONFIG RESETSTAT.
 
-use crate::server::{Acl, Arg, Command, Reply, RlError, Value};
-use crate::stats;
+use crate::server::{observed, Acl, Arg, Command, Reply, RlError, Value};
 use redis_module::Context;
 
 pub struct ResetStats;
@@ -15,7 +14,7 @@ impl Command for ResetStats {
         if !args.is_empty() {
             return Err(RlError::WrongArity);
         }
-        stats::reset();
+        observed::reset();
         Ok(Reply::Value(Value::Status("OK")))
     }
 }

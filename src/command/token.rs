@@ -5,12 +5,12 @@
 
 use super::args::{cost, positive_decimal, whole};
 use super::limit;
+use crate::server::cell::TryCell;
 use crate::server::{Acl, Arg, Command, Keys, Reply, RlError};
 use crate::stats::{counters, CommandStats};
 use ratelimit_core::limiter::Limiter;
 use ratelimit_core::token_bucket::{TokenBucket, CAPACITY, RATE};
 use redis_module::Context;
-use std::sync::Mutex;
 
 const GROUP: usize = 4;
 
@@ -63,7 +63,7 @@ struct LastBucket {
     bucket: TokenBucket,
 }
 
-static LAST_BUCKET: Mutex<Option<LastBucket>> = Mutex::new(None);
+static LAST_BUCKET: TryCell<Option<LastBucket>> = TryCell::new(None);
 
 /// A bucket from its `capacity` and `rate` arguments.
 pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> {
@@ -75,8 +75,7 @@ pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> 
             && short_eq(&last.args[..c], capacity)
             && short_eq(&last.args[c..c + r], rate)
     };
-    // Never contended (commands run one at a time); a busy or poisoned cache is just a miss.
-    if let Some(bucket) = LAST_BUCKET.try_lock().ok().and_then(|last| last.filter(same).map(|l| l.bucket)) {
+    if let Some(Some(bucket)) = LAST_BUCKET.with(|last| last.as_ref().filter(|l| same(l)).map(|l| l.bucket)) {
         return Ok(bucket);
     }
     let bucket = TokenBucket::new(
@@ -89,9 +88,7 @@ pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> 
         args[capacity.len()..capacity.len() + rate.len()].copy_from_slice(rate);
         let fresh =
             LastBucket { args, capacity_len: capacity.len() as u8, rate_len: rate.len() as u8, bucket };
-        if let Ok(mut last) = LAST_BUCKET.try_lock() {
-            *last = Some(fresh);
-        }
+        LAST_BUCKET.with(|last| *last = Some(fresh));
     }
     Ok(bucket)
 }

@@ -5,8 +5,7 @@
 //! usually stuck in a retry loop). A map per entry for RESP3 clients, a flat field/value array for RESP2.
 
 use super::args::whole;
-use crate::server::{Acl, Arg, Command, Reply, RlError, Value};
-use crate::stats;
+use crate::server::{observed, Acl, Arg, Command, Reply, RlError, Value};
 use redis_module::Context;
 
 pub struct Top;
@@ -23,7 +22,7 @@ impl Command for Top {
                 .unwrap_or(usize::MAX),
             _ => return Err(RlError::WrongArity),
         };
-        let top = stats::read(|o| o.denied.top(count)).unwrap_or_default();
+        let top = observed::read(|o| o.denied.top(count)).unwrap_or_default();
         let entries = top
             .into_iter()
             .map(|e| {

@@ -6,7 +6,7 @@ use super::arg::Arg;
 use super::clock;
 use super::error::RlError;
 use super::reply::Reply;
-use crate::stats::{self, CommandStats, Outcome};
+use crate::stats::{CommandStats, Outcome};
 use redis_module::{raw, Context, Status};
 use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
@@ -74,6 +74,7 @@ impl Keys {
     pub const SECOND: Keys = Keys::Range { first: 2, last: 2, step: 1 };
 
     /// The index among `args` (the arguments after the command name) of the `position`-th key.
+    #[inline]
     pub fn index(&self, args: &[Arg], position: usize) -> Option<usize> {
         let (first, last, step) = match *self {
             Keys::None => return None,
@@ -93,6 +94,7 @@ impl Keys {
     }
 
     /// The `position`-th key's bytes.
+    #[inline]
     pub fn key<'a>(&self, args: &'a [Arg], position: usize) -> Option<&'a [u8]> {
         self.index(args, position).map(|i| args[i].bytes())
     }
@@ -164,7 +166,11 @@ extern "C" fn dispatch<C: Command>(
     }
     if C::COUNTED {
         let record = || {
-            stats::observe(outcome, |position| C::KEYS.key(args, position), || clock::last_ns() / 1_000_000)
+            super::observed::record(
+                outcome,
+                |position| C::KEYS.key(args, position),
+                || clock::last_ns() / 1_000_000,
+            )
         };
         // Statistics never fail a command.
         let _ = catch_unwind(AssertUnwindSafe(record));

@@ -38,7 +38,7 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             }
         }
         // One dict field per class: ratelimit_class_<n>:name=rl:login:ip,allowed=..,denied=..,errors=..
-        let classes = stats::read(|o| o.classes.snapshot()).unwrap_or_default();
+        let classes = super::observed::read(|o| o.classes.snapshot()).unwrap_or_default();
         section(ctx, c"classes".as_ptr());
         for (i, (class, outcomes)) in classes.iter().enumerate() {
             let (Ok(name), Ok(class)) = (CString::new(format!("class_{i}")), CString::new(info_safe(class)))

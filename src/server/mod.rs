@@ -6,11 +6,13 @@
 
 pub mod acl;
 pub mod arg;
+pub mod cell;
 pub mod clock;
 pub mod command;
 pub mod error;
 pub mod info;
 pub mod module;
+pub mod observed;
 pub mod reply;
 pub mod store;
 

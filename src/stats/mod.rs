@@ -11,7 +11,7 @@ pub mod heavy;
 mod observed;
 
 pub use counters::CommandStats;
-pub use observed::{observe, read};
+pub use observed::{observe, Observed};
 
 /// What one call came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,8 +27,7 @@ pub enum Outcome {
     Report,
 }
 
-/// Zeroes every counter and forgets the classes and heavy hitters (RL.RESETSTATS).
-pub fn reset() {
+/// Zeroes every per-command counter (RL.RESETSTATS; `server::observed` forgets the classes).
+pub fn reset_counters() {
     counters::ALL.iter().for_each(|s| s.reset());
-    observed::reset();
 }

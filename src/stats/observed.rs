@@ -1,12 +1,10 @@
-//! The key classes and the heavy hitters, behind one lock taken once per limiter call on the server's
-//! main thread (never contended). Should it ever be contended (a second thread), the statistic is
-//! skipped rather than waited for; a poisoned lock (a panic while recording) is taken over.
+//! The key classes and the heavy hitters, and how one call's outcome is recorded in them. The one
+//! instance lives with the server (`server::observed`), which hands it here once per limiter call.
 
 use super::classes::{Classes, Outcome as ClassOutcome};
 use super::config;
 use super::heavy::HeavyHitters;
 use super::Outcome;
-use std::sync::{Mutex, TryLockError};
 
 #[derive(Default)]
 pub struct Observed {
@@ -14,31 +12,21 @@ pub struct Observed {
     pub denied: HeavyHitters,
 }
 
-static OBSERVED: Mutex<Option<Observed>> = Mutex::new(None);
-
-fn with<R>(f: impl FnOnce(&mut Option<Observed>) -> R) -> Option<R> {
-    match OBSERVED.try_lock() {
-        Ok(mut guard) => Some(f(&mut guard)),
-        Err(TryLockError::Poisoned(poisoned)) => Some(f(&mut poisoned.into_inner())),
-        Err(TryLockError::WouldBlock) => None,
-    }
-}
-
-/// Runs `f` on what was observed (None when nothing was yet).
-pub fn read<R>(f: impl FnOnce(&Observed) -> R) -> Option<R> {
-    with(|o| o.as_ref().map(f)).flatten()
-}
-
 /// Records one call's outcome, given its keys by position: allowed counts for every key's class, a
 /// denial for the class of the key that denied (and in the heavy hitters), an error for the first
 /// key's class.
-pub fn observe<'a>(outcome: Outcome, key: impl Fn(usize) -> Option<&'a [u8]>, now_ms: impl FnOnce() -> i64) {
+pub fn observe<'a>(
+    observed: &mut Option<Observed>,
+    outcome: Outcome,
+    key: impl Fn(usize) -> Option<&'a [u8]>,
+    now_ms: impl FnOnce() -> i64,
+) {
     if !config::class_stats() {
         return;
     }
     let (separator, limit) = (config::SEPARATOR.get(), config::class_limit());
-    with(|o| {
-        let observed = o.get_or_insert_with(Observed::default);
+    {
+        let observed = observed.get_or_insert_with(Observed::default);
         match outcome {
             Outcome::Allowed => {
                 let mut position = 0;
@@ -60,10 +48,5 @@ pub fn observe<'a>(outcome: Outcome, key: impl Fn(usize) -> Option<&'a [u8]>, no
             }
             Outcome::Report => {}
         }
-    });
-}
-
-/// Clears the classes and the heavy hitters.
-pub(super) fn reset() {
-    with(|o| *o = None);
+    }
 }

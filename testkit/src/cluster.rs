@@ -23,7 +23,7 @@ pub fn cli(args: &[&str]) -> String {
 impl Cluster {
     pub fn start() -> Option<Cluster> {
         if crate::external_url().is_some() {
-            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            crate::skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
             return None;
         }
         let config = [
@@ -34,7 +34,7 @@ impl Cluster {
             "--cluster-node-timeout",
             "2000",
         ];
-        let nodes: Vec<Server> = (0..6).map(|_| Server::start(&config)).collect();
+        let nodes: Vec<Server> = (0..6).map(|_| Server::builder().args(&config).start()).collect();
         let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addresses.iter().map(String::as_str));

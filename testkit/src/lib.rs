@@ -66,42 +66,63 @@ pub struct Server {
     binary: String,
 }
 
-impl Server {
-    /// A server with the module loaded and the given extra configuration (`["--appendonly", "yes"]`).
-    pub fn start(extra: &[&str]) -> Server {
-        Self::start_with_env(extra, &[])
+/// Says a test skipped, and why, in one format: `skipped: <reason>`.
+pub fn skip(reason: &str) {
+    eprintln!("skipped: {reason}");
+}
+
+/// How to start a server: `Server::builder().args(&["--appendonly", "yes"]).own()`.
+#[derive(Default)]
+pub struct Builder {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    preload: Vec<String>,
+    binary: Option<String>,
+}
+
+impl Builder {
+    /// Extra configuration (`["--appendonly", "yes"]`).
+    pub fn args(mut self, extra: &[&str]) -> Builder {
+        self.args.extend(extra.iter().map(|s| s.to_string()));
+        self
     }
 
-    /// Like [`Server::start`], with extra environment variables for the server process (LD_PRELOAD
-    /// of libfaketime, for instance).
-    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
-        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let extra = extra.iter().map(|s| s.to_string()).collect();
-        Self::start_in(scratch_dir(), free_port(), extra, env, vec![], server_binary())
+    /// Environment variables for the server process (LD_PRELOAD of a clock shim, for instance).
+    pub fn envs(mut self, env: &[(&str, &str)]) -> Builder {
+        self.env.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        self
     }
 
-    /// A server from `binary` (another build than `RL_REDIS_SERVER`), with `preload` modules loaded
-    /// before this one: for benchmarks beside other servers and modules.
-    pub fn start_binary(binary: &str, preload: &[&Path], extra: &[&str]) -> Server {
-        let preload = preload.iter().map(|p| p.display().to_string()).collect();
-        let extra = extra.iter().map(|s| s.to_string()).collect();
-        Self::start_in(scratch_dir(), free_port(), extra, vec![], preload, binary.to_string())
+    /// Modules loaded before this one (`--loadmodule` each, in order).
+    pub fn preload(mut self, modules: &[&Path]) -> Builder {
+        self.preload.extend(modules.iter().map(|p| p.display().to_string()));
+        self
     }
 
-    /// Like [`Server::start`], with other modules loaded before this one (`--loadmodule` each, in order),
-    /// or None, with a message, when `RL_TEST_REDIS_URL` says to use an external server.
-    pub fn own_after_modules(preload: &[&Path], extra: &[&str]) -> Option<Server> {
+    /// Another server binary than `RL_REDIS_SERVER` (benchmarks beside other builds).
+    pub fn binary(mut self, binary: &str) -> Builder {
+        self.binary = Some(binary.to_string());
+        self
+    }
+
+    /// Starts a fresh server with the module loaded.
+    pub fn start(self) -> Server {
+        let binary = self.binary.unwrap_or_else(server_binary);
+        Server::start_in(scratch_dir(), free_port(), self.args, self.env, self.preload, binary)
+    }
+
+    /// A fresh server for tests that need their own (replicas, restarts), or None, with the skip
+    /// message, when `RL_TEST_REDIS_URL` says to use an external server.
+    pub fn own(self) -> Option<Server> {
         if external_url().is_some() {
-            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
             return None;
         }
-        let preload = preload.iter().map(|p| p.display().to_string()).collect();
-        let extra = extra.iter().map(|s| s.to_string()).collect();
-        Some(Self::start_in(scratch_dir(), free_port(), extra, vec![], preload, server_binary()))
+        Some(self.start())
     }
 
-    /// Like [`Server::start`], unless `RL_TEST_REDIS_URL` names a server to use instead.
-    pub fn single() -> Server {
+    /// The server named by `RL_TEST_REDIS_URL`, or else a fresh one.
+    pub fn single(self) -> Server {
         match external_url() {
             Some(url) => Server {
                 child: None,
@@ -113,18 +134,15 @@ impl Server {
                 preload: vec![],
                 binary: String::new(),
             },
-            None => Self::start(&[]),
+            None => self.start(),
         }
     }
+}
 
-    /// A fresh server for tests that need their own (replicas, restarts), or None, with a message, when
-    /// `RL_TEST_REDIS_URL` says to use an external server.
-    pub fn own(extra: &[&str]) -> Option<Server> {
-        if external_url().is_some() {
-            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
-            return None;
-        }
-        Some(Self::start(extra))
+impl Server {
+    /// The one way to start a server: see [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::default()
     }
 
     fn start_in(

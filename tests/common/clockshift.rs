@@ -13,7 +13,7 @@ pub struct ShiftedServer {
 impl ShiftedServer {
     pub fn start() -> Option<ShiftedServer> {
         if testkit::external_url().is_some() {
-            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            testkit::skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
             return None;
         }
         let shim = super::shim::build("clockshift")?;
@@ -24,7 +24,7 @@ impl ShiftedServer {
         ));
         std::fs::write(&offset_file, format!("{:<31}\n", 0)).ok()?;
         let env = [("LD_PRELOAD", shim.to_str()?), ("CLOCKSHIFT_FILE", offset_file.to_str()?)];
-        let shifted = ShiftedServer { server: Server::start_with_env(&[], &env), offset_file };
+        let shifted = ShiftedServer { server: Server::builder().envs(&env).start(), offset_file };
         // Some servers do not read the wall clock through libc on every call (Valkey 9 derives it from
         // the monotonic clock): their clock cannot be stepped this way.
         let mut con = shifted.server.conn();
@@ -36,7 +36,9 @@ impl ShiftedServer {
         let moved = (before - 3600 - time(&mut con)).abs() <= 2;
         shifted.shift(0);
         if !moved {
-            eprintln!("skipped: this server's clock does not follow the shim (it does not read the wall clock through libc)");
+            testkit::skip(
+                "this server's clock does not follow the shim (it does not read the wall clock through libc)",
+            );
             return None;
         }
         Some(shifted)

@@ -58,7 +58,7 @@ pub fn dbsize(con: &mut Connection) -> i64 {
 
 /// Starts a replica of `primary` and waits until its link is up.
 pub fn start_replica(primary: &Server) -> Server {
-    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    let replica = Server::builder().args(&["--replicaof", "127.0.0.1", &primary.port.to_string()]).start();
     let mut con = replica.conn();
     wait_until("replica link up", || {
         info_field(&mut con, "replication", "master_link_status").as_deref() == Some("up")

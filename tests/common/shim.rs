@@ -23,7 +23,7 @@ pub fn build(name: &str) -> Option<PathBuf> {
             match status {
                 Ok(s) if s.success() => Some(out),
                 _ => {
-                    eprintln!("skipped: cannot build {} with {cc}", source.display());
+                    testkit::skip(&format!("cannot build {} with {cc}", source.display()));
                     None
                 }
             }

@@ -1,4 +1,4 @@
-//! Who is calling: the key a request is limited under, in the seed's order of preference: the
+//! Who is calling: the key a request is limited under, in this order of preference: the
 //! authenticated principal, then the tenant, then the client's IP address. The IP is read from
 //! `X-Forwarded-For` / `Forwarded` only when the connection comes from a configured trusted proxy:
 //! those headers are written by the client otherwise, and a client that could choose its own key
