@@ -4,16 +4,13 @@
 
 mod common;
 
+use common::calls::token;
 use common::cluster::{cli, role, Cluster};
 use common::wait_until;
 use testkit::redis::{self, ConnectionLike, Value};
 use testkit::{info_field, Server};
 
 const KEYS: usize = 200;
-
-fn token(con: &mut impl ConnectionLike, key: &str, cost: u64) -> Vec<i64> {
-    redis::cmd("RL.TOKEN").arg(key).arg(10).arg("0.001").arg(cost).query(con).expect("RL.TOKEN failed")
-}
 
 fn dbsize(server: &Server) -> i64 {
     redis::cmd("DBSIZE").query(&mut server.conn()).unwrap()
@@ -22,14 +19,14 @@ fn dbsize(server: &Server) -> i64 {
 /// Takes 3 tokens from each of KEYS buckets, and checks every bucket reports 7 left.
 fn fill(con: &mut impl ConnectionLike) {
     for i in 0..KEYS {
-        assert_eq!(token(con, &format!("user:{i}"), 3)[..3], [1, 10, 7]);
+        assert_eq!(token(con, &format!("user:{i}"), 10, "0.001", 3).head(), (true, 10, 7));
     }
 }
 
 fn assert_state_kept(con: &mut impl ConnectionLike, when: &str) {
     for i in 0..KEYS {
-        let peek = token(con, &format!("user:{i}"), 0);
-        assert_eq!(peek[..3], [1, 10, 7], "user:{i} after {when}: no fresh burst, no lost tokens");
+        let peek = token(con, &format!("user:{i}"), 10, "0.001", 0);
+        assert_eq!(peek.head(), (true, 10, 7), "user:{i} after {when}: no fresh burst, no lost tokens");
     }
 }
 
@@ -39,7 +36,7 @@ fn buckets_spread_over_all_primaries_stay_exact() {
     let mut con = cluster.client();
     for i in 0..KEYS {
         let key = format!("client:{i}");
-        let allowed = (0..12).filter(|_| token(&mut con, &key, 1)[0] == 1).count();
+        let allowed = (0..12).filter(|_| token(&mut con, &key, 10, "0.001", 1).allowed).count();
         assert_eq!(allowed, 10, "{key}");
     }
     for primary in cluster.primaries() {
@@ -120,5 +117,9 @@ fn resharding_and_failover_keep_every_bucket() {
     cluster.wait_healthy();
     let mut con = cluster.client();
     assert_state_kept(&mut con, "failover");
-    assert_eq!(token(&mut con, "user:0", 7)[..3], [1, 10, 0], "and the buckets go on from there");
+    assert_eq!(
+        token(&mut con, "user:0", 10, "0.001", 7).head(),
+        (true, 10, 0),
+        "and the buckets go on from there"
+    );
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::calls::try_token;
 use std::collections::HashMap;
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, module_path, Server};
@@ -20,10 +21,6 @@ fn classes(con: &mut Connection) -> HashMap<String, (u64, u64, u64)> {
             Some((fields.get("name")?.to_string(), (n("allowed"), n("denied"), n("errors"))))
         })
         .collect()
-}
-
-fn token(con: &mut Connection, key: &str, capacity: u64, cost: u64) -> redis::RedisResult<Vec<i64>> {
-    redis::cmd("RL.TOKEN").arg(key).arg(capacity).arg("0.001").arg(cost).query(con)
 }
 
 fn top(con: &mut Connection, count: usize) -> Vec<HashMap<String, Value>> {
@@ -63,7 +60,7 @@ fn class_counters_are_exact_under_200_concurrent_clients() {
             std::thread::spawn(move || {
                 let key = format!("rl:class{}:user:{t}", t % 4);
                 for _ in 0..50 {
-                    token(&mut con, &key, 30, 1).unwrap();
+                    try_token(&mut con, &key, 30, "0.001", 1).unwrap();
                 }
                 for _ in 0..5 {
                     assert!(redis::cmd("RL.TOKEN")
@@ -210,7 +207,7 @@ fn status(v: &Value) -> String {
 fn inspect_decodes_every_limiter_without_touching_it() {
     let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
-    token(&mut con, "rl:t", 10, 4).unwrap();
+    try_token(&mut con, "rl:t", 10, "0.001", 4).unwrap();
     let _: Vec<i64> = redis::cmd("RL.FIXED").arg("rl:f").arg(5).arg(60).arg(2).query(&mut con).unwrap();
     let _: Vec<i64> = redis::cmd("RL.SLIDECOUNT").arg("rl:s").arg(5).arg(60).arg(3).query(&mut con).unwrap();
     for id in ["a", "b"] {
@@ -255,13 +252,13 @@ fn inspect_works_on_a_read_only_replica_and_for_a_read_only_user() {
     let Some(primary) = Server::builder().args(&["--repl-diskless-sync-delay", "0"]).own() else { return };
     let replica = common::start_replica(&primary);
     let (mut p, mut r) = (primary.conn(), replica.conn());
-    token(&mut p, "rl:user:ada", 10, 3).unwrap();
+    try_token(&mut p, "rl:user:ada", 10, "0.001", 3).unwrap();
     let offset_before = info_field(&mut p, "replication", "master_repl_offset");
     common::wait_in_sync(&mut p, &mut r);
     let on_replica = inspect(&mut r, &["rl:user:ada", "10", "0.001"]);
     assert_eq!(int(&on_replica["remaining"]), 7);
     // The replica refuses writes but answers RL.INSPECT; inspecting replicates nothing.
-    let err = token(&mut r, "rl:user:ada", 10, 1).unwrap_err();
+    let err = try_token(&mut r, "rl:user:ada", 10, "0.001", 1).unwrap_err();
     assert_eq!(err.code(), Some("READONLY"));
     let _ = inspect(&mut p, &["rl:user:ada", "10", "0.001"]);
     let offset_after = info_field(&mut p, "replication", "master_repl_offset");
@@ -288,7 +285,7 @@ fn inspect_works_on_a_read_only_replica_and_for_a_read_only_user() {
     let mut viewer = primary.conn();
     let _: () = redis::cmd("AUTH").arg("viewer").arg("pw").query(&mut viewer).unwrap();
     assert_eq!(int(&inspect(&mut viewer, &["rl:user:ada", "10", "0.001"])["remaining"]), 7);
-    assert_eq!(token(&mut viewer, "rl:user:ada", 10, 1).unwrap_err().code(), Some("NOPERM"));
+    assert_eq!(try_token(&mut viewer, "rl:user:ada", 10, "0.001", 1).unwrap_err().code(), Some("NOPERM"));
 }
 
 #[test]
@@ -314,15 +311,15 @@ fn configuration_is_validated_and_applied_live_and_at_load() {
     let got: Vec<String> =
         redis::cmd("CONFIG").arg("GET").arg("ratelimit.class-separator").query(&mut con).unwrap();
     assert_eq!(got, ["ratelimit.class-separator", "/"]);
-    token(&mut con, "api/user/ada", 5, 1).unwrap();
+    try_token(&mut con, "api/user/ada", 5, "0.001", 1).unwrap();
     assert!(classes(&mut con).contains_key("api/user"));
     config_set(&mut con, "ratelimit.class-stats", "no").unwrap();
-    token(&mut con, "api/user/bob", 5, 1).unwrap();
+    try_token(&mut con, "api/user/bob", 5, "0.001", 1).unwrap();
     assert_eq!(classes(&mut con)["api/user"], (1, 0, 0), "counting is off");
     config_set(&mut con, "ratelimit.class-stats", "yes").unwrap();
     config_set(&mut con, "ratelimit.top-size", "2").unwrap();
     for key in ["a/1", "a/2", "a/3", "a/3"] {
-        token(&mut con, key, 1, 5).unwrap();
+        try_token(&mut con, key, 1, "0.001", 5).unwrap();
     }
     assert_eq!(top(&mut con, 10).len(), 2);
 

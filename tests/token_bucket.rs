@@ -3,15 +3,11 @@
 
 mod common;
 
-use common::calls::rl_error;
+use common::calls::{rl_error, token};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, unique_key, Server};
-
-fn token(con: &mut Connection, key: &str, capacity: u64, rate: &str, cost: u64) -> Vec<i64> {
-    redis::cmd("RL.TOKEN").arg(key).arg(capacity).arg(rate).arg(cost).query(con).expect("RL.TOKEN failed")
-}
 
 fn error_of(con: &mut Connection, args: &[&[u8]]) -> String {
     rl_error(con, "RL.TOKEN", args)
@@ -28,14 +24,26 @@ fn capacity_then_denial_with_every_reply_field() {
     let key = unique_key("cap");
     for i in 0..10 {
         let r = token(&mut con, &key, 10, "5", 1);
-        assert_eq!(r[..4], [1, 10, 9 - i, 0], "request {i}");
+        assert_eq!(r.fields()[..4], [1, 10, 9 - i, 0], "request {i}");
         // reset_after: (i + 1) tokens missing at 200 ms each, minus the little time that passed.
-        assert!(r[4] <= 200 * (i + 1) && r[4] > 200 * (i + 1) - 100, "reset_after {}", r[4]);
+        assert!(
+            r.reset_after_ms <= 200 * (i + 1) && r.reset_after_ms > 200 * (i + 1) - 100,
+            "reset_after {}",
+            r.reset_after_ms
+        );
     }
     let denied = token(&mut con, &key, 10, "5", 1);
-    assert_eq!(denied[..3], [0, 10, 0]);
-    assert!(denied[3] > 100 && denied[3] <= 200, "retry_after {}", denied[3]);
-    assert!(denied[4] > 1900 && denied[4] <= 2000, "reset_after {}", denied[4]);
+    assert_eq!(denied.head(), (false, 10, 0));
+    assert!(
+        denied.retry_after_ms > 100 && denied.retry_after_ms <= 200,
+        "retry_after {}",
+        denied.retry_after_ms
+    );
+    assert!(
+        denied.reset_after_ms > 1900 && denied.reset_after_ms <= 2000,
+        "reset_after {}",
+        denied.reset_after_ms
+    );
 }
 
 #[test]
@@ -45,14 +53,14 @@ fn tokens_refill_at_the_rate() {
     let key = unique_key("refill");
     // 20 tokens/s: one every 50 ms.
     for _ in 0..4 {
-        assert_eq!(token(&mut con, &key, 4, "20", 1)[0], 1);
+        assert!(token(&mut con, &key, 4, "20", 1).allowed);
     }
     let denied = token(&mut con, &key, 4, "20", 1);
-    assert_eq!(denied[0], 0);
-    std::thread::sleep(Duration::from_millis(denied[3] as u64));
-    assert_eq!(token(&mut con, &key, 4, "20", 1)[0], 1, "waiting retry_after_ms must be enough");
+    assert!(!denied.allowed);
+    std::thread::sleep(Duration::from_millis(denied.retry_after_ms as u64));
+    assert!(token(&mut con, &key, 4, "20", 1).allowed, "waiting retry_after_ms must be enough");
     std::thread::sleep(Duration::from_millis(120));
-    let allowed = (0..4).filter(|_| token(&mut con, &key, 4, "20", 1)[0] == 1).count();
+    let allowed = (0..4).filter(|_| token(&mut con, &key, 4, "20", 1).allowed).count();
     // 120 ms at 50 ms per token: 2 tokens back (3 if the calls themselves took a while).
     assert!((2..=3).contains(&allowed), "{allowed} allowed after 120 ms");
 }
@@ -69,7 +77,7 @@ fn concurrent_requests_over_many_connections_admit_exactly_capacity() {
             std::thread::spawn(move || {
                 let mut con = server.conn();
                 barrier.wait();
-                (0..4).filter(|_| token(&mut con, &key, 10, "0.001", 1)[0] == 1).count()
+                (0..4).filter(|_| token(&mut con, &key, 10, "0.001", 1).allowed).count()
             })
         })
         .collect();
@@ -82,8 +90,8 @@ fn keys_are_isolated() {
     let server = Server::builder().single();
     let mut con = server.conn();
     let (ada, bob) = (unique_key("ada"), unique_key("bob"));
-    while token(&mut con, &ada, 10, "1", 1)[0] == 1 {}
-    assert_eq!(token(&mut con, &bob, 10, "1", 1)[..3], [1, 10, 9]);
+    while token(&mut con, &ada, 10, "1", 1).allowed {}
+    assert_eq!(token(&mut con, &bob, 10, "1", 1).head(), (true, 10, 9));
 }
 
 #[test]
@@ -91,14 +99,18 @@ fn cost_takes_several_tokens_and_a_denial_takes_none() {
     let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("cost");
-    assert_eq!(token(&mut con, &key, 9, "0.01", 5)[..3], [1, 9, 4]);
+    assert_eq!(token(&mut con, &key, 9, "0.01", 5).head(), (true, 9, 4));
     let denied = token(&mut con, &key, 9, "0.01", 5);
-    assert_eq!(denied[..3], [0, 9, 4]);
+    assert_eq!(denied.head(), (false, 9, 4));
     // One token short at 0.01/s: about 100 s.
-    assert!(denied[3] > 99_000 && denied[3] <= 100_000, "retry_after {}", denied[3]);
-    assert_eq!(token(&mut con, &key, 9, "0.01", 4)[..3], [1, 9, 0], "the denial consumed nothing");
+    assert!(
+        denied.retry_after_ms > 99_000 && denied.retry_after_ms <= 100_000,
+        "retry_after {}",
+        denied.retry_after_ms
+    );
+    assert_eq!(token(&mut con, &key, 9, "0.01", 4).head(), (true, 9, 0), "the denial consumed nothing");
     // More than capacity can never succeed.
-    assert_eq!(token(&mut con, &key, 9, "0.01", 10)[..4], [0, 9, 0, -1]);
+    assert_eq!(token(&mut con, &key, 9, "0.01", 10).fields()[..4], [0, 9, 0, -1]);
 }
 
 #[test]
@@ -108,12 +120,16 @@ fn idle_keys_expire_once_the_bucket_is_full() {
     let key = unique_key("ttl");
     let r = token(&mut con, &key, 2, "10", 2);
     let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
-    // The key lives until the bucket is full again (r[4] ms), plus at most one second of slack.
-    assert!(pttl >= r[4] - 50 && pttl <= r[4] + 1001, "TTL {pttl} ms, bucket full in {} ms", r[4]);
+    // The key lives until the bucket is full again (r.reset_after_ms ms), plus at most one second of slack.
+    assert!(
+        pttl >= r.reset_after_ms - 50 && pttl <= r.reset_after_ms + 1001,
+        "TTL {pttl} ms, bucket full in {} ms",
+        r.reset_after_ms
+    );
     std::thread::sleep(Duration::from_millis(pttl as u64 + 150));
     let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
     assert_eq!(exists, 0, "the idle key is gone");
-    assert_eq!(token(&mut con, &key, 2, "10", 1)[..3], [1, 2, 1], "a full bucket again");
+    assert_eq!(token(&mut con, &key, 2, "10", 1).head(), (true, 2, 1), "a full bucket again");
 }
 
 #[test]
@@ -140,13 +156,13 @@ fn peek_reports_without_consuming_or_creating() {
     let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("peek");
-    assert_eq!(token(&mut con, &key, 5, "1", 0)[..5], [1, 5, 5, 0, 0]);
+    assert_eq!(token(&mut con, &key, 5, "1", 0).fields(), [1, 5, 5, 0, 0]);
     let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
     assert_eq!(exists, 0, "a peek at a new key creates nothing");
     token(&mut con, &key, 5, "0.1", 2);
     let expiry = pexpiretime(&mut con, &key);
     for _ in 0..3 {
-        assert_eq!(token(&mut con, &key, 5, "0.1", 0)[..3], [1, 5, 3]);
+        assert_eq!(token(&mut con, &key, 5, "0.1", 0).head(), (true, 5, 3));
     }
     assert_eq!(pexpiretime(&mut con, &key), expiry, "a peek leaves the TTL alone");
 }
@@ -162,7 +178,7 @@ fn denials_write_nothing() {
     let dirty = info_field(&mut con, "persistence", "rdb_changes_since_last_save").unwrap();
     let offset = info_field(&mut con, "replication", "master_repl_offset").unwrap();
     for cost in [1, 2, 3] {
-        assert_eq!(token(&mut con, &key, 2, "0.01", cost)[0], 0);
+        assert!(!token(&mut con, &key, 2, "0.01", cost).allowed);
     }
     let after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
     assert_eq!(after, value);
@@ -184,7 +200,7 @@ fn state_is_one_tagged_twelve_byte_string_with_a_ttl() {
     assert_eq!(&value[..4], b"RLT\x01", "the token bucket's tag, then the TAT");
     let tat = stored_tat(&value);
     // The TAT is when the bucket is full again: now + reset_after.
-    let expected = before + r[4] * 1_000_000;
+    let expected = before + r.reset_after_ms * 1_000_000;
     assert!((tat - expected).abs() < 50_000_000, "TAT {tat} vs {expected}");
     assert!(pexpiretime(&mut con, &key) * 1_000_000 >= tat);
 }
@@ -278,12 +294,12 @@ fn rates_with_many_decimal_places_are_accepted() {
     let mut con = server.conn();
     let key = unique_key("long-rate");
     let rate = "0.083333333333333328707404064062";
-    assert_eq!(token(&mut con, &key, 11, rate, 0), [1, 11, 11, 0, 0]);
-    assert_eq!(token(&mut con, &key, 11, rate, 1)[..3], [1, 11, 10]);
+    assert_eq!(token(&mut con, &key, 11, rate, 0).fields(), [1, 11, 11, 0, 0]);
+    assert_eq!(token(&mut con, &key, 11, rate, 1).head(), (true, 11, 10));
     let denied = token(&mut con, &key, 11, rate, 11);
-    assert_eq!(denied[0], 0);
+    assert!(!denied.allowed);
     // One token short at 5 per minute: about 12 s.
-    assert!((11_990..=12_001).contains(&denied[3]), "retry_after_ms {}", denied[3]);
+    assert!((11_990..=12_001).contains(&denied.retry_after_ms), "retry_after_ms {}", denied.retry_after_ms);
 }
 
 /// Times are free of the refill interval's nanosecond rounding: 3 tokens at 3/s are back in 1 s
@@ -293,13 +309,13 @@ fn a_full_refill_reports_whole_seconds_without_rounding_artefacts() {
     let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("artefact");
-    assert_eq!(token(&mut con, &key, 3, "3", 3), [1, 3, 0, 0, 1000]);
+    assert_eq!(token(&mut con, &key, 3, "3", 3).fields(), [1, 3, 0, 0, 1000]);
     let denied = token(&mut con, &key, 3, "3", 3);
-    assert_eq!(denied[0], 0);
-    assert!(denied[3] <= 1000 && denied[4] <= 1000, "{denied:?}");
+    assert!(!denied.allowed);
+    assert!(denied.retry_after_ms <= 1000 && denied.reset_after_ms <= 1000, "{denied:?}");
     // Waiting retry_after_ms succeeds.
-    std::thread::sleep(Duration::from_millis(denied[3] as u64));
-    assert_eq!(token(&mut con, &key, 3, "3", 3)[0], 1);
+    std::thread::sleep(Duration::from_millis(denied.retry_after_ms as u64));
+    assert!(token(&mut con, &key, 3, "3", 3).allowed);
 }
 
 /// A bucket's key expires on the first whole second at or after the bucket is full again: a function of

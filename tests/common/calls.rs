@@ -1,6 +1,81 @@
 //! Typed wrappers over the RL.* commands for tests.
 
-use testkit::redis::{self, Connection, Value};
+use testkit::redis::{self, Connection, ConnectionLike, RedisResult, Value};
+
+/// A limiter's reply: the five fields every RL.* limiter replies, and, for a call over several limits,
+/// the 1-based position of the one the reply describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub allowed: bool,
+    pub limit: i64,
+    pub remaining: i64,
+    pub retry_after_ms: i64,
+    pub reset_after_ms: i64,
+    pub limiting: Option<i64>,
+}
+
+impl Limit {
+    /// From the reply's integers (five, or six with the limiting position).
+    pub fn from_reply(r: &[i64]) -> Limit {
+        assert!(r.len() == 5 || r.len() == 6, "a limiter replies 5 or 6 integers: {r:?}");
+        Limit {
+            allowed: r[0] == 1,
+            limit: r[1],
+            remaining: r[2],
+            retry_after_ms: r[3],
+            reset_after_ms: r[4],
+            limiting: r.get(5).copied(),
+        }
+    }
+
+    /// What most assertions compare: allowed, limit, remaining.
+    pub fn head(&self) -> (bool, i64, i64) {
+        (self.allowed, self.limit, self.remaining)
+    }
+
+    /// The five fields as the server sent them.
+    pub fn fields(&self) -> [i64; 5] {
+        [i64::from(self.allowed), self.limit, self.remaining, self.retry_after_ms, self.reset_after_ms]
+    }
+}
+
+/// RL.TOKEN key capacity rate cost, or its error.
+pub fn try_token(
+    con: &mut impl ConnectionLike,
+    key: &str,
+    capacity: u64,
+    rate: &str,
+    cost: u64,
+) -> RedisResult<Limit> {
+    let r: Vec<i64> = redis::cmd("RL.TOKEN").arg(key).arg(capacity).arg(rate).arg(cost).query(con)?;
+    Ok(Limit::from_reply(&r))
+}
+
+/// RL.TOKEN key capacity rate cost.
+pub fn token(con: &mut impl ConnectionLike, key: &str, capacity: u64, rate: &str, cost: u64) -> Limit {
+    try_token(con, key, capacity, rate, cost).expect("RL.TOKEN failed")
+}
+
+/// RL.FIXED / RL.SLIDECOUNT key limit window cost.
+pub fn window(
+    con: &mut impl ConnectionLike,
+    command: &str,
+    key: &str,
+    limit: u64,
+    window: &str,
+    cost: u64,
+) -> Limit {
+    let r: Vec<i64> =
+        redis::cmd(command).arg(key).arg(limit).arg(window).arg(cost).query(con).expect(command);
+    Limit::from_reply(&r)
+}
+
+/// RL.SLIDE key limit window id.
+pub fn slide(con: &mut impl ConnectionLike, key: &str, limit: u64, window: &str, id: &str) -> Limit {
+    let r: Vec<i64> =
+        redis::cmd("RL.SLIDE").arg(key).arg(limit).arg(window).arg(id).query(con).expect("RL.SLIDE");
+    Limit::from_reply(&r)
+}
 
 pub fn rl(con: &mut Connection, command: &str, args: &[&str]) -> Vec<i64> {
     let mut cmd = redis::cmd(command);
