@@ -27,14 +27,17 @@ fn a_clock_stepping_back_grants_no_extra_tokens() {
     let Some(s) = ShiftedServer::start() else { return };
     let mut con = s.server.conn();
     let args = ["bucket", "5", "1", "1"];
-    assert_eq!((0..8).filter(|_| rl(&mut con, "RL.TOKEN", &args)[0] == 1).count(), 5);
+    assert_eq!((0..8).filter(|_| rl(&mut con, "RL.TOKEN", &args).allowed).count(), 5);
     // The clock steps back, further and further (and stays there, as after an NTP correction).
     for back in [-1, -60, -3600] {
         s.shift(back);
         let r = rl(&mut con, "RL.TOKEN", &args);
-        assert_eq!(r[..3], [0, 5, 0], "clock {back} s: still empty");
-        assert!(r[3] > 0 && r[3] <= 1000, "one token away at most, not {back} s: {r:?}");
-        assert!(r[4] <= 5000, "full within one refill: {r:?}");
+        assert_eq!(r.head(), (false, 5, 0), "clock {back} s: still empty");
+        assert!(
+            r.retry_after_ms > 0 && r.retry_after_ms <= 1000,
+            "one token away at most, not {back} s: {r:?}"
+        );
+        assert!(r.reset_after_ms <= 5000, "full within one refill: {r:?}");
     }
 }
 
@@ -44,15 +47,15 @@ fn state_from_a_clock_that_ran_ahead_locks_out_for_one_refill_at_most() {
     let mut con = s.server.conn();
     // The "old primary" ran an hour ahead while the limiters filled.
     s.shift(3600);
-    while rl(&mut con, "RL.TOKEN", &["b", "3", "2", "1"])[0] == 1 {}
-    while rl(&mut con, "RL.FIXED", &["f", "3", "10"])[0] == 1 {}
-    while rl(&mut con, "RL.SLIDE", &["s", "3", "10", "id"])[0] == 1 {}
-    while rl(&mut con, "RL.SLIDECOUNT", &["c", "3", "10"])[0] == 1 {}
+    while rl(&mut con, "RL.TOKEN", &["b", "3", "2", "1"]).allowed {}
+    while rl(&mut con, "RL.FIXED", &["f", "3", "10"]).allowed {}
+    while rl(&mut con, "RL.SLIDE", &["s", "3", "10", "id"]).allowed {}
+    while rl(&mut con, "RL.SLIDECOUNT", &["c", "3", "10"]).allowed {}
     // The "new primary" has the right time: nobody gets a fresh burst, nobody waits an hour.
     s.shift(0);
     let token = rl(&mut con, "RL.TOKEN", &["b", "3", "2", "1"]);
-    assert_eq!(token[0], 0);
-    assert!(token[3] <= 500 && token[4] <= 1500, "{token:?}");
+    assert_eq!(token.allowed, false);
+    assert!(token.retry_after_ms <= 500 && token.reset_after_ms <= 1500, "{token:?}");
     let ttl: i64 = redis::cmd("PTTL").arg("b").query(&mut con).unwrap();
     assert!(ttl <= 1500 + 1000 + 10, "the repaired bucket's key expires with it (plus the slack): {ttl}");
     for (command, args) in [
@@ -61,8 +64,11 @@ fn state_from_a_clock_that_ran_ahead_locks_out_for_one_refill_at_most() {
         ("RL.SLIDECOUNT", vec!["c", "3", "10"]),
     ] {
         let r = rl(&mut con, command, &args);
-        assert_eq!(r[0], 0, "{command}: what was counted still counts");
-        assert!(r[3] <= 20_000 && r[4] <= 20_000, "{command}: no hour-long lock-out: {r:?}");
+        assert_eq!(r.allowed, false, "{command}: what was counted still counts");
+        assert!(
+            r.retry_after_ms <= 20_000 && r.reset_after_ms <= 20_000,
+            "{command}: no hour-long lock-out: {r:?}"
+        );
     }
 }
 
@@ -75,7 +81,7 @@ fn windows_never_admit_more_than_the_limit_when_the_clock_jumps() {
     // skips over, as it does for any limiter that trusts a clock.)
     for shift in [0, -30, -3600] {
         s.shift(shift);
-        admitted += (0..5).filter(|_| rl(&mut con, "RL.SLIDE", &["w", "4", "3600", "id"])[0] == 1).count();
+        admitted += (0..5).filter(|_| rl(&mut con, "RL.SLIDE", &["w", "4", "3600", "id"]).allowed).count();
     }
     assert_eq!(admitted, 4, "4 per hour, however far back the clock went");
 }

@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::calls::{slide, token};
 use common::*;
 use testkit::Server;
 
@@ -53,9 +54,7 @@ fn a_large_sliding_log_replicates_a_few_bytes_per_request() {
     };
     let before = offset(&mut p);
     for i in 0..100 {
-        let reply: Vec<i64> =
-            testkit::redis::cmd("RL.SLIDE").arg("big").arg(10_000).arg(3600).arg(i).query(&mut p).unwrap();
-        assert_eq!(reply[0], 1);
+        assert!(slide(&mut p, "big", 10_000, "3600", &i.to_string()).allowed);
     }
     let per_request = (offset(&mut p) - before) / 100;
     // The log holds 40 kB; each request sends one SETRANGE of one 8-byte slot (and rarely a rewrite).
@@ -110,7 +109,6 @@ fn dump_and_restore_move_a_limiter_with_its_state() {
     let dump: Vec<u8> = testkit::redis::cmd("DUMP").arg(&from).query(&mut con).unwrap();
     let ttl: i64 = testkit::redis::cmd("PTTL").arg(&from).query(&mut con).unwrap();
     let _: () = testkit::redis::cmd("RESTORE").arg(&to).arg(ttl).arg(dump).query(&mut con).unwrap();
-    let peek: Vec<i64> =
-        testkit::redis::cmd("RL.TOKEN").arg(&to).arg(5).arg("0.01").arg(0).query(&mut con).unwrap();
-    assert_eq!(peek[..3], [1, 5, 2], "the restored bucket has the same tokens");
+    let peek = token(&mut con, &to, 5, "0.01", 0);
+    assert_eq!(peek.head(), (true, 5, 2), "the restored bucket has the same tokens");
 }

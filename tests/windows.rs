@@ -18,15 +18,22 @@ fn fixed_counts_to_the_limit_and_expires_with_its_window() {
     let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("fixed");
-    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60"])[..4], [1, 3, 2, 0]);
+    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60"]).fields()[..4], [1, 3, 2, 0]);
     let ttl = pttl(&mut con, &key);
     assert!(ttl > 59_000 && ttl <= 60_001, "the counter was created with its TTL (ms rounded up): {ttl}");
-    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "2"])[..3], [1, 3, 0]);
+    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "2"]).head(), (true, 3, 0));
     let denied = rl(&mut con, "RL.FIXED", &[&key, "3", "60"]);
-    assert_eq!(denied[..3], [0, 3, 0]);
-    assert!(denied[3] > 59_000 && denied[3] == denied[4], "retry and reset are the window's end: {denied:?}");
-    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "0"])[..3], [1, 3, 0], "a peek");
-    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "4"])[3], -1, "more than the limit never fits");
+    assert_eq!(denied.head(), (false, 3, 0));
+    assert!(
+        denied.retry_after_ms > 59_000 && denied.retry_after_ms == denied.reset_after_ms,
+        "retry and reset are the window's end: {denied:?}"
+    );
+    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "3", "60", "0"]).head(), (true, 3, 0), "a peek");
+    assert_eq!(
+        rl(&mut con, "RL.FIXED", &[&key, "3", "60", "4"]).retry_after_ms,
+        -1,
+        "more than the limit never fits"
+    );
     assert!(pttl(&mut con, &key) <= ttl, "denials and peeks do not extend the window");
 }
 
@@ -38,9 +45,9 @@ fn fixed_window_restarts_after_it_ends() {
     for _ in 0..2 {
         rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"]);
     }
-    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"])[0], 0);
+    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"]).allowed, false);
     std::thread::sleep(Duration::from_millis(170));
-    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"])[..3], [1, 2, 1]);
+    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"]).head(), (true, 2, 1));
 }
 
 #[test]
@@ -56,17 +63,17 @@ fn sliding_log_is_exact_where_fixed_windows_and_counters_are_not() {
     let start = Instant::now();
     // t = 0: one request; t = 300 ms: two more; t = 450 ms: three attempts.
     for (which, key) in [("slide", &slide), ("fixed", &fixed), ("count", &counter)] {
-        assert_eq!(call(&mut con, which, key)[0], 1);
+        assert_eq!(call(&mut con, which, key).allowed, true);
     }
     sleep_until(start, 300);
     for (which, key) in [("slide", &slide), ("fixed", &fixed), ("count", &counter)] {
         for _ in 0..2 {
-            assert_eq!(call(&mut con, which, key)[0], 1, "{which}");
+            assert_eq!(call(&mut con, which, key).allowed, true, "{which}");
         }
     }
     sleep_until(start, 450);
     let allowed =
-        |con: &mut _, which: &str, key: &str| (0..3).filter(|_| call(con, which, key)[0] == 1).count();
+        |con: &mut _, which: &str, key: &str| (0..3).filter(|_| call(con, which, key).allowed).count();
     // The exact window (150 ms, 550 ms] still holds the two requests from t = 300 ms: room for one.
     assert_eq!(allowed(&mut con, "slide", &slide), 1);
     // The fixed window started at t = 0 ended at 400 ms: three more, five inside 400 ms.
@@ -82,16 +89,21 @@ fn sliding_log_retry_after_is_enough_and_denials_are_not_recorded() {
         rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"]);
     }
     let len: i64 = testkit::redis::cmd("STRLEN").arg(&key).query(&mut con).unwrap();
-    let mut denied = vec![];
-    for _ in 0..20 {
-        denied = rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"]);
-        assert_eq!(denied[0], 0);
-    }
+    let denied = (0..20).map(|_| rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"])).last().unwrap();
+    assert!(!denied.allowed);
     let after: i64 = testkit::redis::cmd("STRLEN").arg(&key).query(&mut con).unwrap();
     assert_eq!(len, after, "denied requests are not recorded");
-    assert!(denied[3] > 0 && denied[3] <= 200 && denied[4] >= denied[3]);
-    std::thread::sleep(Duration::from_millis(denied[3] as u64));
-    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"])[0], 1, "waiting retry_after_ms is enough");
+    assert!(
+        denied.retry_after_ms > 0
+            && denied.retry_after_ms <= 200
+            && denied.reset_after_ms >= denied.retry_after_ms
+    );
+    std::thread::sleep(Duration::from_millis(denied.retry_after_ms as u64));
+    assert_eq!(
+        rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"]).allowed,
+        true,
+        "waiting retry_after_ms is enough"
+    );
     let ttl = pttl(&mut con, &key);
     assert!(ttl > 0 && ttl <= 200 + 1001, "the key ends when its newest request leaves the window: {ttl}");
 }
@@ -101,17 +113,17 @@ fn sliding_log_dedup_counts_a_retried_id_once() {
     let server = Server::builder().single();
     let mut con = server.conn();
     let key = unique_key("slide-dedup");
-    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "DEDUP"])[..3], [1, 2, 1]);
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "DEDUP"]).head(), (true, 2, 1));
     assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "dedup"])[..3],
-        [1, 2, 1],
+        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1", "dedup"]).head(),
+        (true, 2, 1),
         "the retry is not counted"
     );
-    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"])[..3], [1, 2, 0]);
-    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"])[..3], [1, 2, 0]);
-    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-3", "DEDUP"])[0], 0);
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"]).head(), (true, 2, 0));
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"]).head(), (true, 2, 0));
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-3", "DEDUP"]).allowed, false);
     assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1"])[0],
+        rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1"]).fields()[0],
         0,
         "without DEDUP the same id counts again"
     );
@@ -127,7 +139,7 @@ fn sliding_log_memory_stays_compact_at_large_limits() {
         pipe.cmd("RL.SLIDE").arg(&key).arg(10_000).arg(3600).arg(i).ignore();
     }
     pipe.exec(&mut con).unwrap();
-    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "10000", "3600", "x"])[..3], [0, 10_000, 0]);
+    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "10000", "3600", "x"]).head(), (false, 10_000, 0));
     let len: usize = testkit::redis::cmd("STRLEN").arg(&key).query(&mut con).unwrap();
     assert!(len <= 8 + 10_000 * 8, "{len} bytes for 10000 requests");
 }
@@ -138,11 +150,11 @@ fn sliding_counter_weights_the_previous_window() {
     let mut con = server.conn();
     let key = unique_key("count");
     for i in 0..5 {
-        assert_eq!(rl(&mut con, "RL.SLIDECOUNT", &[&key, "5", "3600", "1"])[..3], [1, 5, 4 - i]);
+        assert_eq!(rl(&mut con, "RL.SLIDECOUNT", &[&key, "5", "3600", "1"]).head(), (true, 5, 4 - i));
     }
     let denied = rl(&mut con, "RL.SLIDECOUNT", &[&key, "5", "3600"]);
-    assert_eq!(denied[..3], [0, 5, 0]);
-    assert!(denied[3] > 0 && denied[4] > denied[3]);
+    assert_eq!(denied.head(), (false, 5, 0));
+    assert!(denied.retry_after_ms > 0 && denied.reset_after_ms > denied.retry_after_ms);
     let ttl = pttl(&mut con, &key);
     assert!(ttl > 3_600_000 && ttl <= 7_200_000, "kept until the next window ends: {ttl}");
 }
@@ -173,8 +185,8 @@ fn keys_are_isolated_and_always_have_a_ttl() {
         };
         let call =
             |con: &mut _, k: &str| rl(con, command, &args(k).iter().map(String::as_str).collect::<Vec<_>>());
-        while call(&mut con, &a)[0] == 1 {}
-        assert_eq!(call(&mut con, &b)[..3], [1, 2, 1], "{command}");
+        while call(&mut con, &a).allowed {}
+        assert_eq!(call(&mut con, &b).head(), (true, 2, 1), "{command}");
         assert!(pttl(&mut con, &a) > 0 && pttl(&mut con, &b) > 0, "{command} keys have TTLs");
     }
 }

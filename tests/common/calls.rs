@@ -77,12 +77,14 @@ pub fn slide(con: &mut impl ConnectionLike, key: &str, limit: u64, window: &str,
     Limit::from_reply(&r)
 }
 
-pub fn rl(con: &mut Connection, command: &str, args: &[&str]) -> Vec<i64> {
+/// Any RL.* limiter call, by its arguments.
+pub fn rl(con: &mut Connection, command: &str, args: &[&str]) -> Limit {
     let mut cmd = redis::cmd(command);
     for a in args {
         cmd.arg(*a);
     }
-    cmd.query(con).unwrap_or_else(|e| panic!("{command} {args:?} failed: {e}"))
+    let reply: Vec<i64> = cmd.query(con).unwrap_or_else(|e| panic!("{command} {args:?} failed: {e}"));
+    Limit::from_reply(&reply)
 }
 
 /// The error reply of a call that must fail, as "CODE detail".
@@ -123,7 +125,7 @@ pub fn concurrent_allowed(
                 scope.spawn(move || {
                     let mut con = server.conn();
                     barrier.wait();
-                    (0..per_connection).filter(|_| rl(&mut con, command, args)[0] == 1).count()
+                    (0..per_connection).filter(|_| rl(&mut con, command, args).allowed).count()
                 })
             })
             .collect();
