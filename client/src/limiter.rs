@@ -3,7 +3,7 @@
 
 use crate::breaker::{Admission, Breaker};
 use crate::command::{self, Limit};
-use crate::connection::Backend;
+use crate::connection::{is_connection_failure, Backend};
 use crate::counters::{Counters, Counts, LogThrottle};
 use crate::decision::Decision;
 use crate::error::CallError;
@@ -199,17 +199,20 @@ impl Limiter {
     /// Sends a command through the limiter's connection, breaker and deadline.
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, CallError> {
         let inner = &*self.inner;
-        if let Admission::Reject(_) = inner.breaker.admit(Instant::now()) {
-            return Err(CallError::BreakerOpen);
-        }
-        let result = match tokio::time::timeout(inner.deadline, inner.backend.query(cmd)).await {
+        let probe = match inner.breaker.admit(Instant::now()) {
+            Admission::Reject(_) => return Err(CallError::BreakerOpen),
+            Admission::Probe => true,
+            Admission::Call => false,
+        };
+        // The probe checks the connection first: after an outage it may be a dead one.
+        let result = match tokio::time::timeout(inner.deadline, inner.backend.query(cmd, probe)).await {
             Err(_) => Err(CallError::Deadline(inner.deadline)),
             Ok(Err(e)) => Err(CallError::Redis(e)),
             Ok(Ok(v)) => Ok(v),
         };
         // An error reply (a bad argument) is Redis answering: only a missing answer counts against it.
         let failed = matches!(&result, Err(CallError::Deadline(_)))
-            || matches!(&result, Err(CallError::Redis(e)) if !is_server_reply(e));
+            || matches!(&result, Err(CallError::Redis(e)) if is_connection_failure(e));
         inner.breaker.record(!failed, Instant::now());
         result
     }
@@ -251,15 +254,6 @@ impl Limiter {
             _ => degraded(true, limit, Some(Duration::ZERO)),
         }
     }
-}
-
-/// An error Redis sent as a reply (the server is there and answering).
-fn is_server_reply(e: &redis::RedisError) -> bool {
-    !(e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_unrecoverable_error())
 }
 
 fn cache_key(limits: &[Limit<'_>]) -> String {
