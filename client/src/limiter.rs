@@ -191,6 +191,11 @@ impl Limiter {
         self.inner.counters.snapshot()
     }
 
+    /// The failure policy this limiter was built with.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.inner.failure
+    }
+
     /// True while the breaker keeps calls away from Redis (open, or one probe under way).
     pub fn breaker_open(&self) -> bool {
         self.inner.breaker.is_open()

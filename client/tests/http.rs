@@ -6,7 +6,9 @@ mod support;
 
 use axum::routing::get;
 use axum::Router;
-use redis_ratelimit_client::http::{Principal, RateLimitLayer, COST_EXCEEDS_LIMIT, RATE_LIMITED};
+use redis_ratelimit_client::http::{
+    Principal, RateLimitLayer, COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE,
+};
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use reqwest::header::HeaderMap;
 use std::net::SocketAddr;
@@ -228,18 +230,73 @@ async fn forwarding_headers_are_believed_only_from_trusted_proxies() {
     assert_eq!(forwarded.status(), 429, "RFC 7239 Forwarded names the same client");
 }
 
+/// Redis stopped under a running application: the degraded answers say only what is known (the
+/// limit, not what is left of it), and a closed limiter's denial is an outage, not overuse.
 #[tokio::test]
-async fn degraded_answers_say_so() {
-    let url = format!("redis://127.0.0.1:{}/", closed_port());
-    for (failure, status) in [(FailurePolicy::Open, 200), (FailurePolicy::Closed, 429)] {
-        let limiter = Limiter::builder(failure).connect(&url).unwrap();
-        let layer = RateLimitLayer::new(limiter).route("api", "/api", Policy::token_bucket(10, 5.0).unwrap());
-        let base = serve(app(layer)).await;
+async fn degraded_answers_say_so_and_only_what_is_known() {
+    let Some(mut server) = Server::own(&[]) else { return };
+    let api = || Policy::token_bucket(10, 5.0).unwrap();
+    let layer = |failure| {
+        RateLimitLayer::new(Limiter::builder(failure).connect(server.url()).unwrap())
+            .key_prefix(&unique_key("rl"))
+            .route("api", "/api", api())
+            .structured_headers(true)
+    };
+    let open = serve(app(layer(FailurePolicy::Open))).await;
+    let closed = serve(app(layer(FailurePolicy::Closed))).await;
+    let closed_503 =
+        serve(app(layer(FailurePolicy::Closed).outage_status(http::StatusCode::SERVICE_UNAVAILABLE))).await;
+    // While Redis is up, every header is there and nothing says degraded.
+    for base in [&open, &closed, &closed_503] {
         let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
-        assert_eq!(resp.status(), status, "{failure:?}");
-        assert_eq!(header(resp.headers(), "x-ratelimit-degraded"), Some("true"));
-        assert_eq!(header(resp.headers(), "ratelimit-limit"), Some("10"));
+        assert_eq!(resp.status(), 200);
+        assert_eq!(header(resp.headers(), "ratelimit-remaining"), Some("9"));
+        assert_eq!(header(resp.headers(), "x-ratelimit-degraded"), None);
     }
+    server.stop();
+
+    // Open: allowed, flagged, the policy known; remaining and reset were not computed, so not sent.
+    let resp = reqwest::get(format!("{open}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let h = resp.headers();
+    assert_eq!(header(h, "x-ratelimit-degraded"), Some("true"));
+    assert_eq!(header(h, "ratelimit-limit"), Some("10"));
+    assert_eq!(header(h, "ratelimit-policy"), Some("\"api\";q=10;w=2"));
+    for unknown in ["ratelimit-remaining", "ratelimit-reset", "ratelimit"] {
+        assert_eq!(header(h, unknown), None, "{unknown} was not computed by Redis");
+    }
+
+    // Closed: denied as an outage, 429 by default or 503 when the layer says so.
+    for (base, status) in [(&closed, 429), (&closed_503, 503)] {
+        let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+        assert_eq!(resp.status(), status);
+        let h = resp.headers().clone();
+        assert_eq!(header(&h, "x-ratelimit-degraded"), Some("true"));
+        assert_eq!(header(&h, "retry-after"), Some("1"));
+        assert_eq!(header(&h, "content-type"), Some("application/problem+json"));
+        assert_eq!(header(&h, "ratelimit-remaining"), None);
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["type"], UNAVAILABLE);
+        assert_eq!(body["status"], status);
+        assert_eq!(body["limit"], "api");
+        assert!(!body["detail"].as_str().unwrap().contains("exceeded"), "{body}");
+        assert!(body.get("remaining").is_none(), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_closed_port_is_an_outage_too() {
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(&url).unwrap()).route(
+        "api",
+        "/api",
+        Policy::token_bucket(10, 5.0).unwrap(),
+    );
+    let base = serve(app(layer)).await;
+    let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 429);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["type"], UNAVAILABLE);
 }
 
 /// Plain hyper, no axum: a tower `service_fn` behind the layer, the peer address given as `PeerAddr`.

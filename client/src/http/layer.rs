@@ -1,13 +1,13 @@
 //! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call.
 
 use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
-use super::response::{add_headers, denied, Described};
+use super::response::{add_headers, denied, unavailable, Described};
 use crate::command::Limit;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
+use crate::limiter::{FailurePolicy, Limiter};
 use crate::policy::Policy;
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use ipnet::IpNet;
 use std::future::Future;
 use std::net::IpAddr;
@@ -56,6 +56,8 @@ struct Config {
     structured: bool,
     /// The global limit's name in keys, headers and metrics: `all`.
     global_name: Arc<str>,
+    /// The status of a denial by `FailurePolicy::Closed` during an outage.
+    outage_status: StatusCode,
 }
 
 /// Rate limiting for HTTP services. Built once; the per-request path clones one `Arc`.
@@ -97,6 +99,7 @@ impl RateLimitLayer {
                 caller: None,
                 structured: false,
                 global_name: Arc::from("all"),
+                outage_status: StatusCode::TOO_MANY_REQUESTS,
             }),
         }
     }
@@ -175,6 +178,13 @@ impl RateLimitLayer {
         self.with(|c| c.structured = on)
     }
 
+    /// The status of the answer when Redis cannot decide and the limiter fails closed (default 429;
+    /// `StatusCode::SERVICE_UNAVAILABLE` tells callers that the outage is not their overuse). The body
+    /// is of type [`UNAVAILABLE`](super::UNAVAILABLE) either way.
+    pub fn outage_status(self, status: StatusCode) -> Self {
+        self.with(|c| c.outage_status = status)
+    }
+
     /// The key prefix (default `rl`): keys are `rl:{<caller>}:<route>` and `rl:{<caller>}:all`.
     pub fn key_prefix(self, prefix: &str) -> Self {
         self.with(|c| c.prefix = prefix.into())
@@ -229,7 +239,12 @@ where
                 Described { name, window_secs: policy.window_length().as_secs().max(1), cost: *cost };
             record(&plan.route_name, name, &decision);
             if !decision.allowed {
-                return Ok(denied(&decision, &described, config.structured));
+                let outage = decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
+                return Ok(if outage {
+                    unavailable(&decision, &described, config.structured, config.outage_status)
+                } else {
+                    denied(&decision, &described, config.structured)
+                });
             }
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
             add_headers(response.headers_mut(), &decision, &described, config.structured);

@@ -4,12 +4,15 @@
 //!   headers only through [trusted proxies](RateLimitLayer::trusted_proxies); or your own closure
 //!   ([`RateLimitLayer::caller_fn`]).
 //! - Every limited response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`
-//!   (seconds), and optionally the IETF draft's `RateLimit-Policy` and `RateLimit` fields;
-//!   `X-RateLimit-Degraded: true` when the failure policy decided.
+//!   (seconds), and optionally the IETF draft's `RateLimit-Policy` and `RateLimit` fields. When the
+//!   failure policy decided, `X-RateLimit-Degraded: true`, and only what is known without Redis:
+//!   `RateLimit-Limit` (and `RateLimit-Policy`), no remaining or reset.
 //! - A denial is `429 Too Many Requests` with `Retry-After` (whole seconds, at least 1) and an
 //!   `application/problem+json` body (RFC 9457) of type [`RATE_LIMITED`] naming the limit and when to
 //!   retry. A request that costs more than the limit can never be allowed: it gets a 429 *without*
 //!   `Retry-After` and a body of type [`COST_EXCEEDS_LIMIT`], so clients do not retry it.
+//! - A denial because Redis could not decide and the limiter fails closed is of type [`UNAVAILABLE`],
+//!   429 or, with [`RateLimitLayer::outage_status`], 503: callers can tell an outage from overuse.
 
 mod caller;
 mod layer;
@@ -17,4 +20,4 @@ mod response;
 
 pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies};
 pub use layer::{RateLimit, RateLimitLayer};
-pub use response::{COST_EXCEEDS_LIMIT, RATE_LIMITED};
+pub use response::{COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE};
