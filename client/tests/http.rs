@@ -337,3 +337,112 @@ async fn works_with_plain_hyper() {
     }
     assert_eq!(statuses, [(200, Some("1".into())), (200, Some("0".into())), (429, Some("0".into()))]);
 }
+
+/// Route prefixes match whole path segments: `/apiary` is not under `/api`.
+#[tokio::test]
+async fn route_prefixes_match_whole_segments() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed).route(
+        "api",
+        "/api",
+        Policy::token_bucket(2, 0.001).unwrap(),
+    );
+    let app = Router::new()
+        .route("/api", get(|| async { "api" }))
+        .route("/api/items", get(|| async { "items" }))
+        .route("/apiary", get(|| async { "bees" }))
+        .layer(layer);
+    let base = serve(app).await;
+    for _ in 0..5 {
+        let resp = reqwest::get(format!("{base}/apiary")).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(header(resp.headers(), "ratelimit-limit"), None, "/apiary is not limited as /api");
+    }
+    let statuses: Vec<u16> = statuses_of(&base, &["/api", "/api/items", "/api"]).await;
+    assert_eq!(statuses, [200, 200, 429], "/api and /api/items share the route's bucket");
+}
+
+async fn statuses_of(base: &str, paths: &[&str]) -> Vec<u16> {
+    let mut out = vec![];
+    for path in paths {
+        out.push(reqwest::get(format!("{base}{path}")).await.unwrap().status().as_u16());
+    }
+    out
+}
+
+/// IPv6 callers count per /64 (configurable), IPv4-mapped addresses as IPv4: through a trusted proxy
+/// that forwards them.
+#[tokio::test]
+async fn ipv6_callers_are_grouped_by_prefix_and_mapped_ipv4_is_ipv4() {
+    let server = Server::single();
+    let client = reqwest::Client::new();
+    let policy = Policy::token_bucket(2, 0.001).unwrap();
+    let proxied = |layer: RateLimitLayer| {
+        layer.route("api", "/api", policy.clone()).trusted_proxies(["127.0.0.0/8".parse().unwrap()])
+    };
+    let allowed = |base: String, from: Vec<&'static str>| {
+        let client = client.clone();
+        async move {
+            let mut n = 0;
+            for ip in from {
+                let resp = get_with(&client, &format!("{base}/api/items"), &[("x-forwarded-for", ip)]).await;
+                n += usize::from(resp.status() == 200);
+            }
+            n
+        }
+    };
+    let one_64 = vec!["2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff::1", "2001:db8:1:2::c"];
+
+    let base = serve(app(proxied(layer_on(&server, FailurePolicy::Closed)))).await;
+    assert_eq!(allowed(base.clone(), one_64.clone()).await, 2, "one /64 is one caller");
+    assert_eq!(allowed(base.clone(), vec!["2001:db8:1:3::a"]).await, 1, "the next /64 is another");
+    // IPv4-mapped: the same as the IPv4 address, and distinct IPv4 addresses stay distinct.
+    assert_eq!(
+        allowed(base.clone(), vec!["::ffff:203.0.113.7", "203.0.113.7", "::ffff:203.0.113.7"]).await,
+        2
+    );
+    assert_eq!(allowed(base, vec!["::ffff:203.0.113.8"]).await, 1);
+
+    // A /128 grouping counts every address alone; /48 groups wider.
+    let base = serve(app(proxied(layer_on(&server, FailurePolicy::Closed).ipv6_prefix(128)))).await;
+    assert_eq!(allowed(base, one_64.clone()).await, 4);
+    let base = serve(app(proxied(layer_on(&server, FailurePolicy::Closed).ipv6_prefix(48)))).await;
+    assert_eq!(allowed(base, vec!["2001:db8:1:2::a", "2001:db8:1:3::a", "2001:db8:1:4::a"]).await, 2);
+}
+
+/// A dual-stack listener (`[::]`) sees its IPv4 clients as `::ffff:a.b.c.d`: they are keyed by their
+/// IPv4 address, not lumped into `::ffff:0:0/64`.
+#[tokio::test]
+async fn a_dual_stack_listener_keys_ipv4_clients_by_their_ipv4_address() {
+    let server = Server::single();
+    let prefix = unique_key("rl");
+    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
+        .key_prefix(&prefix)
+        .route("api", "/api", Policy::token_bucket(5, 0.001).unwrap());
+    let Ok(listener) = tokio::net::TcpListener::bind("[::]:0").await else {
+        eprintln!("skipped: no IPv6 on this machine");
+        return;
+    };
+    let port = listener.local_addr().unwrap().port();
+    let app = app(layer);
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
+    });
+    let resp = reqwest::get(format!("http://127.0.0.1:{port}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let key = format!("{prefix}:{{ip:127.0.0.1}}:api");
+    let exists: bool = testkit::redis::cmd("EXISTS").arg(&key).query(&mut server.conn()).unwrap();
+    assert!(exists, "{key}");
+}
+
+/// What the README says: a path no route matches, a 404 included, counts against the global limit.
+#[tokio::test]
+async fn unrouted_paths_count_against_the_global_limit() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("api", "/api", Policy::token_bucket(10, 0.001).unwrap())
+        .global(Policy::token_bucket(2, 0.001).unwrap());
+    let base = serve(app(layer)).await;
+    assert_eq!(statuses_of(&base, &["/nowhere", "/nowhere"]).await, [404, 404]);
+    assert_eq!(statuses_of(&base, &["/api/items"]).await, [429], "the 404s spent the global budget");
+}

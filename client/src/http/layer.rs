@@ -58,6 +58,8 @@ struct Config {
     global_name: Arc<str>,
     /// The status of a denial by `FailurePolicy::Closed` during an outage.
     outage_status: StatusCode,
+    /// IPv6 callers are grouped by this prefix length (a host usually has a whole /64).
+    ipv6_prefix: u8,
 }
 
 /// Rate limiting for HTTP services. Built once; the per-request path clones one `Arc`.
@@ -100,6 +102,7 @@ impl RateLimitLayer {
                 structured: false,
                 global_name: Arc::from("all"),
                 outage_status: StatusCode::TOO_MANY_REQUESTS,
+                ipv6_prefix: 64,
             }),
         }
     }
@@ -110,8 +113,9 @@ impl RateLimitLayer {
         self
     }
 
-    /// Requests whose path starts with `prefix` (the longest matching prefix wins) are limited by
-    /// `policy`, per caller, under `name` (used in keys, headers and metrics).
+    /// Requests under `prefix` (the longest matching prefix wins) are limited by `policy`, per caller,
+    /// under `name` (used in keys, headers and metrics). Prefixes match whole path segments: `/api`
+    /// matches `/api` and `/api/items`, not `/apiary` (a prefix ending in `/` matches what is below it).
     pub fn route(self, name: &str, prefix: &str, policy: Policy) -> Self {
         self.add_route(name, prefix, Source::Fixed(policy))
     }
@@ -164,8 +168,16 @@ impl RateLimitLayer {
         self.with(|c| c.proxies = TrustedProxies::new(nets))
     }
 
+    /// IPv6 callers are counted per network of this prefix length (default 64; 128 counts every
+    /// address alone). One host usually holds a whole /64, so keying by address would give it
+    /// endless fresh buckets. IPv4-mapped addresses (`::ffff:192.0.2.1`, a dual-stack socket's
+    /// IPv4 peers) count as the IPv4 address they are.
+    pub fn ipv6_prefix(self, len: u8) -> Self {
+        self.with(|c| c.ipv6_prefix = len)
+    }
+
     /// A custom key choice: one closure from the request head and the client IP (as the trusted
-    /// proxy rule resolved it) to the caller.
+    /// proxy rule resolved it, grouped as [`ipv6_prefix`](Self::ipv6_prefix) says) to the caller.
     pub fn caller_fn(
         self,
         caller: impl Fn(&Parts, Option<IpAddr>) -> Caller + Send + Sync + 'static,
@@ -265,11 +277,14 @@ impl Config {
         if self.skip.iter().any(|s| path == s || (s.ends_with('/') && path.starts_with(s.as_str()))) {
             return None;
         }
-        let route = self.routes.iter().find(|r| path.starts_with(&r.prefix));
+        let route = self.routes.iter().find(|r| under_prefix(path, &r.prefix));
         if route.is_none() && self.global.is_none() {
             return None;
         }
-        let ip = self.proxies.client_ip(peer_ip(&parts.extensions), &parts.headers);
+        let ip = self
+            .proxies
+            .client_ip(peer_ip(&parts.extensions), &parts.headers)
+            .map(|ip| group_ip(ip, self.ipv6_prefix));
         let caller = match &self.caller {
             Some(f) => f(parts, ip),
             None => default_caller(&parts.extensions, ip),
@@ -288,6 +303,27 @@ impl Config {
     }
 }
 
+/// True when `path` is `prefix` or below it, by whole segments.
+fn under_prefix(path: &str, prefix: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/') || prefix.ends_with('/'),
+        None => false,
+    }
+}
+
+/// The address a caller is counted under: IPv4 as it is (also when written IPv4-mapped), IPv6 as
+/// its network of `prefix` bits.
+fn group_ip(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u32::from(prefix.min(128));
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+        v4 => v4,
+    }
+}
+
 /// `ratelimit_http_requests_total{route, limit, outcome}` through the `metrics` facade: `limit` is the
 /// policy the decision describes (the route's, or `all` for the global one).
 fn record(route: &Arc<str>, limit: &Arc<str>, d: &Decision) {
@@ -301,4 +337,31 @@ fn record(route: &Arc<str>, limit: &Arc<str>, d: &Decision) {
         (metrics::SharedString::from(Arc::clone(route)), metrics::SharedString::from(Arc::clone(limit)));
     metrics::counter!("ratelimit_http_requests_total", "route" => route, "limit" => limit, "outcome" => outcome)
         .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_whole_segments() {
+        assert!(under_prefix("/api", "/api"));
+        assert!(under_prefix("/api/items", "/api"));
+        assert!(!under_prefix("/apiary", "/api"));
+        assert!(!under_prefix("/ap", "/api"));
+        assert!(under_prefix("/api/x", "/api/"));
+        assert!(!under_prefix("/api", "/api/"));
+        assert!(under_prefix("/anything", "/"));
+    }
+
+    #[test]
+    fn ipv6_is_grouped_and_mapped_ipv4_is_ipv4() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(group_ip(ip("2001:db8:1:2:aaaa::1"), 64), ip("2001:db8:1:2::"));
+        assert_eq!(group_ip(ip("2001:db8:1:2:aaaa::1"), 48), ip("2001:db8:1::"));
+        assert_eq!(group_ip(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+        assert_eq!(group_ip(ip("2001:db8::1"), 0), ip("::"));
+        assert_eq!(group_ip(ip("::ffff:203.0.113.7"), 64), ip("203.0.113.7"));
+        assert_eq!(group_ip(ip("203.0.113.7"), 64), ip("203.0.113.7"));
+    }
 }
