@@ -70,13 +70,18 @@ impl LimiterBuilder {
     /// A limiter on one Redis server (`redis://host:port/db`). Connects on first use, so it can be built
     /// while Redis is down.
     pub fn connect(self, url: &str) -> Result<Limiter, CallError> {
-        let backend = Backend::single(url, self.deadline)?;
+        check_url(url)?;
+        let backend = Backend::single(url, self.deadline)
+            .map_err(|e| CallError::InvalidUrl { url: url.to_string(), reason: e.to_string() })?;
         Ok(self.finish(backend))
     }
 
     /// A limiter on Redis Cluster, given some of its nodes. Keys of one multi-limit check must share
     /// a hash slot: put the caller in a hash tag (`rl:{client:42}:route`).
     pub async fn connect_cluster(self, nodes: &[&str]) -> Result<Limiter, CallError> {
+        for node in nodes {
+            check_url(node)?;
+        }
         let backend = Backend::cluster(nodes, self.deadline).await?;
         Ok(self.finish(backend))
     }
@@ -106,6 +111,19 @@ impl LimiterBuilder {
 #[derive(Clone)]
 pub struct Limiter {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &*self.inner;
+        f.debug_struct("Limiter")
+            .field("name", &inner.name)
+            .field("failure", &inner.failure)
+            .field("deadline", &inner.deadline)
+            .field("breaker_open", &inner.breaker.is_open())
+            .field("local_precheck", &inner.precheck.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 struct Inner {
@@ -259,6 +277,18 @@ impl Limiter {
             _ => degraded(true, limit, Some(Duration::ZERO)),
         }
     }
+}
+
+/// A URL without a scheme (`127.0.0.1:6379`) is refused with that reason, not as "did not parse".
+fn check_url(url: &str) -> Result<(), CallError> {
+    if url.contains("://") {
+        return Ok(());
+    }
+    let reason = format!(
+        "the scheme is missing: write redis://{0}/ (rediss://{0}/ for TLS, or unix:///path/to/redis.sock)",
+        url.trim_end_matches('/')
+    );
+    Err(CallError::InvalidUrl { url: url.to_string(), reason })
 }
 
 fn cache_key(limits: &[Limit<'_>]) -> String {

@@ -446,3 +446,81 @@ async fn unrouted_paths_count_against_the_global_limit() {
     assert_eq!(statuses_of(&base, &["/nowhere", "/nowhere"]).await, [404, 404]);
     assert_eq!(statuses_of(&base, &["/api/items"]).await, [429], "the 404s spent the global budget");
 }
+
+/// Log lines written while the guard lives (this thread; `#[tokio::test]` runs the server's tasks
+/// on it too).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+    fn make_writer(&'a self) -> Logs {
+        self.clone()
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        tracing::subscriber::set_default(
+            tracing_subscriber::fmt().with_writer(self.clone()).with_ansi(false).finish(),
+        )
+    }
+    fn count(&self, needle: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).matches(needle).count()
+    }
+}
+
+/// Served without ConnectInfo, every caller is `unknown` and shares one bucket: said once, loudly.
+#[tokio::test]
+async fn a_server_without_connect_info_is_reported_once() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed).route(
+        "api",
+        "/api",
+        Policy::token_bucket(2, 0.001).unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = app(layer.build().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = reqwest::Client::new();
+    let mut statuses = vec![];
+    for _ in 0..3 {
+        statuses.push(client.get(format!("http://{addr}/api/items")).send().await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429], "all callers in one bucket");
+    assert_eq!(logs.count("ERROR"), 1, "{}", logs.count("ERROR"));
+    assert_eq!(logs.count("without a peer address"), 1);
+    assert_eq!(logs.count(":{unknown}"), 1, "the log names the shared key");
+}
+
+/// A layer used without `build` still works, and its mistake is logged once at error level.
+#[tokio::test]
+async fn an_unbuilt_misconfigured_layer_says_what_is_wrong_once() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("api", "/api", Policy::token_bucket(10, 0.001).unwrap())
+        .cost("apii", |_| 5);
+    let base = serve(app(layer)).await;
+    let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+    assert_eq!(
+        header(resp.headers(), "ratelimit-remaining"),
+        Some("9"),
+        "the misspelt cost applies to nothing"
+    );
+    assert_eq!(logs.count("cost for route 'apii': there is no route of that name"), 1);
+}

@@ -1,6 +1,7 @@
 //! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call.
 
 use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
+use super::error::LayerError;
 use super::response::{add_headers, denied, unavailable, Described};
 use crate::command::Limit;
 use crate::decision::Decision;
@@ -9,9 +10,11 @@ use crate::policy::Policy;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use ipnet::IpNet;
+use std::fmt;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -60,6 +63,18 @@ struct Config {
     outage_status: StatusCode,
     /// IPv6 callers are grouped by this prefix length (a host usually has a whole /64).
     ipv6_prefix: u8,
+    /// What was wrong with the configuration, in the order it was written; `build` refuses it.
+    mistakes: Vec<Mistake>,
+    /// Set once the layer has said, loudly, that a mistake or a caller without an address was met.
+    warned_mistake: Arc<AtomicBool>,
+    warned_unknown: Arc<AtomicBool>,
+}
+
+/// A mistake as it is noticed; a cost for a route that is missing is told apart at `build`.
+#[derive(Clone)]
+enum Mistake {
+    Found(LayerError),
+    CostWithoutRoute(String),
 }
 
 /// Rate limiting for HTTP services. Built once; the per-request path clones one `Arc`.
@@ -76,7 +91,8 @@ struct Config {
 ///     .route("api", "/api", Policy::token_bucket(10, 5.0)?)
 ///     .global(Policy::token_bucket(100, 20.0)?)
 ///     .skip("/health")
-///     .trusted_proxies(["10.0.0.0/8".parse()?]);
+///     .trusted_proxies(["10.0.0.0/8".parse()?])
+///     .build()?;
 /// let app = Router::new().route("/api/items", get(|| async { "ok" })).layer(layer);
 /// // Serve with `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is known.
 /// # Ok(app)
@@ -103,6 +119,9 @@ impl RateLimitLayer {
                 global_name: Arc::from("all"),
                 outage_status: StatusCode::TOO_MANY_REQUESTS,
                 ipv6_prefix: 64,
+                mistakes: vec![],
+                warned_mistake: Arc::default(),
+                warned_unknown: Arc::default(),
             }),
         }
     }
@@ -133,16 +152,42 @@ impl RateLimitLayer {
     fn add_route(self, name: &str, prefix: &str, source: Source) -> Self {
         let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None };
         self.with(|c| {
+            let (route_name, prefix) = (name.to_string(), prefix.to_string());
+            let mistake = if c.routes.iter().any(|r| &*r.name == name) {
+                Some(LayerError::DuplicateRoute { route: route_name })
+            } else if let Some(first) = c.routes.iter().find(|r| r.prefix == prefix) {
+                Some(LayerError::DuplicatePrefix {
+                    first: first.name.to_string(),
+                    second: route_name,
+                    prefix,
+                })
+            } else if !prefix.starts_with('/') {
+                Some(LayerError::InvalidPrefix { route: route_name, prefix })
+            } else if name == &*c.global_name {
+                Some(LayerError::ReservedRouteName { route: route_name })
+            } else {
+                None
+            };
+            c.mistakes.extend(mistake.map(Mistake::Found));
             c.routes.push(route);
             c.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         })
     }
 
     /// What a request to route `name` costs (default 1): an expensive endpoint can cost 5 tokens.
+    /// The route must already be defined: [`build`](Self::build) refuses a cost for a route that is
+    /// not (yet) there.
     pub fn cost(self, name: &str, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         let cost: CostFn = Arc::new(cost);
         self.with(|c| {
-            c.routes.iter_mut().filter(|r| &*r.name == name).for_each(|r| r.cost = Some(cost.clone()))
+            let mut found = false;
+            for r in c.routes.iter_mut().filter(|r| &*r.name == name) {
+                r.cost = Some(cost.clone());
+                found = true;
+            }
+            if !found {
+                c.mistakes.push(Mistake::CostWithoutRoute(name.to_string()));
+            }
         })
     }
 
@@ -173,7 +218,12 @@ impl RateLimitLayer {
     /// endless fresh buckets. IPv4-mapped addresses (`::ffff:192.0.2.1`, a dual-stack socket's
     /// IPv4 peers) count as the IPv4 address they are.
     pub fn ipv6_prefix(self, len: u8) -> Self {
-        self.with(|c| c.ipv6_prefix = len)
+        self.with(|c| {
+            if len > 128 {
+                c.mistakes.push(Mistake::Found(LayerError::InvalidIpv6Prefix(len)));
+            }
+            c.ipv6_prefix = len.min(128);
+        })
     }
 
     /// A custom key choice: one closure from the request head and the client IP (as the trusted
@@ -203,10 +253,75 @@ impl RateLimitLayer {
     }
 }
 
+impl RateLimitLayer {
+    /// The configured layer, or the first mistake in its configuration, naming the route: a cost
+    /// for a route that is not defined (misspelt, or given before the route), a route defined twice
+    /// or two with one prefix, a prefix without its leading `/`, an IPv6 prefix over 128, a layer
+    /// that limits nothing.
+    ///
+    /// ```
+    /// use redis_ratelimit_client::http::{LayerError, RateLimitLayer};
+    /// use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+    ///
+    /// # let runtime = tokio::runtime::Runtime::new().unwrap();
+    /// # let _in_runtime = runtime.enter();
+    /// let limiter = Limiter::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/").unwrap();
+    /// let err = RateLimitLayer::new(limiter)
+    ///     .cost("export", |_| 5)
+    ///     .route("export", "/export", Policy::token_bucket(10, 1.0).unwrap())
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err, LayerError::CostBeforeRoute { route: "export".into() });
+    /// ```
+    pub fn build(self) -> Result<RateLimitLayer, LayerError> {
+        match self.config.first_mistake() {
+            Some(e) => Err(e),
+            None => Ok(self),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let routes: Vec<(&str, &str)> = self.routes.iter().map(|r| (&*r.name, r.prefix.as_str())).collect();
+        f.debug_struct("RateLimitLayer")
+            .field("limiter", &self.limiter)
+            .field("key_prefix", &self.prefix)
+            .field("routes", &routes)
+            .field("global", &self.global.is_some())
+            .field("skip", &self.skip)
+            .field("trusted_proxies", &self.proxies)
+            .field("custom_caller", &self.caller.is_some())
+            .field("structured_headers", &self.structured)
+            .field("outage_status", &self.outage_status)
+            .field("ipv6_prefix", &self.ipv6_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit").field("inner", &self.inner).field("config", &self.config).finish()
+    }
+}
+
 impl<S> tower_layer::Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
+    /// A layer that was not checked with [`build`](RateLimitLayer::build) still works, and says what
+    /// is wrong with it once, at error level.
     fn layer(&self, inner: S) -> RateLimit<S> {
+        if let Some(e) = self.config.first_mistake() {
+            if !self.config.warned_mistake.swap(true, Ordering::Relaxed) {
+                tracing::error!("rate limit layer misconfigured: {e} (RateLimitLayer::build refuses it)");
+            }
+        }
         RateLimit { inner, config: self.config.clone() }
     }
 }
@@ -272,6 +387,22 @@ struct Plan {
 }
 
 impl Config {
+    fn first_mistake(&self) -> Option<LayerError> {
+        let known = || self.routes.iter().map(|r| format!("'{}'", r.name)).collect::<Vec<_>>().join(", ");
+        let found = self.mistakes.first().map(|m| match m {
+            Mistake::Found(e) => e.clone(),
+            Mistake::CostWithoutRoute(route) if self.routes.iter().any(|r| &*r.name == route) => {
+                LayerError::CostBeforeRoute { route: route.clone() }
+            }
+            Mistake::CostWithoutRoute(route) => {
+                LayerError::CostForUnknownRoute { route: route.clone(), known: known() }
+            }
+        });
+        found.or_else(|| {
+            (self.routes.is_empty() && self.global.is_none()).then_some(LayerError::NothingToLimit)
+        })
+    }
+
     fn plan(&self, parts: &Parts) -> Option<Plan> {
         let path = parts.uri.path();
         if self.skip.iter().any(|s| path == s || (s.ends_with('/') && path.starts_with(s.as_str()))) {
@@ -281,14 +412,20 @@ impl Config {
         if route.is_none() && self.global.is_none() {
             return None;
         }
-        let ip = self
-            .proxies
-            .client_ip(peer_ip(&parts.extensions), &parts.headers)
-            .map(|ip| group_ip(ip, self.ipv6_prefix));
+        let peer = peer_ip(&parts.extensions);
+        let ip = self.proxies.client_ip(peer, &parts.headers).map(|ip| group_ip(ip, self.ipv6_prefix));
         let caller = match &self.caller {
             Some(f) => f(parts, ip),
             None => default_caller(&parts.extensions, ip),
         };
+        if caller == Caller::Unknown && peer.is_none() && !self.warned_unknown.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                key = %format!("{}:{{unknown}}", self.prefix),
+                "rate limit layer: a request without a peer address (no ConnectInfo, no PeerAddr): every \
+                 such caller shares one bucket. Serve with into_make_service_with_connect_info::<SocketAddr>() \
+                 or insert PeerAddr; said once"
+            );
+        }
         let cost = route.and_then(|r| r.cost.as_ref()).map_or(1, |f| f(parts));
         let tag = format!("{}:{{{caller}}}", self.prefix);
         let mut limits = Vec::with_capacity(2);

@@ -15,9 +15,11 @@
 //!   429 or, with [`RateLimitLayer::outage_status`], 503: callers can tell an outage from overuse.
 
 mod caller;
+mod error;
 mod layer;
 mod response;
 
 pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies};
+pub use error::LayerError;
 pub use layer::{RateLimit, RateLimitLayer};
 pub use response::{COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE};

@@ -33,18 +33,28 @@ pub struct Killable {
     pub port: u16,
     child: Option<std::process::Child>,
     dir: std::path::PathBuf,
+    module: bool,
 }
 
 impl Killable {
     /// None, with a message, when `RL_TEST_REDIS_URL` says to use an external server.
     pub fn start() -> Option<Killable> {
+        Self::start_with(true)
+    }
+
+    /// A plain redis-server, without the module.
+    pub fn start_plain() -> Option<Killable> {
+        Self::start_with(false)
+    }
+
+    fn start_with(module: bool) -> Option<Killable> {
         if testkit::external_url().is_some() {
             eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
             return None;
         }
         let dir = std::env::temp_dir().join(format!("rl-killable-{}-{}", std::process::id(), closed_port()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut server = Killable { port: closed_port(), child: None, dir };
+        let mut server = Killable { port: closed_port(), child: None, dir, module };
         server.start_again();
         Some(server)
     }
@@ -77,8 +87,7 @@ impl Killable {
             ])
             .arg("--dir")
             .arg(&self.dir)
-            .arg("--loadmodule")
-            .arg(testkit::module_path())
+            .args(if self.module { vec!["--loadmodule".into(), testkit::module_path()] } else { vec![] })
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("cannot start redis-server");
