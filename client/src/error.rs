@@ -5,6 +5,7 @@ use std::time::Duration;
 /// A policy that cannot be built; names the field and says what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {field}: {reason}")]
+#[non_exhaustive]
 pub struct PolicyError {
     /// The parameter at fault: `capacity`, `rate`, `limit`, `window`, ...
     pub field: &'static str,

@@ -524,3 +524,62 @@ async fn an_unbuilt_misconfigured_layer_says_what_is_wrong_once() {
     );
     assert_eq!(logs.count("cost for route 'apii': there is no route of that name"), 1);
 }
+
+/// The application shapes the denial itself (its status, its JSON); the layer still sends the rate
+/// limit headers and Retry-After, and what the hook leaves to the default stays the default.
+#[tokio::test]
+async fn an_application_can_shape_its_own_denial_response() {
+    use redis_ratelimit_client::http::DenialKind;
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("api", "/api", Policy::token_bucket(1, 0.001).unwrap())
+        .cost("api", |parts| if parts.uri.query() == Some("huge") { 50 } else { 1 })
+        .on_denial(|denial| match denial.kind() {
+            DenialKind::RateLimited => http::Response::builder()
+                .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                .header("content-type", "application/json")
+                .body(serde_json::json!({"error": "slow down", "limit": denial.limit(), "route": denial.route()}).to_string())
+                .unwrap(),
+            _ => denial.default_response(),
+        })
+        .build()
+        .unwrap();
+    let base = serve(app(layer)).await;
+    assert_eq!(reqwest::get(format!("{base}/api/items")).await.unwrap().status(), 200);
+    let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 503);
+    let h = resp.headers().clone();
+    assert_eq!(header(&h, "content-type"), Some("application/json"));
+    assert_eq!(header(&h, "ratelimit-limit"), Some("1"));
+    assert_eq!(header(&h, "ratelimit-remaining"), Some("0"));
+    assert!(header(&h, "retry-after").is_some(), "added by the layer");
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body, serde_json::json!({"error": "slow down", "limit": "api", "route": "api"}));
+    // Left to the default: the layer's own answer, unchanged.
+    let never = reqwest::get(format!("{base}/api/items?huge")).await.unwrap();
+    assert_eq!(never.status(), 429);
+    assert_eq!(header(never.headers(), "retry-after"), None);
+    let body: serde_json::Value = never.json().await.unwrap();
+    assert_eq!(body["type"], COST_EXCEEDS_LIMIT);
+}
+
+/// Debug and accessors, as tower's middleware have them.
+#[tokio::test]
+async fn the_layer_and_its_service_show_what_they_hold() {
+    use tower::Layer;
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let limiter = Limiter::builder(FailurePolicy::Open).name("edge").connect(&url).unwrap();
+    let layer = RateLimitLayer::new(limiter)
+        .route("api", "/api", Policy::token_bucket(10, 5.0).unwrap())
+        .route("api-export", "/api/export", Policy::token_bucket(2, 0.1).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(layer.routes().collect::<Vec<_>>(), [("api-export", "/api/export"), ("api", "/api")]);
+    assert_eq!(layer.limiter().failure_policy(), FailurePolicy::Open);
+    let debug = format!("{layer:?}");
+    assert!(debug.contains("\"api-export\"") && debug.contains("name: \"edge\""), "{debug}");
+    let service = layer.layer(tower::service_fn(|_: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    }));
+    assert!(format!("{:?}", service.limiter()).contains("edge"));
+}

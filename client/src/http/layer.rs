@@ -1,8 +1,9 @@
 //! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call.
 
 use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
+use super::denial::Denial;
 use super::error::LayerError;
-use super::response::{add_headers, denied, unavailable, Described};
+use super::response::{add_headers, Described};
 use crate::command::Limit;
 use crate::decision::Decision;
 use crate::limiter::{FailurePolicy, Limiter};
@@ -21,6 +22,7 @@ use std::task::{Context, Poll};
 type PolicyFn = Arc<dyn Fn(&Caller) -> Policy + Send + Sync>;
 type CallerFn = Arc<dyn Fn(&Parts, Option<IpAddr>) -> Caller + Send + Sync>;
 type CostFn = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
+type DenialFn = Arc<dyn Fn(&Denial) -> Response<String> + Send + Sync>;
 
 /// Where a limit's policy comes from: a constant, or the caller's plan.
 #[derive(Clone)]
@@ -63,6 +65,8 @@ struct Config {
     outage_status: StatusCode,
     /// IPv6 callers are grouped by this prefix length (a host usually has a whole /64).
     ipv6_prefix: u8,
+    /// The application's own denial answer, if any.
+    on_denial: Option<DenialFn>,
     /// What was wrong with the configuration, in the order it was written; `build` refuses it.
     mistakes: Vec<Mistake>,
     /// Set once the layer has said, loudly, that a mistake or a caller without an address was met.
@@ -119,6 +123,7 @@ impl RateLimitLayer {
                 global_name: Arc::from("all"),
                 outage_status: StatusCode::TOO_MANY_REQUESTS,
                 ipv6_prefix: 64,
+                on_denial: None,
                 mistakes: vec![],
                 warned_mistake: Arc::default(),
                 warned_unknown: Arc::default(),
@@ -247,6 +252,37 @@ impl RateLimitLayer {
         self.with(|c| c.outage_status = status)
     }
 
+    /// The application's own answer to a denied request (its own status, its own JSON). The layer
+    /// then adds the `RateLimit-*` headers, and `Retry-After` when the answer has none and waiting
+    /// helps. [`Denial::default_response`] is the layer's answer, to start from or fall back to.
+    ///
+    /// ```no_run
+    /// # use redis_ratelimit_client::http::{DenialKind, RateLimitLayer};
+    /// # fn f(layer: RateLimitLayer) -> RateLimitLayer {
+    /// layer.on_denial(|denial| match denial.kind() {
+    ///     DenialKind::RateLimited => http::Response::builder()
+    ///         .status(429)
+    ///         .header("content-type", "application/json")
+    ///         .body(format!(r#"{{"error":"slow down","limit":"{}"}}"#, denial.limit()))
+    ///         .unwrap(),
+    ///     _ => denial.default_response(),
+    /// })
+    /// # }
+    /// ```
+    pub fn on_denial(self, respond: impl Fn(&Denial) -> Response<String> + Send + Sync + 'static) -> Self {
+        self.with(|c| c.on_denial = Some(Arc::new(respond)))
+    }
+
+    /// The limiter this layer checks with.
+    pub fn limiter(&self) -> &Limiter {
+        &self.config.limiter
+    }
+
+    /// The routes' names and prefixes, longest prefix first (the order they are matched in).
+    pub fn routes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.config.routes.iter().map(|r| (&*r.name, r.prefix.as_str()))
+    }
+
     /// The key prefix (default `rl`): keys are `rl:{<caller>}:<route>` and `rl:{<caller>}:all`.
     pub fn key_prefix(self, prefix: &str) -> Self {
         self.with(|c| c.prefix = prefix.into())
@@ -305,6 +341,28 @@ impl fmt::Debug for RateLimitLayer {
     }
 }
 
+impl<S> RateLimit<S> {
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The limiter this service checks with.
+    pub fn limiter(&self) -> &Limiter {
+        &self.config.limiter
+    }
+}
+
 impl<S: fmt::Debug> fmt::Debug for RateLimit<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit").field("inner", &self.inner).field("config", &self.config).finish()
@@ -359,20 +417,30 @@ where
                 return inner.call(Request::from_parts(parts, body)).await;
             };
             let limits: Vec<Limit<'_>> =
-                plan.limits.iter().map(|(k, p, n, _)| Limit::new(k, p, *n)).collect();
+                plan.limits.iter().map(|l| Limit::new(&l.key, &l.policy, l.cost)).collect();
             let decision = config.limiter.check_all(&limits).await;
-            let (_, policy, cost, name) = &plan.limits[decision.limiting.min(plan.limits.len() - 1)];
-            let described =
-                Described { name, window_secs: policy.window_length().as_secs().max(1), cost: *cost };
-            record(&plan.route_name, name, &decision);
+            let limiting = &plan.limits[decision.limiting.min(plan.limits.len() - 1)];
+            let window_secs = limiting.policy.window_length().as_secs().max(1);
+            record(&plan.route_name, &limiting.name, &decision);
             if !decision.allowed {
                 let outage = decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
-                return Ok(if outage {
-                    unavailable(&decision, &described, config.structured, config.outage_status)
-                } else {
-                    denied(&decision, &described, config.structured)
-                });
+                let denial = Denial::new(
+                    plan.route_name,
+                    Arc::clone(&limiting.name),
+                    window_secs,
+                    limiting.cost,
+                    decision,
+                    outage,
+                    config.structured,
+                    config.outage_status,
+                );
+                let response = match &config.on_denial {
+                    Some(respond) => own_denial_response(respond(&denial), &denial),
+                    None => denial.default_response(),
+                };
+                return Ok(response.map(ResBody::from));
             }
+            let described = Described { name: &limiting.name, window_secs, cost: limiting.cost };
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
             add_headers(response.headers_mut(), &decision, &described, config.structured);
             Ok(response)
@@ -380,10 +448,30 @@ where
     }
 }
 
-/// The limits one request is checked against: (key, policy, cost, name) per limit.
+/// The application's denial answer, with the rate limit headers the layer always sends.
+fn own_denial_response(mut response: Response<String>, denial: &Denial) -> Response<String> {
+    let headers = response.headers_mut();
+    add_headers(headers, denial.decision(), &denial.described(), denial.structured());
+    if let (false, Some(secs)) = (headers.contains_key(http::header::RETRY_AFTER), denial.retry_after_secs())
+    {
+        headers.insert(http::header::RETRY_AFTER, secs.into());
+    }
+    response
+}
+
+/// The limits one request is checked against.
 struct Plan {
     route_name: Arc<str>,
-    limits: Vec<(String, Policy, u64, Arc<str>)>,
+    limits: Vec<PlannedLimit>,
+}
+
+/// One limit of a request: its key, policy, what the request costs, and its name (the route's, or
+/// `all`) in headers and metrics.
+struct PlannedLimit {
+    key: String,
+    policy: Policy,
+    cost: u64,
+    name: Arc<str>,
 }
 
 impl Config {
@@ -430,10 +518,17 @@ impl Config {
         let tag = format!("{}:{{{caller}}}", self.prefix);
         let mut limits = Vec::with_capacity(2);
         if let Some(r) = route {
-            limits.push((format!("{tag}:{}", r.name), r.source.policy(&caller), cost, Arc::clone(&r.name)));
+            let key = format!("{tag}:{}", r.name);
+            limits.push(PlannedLimit {
+                key,
+                policy: r.source.policy(&caller),
+                cost,
+                name: Arc::clone(&r.name),
+            });
         }
         if let Some(g) = &self.global {
-            limits.push((format!("{tag}:all"), g.policy(&caller), cost, Arc::clone(&self.global_name)));
+            let (key, name) = (format!("{tag}:{}", self.global_name), Arc::clone(&self.global_name));
+            limits.push(PlannedLimit { key, policy: g.policy(&caller), cost, name });
         }
         let route_name = Arc::clone(route.map_or(&self.global_name, |r| &r.name));
         Some(Plan { route_name, limits })

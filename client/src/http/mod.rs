@@ -15,11 +15,13 @@
 //!   429 or, with [`RateLimitLayer::outage_status`], 503: callers can tell an outage from overuse.
 
 mod caller;
+mod denial;
 mod error;
 mod layer;
 mod response;
 
 pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies};
+pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
 pub use layer::{RateLimit, RateLimitLayer};
 pub use response::{COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE};
