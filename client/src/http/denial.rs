@@ -21,38 +21,31 @@ pub enum DenialKind {
 /// A denied request: which limit, why, and the decision it came from.
 #[derive(Debug, Clone)]
 pub struct Denial {
-    kind: DenialKind,
-    route: Arc<str>,
-    limit: Arc<str>,
-    window_secs: u64,
-    cost: u64,
-    decision: Decision,
-    structured: bool,
-    outage_status: StatusCode,
+    pub(crate) kind: DenialKind,
+    pub(crate) route: Arc<str>,
+    pub(crate) limit: Arc<str>,
+    pub(crate) window_secs: u64,
+    pub(crate) cost: u64,
+    pub(crate) decision: Decision,
+    /// How the default answer is written: the layer's header style and outage status.
+    pub(crate) structured: bool,
+    pub(crate) outage_status: StatusCode,
 }
 
-impl Denial {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        route: Arc<str>,
-        limit: Arc<str>,
-        window_secs: u64,
-        cost: u64,
-        decision: Decision,
-        unavailable: bool,
-        structured: bool,
-        outage_status: StatusCode,
-    ) -> Denial {
-        let kind = if unavailable {
+impl DenialKind {
+    /// Why `decision` (a denial) denied; `outage` when the failure policy denied because Redis could not.
+    pub(crate) fn of(decision: &Decision, outage: bool) -> DenialKind {
+        if outage {
             DenialKind::Unavailable
         } else if decision.never_fits() {
             DenialKind::CostExceedsLimit
         } else {
             DenialKind::RateLimited
-        };
-        Denial { kind, route, limit, window_secs, cost, decision, structured, outage_status }
+        }
     }
+}
 
+impl Denial {
     pub fn kind(&self) -> DenialKind {
         self.kind
     }
@@ -96,9 +89,5 @@ impl Denial {
 
     pub(crate) fn described(&self) -> Described<'_> {
         Described { name: &self.limit, window_secs: self.window_secs, cost: self.cost }
-    }
-
-    pub(crate) fn structured(&self) -> bool {
-        self.structured
     }
 }

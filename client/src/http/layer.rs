@@ -1,7 +1,7 @@
 //! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call.
 
 use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
-use super::denial::Denial;
+use super::denial::{Denial, DenialKind};
 use super::error::LayerError;
 use super::response::{add_headers, Described};
 use crate::command::Limit;
@@ -424,16 +424,16 @@ where
             record(&plan.route_name, &limiting.name, &decision);
             if !decision.allowed {
                 let outage = decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
-                let denial = Denial::new(
-                    plan.route_name,
-                    Arc::clone(&limiting.name),
+                let denial = Denial {
+                    kind: DenialKind::of(&decision, outage),
+                    route: plan.route_name,
+                    limit: Arc::clone(&limiting.name),
                     window_secs,
-                    limiting.cost,
+                    cost: limiting.cost,
                     decision,
-                    outage,
-                    config.structured,
-                    config.outage_status,
-                );
+                    structured: config.structured,
+                    outage_status: config.outage_status,
+                };
                 let response = match &config.on_denial {
                     Some(respond) => own_denial_response(respond(&denial), &denial),
                     None => denial.default_response(),
@@ -451,7 +451,7 @@ where
 /// The application's denial answer, with the rate limit headers the layer always sends.
 fn own_denial_response(mut response: Response<String>, denial: &Denial) -> Response<String> {
     let headers = response.headers_mut();
-    add_headers(headers, denial.decision(), &denial.described(), denial.structured());
+    add_headers(headers, denial.decision(), &denial.described(), denial.structured);
     if let (false, Some(secs)) = (headers.contains_key(http::header::RETRY_AFTER), denial.retry_after_secs())
     {
         headers.insert(http::header::RETRY_AFTER, secs.into());

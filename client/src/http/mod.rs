@@ -2,7 +2,10 @@
 //!
 //! - Keys: the authenticated [`Principal`], then the [`Tenant`], then the client IP; forwarding
 //!   headers only through [trusted proxies](RateLimitLayer::trusted_proxies); or your own closure
-//!   ([`RateLimitLayer::caller_fn`]).
+//!   ([`RateLimitLayer::caller_fn`]). IPv6 addresses count per /64 ([`RateLimitLayer::ipv6_prefix`]),
+//!   IPv4-mapped ones as IPv4.
+//! - Routes match path prefixes by whole segments; [`RateLimitLayer::build`] refuses configurations
+//!   that cannot work; [`RateLimitLayer::on_denial`] shapes your own denial answer.
 //! - Every limited response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`
 //!   (seconds), and optionally the IETF draft's `RateLimit-Policy` and `RateLimit` fields. When the
 //!   failure policy decided, `X-RateLimit-Degraded: true`, and only what is known without Redis:
