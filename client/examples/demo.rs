@@ -26,6 +26,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let inst_a = Limiter::builder(FailurePolicy::Open).name("a").connect(server.url())?;
     let inst_b = Limiter::builder(FailurePolicy::Open).name("b").connect(server.url())?;
     let instances = [&inst_a, &inst_b];
+    // The start-up check: the module answers, and which version it is.
+    let module = inst_a.verify().await?;
+    let version = module.version.map_or_else(|| "of unknown version".to_string(), |v| v.to_string());
+    println!("ratelimit module {version} answers {}\n", module.commands.join(", "));
 
     // 1. A burst of 12 requests for one key, alternating between the instances.
     let (mut allowed, mut denied) = (0, 0);
@@ -83,7 +87,8 @@ async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn
         .caller_fn(|parts, ip| {
             let test_ip = parts.headers.get("x-test-ip").and_then(|v| v.to_str().ok()?.parse().ok());
             test_ip.or(ip).map_or(Caller::Unknown, Caller::Ip)
-        });
+        })
+        .build()?;
     let admin = limiter.clone();
     let admin_policy = policy.clone();
     // Counters of every decision, exported for Prometheus at /metrics.

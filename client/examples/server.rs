@@ -12,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use redis_ratelimit_client::http::RateLimitLayer;
-use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use redis_ratelimit_client::{FailurePolicy, Limiter, Policy, VerifyError};
 use std::net::SocketAddr;
 
 #[derive(Clone)]
@@ -38,6 +38,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let failure = failure_policy(&env("FAILURE_POLICY", "open"))?;
     let limiter =
         Limiter::builder(failure).name("app").connect(&env("REDIS_URL", "redis://127.0.0.1:6379/"))?;
+    // The start-up check. A missing module or ACL permission is a mistake to fix now; Redis not up
+    // yet is an outage like any other, which the failure policy handles.
+    match limiter.verify().await {
+        Ok(module) => {
+            let version = module.version.map_or_else(|| "of unknown version".to_string(), |v| v.to_string());
+            println!("ratelimit module {version} answers {}", module.commands.join(", "));
+        }
+        Err(VerifyError::Unreachable(e)) => {
+            eprintln!("warning: Redis is not reachable yet ({e}); the failure policy decides until it is");
+        }
+        Err(e) => return Err(e.into()),
+    }
     let proxies = env("TRUSTED_PROXIES", "");
     let proxies =
         proxies.split(',').filter(|p| !p.is_empty()).map(str::parse).collect::<Result<Vec<_>, _>>()?;
@@ -48,7 +60,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .skip("/health")
         .skip("/admin/")
         .trusted_proxies(proxies)
-        .structured_headers(true);
+        .structured_headers(true)
+        .build()?;
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
     let app = Router::new()
         .route("/api/{*rest}", get(|| async { "ok\n" }))

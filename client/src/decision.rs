@@ -5,6 +5,7 @@ use std::time::Duration;
 
 /// The outcome of a check.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     pub allowed: bool,
     /// The capacity or limit (`RateLimit-Limit`).

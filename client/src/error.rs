@@ -5,6 +5,7 @@ use std::time::Duration;
 /// A policy that cannot be built; names the field and says what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {field}: {reason}")]
+#[non_exhaustive]
 pub struct PolicyError {
     /// The parameter at fault: `capacity`, `rate`, `limit`, `window`, ...
     pub field: &'static str,
@@ -20,6 +21,7 @@ impl PolicyError {
 /// Why Redis gave no decision. The limiter turns each into a degraded decision by its failure policy;
 /// [`Limiter::check_strict`](crate::Limiter::check_strict) returns them as they are.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     #[error("no answer from Redis within the deadline ({0:?})")]
     Deadline(Duration),
@@ -31,4 +33,7 @@ pub enum CallError {
     Reply(String),
     #[error("{0}")]
     Usage(&'static str),
+    /// The address given to `connect` cannot be used (a missing scheme, a malformed URL).
+    #[error("invalid Redis URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
 }

@@ -42,6 +42,7 @@ pub mod http;
 mod limiter;
 mod policy;
 mod precheck;
+mod verify;
 
 pub use admin::{DeniedKey, Inspection};
 pub use batch::TokenReserve;
@@ -51,3 +52,4 @@ pub use decision::Decision;
 pub use error::{CallError, PolicyError};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder};
 pub use policy::{Policy, Window};
+pub use verify::{ModuleInfo, ModuleVersion, VerifyError};

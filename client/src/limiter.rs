@@ -3,7 +3,7 @@
 
 use crate::breaker::{Admission, Breaker};
 use crate::command::{self, Limit};
-use crate::connection::Backend;
+use crate::connection::{is_connection_failure, Backend};
 use crate::counters::{Counters, Counts, LogThrottle};
 use crate::decision::Decision;
 use crate::error::CallError;
@@ -70,13 +70,18 @@ impl LimiterBuilder {
     /// A limiter on one Redis server (`redis://host:port/db`). Connects on first use, so it can be built
     /// while Redis is down.
     pub fn connect(self, url: &str) -> Result<Limiter, CallError> {
-        let backend = Backend::single(url, self.deadline)?;
+        check_url(url)?;
+        let backend = Backend::single(url, self.deadline)
+            .map_err(|e| CallError::InvalidUrl { url: url.to_string(), reason: e.to_string() })?;
         Ok(self.finish(backend))
     }
 
     /// A limiter on Redis Cluster, given some of its nodes. Keys of one multi-limit check must share
     /// a hash slot: put the caller in a hash tag (`rl:{client:42}:route`).
     pub async fn connect_cluster(self, nodes: &[&str]) -> Result<Limiter, CallError> {
+        for node in nodes {
+            check_url(node)?;
+        }
         let backend = Backend::cluster(nodes, self.deadline).await?;
         Ok(self.finish(backend))
     }
@@ -106,6 +111,19 @@ impl LimiterBuilder {
 #[derive(Clone)]
 pub struct Limiter {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &*self.inner;
+        f.debug_struct("Limiter")
+            .field("name", &inner.name)
+            .field("failure", &inner.failure)
+            .field("deadline", &inner.deadline)
+            .field("breaker_open", &inner.breaker.is_open())
+            .field("local_precheck", &inner.precheck.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 struct Inner {
@@ -191,6 +209,11 @@ impl Limiter {
         self.inner.counters.snapshot()
     }
 
+    /// The failure policy this limiter was built with.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.inner.failure
+    }
+
     /// True while the breaker keeps calls away from Redis (open, or one probe under way).
     pub fn breaker_open(&self) -> bool {
         self.inner.breaker.is_open()
@@ -199,17 +222,20 @@ impl Limiter {
     /// Sends a command through the limiter's connection, breaker and deadline.
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, CallError> {
         let inner = &*self.inner;
-        if let Admission::Reject(_) = inner.breaker.admit(Instant::now()) {
-            return Err(CallError::BreakerOpen);
-        }
-        let result = match tokio::time::timeout(inner.deadline, inner.backend.query(cmd)).await {
+        let probe = match inner.breaker.admit(Instant::now()) {
+            Admission::Reject(_) => return Err(CallError::BreakerOpen),
+            Admission::Probe => true,
+            Admission::Call => false,
+        };
+        // The probe checks the connection first: after an outage it may be a dead one.
+        let result = match tokio::time::timeout(inner.deadline, inner.backend.query(cmd, probe)).await {
             Err(_) => Err(CallError::Deadline(inner.deadline)),
             Ok(Err(e)) => Err(CallError::Redis(e)),
             Ok(Ok(v)) => Ok(v),
         };
         // An error reply (a bad argument) is Redis answering: only a missing answer counts against it.
         let failed = matches!(&result, Err(CallError::Deadline(_)))
-            || matches!(&result, Err(CallError::Redis(e)) if !is_server_reply(e));
+            || matches!(&result, Err(CallError::Redis(e)) if is_connection_failure(e));
         inner.breaker.record(!failed, Instant::now());
         result
     }
@@ -253,13 +279,16 @@ impl Limiter {
     }
 }
 
-/// An error Redis sent as a reply (the server is there and answering).
-fn is_server_reply(e: &redis::RedisError) -> bool {
-    !(e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_unrecoverable_error())
+/// A URL without a scheme (`127.0.0.1:6379`) is refused with that reason, not as "did not parse".
+fn check_url(url: &str) -> Result<(), CallError> {
+    if url.contains("://") {
+        return Ok(());
+    }
+    let reason = format!(
+        "the scheme is missing: write redis://{0}/ (rediss://{0}/ for TLS, or unix:///path/to/redis.sock)",
+        url.trim_end_matches('/')
+    );
+    Err(CallError::InvalidUrl { url: url.to_string(), reason })
 }
 
 fn cache_key(limits: &[Limit<'_>]) -> String {

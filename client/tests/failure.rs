@@ -153,3 +153,96 @@ async fn a_restarted_server_is_used_again_after_the_cool_down() {
     let d = back.expect("Redis decides again once it is back");
     assert!(d.allowed && !limiter.breaker_open());
 }
+
+/// Calls that were sent to Redis and failed: degraded decisions the breaker did not short-circuit.
+fn failed_calls(limiter: &Limiter) -> u64 {
+    let c = limiter.counts();
+    c.degraded - c.short_circuited
+}
+
+/// Redis is killed (SIGKILL: the limiter's connection dies under it) and restarted on the same port.
+/// The breaker's probe after the cool-down must find it: the first call sent after the restart is
+/// decided by Redis, and each check is charged exactly once (the server ran one RL.TOKEN per check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_after_the_cool_down_finds_a_killed_and_restarted_server() {
+    let Some(mut server) = support::Killable::start() else { return };
+    let cooldown = Duration::from_millis(1000);
+    let limiter = Limiter::builder(FailurePolicy::Closed)
+        .deadline(DEADLINE)
+        .breaker(2, cooldown)
+        .connect(&server.url())
+        .unwrap();
+    let policy = Policy::token_bucket(100, 0.001).unwrap();
+    let key = unique_key("rl:killed");
+    assert!(!limiter.check(&key, &policy, 1).await.degraded);
+    server.kill();
+    while !limiter.breaker_open() {
+        assert!(limiter.check(&key, &policy, 1).await.degraded);
+    }
+    let failed_before = failed_calls(&limiter);
+    server.start_again();
+    let restarted = Instant::now();
+    // Checks every 50 ms: short-circuited until the cool-down ends, then the probe.
+    let first = loop {
+        let d = limiter.check(&key, &policy, 1).await;
+        if !d.degraded {
+            break d;
+        }
+        assert!(restarted.elapsed() < Duration::from_secs(20), "Redis never decided again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("first decision from Redis {:?} after the restart", restarted.elapsed());
+    assert_eq!(failed_calls(&limiter) - failed_before, 0, "the probe itself reached the restarted server");
+    assert!(first.allowed && !limiter.breaker_open());
+    for _ in 0..4 {
+        assert!(!limiter.check(&key, &policy, 1).await.degraded);
+    }
+    // The restarted server is empty: the probe and the 4 checks, each charged once.
+    assert_eq!(server.calls("rl.token"), 5);
+    assert_eq!(limiter.check(&key, &policy, 0).await.remaining, 100 - 5);
+}
+
+/// Without the breaker opening: one call fails while Redis is down, and the first call after the
+/// restart is Redis' again (not a failure on the dead connection), charged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_call_after_a_restart_is_decided_by_redis() {
+    let Some(mut server) = support::Killable::start() else { return };
+    let limiter = Limiter::builder(FailurePolicy::Open)
+        .deadline(DEADLINE)
+        .breaker(1000, Duration::from_secs(5))
+        .connect(&server.url())
+        .unwrap();
+    let policy = Policy::token_bucket(10, 0.001).unwrap();
+    let key = unique_key("rl:restart");
+    assert!(!limiter.check(&key, &policy, 1).await.degraded);
+    server.kill();
+    assert!(limiter.check(&key, &policy, 1).await.degraded);
+    server.start_again();
+    let d = limiter.check(&key, &policy, 1).await;
+    assert!(!d.degraded, "{d:?}");
+    assert_eq!(d.remaining, 9, "a fresh server: this check, charged once");
+    assert_eq!(server.calls("rl.token"), 1);
+}
+
+/// No call while Redis is down: the connection's disconnect notice (RESP3) arrives while the server
+/// restarts (tens of ms), so the first call after it checks the connection instead of meeting the
+/// dead one. Five rounds of kill, restart, call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_after_an_unnoticed_restart_is_decided_by_redis() {
+    let Some(mut server) = support::Killable::start() else { return };
+    let limiter = Limiter::builder(FailurePolicy::Open)
+        .deadline(DEADLINE)
+        .breaker(1000, Duration::from_secs(5))
+        .connect(&server.url())
+        .unwrap();
+    let policy = Policy::token_bucket(10, 0.001).unwrap();
+    let key = unique_key("rl:unnoticed");
+    for round in 0..5 {
+        assert!(!limiter.check(&key, &policy, 1).await.degraded);
+        server.kill();
+        server.start_again();
+        let d = limiter.check_strict(&[Limit::new(&key, &policy, 1)]).await;
+        assert!(d.is_ok(), "round {round}: {d:?}");
+        assert_eq!(server.calls("rl.token"), 1, "round {round}: charged once");
+    }
+}

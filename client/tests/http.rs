@@ -6,7 +6,9 @@ mod support;
 
 use axum::routing::get;
 use axum::Router;
-use redis_ratelimit_client::http::{Principal, RateLimitLayer, COST_EXCEEDS_LIMIT, RATE_LIMITED};
+use redis_ratelimit_client::http::{
+    Principal, RateLimitLayer, COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE,
+};
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use reqwest::header::HeaderMap;
 use std::net::SocketAddr;
@@ -228,18 +230,73 @@ async fn forwarding_headers_are_believed_only_from_trusted_proxies() {
     assert_eq!(forwarded.status(), 429, "RFC 7239 Forwarded names the same client");
 }
 
+/// Redis stopped under a running application: the degraded answers say only what is known (the
+/// limit, not what is left of it), and a closed limiter's denial is an outage, not overuse.
 #[tokio::test]
-async fn degraded_answers_say_so() {
-    let url = format!("redis://127.0.0.1:{}/", closed_port());
-    for (failure, status) in [(FailurePolicy::Open, 200), (FailurePolicy::Closed, 429)] {
-        let limiter = Limiter::builder(failure).connect(&url).unwrap();
-        let layer = RateLimitLayer::new(limiter).route("api", "/api", Policy::token_bucket(10, 5.0).unwrap());
-        let base = serve(app(layer)).await;
+async fn degraded_answers_say_so_and_only_what_is_known() {
+    let Some(mut server) = Server::own(&[]) else { return };
+    let api = || Policy::token_bucket(10, 5.0).unwrap();
+    let layer = |failure| {
+        RateLimitLayer::new(Limiter::builder(failure).connect(server.url()).unwrap())
+            .key_prefix(&unique_key("rl"))
+            .route("api", "/api", api())
+            .structured_headers(true)
+    };
+    let open = serve(app(layer(FailurePolicy::Open))).await;
+    let closed = serve(app(layer(FailurePolicy::Closed))).await;
+    let closed_503 =
+        serve(app(layer(FailurePolicy::Closed).outage_status(http::StatusCode::SERVICE_UNAVAILABLE))).await;
+    // While Redis is up, every header is there and nothing says degraded.
+    for base in [&open, &closed, &closed_503] {
         let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
-        assert_eq!(resp.status(), status, "{failure:?}");
-        assert_eq!(header(resp.headers(), "x-ratelimit-degraded"), Some("true"));
-        assert_eq!(header(resp.headers(), "ratelimit-limit"), Some("10"));
+        assert_eq!(resp.status(), 200);
+        assert_eq!(header(resp.headers(), "ratelimit-remaining"), Some("9"));
+        assert_eq!(header(resp.headers(), "x-ratelimit-degraded"), None);
     }
+    server.stop();
+
+    // Open: allowed, flagged, the policy known; remaining and reset were not computed, so not sent.
+    let resp = reqwest::get(format!("{open}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let h = resp.headers();
+    assert_eq!(header(h, "x-ratelimit-degraded"), Some("true"));
+    assert_eq!(header(h, "ratelimit-limit"), Some("10"));
+    assert_eq!(header(h, "ratelimit-policy"), Some("\"api\";q=10;w=2"));
+    for unknown in ["ratelimit-remaining", "ratelimit-reset", "ratelimit"] {
+        assert_eq!(header(h, unknown), None, "{unknown} was not computed by Redis");
+    }
+
+    // Closed: denied as an outage, 429 by default or 503 when the layer says so.
+    for (base, status) in [(&closed, 429), (&closed_503, 503)] {
+        let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+        assert_eq!(resp.status(), status);
+        let h = resp.headers().clone();
+        assert_eq!(header(&h, "x-ratelimit-degraded"), Some("true"));
+        assert_eq!(header(&h, "retry-after"), Some("1"));
+        assert_eq!(header(&h, "content-type"), Some("application/problem+json"));
+        assert_eq!(header(&h, "ratelimit-remaining"), None);
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["type"], UNAVAILABLE);
+        assert_eq!(body["status"], status);
+        assert_eq!(body["limit"], "api");
+        assert!(!body["detail"].as_str().unwrap().contains("exceeded"), "{body}");
+        assert!(body.get("remaining").is_none(), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_closed_port_is_an_outage_too() {
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(&url).unwrap()).route(
+        "api",
+        "/api",
+        Policy::token_bucket(10, 5.0).unwrap(),
+    );
+    let base = serve(app(layer)).await;
+    let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 429);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["type"], UNAVAILABLE);
 }
 
 /// Plain hyper, no axum: a tower `service_fn` behind the layer, the peer address given as `PeerAddr`.
@@ -279,4 +336,250 @@ async fn works_with_plain_hyper() {
             .push((resp.status().as_u16(), header(resp.headers(), "ratelimit-remaining").map(String::from)));
     }
     assert_eq!(statuses, [(200, Some("1".into())), (200, Some("0".into())), (429, Some("0".into()))]);
+}
+
+/// Route prefixes match whole path segments: `/apiary` is not under `/api`.
+#[tokio::test]
+async fn route_prefixes_match_whole_segments() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed).route(
+        "api",
+        "/api",
+        Policy::token_bucket(2, 0.001).unwrap(),
+    );
+    let app = Router::new()
+        .route("/api", get(|| async { "api" }))
+        .route("/api/items", get(|| async { "items" }))
+        .route("/apiary", get(|| async { "bees" }))
+        .layer(layer);
+    let base = serve(app).await;
+    for _ in 0..5 {
+        let resp = reqwest::get(format!("{base}/apiary")).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(header(resp.headers(), "ratelimit-limit"), None, "/apiary is not limited as /api");
+    }
+    let statuses: Vec<u16> = statuses_of(&base, &["/api", "/api/items", "/api"]).await;
+    assert_eq!(statuses, [200, 200, 429], "/api and /api/items share the route's bucket");
+}
+
+async fn statuses_of(base: &str, paths: &[&str]) -> Vec<u16> {
+    let mut out = vec![];
+    for path in paths {
+        out.push(reqwest::get(format!("{base}{path}")).await.unwrap().status().as_u16());
+    }
+    out
+}
+
+/// IPv6 callers count per /64 (configurable), IPv4-mapped addresses as IPv4: through a trusted proxy
+/// that forwards them.
+#[tokio::test]
+async fn ipv6_callers_are_grouped_by_prefix_and_mapped_ipv4_is_ipv4() {
+    let server = Server::single();
+    let client = reqwest::Client::new();
+    let policy = Policy::token_bucket(2, 0.001).unwrap();
+    let proxied = |layer: RateLimitLayer| {
+        layer.route("api", "/api", policy.clone()).trusted_proxies(["127.0.0.0/8".parse().unwrap()])
+    };
+    let allowed = |base: String, from: Vec<&'static str>| {
+        let client = client.clone();
+        async move {
+            let mut n = 0;
+            for ip in from {
+                let resp = get_with(&client, &format!("{base}/api/items"), &[("x-forwarded-for", ip)]).await;
+                n += usize::from(resp.status() == 200);
+            }
+            n
+        }
+    };
+    let one_64 = vec!["2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff::1", "2001:db8:1:2::c"];
+
+    let base = serve(app(proxied(layer_on(&server, FailurePolicy::Closed)))).await;
+    assert_eq!(allowed(base.clone(), one_64.clone()).await, 2, "one /64 is one caller");
+    assert_eq!(allowed(base.clone(), vec!["2001:db8:1:3::a"]).await, 1, "the next /64 is another");
+    // IPv4-mapped: the same as the IPv4 address, and distinct IPv4 addresses stay distinct.
+    assert_eq!(
+        allowed(base.clone(), vec!["::ffff:203.0.113.7", "203.0.113.7", "::ffff:203.0.113.7"]).await,
+        2
+    );
+    assert_eq!(allowed(base, vec!["::ffff:203.0.113.8"]).await, 1);
+
+    // A /128 grouping counts every address alone; /48 groups wider.
+    let base = serve(app(proxied(layer_on(&server, FailurePolicy::Closed).ipv6_prefix(128)))).await;
+    assert_eq!(allowed(base, one_64.clone()).await, 4);
+    let base = serve(app(proxied(layer_on(&server, FailurePolicy::Closed).ipv6_prefix(48)))).await;
+    assert_eq!(allowed(base, vec!["2001:db8:1:2::a", "2001:db8:1:3::a", "2001:db8:1:4::a"]).await, 2);
+}
+
+/// A dual-stack listener (`[::]`) sees its IPv4 clients as `::ffff:a.b.c.d`: they are keyed by their
+/// IPv4 address, not lumped into `::ffff:0:0/64`.
+#[tokio::test]
+async fn a_dual_stack_listener_keys_ipv4_clients_by_their_ipv4_address() {
+    let server = Server::single();
+    let prefix = unique_key("rl");
+    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
+        .key_prefix(&prefix)
+        .route("api", "/api", Policy::token_bucket(5, 0.001).unwrap());
+    let Ok(listener) = tokio::net::TcpListener::bind("[::]:0").await else {
+        eprintln!("skipped: no IPv6 on this machine");
+        return;
+    };
+    let port = listener.local_addr().unwrap().port();
+    let app = app(layer);
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
+    });
+    let resp = reqwest::get(format!("http://127.0.0.1:{port}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let key = format!("{prefix}:{{ip:127.0.0.1}}:api");
+    let exists: bool = testkit::redis::cmd("EXISTS").arg(&key).query(&mut server.conn()).unwrap();
+    assert!(exists, "{key}");
+}
+
+/// What the README says: a path no route matches, a 404 included, counts against the global limit.
+#[tokio::test]
+async fn unrouted_paths_count_against_the_global_limit() {
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("api", "/api", Policy::token_bucket(10, 0.001).unwrap())
+        .global(Policy::token_bucket(2, 0.001).unwrap());
+    let base = serve(app(layer)).await;
+    assert_eq!(statuses_of(&base, &["/nowhere", "/nowhere"]).await, [404, 404]);
+    assert_eq!(statuses_of(&base, &["/api/items"]).await, [429], "the 404s spent the global budget");
+}
+
+/// Log lines written while the guard lives (this thread; `#[tokio::test]` runs the server's tasks
+/// on it too).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+    fn make_writer(&'a self) -> Logs {
+        self.clone()
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        tracing::subscriber::set_default(
+            tracing_subscriber::fmt().with_writer(self.clone()).with_ansi(false).finish(),
+        )
+    }
+    fn count(&self, needle: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).matches(needle).count()
+    }
+}
+
+/// Served without ConnectInfo, every caller is `unknown` and shares one bucket: said once, loudly.
+#[tokio::test]
+async fn a_server_without_connect_info_is_reported_once() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed).route(
+        "api",
+        "/api",
+        Policy::token_bucket(2, 0.001).unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = app(layer.build().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = reqwest::Client::new();
+    let mut statuses = vec![];
+    for _ in 0..3 {
+        statuses.push(client.get(format!("http://{addr}/api/items")).send().await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429], "all callers in one bucket");
+    assert_eq!(logs.count("ERROR"), 1, "{}", logs.count("ERROR"));
+    assert_eq!(logs.count("without a peer address"), 1);
+    assert_eq!(logs.count(":{unknown}"), 1, "the log names the shared key");
+}
+
+/// A layer used without `build` still works, and its mistake is logged once at error level.
+#[tokio::test]
+async fn an_unbuilt_misconfigured_layer_says_what_is_wrong_once() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("api", "/api", Policy::token_bucket(10, 0.001).unwrap())
+        .cost("apii", |_| 5);
+    let base = serve(app(layer)).await;
+    let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+    assert_eq!(
+        header(resp.headers(), "ratelimit-remaining"),
+        Some("9"),
+        "the misspelt cost applies to nothing"
+    );
+    assert_eq!(logs.count("cost for route 'apii': there is no route of that name"), 1);
+}
+
+/// The application shapes the denial itself (its status, its JSON); the layer still sends the rate
+/// limit headers and Retry-After, and what the hook leaves to the default stays the default.
+#[tokio::test]
+async fn an_application_can_shape_its_own_denial_response() {
+    use redis_ratelimit_client::http::DenialKind;
+    let server = Server::single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("api", "/api", Policy::token_bucket(1, 0.001).unwrap())
+        .cost("api", |parts| if parts.uri.query() == Some("huge") { 50 } else { 1 })
+        .on_denial(|denial| match denial.kind() {
+            DenialKind::RateLimited => http::Response::builder()
+                .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                .header("content-type", "application/json")
+                .body(serde_json::json!({"error": "slow down", "limit": denial.limit(), "route": denial.route()}).to_string())
+                .unwrap(),
+            _ => denial.default_response(),
+        })
+        .build()
+        .unwrap();
+    let base = serve(app(layer)).await;
+    assert_eq!(reqwest::get(format!("{base}/api/items")).await.unwrap().status(), 200);
+    let resp = reqwest::get(format!("{base}/api/items")).await.unwrap();
+    assert_eq!(resp.status(), 503);
+    let h = resp.headers().clone();
+    assert_eq!(header(&h, "content-type"), Some("application/json"));
+    assert_eq!(header(&h, "ratelimit-limit"), Some("1"));
+    assert_eq!(header(&h, "ratelimit-remaining"), Some("0"));
+    assert!(header(&h, "retry-after").is_some(), "added by the layer");
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body, serde_json::json!({"error": "slow down", "limit": "api", "route": "api"}));
+    // Left to the default: the layer's own answer, unchanged.
+    let never = reqwest::get(format!("{base}/api/items?huge")).await.unwrap();
+    assert_eq!(never.status(), 429);
+    assert_eq!(header(never.headers(), "retry-after"), None);
+    let body: serde_json::Value = never.json().await.unwrap();
+    assert_eq!(body["type"], COST_EXCEEDS_LIMIT);
+}
+
+/// Debug and accessors, as tower's middleware have them.
+#[tokio::test]
+async fn the_layer_and_its_service_show_what_they_hold() {
+    use tower::Layer;
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let limiter = Limiter::builder(FailurePolicy::Open).name("edge").connect(&url).unwrap();
+    let layer = RateLimitLayer::new(limiter)
+        .route("api", "/api", Policy::token_bucket(10, 5.0).unwrap())
+        .route("api-export", "/api/export", Policy::token_bucket(2, 0.1).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(layer.routes().collect::<Vec<_>>(), [("api-export", "/api/export"), ("api", "/api")]);
+    assert_eq!(layer.limiter().failure_policy(), FailurePolicy::Open);
+    let debug = format!("{layer:?}");
+    assert!(debug.contains("\"api-export\"") && debug.contains("name: \"edge\""), "{debug}");
+    let service = layer.layer(tower::service_fn(|_: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    }));
+    assert!(format!("{:?}", service.limiter()).contains("edge"));
 }

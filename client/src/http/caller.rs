@@ -61,15 +61,16 @@ impl TrustedProxies {
     /// The client's address: the peer's, or, when the peer is a trusted proxy, the nearest address in
     /// the forwarding chain that is not a trusted proxy (read from the right: entries to the left of
     /// an untrusted hop were written by someone we do not trust).
+    /// IPv4-mapped addresses are read as IPv4 (a dual-stack socket's IPv4 peers).
     pub fn client_ip(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
-        let mut client = peer?;
+        let mut client = peer?.to_canonical();
         if !self.contains(&client) {
             return Some(client);
         }
         for hop in forwarded_chain(headers).into_iter().rev() {
             let Some(ip) = hop else { return Some(client) };
-            client = ip;
-            if !self.contains(&ip) {
+            client = ip.to_canonical();
+            if !self.contains(&client) {
                 break;
             }
         }
@@ -162,6 +163,8 @@ mod tests {
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &garbage), ip("10.0.0.1"));
         assert_eq!(trusted.client_ip(None, &chain), None);
         assert_eq!(parse_node("192.0.2.1:8080"), ip("192.0.2.1"));
+        // A dual-stack socket's IPv4 proxy is still the trusted proxy.
+        assert_eq!(trusted.client_ip(ip("::ffff:10.0.0.1"), &chain), ip("203.0.113.7"));
     }
 
     #[test]

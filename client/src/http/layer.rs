@@ -1,23 +1,28 @@
 //! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call.
 
 use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
-use super::response::{add_headers, denied, Described};
+use super::denial::{Denial, DenialKind};
+use super::error::LayerError;
+use super::response::{add_headers, Described};
 use crate::command::Limit;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
+use crate::limiter::{FailurePolicy, Limiter};
 use crate::policy::Policy;
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use ipnet::IpNet;
+use std::fmt;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 type PolicyFn = Arc<dyn Fn(&Caller) -> Policy + Send + Sync>;
 type CallerFn = Arc<dyn Fn(&Parts, Option<IpAddr>) -> Caller + Send + Sync>;
 type CostFn = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
+type DenialFn = Arc<dyn Fn(&Denial) -> Response<String> + Send + Sync>;
 
 /// Where a limit's policy comes from: a constant, or the caller's plan.
 #[derive(Clone)]
@@ -56,6 +61,24 @@ struct Config {
     structured: bool,
     /// The global limit's name in keys, headers and metrics: `all`.
     global_name: Arc<str>,
+    /// The status of a denial by `FailurePolicy::Closed` during an outage.
+    outage_status: StatusCode,
+    /// IPv6 callers are grouped by this prefix length (a host usually has a whole /64).
+    ipv6_prefix: u8,
+    /// The application's own denial answer, if any.
+    on_denial: Option<DenialFn>,
+    /// What was wrong with the configuration, in the order it was written; `build` refuses it.
+    mistakes: Vec<Mistake>,
+    /// Set once the layer has said, loudly, that a mistake or a caller without an address was met.
+    warned_mistake: Arc<AtomicBool>,
+    warned_unknown: Arc<AtomicBool>,
+}
+
+/// A mistake as it is noticed; a cost for a route that is missing is told apart at `build`.
+#[derive(Clone)]
+enum Mistake {
+    Found(LayerError),
+    CostWithoutRoute(String),
 }
 
 /// Rate limiting for HTTP services. Built once; the per-request path clones one `Arc`.
@@ -72,7 +95,8 @@ struct Config {
 ///     .route("api", "/api", Policy::token_bucket(10, 5.0)?)
 ///     .global(Policy::token_bucket(100, 20.0)?)
 ///     .skip("/health")
-///     .trusted_proxies(["10.0.0.0/8".parse()?]);
+///     .trusted_proxies(["10.0.0.0/8".parse()?])
+///     .build()?;
 /// let app = Router::new().route("/api/items", get(|| async { "ok" })).layer(layer);
 /// // Serve with `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is known.
 /// # Ok(app)
@@ -97,6 +121,12 @@ impl RateLimitLayer {
                 caller: None,
                 structured: false,
                 global_name: Arc::from("all"),
+                outage_status: StatusCode::TOO_MANY_REQUESTS,
+                ipv6_prefix: 64,
+                on_denial: None,
+                mistakes: vec![],
+                warned_mistake: Arc::default(),
+                warned_unknown: Arc::default(),
             }),
         }
     }
@@ -107,8 +137,9 @@ impl RateLimitLayer {
         self
     }
 
-    /// Requests whose path starts with `prefix` (the longest matching prefix wins) are limited by
-    /// `policy`, per caller, under `name` (used in keys, headers and metrics).
+    /// Requests under `prefix` (the longest matching prefix wins) are limited by `policy`, per caller,
+    /// under `name` (used in keys, headers and metrics). Prefixes match whole path segments: `/api`
+    /// matches `/api` and `/api/items`, not `/apiary` (a prefix ending in `/` matches what is below it).
     pub fn route(self, name: &str, prefix: &str, policy: Policy) -> Self {
         self.add_route(name, prefix, Source::Fixed(policy))
     }
@@ -126,16 +157,42 @@ impl RateLimitLayer {
     fn add_route(self, name: &str, prefix: &str, source: Source) -> Self {
         let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None };
         self.with(|c| {
+            let (route_name, prefix) = (name.to_string(), prefix.to_string());
+            let mistake = if c.routes.iter().any(|r| &*r.name == name) {
+                Some(LayerError::DuplicateRoute { route: route_name })
+            } else if let Some(first) = c.routes.iter().find(|r| r.prefix == prefix) {
+                Some(LayerError::DuplicatePrefix {
+                    first: first.name.to_string(),
+                    second: route_name,
+                    prefix,
+                })
+            } else if !prefix.starts_with('/') {
+                Some(LayerError::InvalidPrefix { route: route_name, prefix })
+            } else if name == &*c.global_name {
+                Some(LayerError::ReservedRouteName { route: route_name })
+            } else {
+                None
+            };
+            c.mistakes.extend(mistake.map(Mistake::Found));
             c.routes.push(route);
             c.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         })
     }
 
     /// What a request to route `name` costs (default 1): an expensive endpoint can cost 5 tokens.
+    /// The route must already be defined: [`build`](Self::build) refuses a cost for a route that is
+    /// not (yet) there.
     pub fn cost(self, name: &str, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         let cost: CostFn = Arc::new(cost);
         self.with(|c| {
-            c.routes.iter_mut().filter(|r| &*r.name == name).for_each(|r| r.cost = Some(cost.clone()))
+            let mut found = false;
+            for r in c.routes.iter_mut().filter(|r| &*r.name == name) {
+                r.cost = Some(cost.clone());
+                found = true;
+            }
+            if !found {
+                c.mistakes.push(Mistake::CostWithoutRoute(name.to_string()));
+            }
         })
     }
 
@@ -161,8 +218,21 @@ impl RateLimitLayer {
         self.with(|c| c.proxies = TrustedProxies::new(nets))
     }
 
+    /// IPv6 callers are counted per network of this prefix length (default 64; 128 counts every
+    /// address alone). One host usually holds a whole /64, so keying by address would give it
+    /// endless fresh buckets. IPv4-mapped addresses (`::ffff:192.0.2.1`, a dual-stack socket's
+    /// IPv4 peers) count as the IPv4 address they are.
+    pub fn ipv6_prefix(self, len: u8) -> Self {
+        self.with(|c| {
+            if len > 128 {
+                c.mistakes.push(Mistake::Found(LayerError::InvalidIpv6Prefix(len)));
+            }
+            c.ipv6_prefix = len.min(128);
+        })
+    }
+
     /// A custom key choice: one closure from the request head and the client IP (as the trusted
-    /// proxy rule resolved it) to the caller.
+    /// proxy rule resolved it, grouped as [`ipv6_prefix`](Self::ipv6_prefix) says) to the caller.
     pub fn caller_fn(
         self,
         caller: impl Fn(&Parts, Option<IpAddr>) -> Caller + Send + Sync + 'static,
@@ -175,16 +245,141 @@ impl RateLimitLayer {
         self.with(|c| c.structured = on)
     }
 
+    /// The status of the answer when Redis cannot decide and the limiter fails closed (default 429;
+    /// `StatusCode::SERVICE_UNAVAILABLE` tells callers that the outage is not their overuse). The body
+    /// is of type [`UNAVAILABLE`](super::UNAVAILABLE) either way.
+    pub fn outage_status(self, status: StatusCode) -> Self {
+        self.with(|c| c.outage_status = status)
+    }
+
+    /// The application's own answer to a denied request (its own status, its own JSON). The layer
+    /// then adds the `RateLimit-*` headers, and `Retry-After` when the answer has none and waiting
+    /// helps. [`Denial::default_response`] is the layer's answer, to start from or fall back to.
+    ///
+    /// ```no_run
+    /// # use redis_ratelimit_client::http::{DenialKind, RateLimitLayer};
+    /// # fn f(layer: RateLimitLayer) -> RateLimitLayer {
+    /// layer.on_denial(|denial| match denial.kind() {
+    ///     DenialKind::RateLimited => http::Response::builder()
+    ///         .status(429)
+    ///         .header("content-type", "application/json")
+    ///         .body(format!(r#"{{"error":"slow down","limit":"{}"}}"#, denial.limit()))
+    ///         .unwrap(),
+    ///     _ => denial.default_response(),
+    /// })
+    /// # }
+    /// ```
+    pub fn on_denial(self, respond: impl Fn(&Denial) -> Response<String> + Send + Sync + 'static) -> Self {
+        self.with(|c| c.on_denial = Some(Arc::new(respond)))
+    }
+
+    /// The limiter this layer checks with.
+    pub fn limiter(&self) -> &Limiter {
+        &self.config.limiter
+    }
+
+    /// The routes' names and prefixes, longest prefix first (the order they are matched in).
+    pub fn routes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.config.routes.iter().map(|r| (&*r.name, r.prefix.as_str()))
+    }
+
     /// The key prefix (default `rl`): keys are `rl:{<caller>}:<route>` and `rl:{<caller>}:all`.
     pub fn key_prefix(self, prefix: &str) -> Self {
         self.with(|c| c.prefix = prefix.into())
     }
 }
 
+impl RateLimitLayer {
+    /// The configured layer, or the first mistake in its configuration, naming the route: a cost
+    /// for a route that is not defined (misspelt, or given before the route), a route defined twice
+    /// or two with one prefix, a prefix without its leading `/`, an IPv6 prefix over 128, a layer
+    /// that limits nothing.
+    ///
+    /// ```
+    /// use redis_ratelimit_client::http::{LayerError, RateLimitLayer};
+    /// use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+    ///
+    /// # let runtime = tokio::runtime::Runtime::new().unwrap();
+    /// # let _in_runtime = runtime.enter();
+    /// let limiter = Limiter::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/").unwrap();
+    /// let err = RateLimitLayer::new(limiter)
+    ///     .cost("export", |_| 5)
+    ///     .route("export", "/export", Policy::token_bucket(10, 1.0).unwrap())
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err, LayerError::CostBeforeRoute { route: "export".into() });
+    /// ```
+    pub fn build(self) -> Result<RateLimitLayer, LayerError> {
+        match self.config.first_mistake() {
+            Some(e) => Err(e),
+            None => Ok(self),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let routes: Vec<(&str, &str)> = self.routes.iter().map(|r| (&*r.name, r.prefix.as_str())).collect();
+        f.debug_struct("RateLimitLayer")
+            .field("limiter", &self.limiter)
+            .field("key_prefix", &self.prefix)
+            .field("routes", &routes)
+            .field("global", &self.global.is_some())
+            .field("skip", &self.skip)
+            .field("trusted_proxies", &self.proxies)
+            .field("custom_caller", &self.caller.is_some())
+            .field("structured_headers", &self.structured)
+            .field("outage_status", &self.outage_status)
+            .field("ipv6_prefix", &self.ipv6_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}
+
+impl<S> RateLimit<S> {
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The limiter this service checks with.
+    pub fn limiter(&self) -> &Limiter {
+        &self.config.limiter
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit").field("inner", &self.inner).field("config", &self.config).finish()
+    }
+}
+
 impl<S> tower_layer::Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
+    /// A layer that was not checked with [`build`](RateLimitLayer::build) still works, and says what
+    /// is wrong with it once, at error level.
     fn layer(&self, inner: S) -> RateLimit<S> {
+        if let Some(e) = self.config.first_mistake() {
+            if !self.config.warned_mistake.swap(true, Ordering::Relaxed) {
+                tracing::error!("rate limit layer misconfigured: {e} (RateLimitLayer::build refuses it)");
+            }
+        }
         RateLimit { inner, config: self.config.clone() }
     }
 }
@@ -222,15 +417,30 @@ where
                 return inner.call(Request::from_parts(parts, body)).await;
             };
             let limits: Vec<Limit<'_>> =
-                plan.limits.iter().map(|(k, p, n, _)| Limit::new(k, p, *n)).collect();
+                plan.limits.iter().map(|l| Limit::new(&l.key, &l.policy, l.cost)).collect();
             let decision = config.limiter.check_all(&limits).await;
-            let (_, policy, cost, name) = &plan.limits[decision.limiting.min(plan.limits.len() - 1)];
-            let described =
-                Described { name, window_secs: policy.window_length().as_secs().max(1), cost: *cost };
-            record(&plan.route_name, name, &decision);
+            let limiting = &plan.limits[decision.limiting.min(plan.limits.len() - 1)];
+            let window_secs = limiting.policy.window_length().as_secs().max(1);
+            record(&plan.route_name, &limiting.name, &decision);
             if !decision.allowed {
-                return Ok(denied(&decision, &described, config.structured));
+                let outage = decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
+                let denial = Denial {
+                    kind: DenialKind::of(&decision, outage),
+                    route: plan.route_name,
+                    limit: Arc::clone(&limiting.name),
+                    window_secs,
+                    cost: limiting.cost,
+                    decision,
+                    structured: config.structured,
+                    outage_status: config.outage_status,
+                };
+                let response = match &config.on_denial {
+                    Some(respond) => own_denial_response(respond(&denial), &denial),
+                    None => denial.default_response(),
+                };
+                return Ok(response.map(ResBody::from));
             }
+            let described = Described { name: &limiting.name, window_secs, cost: limiting.cost };
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
             add_headers(response.headers_mut(), &decision, &described, config.structured);
             Ok(response)
@@ -238,38 +448,111 @@ where
     }
 }
 
-/// The limits one request is checked against: (key, policy, cost, name) per limit.
+/// The application's denial answer, with the rate limit headers the layer always sends.
+fn own_denial_response(mut response: Response<String>, denial: &Denial) -> Response<String> {
+    let headers = response.headers_mut();
+    add_headers(headers, denial.decision(), &denial.described(), denial.structured);
+    if let (false, Some(secs)) = (headers.contains_key(http::header::RETRY_AFTER), denial.retry_after_secs())
+    {
+        headers.insert(http::header::RETRY_AFTER, secs.into());
+    }
+    response
+}
+
+/// The limits one request is checked against.
 struct Plan {
     route_name: Arc<str>,
-    limits: Vec<(String, Policy, u64, Arc<str>)>,
+    limits: Vec<PlannedLimit>,
+}
+
+/// One limit of a request: its key, policy, what the request costs, and its name (the route's, or
+/// `all`) in headers and metrics.
+struct PlannedLimit {
+    key: String,
+    policy: Policy,
+    cost: u64,
+    name: Arc<str>,
 }
 
 impl Config {
+    fn first_mistake(&self) -> Option<LayerError> {
+        let known = || self.routes.iter().map(|r| format!("'{}'", r.name)).collect::<Vec<_>>().join(", ");
+        let found = self.mistakes.first().map(|m| match m {
+            Mistake::Found(e) => e.clone(),
+            Mistake::CostWithoutRoute(route) if self.routes.iter().any(|r| &*r.name == route) => {
+                LayerError::CostBeforeRoute { route: route.clone() }
+            }
+            Mistake::CostWithoutRoute(route) => {
+                LayerError::CostForUnknownRoute { route: route.clone(), known: known() }
+            }
+        });
+        found.or_else(|| {
+            (self.routes.is_empty() && self.global.is_none()).then_some(LayerError::NothingToLimit)
+        })
+    }
+
     fn plan(&self, parts: &Parts) -> Option<Plan> {
         let path = parts.uri.path();
         if self.skip.iter().any(|s| path == s || (s.ends_with('/') && path.starts_with(s.as_str()))) {
             return None;
         }
-        let route = self.routes.iter().find(|r| path.starts_with(&r.prefix));
+        let route = self.routes.iter().find(|r| under_prefix(path, &r.prefix));
         if route.is_none() && self.global.is_none() {
             return None;
         }
-        let ip = self.proxies.client_ip(peer_ip(&parts.extensions), &parts.headers);
+        let peer = peer_ip(&parts.extensions);
+        let ip = self.proxies.client_ip(peer, &parts.headers).map(|ip| group_ip(ip, self.ipv6_prefix));
         let caller = match &self.caller {
             Some(f) => f(parts, ip),
             None => default_caller(&parts.extensions, ip),
         };
+        if caller == Caller::Unknown && peer.is_none() && !self.warned_unknown.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                key = %format!("{}:{{unknown}}", self.prefix),
+                "rate limit layer: a request without a peer address (no ConnectInfo, no PeerAddr): every \
+                 such caller shares one bucket. Serve with into_make_service_with_connect_info::<SocketAddr>() \
+                 or insert PeerAddr; said once"
+            );
+        }
         let cost = route.and_then(|r| r.cost.as_ref()).map_or(1, |f| f(parts));
         let tag = format!("{}:{{{caller}}}", self.prefix);
         let mut limits = Vec::with_capacity(2);
         if let Some(r) = route {
-            limits.push((format!("{tag}:{}", r.name), r.source.policy(&caller), cost, Arc::clone(&r.name)));
+            let key = format!("{tag}:{}", r.name);
+            limits.push(PlannedLimit {
+                key,
+                policy: r.source.policy(&caller),
+                cost,
+                name: Arc::clone(&r.name),
+            });
         }
         if let Some(g) = &self.global {
-            limits.push((format!("{tag}:all"), g.policy(&caller), cost, Arc::clone(&self.global_name)));
+            let (key, name) = (format!("{tag}:{}", self.global_name), Arc::clone(&self.global_name));
+            limits.push(PlannedLimit { key, policy: g.policy(&caller), cost, name });
         }
         let route_name = Arc::clone(route.map_or(&self.global_name, |r| &r.name));
         Some(Plan { route_name, limits })
+    }
+}
+
+/// True when `path` is `prefix` or below it, by whole segments.
+fn under_prefix(path: &str, prefix: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/') || prefix.ends_with('/'),
+        None => false,
+    }
+}
+
+/// The address a caller is counted under: IPv4 as it is (also when written IPv4-mapped), IPv6 as
+/// its network of `prefix` bits.
+fn group_ip(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u32::from(prefix.min(128));
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+        v4 => v4,
     }
 }
 
@@ -286,4 +569,31 @@ fn record(route: &Arc<str>, limit: &Arc<str>, d: &Decision) {
         (metrics::SharedString::from(Arc::clone(route)), metrics::SharedString::from(Arc::clone(limit)));
     metrics::counter!("ratelimit_http_requests_total", "route" => route, "limit" => limit, "outcome" => outcome)
         .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_whole_segments() {
+        assert!(under_prefix("/api", "/api"));
+        assert!(under_prefix("/api/items", "/api"));
+        assert!(!under_prefix("/apiary", "/api"));
+        assert!(!under_prefix("/ap", "/api"));
+        assert!(under_prefix("/api/x", "/api/"));
+        assert!(!under_prefix("/api", "/api/"));
+        assert!(under_prefix("/anything", "/"));
+    }
+
+    #[test]
+    fn ipv6_is_grouped_and_mapped_ipv4_is_ipv4() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(group_ip(ip("2001:db8:1:2:aaaa::1"), 64), ip("2001:db8:1:2::"));
+        assert_eq!(group_ip(ip("2001:db8:1:2:aaaa::1"), 48), ip("2001:db8:1::"));
+        assert_eq!(group_ip(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+        assert_eq!(group_ip(ip("2001:db8::1"), 0), ip("::"));
+        assert_eq!(group_ip(ip("::ffff:203.0.113.7"), 64), ip("203.0.113.7"));
+        assert_eq!(group_ip(ip("203.0.113.7"), 64), ip("203.0.113.7"));
+    }
 }

@@ -2,19 +2,29 @@
 //!
 //! - Keys: the authenticated [`Principal`], then the [`Tenant`], then the client IP; forwarding
 //!   headers only through [trusted proxies](RateLimitLayer::trusted_proxies); or your own closure
-//!   ([`RateLimitLayer::caller_fn`]).
+//!   ([`RateLimitLayer::caller_fn`]). IPv6 addresses count per /64 ([`RateLimitLayer::ipv6_prefix`]),
+//!   IPv4-mapped ones as IPv4.
+//! - Routes match path prefixes by whole segments; [`RateLimitLayer::build`] refuses configurations
+//!   that cannot work; [`RateLimitLayer::on_denial`] shapes your own denial answer.
 //! - Every limited response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`
-//!   (seconds), and optionally the IETF draft's `RateLimit-Policy` and `RateLimit` fields;
-//!   `X-RateLimit-Degraded: true` when the failure policy decided.
+//!   (seconds), and optionally the IETF draft's `RateLimit-Policy` and `RateLimit` fields. When the
+//!   failure policy decided, `X-RateLimit-Degraded: true`, and only what is known without Redis:
+//!   `RateLimit-Limit` (and `RateLimit-Policy`), no remaining or reset.
 //! - A denial is `429 Too Many Requests` with `Retry-After` (whole seconds, at least 1) and an
 //!   `application/problem+json` body (RFC 9457) of type [`RATE_LIMITED`] naming the limit and when to
 //!   retry. A request that costs more than the limit can never be allowed: it gets a 429 *without*
 //!   `Retry-After` and a body of type [`COST_EXCEEDS_LIMIT`], so clients do not retry it.
+//! - A denial because Redis could not decide and the limiter fails closed is of type [`UNAVAILABLE`],
+//!   429 or, with [`RateLimitLayer::outage_status`], 503: callers can tell an outage from overuse.
 
 mod caller;
+mod denial;
+mod error;
 mod layer;
 mod response;
 
 pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies};
+pub use denial::{Denial, DenialKind};
+pub use error::LayerError;
 pub use layer::{RateLimit, RateLimitLayer};
-pub use response::{COST_EXCEEDS_LIMIT, RATE_LIMITED};
+pub use response::{COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE};

@@ -16,6 +16,9 @@ pub const DEGRADED: HeaderName = HeaderName::from_static("x-ratelimit-degraded")
 pub const RATE_LIMITED: &str = "urn:redis-ratelimit:rate-limited";
 /// The problem type of a request that costs more than the limit: it can never be allowed.
 pub const COST_EXCEEDS_LIMIT: &str = "urn:redis-ratelimit:cost-exceeds-limit";
+/// The problem type of a denial by [`FailurePolicy::Closed`](crate::FailurePolicy::Closed): Redis
+/// could not decide, so the request was not checked at all. Not the caller's overuse.
+pub const UNAVAILABLE: &str = "urn:redis-ratelimit:unavailable";
 
 /// The limit a decision describes, for headers and problem bodies.
 pub(crate) struct Described<'a> {
@@ -28,18 +31,23 @@ fn number(n: u64) -> HeaderValue {
     HeaderValue::from(n)
 }
 
-/// Adds the rate limit headers of `d` to `headers`.
+/// Adds the rate limit headers of `d` to `headers`. A degraded decision was made without Redis: the
+/// policy is known, what is left of it and when it resets are not, so those headers are left out.
 pub(crate) fn add_headers(headers: &mut HeaderMap, d: &Decision, limit: &Described<'_>, structured: bool) {
     headers.insert(RATELIMIT_LIMIT, number(d.limit));
-    headers.insert(RATELIMIT_REMAINING, number(d.remaining));
-    headers.insert(RATELIMIT_RESET, number(d.reset_after_secs()));
+    if !d.degraded {
+        headers.insert(RATELIMIT_REMAINING, number(d.remaining));
+        headers.insert(RATELIMIT_RESET, number(d.reset_after_secs()));
+    }
     if structured {
         // draft-ietf-httpapi-ratelimit-headers: quota and window of the policy; remaining and reset.
         let name = limit.name.replace(['"', '\\'], "");
         let policy = format!("\"{name}\";q={};w={}", d.limit, limit.window_secs);
-        let state = format!("\"{name}\";r={};t={}", d.remaining, d.reset_after_secs());
-        if let (Ok(p), Ok(s)) = (HeaderValue::from_str(&policy), HeaderValue::from_str(&state)) {
+        if let Ok(p) = HeaderValue::from_str(&policy) {
             headers.insert(RATELIMIT_POLICY, p);
+        }
+        let state = format!("\"{name}\";r={};t={}", d.remaining, d.reset_after_secs());
+        if let (false, Ok(s)) = (d.degraded, HeaderValue::from_str(&state)) {
             headers.insert(RATELIMIT, s);
         }
     }
@@ -55,8 +63,10 @@ pub(crate) fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, struc
         "status": 429,
         "limit": limit.name,
         "quota": d.limit,
-        "remaining": d.remaining,
     });
+    if !d.degraded {
+        body["remaining"] = d.remaining.into();
+    }
     let mut response = Response::new(B::from(String::new()));
     match d.retry_after_secs() {
         Some(secs) => {
@@ -81,6 +91,37 @@ pub(crate) fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, struc
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    add_headers(headers, d, limit, structured);
+    response
+}
+
+/// The answer when Redis could not decide and the failure policy is `Closed`: the request was not
+/// checked, so it says so (its own problem type, 429 or the status the layer was given, e.g. 503),
+/// with the `Retry-After` the limiter suggests, instead of blaming the caller's overuse.
+pub(crate) fn unavailable<B: From<String>>(
+    d: &Decision,
+    limit: &Described<'_>,
+    structured: bool,
+    status: StatusCode,
+) -> Response<B> {
+    let secs = d.retry_after_secs().unwrap_or(1);
+    let body = serde_json::json!({
+        "type": UNAVAILABLE,
+        "title": "Rate limiter unavailable",
+        "status": status.as_u16(),
+        "detail": format!(
+            "rate limit '{}' could not be checked: the rate limiter is unavailable and fails closed; \
+             retry in {secs} s",
+            limit.name
+        ),
+        "limit": limit.name,
+        "retry_after_seconds": secs,
+    });
+    let mut response = Response::new(B::from(body.to_string()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    headers.insert(RETRY_AFTER, number(secs));
     add_headers(headers, d, limit, structured);
     response
 }

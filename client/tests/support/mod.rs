@@ -15,11 +15,7 @@ pub fn limiter(server: &Server, failure: FailurePolicy) -> Limiter {
 /// How many times the server ran `command` (lower case, e.g. "rl.token"), from INFO commandstats.
 pub fn calls(server: &Server, command: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(&mut server.conn()).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    count_calls(&info, command)
 }
 
 /// A loopback port with nothing listening on it (a stopped server).
@@ -30,3 +26,100 @@ pub fn closed_port() -> u16 {
 /// Generous bounds for "answered within the deadline": the deadline plus scheduling slack.
 pub const DEADLINE: Duration = Duration::from_millis(100);
 pub const MARGIN: Duration = Duration::from_millis(150);
+
+/// A redis-server with the module on a fixed loopback port that a test can SIGKILL and start again
+/// on the same port (testkit's servers stop with SHUTDOWN; a crash is a different thing). Killed on drop.
+pub struct Killable {
+    pub port: u16,
+    child: Option<std::process::Child>,
+    dir: std::path::PathBuf,
+    module: bool,
+}
+
+impl Killable {
+    /// None, with a message, when `RL_TEST_REDIS_URL` says to use an external server.
+    pub fn start() -> Option<Killable> {
+        Self::start_with(true)
+    }
+
+    /// A plain redis-server, without the module.
+    pub fn start_plain() -> Option<Killable> {
+        Self::start_with(false)
+    }
+
+    fn start_with(module: bool) -> Option<Killable> {
+        if testkit::external_url().is_some() {
+            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("rl-killable-{}-{}", std::process::id(), closed_port()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut server = Killable { port: closed_port(), child: None, dir, module };
+        server.start_again();
+        Some(server)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// SIGKILL: no shutdown, the sockets of its clients are simply gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// Starts the server (again) on the same port, empty, and waits until it answers.
+    pub fn start_again(&mut self) {
+        self.kill();
+        let child = std::process::Command::new(testkit::server_binary())
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(if self.module { vec!["--loadmodule".into(), testkit::module_path()] } else { vec![] })
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("cannot start redis-server");
+        self.child = Some(child);
+        let url = self.url();
+        testkit::wait_until("the server to answer", || {
+            redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok()
+        });
+    }
+
+    /// How many times the server ran `command` since it started, from INFO commandstats.
+    pub fn calls(&self, command: &str) -> u64 {
+        let mut con = redis::Client::open(self.url().as_str()).unwrap().get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
+        count_calls(&info, command)
+    }
+}
+
+impl Drop for Killable {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn count_calls(info: &str, command: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

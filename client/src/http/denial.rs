@@ -1,0 +1,93 @@
+//! A request the layer turns away, as a value: the application can shape the answer itself
+//! ([`RateLimitLayer::on_denial`](super::RateLimitLayer::on_denial)) or take the default one.
+
+use super::response::{denied, unavailable, Described};
+use crate::decision::Decision;
+use http::{Response, StatusCode};
+use std::sync::Arc;
+
+/// Why a request was denied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DenialKind {
+    /// Over the limit: retry after [`Denial::retry_after_secs`].
+    RateLimited,
+    /// The request costs more than the limit: it can never be allowed.
+    CostExceedsLimit,
+    /// Redis could not decide and the limiter fails closed: not the caller's overuse.
+    Unavailable,
+}
+
+/// A denied request: which limit, why, and the decision it came from.
+#[derive(Debug, Clone)]
+pub struct Denial {
+    pub(crate) kind: DenialKind,
+    pub(crate) route: Arc<str>,
+    pub(crate) limit: Arc<str>,
+    pub(crate) window_secs: u64,
+    pub(crate) cost: u64,
+    pub(crate) decision: Decision,
+    /// How the default answer is written: the layer's header style and outage status.
+    pub(crate) structured: bool,
+    pub(crate) outage_status: StatusCode,
+}
+
+impl DenialKind {
+    /// Why `decision` (a denial) denied; `outage` when the failure policy denied because Redis could not.
+    pub(crate) fn of(decision: &Decision, outage: bool) -> DenialKind {
+        if outage {
+            DenialKind::Unavailable
+        } else if decision.never_fits() {
+            DenialKind::CostExceedsLimit
+        } else {
+            DenialKind::RateLimited
+        }
+    }
+}
+
+impl Denial {
+    pub fn kind(&self) -> DenialKind {
+        self.kind
+    }
+
+    /// The route the request matched (`all` when only the global limit applied).
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    /// The limit that denied it: the route's name or `all` (the global limit).
+    pub fn limit(&self) -> &str {
+        &self.limit
+    }
+
+    /// What the request cost.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The limiter's decision (`degraded` when Redis did not decide).
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// `Retry-After` in whole seconds; None when waiting would not help (the cost exceeds the limit).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.decision.retry_after_secs()
+    }
+
+    /// The layer's own answer: 429 (or the outage status) with an RFC 9457 problem body and the
+    /// rate limit headers.
+    pub fn default_response(&self) -> Response<String> {
+        let described = self.described();
+        match self.kind {
+            DenialKind::Unavailable => {
+                unavailable(&self.decision, &described, self.structured, self.outage_status)
+            }
+            _ => denied(&self.decision, &described, self.structured),
+        }
+    }
+
+    pub(crate) fn described(&self) -> Described<'_> {
+        Described { name: &self.limit, window_secs: self.window_secs, cost: self.cost }
+    }
+}

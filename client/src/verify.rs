@@ -1,0 +1,141 @@
+//! The start-up check: is the module loaded on the server the limiter talks to, which version, and
+//! do its commands answer for this connection's user. Works for the least-privileged user the README
+//! recommends (`~rl:* +@ratelimit`), which cannot run `MODULE LIST`: the commands prove the module,
+//! and the version is read only where the user may.
+
+use crate::error::CallError;
+use crate::limiter::Limiter;
+use redis::Value;
+use std::fmt;
+
+/// The key the check reads and peeks at (nothing is written): inside the README's `~rl:*`.
+const VERIFY_KEY: &str = "rl:verify";
+
+/// What [`Limiter::verify`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ModuleInfo {
+    /// The module's version from `MODULE LIST`; `None` when this user may not run it.
+    pub version: Option<ModuleVersion>,
+    /// The commands that answered: `RL.INSPECT` (read-only) and `RL.TOKEN` (a peek, cost 0).
+    pub commands: Vec<&'static str>,
+}
+
+/// A module version, `MAJOR.MINOR.PATCH` (`MODULE LIST` shows it as `MAJOR * 10000 + MINOR * 100 + PATCH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ModuleVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl ModuleVersion {
+    /// From the number `MODULE LIST` shows (`100` is 0.1.0).
+    pub fn from_number(n: u32) -> ModuleVersion {
+        ModuleVersion { major: n / 10_000, minor: n / 100 % 100, patch: n % 100 }
+    }
+}
+
+impl fmt::Display for ModuleVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// Why the start-up check failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    #[error("the ratelimit module is not loaded on this server ({command} is an unknown command): load it with --loadmodule /path/to/libredis_ratelimit.so")]
+    ModuleNotLoaded { command: &'static str },
+    #[error("this Redis user may not run {command} ({detail}): grant it the module's commands, e.g. ACL SETUSER <user> ~rl:* +@ratelimit")]
+    NoPermission { command: &'static str, detail: String },
+    #[error("{command} answered {reply}, not what the ratelimit module answers")]
+    UnexpectedReply { command: &'static str, reply: String },
+    #[error("Redis could not be asked: {0}")]
+    Unreachable(#[source] CallError),
+}
+
+impl Limiter {
+    /// The start-up check: the module answers `RL.INSPECT` (read-only, on a key that need not exist)
+    /// and `RL.TOKEN` (a peek, cost 0: writes nothing) for this connection's user, and its version
+    /// where the user may run `MODULE LIST`. Call it once when the application starts; an error says
+    /// what to fix (module not loaded, a missing ACL permission, Redis unreachable).
+    pub async fn verify(&self) -> Result<ModuleInfo, VerifyError> {
+        let mut inspect = redis::cmd("RL.INSPECT");
+        inspect.arg(VERIFY_KEY);
+        match self.query(&inspect).await {
+            Ok(Value::Nil | Value::Array(_) | Value::Map(_)) => {}
+            Ok(other) => return Err(unexpected("RL.INSPECT", &other)),
+            Err(e) => return Err(classify("RL.INSPECT", e)),
+        }
+        let mut peek = redis::cmd("RL.TOKEN");
+        peek.arg(VERIFY_KEY).arg(1).arg(1).arg(0);
+        match self.query(&peek).await {
+            Ok(Value::Array(fields)) if fields.len() >= 5 => {}
+            Ok(other) => return Err(unexpected("RL.TOKEN", &other)),
+            Err(e) => return Err(classify("RL.TOKEN", e)),
+        }
+        Ok(ModuleInfo { version: self.module_version().await, commands: vec!["RL.INSPECT", "RL.TOKEN"] })
+    }
+
+    /// The `ver` of the `ratelimit` entry of `MODULE LIST`, if this user may read it.
+    async fn module_version(&self) -> Option<ModuleVersion> {
+        let Ok(Value::Array(modules)) = self.query(&redis::cmd("MODULE").arg("LIST").clone()).await else {
+            return None;
+        };
+        modules.into_iter().find_map(|module| {
+            let fields: Vec<(String, Value)> = match module {
+                Value::Map(m) => m.into_iter().filter_map(|(k, v)| Some((string(k)?, v))).collect(),
+                Value::Array(flat) => flat
+                    .chunks(2)
+                    .filter_map(|kv| match kv {
+                        [k, v] => Some((string(k.clone())?, v.clone())),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => return None,
+            };
+            let name = fields.iter().find(|(k, _)| k == "name").and_then(|(_, v)| string(v.clone()))?;
+            let ver = fields.iter().find(|(k, _)| k == "ver").and_then(|(_, v)| match v {
+                Value::Int(n) => u32::try_from(*n).ok(),
+                _ => None,
+            })?;
+            (name == "ratelimit").then(|| ModuleVersion::from_number(ver))
+        })
+    }
+}
+
+fn string(v: Value) -> Option<String> {
+    redis::from_redis_value(v).ok()
+}
+
+fn unexpected(command: &'static str, reply: &Value) -> VerifyError {
+    VerifyError::UnexpectedReply { command, reply: format!("{reply:?}") }
+}
+
+fn classify(command: &'static str, e: CallError) -> VerifyError {
+    if let CallError::Redis(r) = &e {
+        let detail = r.detail().unwrap_or_default().to_string();
+        match r.code() {
+            Some("NOPERM") => return VerifyError::NoPermission { command, detail },
+            Some("ERR") if detail.contains("unknown command") => {
+                return VerifyError::ModuleNotLoaded { command }
+            }
+            _ => {}
+        }
+    }
+    VerifyError::Unreachable(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_list_numbers_read_as_versions() {
+        assert_eq!(ModuleVersion::from_number(100).to_string(), "0.1.0");
+        assert_eq!(ModuleVersion::from_number(10203).to_string(), "1.2.3");
+        assert_eq!(ModuleVersion::from_number(200).to_string(), "0.2.0");
+    }
+}
