@@ -54,7 +54,7 @@ fn state_from_a_clock_that_ran_ahead_locks_out_for_one_refill_at_most() {
     // The "new primary" has the right time: nobody gets a fresh burst, nobody waits an hour.
     s.shift(0);
     let token = rl(&mut con, "RL.TOKEN", &["b", "3", "2", "1"]);
-    assert_eq!(token.allowed, false);
+    assert!(!token.allowed);
     assert!(token.retry_after_ms <= 500 && token.reset_after_ms <= 1500, "{token:?}");
     let ttl: i64 = redis::cmd("PTTL").arg("b").query(&mut con).unwrap();
     assert!(ttl <= 1500 + 1000 + 10, "the repaired bucket's key expires with it (plus the slack): {ttl}");
@@ -64,7 +64,7 @@ fn state_from_a_clock_that_ran_ahead_locks_out_for_one_refill_at_most() {
         ("RL.SLIDECOUNT", vec!["c", "3", "10"]),
     ] {
         let r = rl(&mut con, command, &args);
-        assert_eq!(r.allowed, false, "{command}: what was counted still counts");
+        assert!(!r.allowed, "{command}: what was counted still counts");
         assert!(
             r.retry_after_ms <= 20_000 && r.reset_after_ms <= 20_000,
             "{command}: no hour-long lock-out: {r:?}"

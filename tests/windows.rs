@@ -45,7 +45,7 @@ fn fixed_window_restarts_after_it_ends() {
     for _ in 0..2 {
         rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"]);
     }
-    assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"]).allowed, false);
+    assert!(!rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"]).allowed);
     std::thread::sleep(Duration::from_millis(170));
     assert_eq!(rl(&mut con, "RL.FIXED", &[&key, "2", "0.15"]).head(), (true, 2, 1));
 }
@@ -63,12 +63,12 @@ fn sliding_log_is_exact_where_fixed_windows_and_counters_are_not() {
     let start = Instant::now();
     // t = 0: one request; t = 300 ms: two more; t = 450 ms: three attempts.
     for (which, key) in [("slide", &slide), ("fixed", &fixed), ("count", &counter)] {
-        assert_eq!(call(&mut con, which, key).allowed, true);
+        assert!(call(&mut con, which, key).allowed);
     }
     sleep_until(start, 300);
     for (which, key) in [("slide", &slide), ("fixed", &fixed), ("count", &counter)] {
         for _ in 0..2 {
-            assert_eq!(call(&mut con, which, key).allowed, true, "{which}");
+            assert!(call(&mut con, which, key).allowed, "{which}");
         }
     }
     sleep_until(start, 450);
@@ -99,11 +99,7 @@ fn sliding_log_retry_after_is_enough_and_denials_are_not_recorded() {
             && denied.reset_after_ms >= denied.retry_after_ms
     );
     std::thread::sleep(Duration::from_millis(denied.retry_after_ms as u64));
-    assert_eq!(
-        rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"]).allowed,
-        true,
-        "waiting retry_after_ms is enough"
-    );
+    assert!(rl(&mut con, "RL.SLIDE", &[&key, "2", "0.2", "x"]).allowed, "waiting retry_after_ms is enough");
     let ttl = pttl(&mut con, &key);
     assert!(ttl > 0 && ttl <= 200 + 1001, "the key ends when its newest request leaves the window: {ttl}");
 }
@@ -121,7 +117,7 @@ fn sliding_log_dedup_counts_a_retried_id_once() {
     );
     assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"]).head(), (true, 2, 0));
     assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-2", "DEDUP"]).head(), (true, 2, 0));
-    assert_eq!(rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-3", "DEDUP"]).allowed, false);
+    assert!(!rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-3", "DEDUP"]).allowed);
     assert_eq!(
         rl(&mut con, "RL.SLIDE", &[&key, "2", "60", "req-1"]).fields()[0],
         0,

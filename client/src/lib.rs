@@ -30,7 +30,6 @@
 //! ```
 
 mod admin;
-mod batch;
 mod breaker;
 mod command;
 mod connection;
@@ -40,16 +39,18 @@ mod error;
 mod fallback;
 pub mod http;
 mod limiter;
+mod log_throttle;
 mod policy;
 mod precheck;
+mod reserve;
 mod verify;
 
 pub use admin::{DeniedKey, Inspection};
-pub use batch::TokenReserve;
 pub use command::Limit;
 pub use counters::Counts;
 pub use decision::Decision;
 pub use error::{CallError, PolicyError};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder};
 pub use policy::{Policy, Window};
+pub use reserve::TokenReserve;
 pub use verify::{ModuleInfo, ModuleVersion, VerifyError};

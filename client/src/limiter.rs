@@ -4,10 +4,11 @@
 use crate::breaker::{Admission, Breaker};
 use crate::command::{self, Limit};
 use crate::connection::{is_connection_failure, Backend};
-use crate::counters::{Counters, Counts, LogThrottle};
+use crate::counters::{Counters, Counts};
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::fallback::LocalLimiter;
+use crate::log_throttle::LogThrottle;
 use crate::precheck::DenialCache;
 use redis::Value;
 use std::sync::Arc;

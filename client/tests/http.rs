@@ -234,7 +234,7 @@ async fn forwarding_headers_are_believed_only_from_trusted_proxies() {
 /// limit, not what is left of it), and a closed limiter's denial is an outage, not overuse.
 #[tokio::test]
 async fn degraded_answers_say_so_and_only_what_is_known() {
-    let Some(mut server) = Server::own(&[]) else { return };
+    let Some(mut server) = Server::builder().own() else { return };
     let api = || Policy::token_bucket(10, 5.0).unwrap();
     let layer = |failure| {
         RateLimitLayer::new(Limiter::builder(failure).connect(server.url()).unwrap())
@@ -341,7 +341,7 @@ async fn works_with_plain_hyper() {
 /// Route prefixes match whole path segments: `/apiary` is not under `/api`.
 #[tokio::test]
 async fn route_prefixes_match_whole_segments() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed).route(
         "api",
         "/api",
@@ -374,7 +374,7 @@ async fn statuses_of(base: &str, paths: &[&str]) -> Vec<u16> {
 /// that forwards them.
 #[tokio::test]
 async fn ipv6_callers_are_grouped_by_prefix_and_mapped_ipv4_is_ipv4() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let client = reqwest::Client::new();
     let policy = Policy::token_bucket(2, 0.001).unwrap();
     let proxied = |layer: RateLimitLayer| {
@@ -414,13 +414,13 @@ async fn ipv6_callers_are_grouped_by_prefix_and_mapped_ipv4_is_ipv4() {
 /// IPv4 address, not lumped into `::ffff:0:0/64`.
 #[tokio::test]
 async fn a_dual_stack_listener_keys_ipv4_clients_by_their_ipv4_address() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let prefix = unique_key("rl");
     let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
         .key_prefix(&prefix)
         .route("api", "/api", Policy::token_bucket(5, 0.001).unwrap());
     let Ok(listener) = tokio::net::TcpListener::bind("[::]:0").await else {
-        eprintln!("skipped: no IPv6 on this machine");
+        testkit::skip("no IPv6 on this machine");
         return;
     };
     let port = listener.local_addr().unwrap().port();
@@ -438,7 +438,7 @@ async fn a_dual_stack_listener_keys_ipv4_clients_by_their_ipv4_address() {
 /// What the README says: a path no route matches, a 404 included, counts against the global limit.
 #[tokio::test]
 async fn unrouted_paths_count_against_the_global_limit() {
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed)
         .route("api", "/api", Policy::token_bucket(10, 0.001).unwrap())
         .global(Policy::token_bucket(2, 0.001).unwrap());
@@ -485,7 +485,7 @@ impl Logs {
 async fn a_server_without_connect_info_is_reported_once() {
     let logs = Logs::default();
     let _capture = logs.capture();
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed).route(
         "api",
         "/api",
@@ -511,7 +511,7 @@ async fn a_server_without_connect_info_is_reported_once() {
 async fn an_unbuilt_misconfigured_layer_says_what_is_wrong_once() {
     let logs = Logs::default();
     let _capture = logs.capture();
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed)
         .route("api", "/api", Policy::token_bucket(10, 0.001).unwrap())
         .cost("apii", |_| 5);
@@ -530,7 +530,7 @@ async fn an_unbuilt_misconfigured_layer_says_what_is_wrong_once() {
 #[tokio::test]
 async fn an_application_can_shape_its_own_denial_response() {
     use redis_ratelimit_client::http::DenialKind;
-    let server = Server::single();
+    let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed)
         .route("api", "/api", Policy::token_bucket(1, 0.001).unwrap())
         .cost("api", |parts| if parts.uri.query() == Some("huge") { 50 } else { 1 })

@@ -40,7 +40,7 @@ fn module_list_version(server: &Server) -> u32 {
 
 #[tokio::test]
 async fn verify_reports_the_module_and_its_version_and_writes_nothing() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let info = limiter(server.url()).verify().await.unwrap();
     assert_eq!(info.version, Some(ModuleVersion::from_number(module_list_version(&server))));
     assert_eq!(info.commands, ["RL.INSPECT", "RL.TOKEN"]);
@@ -50,7 +50,7 @@ async fn verify_reports_the_module_and_its_version_and_writes_nothing() {
 
 #[tokio::test]
 async fn verify_works_for_the_least_privileged_user_the_readme_recommends() {
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let all = ["rl.token", "rl.slide", "rl.slidecount", "rl.fixed", "rl.refund", "rl.inspect", "rl.top"];
     let url = add_user(&server, "app", "+@ratelimit", &all);
     // The user really cannot read MODULE LIST.
@@ -65,7 +65,7 @@ async fn verify_works_for_the_least_privileged_user_the_readme_recommends() {
 #[tokio::test]
 async fn verify_names_what_is_missing() {
     // A user that may read (RL.INSPECT) but not limit.
-    let Some(server) = Server::own(&[]) else { return };
+    let Some(server) = Server::builder().own() else { return };
     let url = add_user(&server, "support", "+@read", &["rl.inspect", "rl.top"]);
     let err = limiter(&url).verify().await.unwrap_err();
     assert!(matches!(&err, VerifyError::NoPermission { command: "RL.TOKEN", .. }), "{err:?}");

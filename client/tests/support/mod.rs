@@ -49,7 +49,7 @@ impl Killable {
 
     fn start_with(module: bool) -> Option<Killable> {
         if testkit::external_url().is_some() {
-            eprintln!("skipped: RL_TEST_REDIS_URL is set and this test must start its own servers");
+            testkit::skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
             return None;
         }
         let dir = std::env::temp_dir().join(format!("rl-killable-{}-{}", std::process::id(), closed_port()));
