@@ -7,6 +7,7 @@
 //! connection was refused is sent once more. Nothing else is resent: an RL.* call that may have
 //! reached the server may have been charged, and a resend would charge it twice.
 
+use crate::fallback::LocalLimiter;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
@@ -18,6 +19,8 @@ use std::time::Duration;
 pub(crate) enum Backend {
     Single(Single),
     Cluster(ClusterConnection),
+    /// No Redis: every decision is made in this process (`LimiterBuilder::in_process`).
+    Local(Arc<LocalLimiter>),
 }
 
 #[derive(Clone)]
@@ -66,6 +69,10 @@ impl Backend {
         match self {
             Backend::Single(single) => single.query(cmd, check_first).await,
             Backend::Cluster(con) => cmd.query_async(&mut con.clone()).await,
+            Backend::Local(_) => Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "an in-process limiter has no Redis to send this command to",
+            ))),
         }
     }
 }

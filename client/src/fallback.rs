@@ -37,9 +37,15 @@ impl LocalLimiter {
         LocalLimiter { instances: instances.max(1), entries: Mutex::new(HashMap::new()) }
     }
 
-    /// Decides `limits` together at `now` (ns since the Unix epoch): allowed only if all allow, as the
-    /// module does (`ratelimit_core::combine`).
+    /// Decides `limits` together at `now` (ns since the Unix epoch) while Redis cannot: a degraded
+    /// decision.
     pub(crate) fn check(&self, limits: &[Limit<'_>], now: Nanos) -> Decision {
+        self.decide(limits, now, true)
+    }
+
+    /// Decides `limits` together at `now`: allowed only if all allow, as the module does
+    /// (`ratelimit_core::combine`). `degraded` says whether this stands in for Redis.
+    pub(crate) fn decide(&self, limits: &[Limit<'_>], now: Nanos, degraded: bool) -> Decision {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let outcomes: Vec<Outcome> = limits
             .iter()
@@ -49,10 +55,9 @@ impl LocalLimiter {
             })
             .collect();
         let Some(combined) = all_or_nothing(outcomes) else {
-            return decision(
-                Verdict { allowed: true, limit: 0, remaining: 0, retry_after_ns: Some(0), reset_after_ns: 0 },
-                0,
-            );
+            let nothing =
+                Verdict { allowed: true, limit: 0, remaining: 0, retry_after_ns: Some(0), reset_after_ns: 0 };
+            return decision(nothing, 0, degraded);
         };
         if entries.len() + limits.len() > MAX_KEYS {
             entries.retain(|_, e| e.expires_at > now);
@@ -72,11 +77,11 @@ impl LocalLimiter {
                 entry.expires_at = write.expiry.latest_ms().saturating_mul(NANOS_PER_MS);
             }
         }
-        decision(combined.verdict, combined.limiting)
+        decision(combined.verdict, combined.limiting, degraded)
     }
 }
 
-fn decision(v: Verdict, limiting: usize) -> Decision {
+fn decision(v: Verdict, limiting: usize, degraded: bool) -> Decision {
     let ms = |ns: Nanos| Duration::from_millis(ceil_ms(ns) as u64);
     Decision {
         allowed: v.allowed,
@@ -85,7 +90,7 @@ fn decision(v: Verdict, limiting: usize) -> Decision {
         retry_after: v.retry_after_ns.map(ms),
         reset_after: ms(v.reset_after_ns),
         limiting,
-        degraded: true,
+        degraded,
     }
 }
 

@@ -1,6 +1,6 @@
 //! # redis-ratelimit-client
 //!
-//! The application side of [redis-ratelimit](https://example.invalid/redis-ratelimit): a limiter whose
+//! The application side of redis-ratelimit (the `ratelimit` Redis module): a limiter whose
 //! decisions are made atomically inside Redis by the `ratelimit` module (`RL.*` commands), with a
 //! deadline on every call, an explicit failure policy for the day Redis is unavailable, a circuit
 //! breaker, and HTTP middleware (a tower `Layer`, usable from axum and hyper) that tells callers where

@@ -87,6 +87,15 @@ impl LimiterBuilder {
         Ok(self.finish(backend))
     }
 
+    /// A limiter without Redis: every decision is made in this process, with the module's algorithms
+    /// (the local fallback's, with the whole limit: the sliding log is approximated by the sliding
+    /// counter). For a single-instance service, and for running the HTTP layer in tests without a
+    /// server (tower's `oneshot`). Its decisions are not degraded; commands that only Redis answers
+    /// (refunds, inspection, `verify`) return an error.
+    pub fn in_process(self) -> Limiter {
+        self.finish(Backend::Local(Arc::new(LocalLimiter::new(1))))
+    }
+
     fn finish(self, backend: Backend) -> Limiter {
         let fallback = match self.failure {
             FailurePolicy::LocalFallback { instances } => Some(LocalLimiter::new(instances)),
@@ -243,6 +252,9 @@ impl Limiter {
 
     async fn call(&self, limits: &[Limit<'_>]) -> Result<Decision, CallError> {
         let cmd = command::decide(limits)?;
+        if let Backend::Local(local) = &self.inner.backend {
+            return Ok(local.decide(limits, now_ns(), false));
+        }
         self.send(&cmd).await
     }
 

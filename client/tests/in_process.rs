@@ -1,0 +1,62 @@
+//! The HTTP layer without Redis: a limiter that decides in this process (`in_process`), driven with
+//! tower's `oneshot` on an axum router, no socket. The real-socket tests against Redis are in http.rs.
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, StatusCode};
+use redis_ratelimit_client::http::{PeerAddr, RateLimitLayer, RATE_LIMITED};
+use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use std::net::SocketAddr;
+use tower::ServiceExt;
+
+fn request(path: &str, peer: &str) -> Request<Body> {
+    let mut req = Request::get(path).body(Body::empty()).unwrap();
+    req.extensions_mut().insert(PeerAddr(peer.parse::<SocketAddr>().unwrap()));
+    req
+}
+
+#[tokio::test]
+async fn the_layer_limits_in_process_with_oneshot() {
+    let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
+    let layer = RateLimitLayer::new(limiter.clone())
+        .route("api", "/api", Policy::token_bucket(3, 0.01).unwrap())
+        .build()
+        .unwrap();
+    let app = Router::new().route("/api/items", get(|| async { "ok" })).layer(layer);
+    let mut statuses = vec![];
+    for _ in 0..4 {
+        let resp = app.clone().oneshot(request("/api/items", "192.0.2.1:5000")).await.unwrap();
+        statuses.push(resp.status());
+        if resp.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(resp.headers()["ratelimit-remaining"], "0");
+            assert!(resp.headers().contains_key("retry-after"));
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+            let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(problem["type"], RATE_LIMITED);
+        } else {
+            assert_eq!(resp.headers().get("x-ratelimit-degraded"), None, "in process is not degraded");
+        }
+    }
+    assert_eq!(statuses[..3], [StatusCode::OK; 3]);
+    assert_eq!(statuses[3], StatusCode::TOO_MANY_REQUESTS);
+    // Another caller has its own bucket.
+    let other = app.clone().oneshot(request("/api/items", "192.0.2.2:5000")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    let counts = limiter.counts();
+    assert_eq!((counts.allowed, counts.denied, counts.degraded), (4, 1, 0));
+}
+
+#[tokio::test]
+async fn an_in_process_limiter_decides_every_kind_and_refuses_redis_only_calls() {
+    let limiter = Limiter::builder(FailurePolicy::Open).in_process();
+    let window = Policy::fixed_window(2, std::time::Duration::from_secs(60)).unwrap();
+    let mut got = vec![];
+    for _ in 0..3 {
+        got.push(limiter.check("k", &window, 1).await.allowed);
+    }
+    assert_eq!(got, [true, true, false]);
+    assert!(!limiter.check("k", &window, 1).await.degraded);
+    let bucket = Policy::token_bucket(5, 1.0).unwrap();
+    assert!(limiter.refund("b", &bucket, 1).await.is_err(), "a refund needs Redis");
+}
