@@ -37,47 +37,53 @@ struct LoadPath {
     prime: bool,
 }
 
+/// Which peers a path also runs: the Lua script, INCR, and whether the key is created first.
+#[derive(Clone, Copy)]
+struct Also {
+    lua: bool,
+    incr: bool,
+    /// Create the key first (a peek on an existing bucket).
+    prime: bool,
+}
+
+const LUA_AND_INCR: Also = Also { lua: true, incr: true, prime: false };
+const NONE: Also = Also { lua: false, incr: false, prime: false };
+const PRIMED: Also = Also { lua: false, incr: false, prime: true };
+
+impl LoadPath {
+    /// A path: its name, random keys or one hot key, then per command the arguments after the key
+    /// (None: the command has no such path).
+    const fn new(
+        name: &'static str,
+        random: bool,
+        args: (Option<&'static str>, &'static str, Option<&'static str>),
+        also: Also,
+    ) -> LoadPath {
+        let (gcra, token, cell) = args;
+        LoadPath { name, random, gcra, token, cell, lua: also.lua, incr: also.incr, prime: also.prime }
+    }
+}
+
 const PATHS: &[LoadPath] = &[
-    LoadPath {
-        name: "random keys (100k), capacity 10, rate 5/s",
-        random: true,
-        gcra: Some("9 5 1"),
-        token: "10 5 1",
-        cell: Some("9 5 1"),
-        lua: true,
-        incr: true,
-        prime: false,
-    },
-    LoadPath {
-        name: "random keys, all allowed, no expiry churn",
-        random: true,
-        gcra: Some("999999 1 1"),
-        token: "1000000 1 1",
-        cell: Some("999999 1 1"),
-        lua: false,
-        incr: false,
-        prime: false,
-    },
-    LoadPath {
-        name: "one hot key (mostly denials)",
-        random: false,
-        gcra: Some("9 5 1"),
-        token: "10 5 1",
-        cell: Some("9 5 1"),
-        lua: true,
-        incr: true,
-        prime: false,
-    },
-    LoadPath {
-        name: "peek (cost 0) on a hot key",
-        random: false,
-        gcra: None,
-        token: "10 5 0",
-        cell: Some("9 5 1 0"),
-        lua: false,
-        incr: false,
-        prime: true,
-    },
+    LoadPath::new(
+        "random keys (100k), capacity 10, rate 5/s",
+        true,
+        (Some("9 5 1"), "10 5 1", Some("9 5 1")),
+        LUA_AND_INCR,
+    ),
+    LoadPath::new(
+        "random keys, all allowed, no expiry churn",
+        true,
+        (Some("999999 1 1"), "1000000 1 1", Some("999999 1 1")),
+        NONE,
+    ),
+    LoadPath::new(
+        "one hot key (mostly denials)",
+        false,
+        (Some("9 5 1"), "10 5 1", Some("9 5 1")),
+        LUA_AND_INCR,
+    ),
+    LoadPath::new("peek (cost 0) on a hot key", false, (None, "10 5 0", Some("9 5 1 0")), PRIMED),
 ];
 
 struct Candidate {

@@ -4,25 +4,22 @@
 //! State: the units counted in the current window and the instant the window ends (the key's expiry),
 //! stored as two little-endian words (u64 count, i64 Unix ns) behind the tag `RLF\x01`.
 
-use crate::error::{ParamError, StateError};
+use crate::error::StateError;
 use crate::format::{word, words, Kind};
-use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Refund, Write};
-use crate::limits::MAX_HORIZON_NS;
+use crate::limiter::{Change, Expiry, Field, Write};
+use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos};
 use crate::verdict::Verdict;
+use crate::window::Windowed;
 
-/// A limit of zero never admits anything.
-pub const LIMIT: ParamError = ParamError::new("limit", "must be a whole number >= 1");
-/// What every window (and lease) length must be.
-pub const WINDOW: ParamError =
-    ParamError::new("window", "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)");
+pub use crate::window::{LIMIT, WINDOW};
+
+/// The fixed window's algorithm (see `window::Windowed`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fixed {}
 
 /// Valid fixed window parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FixedWindow {
-    limit: u64,
-    window_ns: Nanos,
-}
+pub type FixedWindow = Windowed<Fixed>;
 
 /// A window in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,11 +38,6 @@ pub struct FixedDecision {
 }
 
 impl FixedWindow {
-    pub fn new(limit: u64, window_ns: Nanos) -> Result<FixedWindow, ParamError> {
-        check_window(limit, window_ns, LIMIT)?;
-        Ok(FixedWindow { limit, window_ns })
-    }
-
     /// Decides `cost` units at `now`. A window that has ended counts as none: a new one starts now.
     /// A window that ends further ahead than one window (a clock that stepped back, a primary whose
     /// clock ran ahead) is repaired: its count is kept and it ends one window from now, so a clock
@@ -88,79 +80,40 @@ impl FixedWindow {
     }
 }
 
-/// A window limiter's `limit` (`limit_error` when 0) and `window` (positive, within the horizon).
-pub(crate) fn check_window(limit: u64, window_ns: Nanos, limit_error: ParamError) -> Result<(), ParamError> {
-    if limit == 0 {
-        return Err(limit_error);
-    }
-    if window_ns <= 0 || window_ns > MAX_HORIZON_NS {
-        return Err(WINDOW);
-    }
-    Ok(())
-}
+impl SmallState for FixedWindow {
+    type State = WindowState;
+    const KIND: Kind = Kind::FixedWindow;
 
-impl FixedWindow {
-    /// The state in a stored value (tagged, or 0.1's untagged 16 bytes).
     #[inline]
-    pub fn decode(stored: &[u8]) -> Result<WindowState, StateError> {
+    fn decode(stored: &[u8]) -> Result<WindowState, StateError> {
         let p = Kind::FixedWindow.payload(stored).ok_or(StateError)?;
-        Ok(WindowState {
-            count: word(p, 0).ok_or(StateError)?,
-            ends_at: word(p, 1).ok_or(StateError)? as Nanos,
-        })
+        let count = word(p, 0).ok_or(StateError)?;
+        Ok(WindowState { count, ends_at: word(p, 1).ok_or(StateError)? as Nanos })
+    }
+
+    #[inline]
+    fn step(&self, state: Option<WindowState>, now: Nanos, cost: u64) -> Step<WindowState> {
+        let d = self.decide_window(state, now, cost);
+        let repair = d.new_state.is_some() && !(d.verdict.allowed && cost > 0);
+        Step { verdict: d.verdict, next: d.new_state, repair }
     }
 
     /// The key expires exactly when the window ends.
     #[inline]
-    fn write(state: &WindowState) -> Write {
+    fn write(&self, state: &WindowState, _previous: Option<&WindowState>, _now: Nanos) -> Write {
         Write {
             change: Change::Set(words(Kind::FixedWindow, &[state.count, state.ends_at as u64])),
             expiry: Expiry::Within { at_least_ms: ceil_ms(state.ends_at), slack_ms: 0 },
         }
     }
-}
 
-impl Limiter for FixedWindow {
-    /// Units to count (0: a peek).
-    type Request = u64;
-    const KIND: Kind = Kind::FixedWindow;
-
-    #[inline]
-    fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
-        let state = stored.map(Self::decode).transpose()?;
-        let d = self.decide_window(state, now, cost);
-        let repair = d.new_state.is_some() && !(d.verdict.allowed && cost > 0);
-        Ok(Outcome { verdict: d.verdict, write: d.new_state.as_ref().map(Self::write), repair })
+    fn fields(s: &WindowState, _now: Nanos) -> Vec<Field> {
+        let count = i64::try_from(s.count).unwrap_or(i64::MAX);
+        vec![("count", Some(count)), ("window_ends_at_ms", Some(ceil_ms(s.ends_at)))]
     }
 
-    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
-        let state = stored.map(Self::decode).transpose()?;
-        Ok(Peek {
-            now: self.decide_window(state, now, 0).verdict,
-            one: self.decide_window(state, now, 1).verdict,
-        })
-    }
-
-    fn describe(stored: &[u8], _now: Nanos) -> Result<Vec<Field>, StateError> {
-        let s = Self::decode(stored)?;
-        Ok(vec![
-            ("count", Some(i64::try_from(s.count).unwrap_or(i64::MAX))),
-            ("window_ends_at_ms", Some(ceil_ms(s.ends_at))),
-        ])
-    }
-}
-
-impl Refund for FixedWindow {
-    fn refund(
-        &self,
-        stored: Option<&[u8]>,
-        now: Nanos,
-        units: u64,
-    ) -> Result<(Option<Write>, Verdict), StateError> {
-        let state = stored.map(Self::decode).transpose()?;
-        let refunded = self.refund_window(state, now, units);
-        let verdict = self.decide_window(refunded.or(state), now, 0).verdict;
-        Ok((refunded.as_ref().map(Self::write), verdict))
+    fn give_back(&self, state: Option<WindowState>, now: Nanos, units: u64) -> Option<WindowState> {
+        self.refund_window(state, now, units)
     }
 }
 

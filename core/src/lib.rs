@@ -15,6 +15,8 @@ pub mod limiter;
 pub mod limits;
 pub mod sliding_counter;
 pub mod sliding_log;
+pub mod state;
 pub mod time;
 pub mod token_bucket;
 pub mod verdict;
+pub mod window;

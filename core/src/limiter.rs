@@ -43,6 +43,12 @@ pub trait Refund: Limiter {
     ) -> Result<(Option<Write>, Verdict), StateError>;
 }
 
+/// A limiter of `limit` units per window (the fixed window, the sliding counter): built alike, from
+/// a limit and a window in nanoseconds.
+pub trait WindowLimiter: Limiter<Request = u64> + Sized {
+    fn with_window(limit: u64, window_ns: Nanos) -> Result<Self, crate::error::ParamError>;
+}
+
 /// One named field of a described state; None is a null (nothing recorded).
 pub type Field = (&'static str, Option<i64>);
 

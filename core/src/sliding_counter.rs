@@ -16,18 +16,20 @@
 //! Stored as three little-endian u64 words (window index, current count, previous count) behind the
 //! tag `RLC\x01`; the key expires at the end of the window after the current one.
 
-use crate::error::{ParamError, StateError};
-use crate::fixed_window::{check_window, LIMIT};
+use crate::error::StateError;
 use crate::format::{word, words, Kind};
-use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Refund, Write};
+use crate::limiter::{Change, Expiry, Field, Write};
+use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos};
 use crate::verdict::Verdict;
+use crate::window::Windowed;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlidingCounter {
-    limit: u64,
-    window_ns: Nanos,
-}
+/// The sliding counter's algorithm (see `window::Windowed`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Counter {}
+
+/// Valid sliding counter parameters.
+pub type SlidingCounter = Windowed<Counter>;
 
 /// Counts of the window with index `window` (since the epoch) and of the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,11 +48,6 @@ pub struct CounterDecision {
 }
 
 impl SlidingCounter {
-    pub fn new(limit: u64, window_ns: Nanos) -> Result<SlidingCounter, ParamError> {
-        check_window(limit, window_ns, LIMIT)?;
-        Ok(SlidingCounter { limit, window_ns })
-    }
-
     pub fn decide_counts(&self, state: Option<CounterState>, now: Nanos, cost: u64) -> CounterDecision {
         let w = self.window_ns as u128;
         let index_now = (now.max(0) / self.window_ns) as u64;
@@ -137,65 +134,41 @@ impl SlidingCounter {
     }
 }
 
-impl SlidingCounter {
-    /// The state in a stored value (tagged, or 0.1's untagged 24 bytes).
+impl SmallState for SlidingCounter {
+    type State = CounterState;
+    const KIND: Kind = Kind::SlidingCounter;
+
     #[inline]
-    pub fn decode(stored: &[u8]) -> Result<CounterState, StateError> {
+    fn decode(stored: &[u8]) -> Result<CounterState, StateError> {
         let p = Kind::SlidingCounter.payload(stored).ok_or(StateError)?;
         let w = |i| word(p, i).ok_or(StateError);
         Ok(CounterState { window: w(0)?, current: w(1)?, previous: w(2)? })
     }
 
+    #[inline]
+    fn step(&self, state: Option<CounterState>, now: Nanos, cost: u64) -> Step<CounterState> {
+        let d = self.decide_counts(state, now, cost);
+        let repair = d.new_state.is_some() && !(d.verdict.allowed && cost > 0);
+        Step { verdict: d.verdict, next: d.new_state, repair }
+    }
+
     /// The key expires when its counts stop mattering: the end of the window after the current one.
     #[inline]
-    fn write(&self, state: &CounterState, now: Nanos) -> Write {
+    fn write(&self, state: &CounterState, _previous: Option<&CounterState>, now: Nanos) -> Write {
         let expires_at = self.decide_counts(Some(*state), now, 0).expires_at;
         Write {
             change: Change::Set(words(Kind::SlidingCounter, &[state.window, state.current, state.previous])),
             expiry: Expiry::Within { at_least_ms: ceil_ms(expires_at), slack_ms: 0 },
         }
     }
-}
 
-impl Limiter for SlidingCounter {
-    /// Units to count (0: a peek).
-    type Request = u64;
-    const KIND: Kind = Kind::SlidingCounter;
-
-    #[inline]
-    fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
-        let state = stored.map(Self::decode).transpose()?;
-        let d = self.decide_counts(state, now, cost);
-        let repair = d.new_state.is_some() && !(d.verdict.allowed && cost > 0);
-        Ok(Outcome { verdict: d.verdict, write: d.new_state.map(|s| self.write(&s, now)), repair })
-    }
-
-    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
-        let state = stored.map(Self::decode).transpose()?;
-        Ok(Peek {
-            now: self.decide_counts(state, now, 0).verdict,
-            one: self.decide_counts(state, now, 1).verdict,
-        })
-    }
-
-    fn describe(stored: &[u8], _now: Nanos) -> Result<Vec<Field>, StateError> {
-        let s = Self::decode(stored)?;
+    fn fields(s: &CounterState, _now: Nanos) -> Vec<Field> {
         let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
-        Ok(vec![("window_index", n(s.window)), ("current", n(s.current)), ("previous", n(s.previous))])
+        vec![("window_index", n(s.window)), ("current", n(s.current)), ("previous", n(s.previous))]
     }
-}
 
-impl Refund for SlidingCounter {
-    fn refund(
-        &self,
-        stored: Option<&[u8]>,
-        now: Nanos,
-        units: u64,
-    ) -> Result<(Option<Write>, Verdict), StateError> {
-        let state = stored.map(Self::decode).transpose()?;
-        let refunded = self.refund_counts(state, now, units);
-        let verdict = self.decide_counts(refunded.or(state), now, 0).verdict;
-        Ok((refunded.map(|s| self.write(&s, now)), verdict))
+    fn give_back(&self, state: Option<CounterState>, now: Nanos, units: u64) -> Option<CounterState> {
+        self.refund_counts(state, now, units)
     }
 }
 
@@ -264,7 +237,7 @@ mod tests {
     #[test]
     fn state_roundtrips_tagged_and_reads_the_untagged_format_of_0_1() {
         let c = SlidingCounter::new(10, 10 * SEC).unwrap();
-        let written = c.decide(None, T0, 3).unwrap().write.unwrap();
+        let written = crate::limiter::Limiter::decide(&c, None, T0, 3).unwrap().write.unwrap();
         let Change::Set(bytes) = written.change else { panic!("a counter is written whole") };
         assert_eq!(&bytes.as_ref()[..4], b"RLC\x01");
         let s = SlidingCounter::decode(bytes.as_ref()).unwrap();

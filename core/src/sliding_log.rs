@@ -16,12 +16,12 @@
 //! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
 
 use crate::error::{ParamError, StateError};
-use crate::fixed_window::WINDOW;
 use crate::format::{Bytes, Kind};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{MAX_HORIZON_NS, MAX_LOG_LIMIT};
 use crate::time::Nanos;
 use crate::verdict::Verdict;
+use crate::window::WINDOW;
 
 // The tag of every format (see `format`): `RLS` and the version.
 const MAGIC: &[u8; 3] = b"RLS";

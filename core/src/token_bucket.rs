@@ -24,8 +24,9 @@
 use crate::decimal::Decimal;
 use crate::error::{ParamError, StateError};
 use crate::format::{word, words, Kind};
-use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Refund, Write};
+use crate::limiter::{Change, Expiry, Field, Write};
 use crate::limits::MAX_HORIZON_NS;
+use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos, NANOS_PER_SEC};
 use crate::verdict::Verdict;
 
@@ -166,56 +167,37 @@ pub fn expiry_ms(tat: Nanos) -> i64 {
     (ms / EXPIRY_STEP_MS + i64::from(ms % EXPIRY_STEP_MS != 0)).saturating_mul(EXPIRY_STEP_MS)
 }
 
-impl TokenBucket {
-    /// The TAT in a stored value (tagged, or 0.1's untagged 8 bytes).
+impl SmallState for TokenBucket {
+    /// The TAT.
+    type State = Nanos;
+    const KIND: Kind = Kind::TokenBucket;
+
     #[inline]
-    pub fn decode(stored: &[u8]) -> Result<Nanos, StateError> {
+    fn decode(stored: &[u8]) -> Result<Nanos, StateError> {
         Kind::TokenBucket.payload(stored).and_then(|p| word(p, 0)).map(|w| w as Nanos).ok_or(StateError)
     }
 
     #[inline]
-    fn write(tat: Nanos, previous: Option<Nanos>) -> Write {
+    fn step(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> Step<Nanos> {
+        let d = self.decide_tat(tat, now, cost);
+        Step { verdict: d.verdict, next: d.new_tat, repair: d.repair }
+    }
+
+    /// The expiry follows from the TAT (`expiry_ms`), so the previous one is known without reading it.
+    #[inline]
+    fn write(&self, tat: &Nanos, previous: Option<&Nanos>, _now: Nanos) -> Write {
         Write {
-            change: Change::Set(words(Kind::TokenBucket, &[tat as u64])),
-            expiry: Expiry::Derived { at_ms: expiry_ms(tat), previous_ms: previous.map(expiry_ms) },
+            change: Change::Set(words(Kind::TokenBucket, &[*tat as u64])),
+            expiry: Expiry::Derived { at_ms: expiry_ms(*tat), previous_ms: previous.map(|p| expiry_ms(*p)) },
         }
     }
-}
 
-impl Limiter for TokenBucket {
-    /// Tokens to take (0: a peek).
-    type Request = u64;
-    const KIND: Kind = Kind::TokenBucket;
-
-    #[inline]
-    fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
-        let tat = stored.map(Self::decode).transpose()?;
-        let d = self.decide_tat(tat, now, cost);
-        Ok(Outcome { verdict: d.verdict, write: d.new_tat.map(|t| Self::write(t, tat)), repair: d.repair })
+    fn fields(tat: &Nanos, now: Nanos) -> Vec<Field> {
+        vec![("tat_ms", Some(ceil_ms(*tat))), ("backlog_ms", Some(ceil_ms(tat.saturating_sub(now))))]
     }
 
-    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
-        let tat = stored.map(Self::decode).transpose()?;
-        Ok(Peek { now: self.decide_tat(tat, now, 0).verdict, one: self.decide_tat(tat, now, 1).verdict })
-    }
-
-    fn describe(stored: &[u8], now: Nanos) -> Result<Vec<Field>, StateError> {
-        let tat = Self::decode(stored)?;
-        Ok(vec![("tat_ms", Some(ceil_ms(tat))), ("backlog_ms", Some(ceil_ms(tat.saturating_sub(now))))])
-    }
-}
-
-impl Refund for TokenBucket {
-    fn refund(
-        &self,
-        stored: Option<&[u8]>,
-        now: Nanos,
-        tokens: u64,
-    ) -> Result<(Option<Write>, Verdict), StateError> {
-        let tat = stored.map(Self::decode).transpose()?;
-        let refunded = TokenBucket::refund_tat(self, tat, now, tokens);
-        let after = refunded.or(tat);
-        Ok((refunded.map(|t| Self::write(t, tat)), self.decide_tat(after, now, 0).verdict))
+    fn give_back(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
+        self.refund_tat(tat, now, tokens)
     }
 }
 

@@ -50,6 +50,11 @@ pub fn window(bytes: &[u8]) -> Result<Nanos, RlError> {
     ns.map(|ns| ns as Nanos).ok_or(RlError::from(WINDOW))
 }
 
+/// The first `N` arguments and the rest; the arity error when there are fewer.
+pub fn split<const N: usize>(args: &[Arg]) -> Result<(&[Arg; N], &[Arg]), RlError> {
+    args.split_first_chunk::<N>().ok_or(RlError::WrongArity)
+}
+
 /// A cost or a number of units: a whole number >= 0.
 pub fn cost(bytes: &[u8]) -> Result<u64, RlError> {
     whole(bytes, "cost", 0, "must be a whole number >= 0")
@@ -65,9 +70,7 @@ pub struct CountArgs<'a> {
 
 impl<'a> CountArgs<'a> {
     pub fn parse(args: &'a [Arg]) -> Result<CountArgs<'a>, RlError> {
-        let [key, limit, window_arg, rest @ ..] = args else {
-            return Err(RlError::WrongArity);
-        };
+        let ([key, limit, window_arg], rest) = split::<3>(args)?;
         let cost = match rest {
             [] => 1,
             [units] => cost(units.bytes())?,

@@ -10,10 +10,10 @@
 
 use super::args::{whole_for, window};
 use super::{slide, token};
-use crate::server::{clock, Acl, Arg, Command, Keys, Reply, RlError, StateKey, Value};
+use crate::server::{clock, Acl, Arg, Command, Keys, Reply, RlError, Spec, StateKey, Value};
 use ratelimit_core::fixed_window::{FixedWindow, LIMIT};
 use ratelimit_core::format::Kind;
-use ratelimit_core::limiter::{Limiter, Peek};
+use ratelimit_core::limiter::{Limiter, Peek, WindowLimiter};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::sliding_log::SlidingLog;
 use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS};
@@ -23,11 +23,8 @@ use redis_module::Context;
 pub struct Inspect;
 
 impl Command for Inspect {
-    const NAME: &'static std::ffi::CStr = c"rl.inspect";
     // Reporting: read-only (replicas and read-only users may call it), no key writes.
-    const FLAGS: &'static std::ffi::CStr = c"readonly fast";
-    const ACL: Acl = Acl::Read;
-    const KEYS: Keys = Keys::FIRST;
+    const SPEC: Spec = Spec::other(c"rl.inspect", c"readonly fast", Acl::Read).with_keys(Keys::FIRST);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let (name, params) = match args {
@@ -47,14 +44,8 @@ impl Command for Inspect {
         // The limiter's parameters (`p1 p2` after the key), parsed as its command parses them.
         let (fields, peek) = match kind {
             Kind::TokenBucket => inspect::<TokenBucket>(bytes, now, params, token::parse_bucket)?,
-            Kind::FixedWindow => inspect::<FixedWindow>(bytes, now, params, |l, w| {
-                let (limit, window) = window_args(l, w)?;
-                Ok(FixedWindow::new(limit, window)?)
-            })?,
-            Kind::SlidingCounter => inspect::<SlidingCounter>(bytes, now, params, |l, w| {
-                let (limit, window) = window_args(l, w)?;
-                Ok(SlidingCounter::new(limit, window)?)
-            })?,
+            Kind::FixedWindow => inspect::<FixedWindow>(bytes, now, params, window_limiter)?,
+            Kind::SlidingCounter => inspect::<SlidingCounter>(bytes, now, params, window_limiter)?,
             Kind::SlidingLog => inspect::<SlidingLog>(bytes, now, params, slide::parse_log)?,
         };
         let mut map = vec![("limiter", Value::Status(kind.command()))];
@@ -84,7 +75,7 @@ fn inspect<L: Limiter>(
     Ok((fields, peek))
 }
 
-/// `limit window` as the window commands parse them.
-fn window_args(limit: &Arg, window_arg: &Arg) -> Result<(u64, Nanos), RlError> {
-    Ok((whole_for(limit.bytes(), LIMIT, 1)?, window(window_arg.bytes())?))
+/// A window limiter from `limit window`, parsed as the window commands parse them.
+fn window_limiter<L: WindowLimiter>(limit: &Arg, window_arg: &Arg) -> Result<L, RlError> {
+    Ok(L::with_window(whole_for(limit.bytes(), LIMIT, 1)?, window(window_arg.bytes())?)?)
 }

@@ -2,11 +2,37 @@
 //! store what it asks for (in place, with its expiry, replicated by effect), reply with its verdict.
 //! Denials write nothing but repairs. Every limiter command goes through here.
 
-use crate::server::{clock, Arg, Reply, RlError, StateKey};
+use super::args::CountArgs;
+use crate::server::{clock, Arg, Command, Reply, RlError, Spec, StateKey};
 use ratelimit_core::combine::all_or_nothing;
-use ratelimit_core::limiter::{Limiter, Outcome, Refund};
+use ratelimit_core::limiter::{Limiter, Outcome, Refund, WindowLimiter};
 use ratelimit_core::time::Nanos;
 use redis_module::Context;
+use std::marker::PhantomData;
+
+/// A window-counting limiter's command, `key limit window [cost]` (RL.FIXED, RL.SLIDECOUNT): its
+/// declaration in its own file, its body here.
+pub trait Counting: WindowLimiter {
+    const SPEC: Spec;
+}
+
+/// The command of a [`Counting`] limiter.
+pub struct Count<L>(PhantomData<L>);
+
+impl<L: Counting> Command for Count<L> {
+    const SPEC: Spec = L::SPEC;
+
+    fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+        let a = CountArgs::parse(args)?;
+        decide(ctx, a.key, &L::with_window(a.limit, a.window_ns)?, a.cost)
+    }
+}
+
+/// `RL.REFUND <kind> key limit window units` for a [`Counting`] limiter.
+pub fn refund_count<L: Counting + Refund>(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+    let a = CountArgs::parse(args)?;
+    refund(ctx, a.key, &L::with_window(a.limit, a.window_ns)?, a.cost)
+}
 
 /// One request on one key.
 pub fn decide<L: Limiter>(

@@ -1,14 +1,12 @@
 //! RL.RESETSTATS: zeroes the counters of INFO ratelimit and empties RL.TOP, like CONFIG RESETSTAT.
 
-use crate::server::{observed, Acl, Arg, Command, Reply, RlError, Value};
+use crate::server::{observed, Acl, Arg, Command, Reply, RlError, Spec, Value};
 use redis_module::Context;
 
 pub struct ResetStats;
 
 impl Command for ResetStats {
-    const NAME: &'static std::ffi::CStr = c"rl.resetstats";
-    const FLAGS: &'static std::ffi::CStr = c"admin";
-    const ACL: Acl = Acl::Admin;
+    const SPEC: Spec = Spec::other(c"rl.resetstats", c"admin", Acl::Admin);
 
     fn run(_ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         if !args.is_empty() {

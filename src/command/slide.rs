@@ -4,10 +4,10 @@
 //! times in one string. An ordinary request overwrites one 8-byte slot in place and replicates one
 //! SETRANGE; growing or shrinking the log rewrites it (replicated as SET ... PXAT).
 
-use super::args::{whole_for, window};
+use super::args::{split, whole_for, window};
 use super::limit;
-use crate::server::{Acl, Arg, Command, Keys, Reply, RlError};
-use crate::stats::{counters, CommandStats};
+use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
+use crate::stats::counters;
 use ratelimit_core::sliding_log::{RequestId, SlidingLog, LIMIT, MAX_LIMIT};
 use redis_module::Context;
 use std::hash::{BuildHasher, RandomState};
@@ -16,18 +16,11 @@ use std::sync::OnceLock;
 pub struct Slide;
 
 impl Command for Slide {
-    const NAME: &'static std::ffi::CStr = c"rl.slide";
     // Not "fast": growing or shrinking a log copies it (amortised O(1), worst O(limit)).
-    const FLAGS: &'static std::ffi::CStr = c"write deny-oom";
-    const ACL: Acl = Acl::Write;
-    const KEYS: Keys = Keys::FIRST;
-    const STATS: Option<&'static CommandStats> = Some(&counters::SLIDE);
-    const COUNTED: bool = true;
+    const SPEC: Spec = Spec::limiter(c"rl.slide", c"write deny-oom", Keys::FIRST, &counters::SLIDE);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        let [key, limit, window_arg, id, rest @ ..] = args else {
-            return Err(RlError::WrongArity);
-        };
+        let ([key, limit, window_arg, id], rest) = split::<4>(args)?;
         let dedup = match rest {
             [] => false,
             [option] if option.bytes().eq_ignore_ascii_case(b"DEDUP") => true,

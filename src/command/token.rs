@@ -6,24 +6,20 @@
 use super::args::{cost, positive_decimal, whole};
 use super::limit;
 use crate::server::cell::TryCell;
-use crate::server::{Acl, Arg, Command, Keys, Reply, RlError};
-use crate::stats::{counters, CommandStats};
+use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
+use crate::stats::counters;
 use ratelimit_core::limiter::Limiter;
 use ratelimit_core::token_bucket::{TokenBucket, CAPACITY, RATE};
 use redis_module::Context;
 
 const GROUP: usize = 4;
+const GROUPS: Keys = Keys::Range { first: 1, last: -1, step: GROUP as i32 };
 
 pub struct Token;
 
 impl Command for Token {
-    const NAME: &'static std::ffi::CStr = c"rl.token";
-    const FLAGS: &'static std::ffi::CStr = c"write deny-oom fast";
-    const ACL: Acl = Acl::Write;
     /// Keys at 1, 5, 9, ...: one per `key capacity rate cost` group.
-    const KEYS: Keys = Keys::Range { first: 1, last: -1, step: GROUP as i32 };
-    const STATS: Option<&'static CommandStats> = Some(&counters::TOKEN);
-    const COUNTED: bool = true;
+    const SPEC: Spec = Spec::limiter(c"rl.token", FAST_WRITE, GROUPS, &counters::TOKEN);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         if args.len() == GROUP {

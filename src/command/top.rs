@@ -5,15 +5,13 @@
 //! usually stuck in a retry loop). A map per entry for RESP3 clients, a flat field/value array for RESP2.
 
 use super::args::whole;
-use crate::server::{observed, Acl, Arg, Command, Reply, RlError, Value};
+use crate::server::{observed, Acl, Arg, Command, Reply, RlError, Spec, Value};
 use redis_module::Context;
 
 pub struct Top;
 
 impl Command for Top {
-    const NAME: &'static std::ffi::CStr = c"rl.top";
-    const FLAGS: &'static std::ffi::CStr = c"readonly";
-    const ACL: Acl = Acl::Read;
+    const SPEC: Spec = Spec::other(c"rl.top", c"readonly", Acl::Read);
 
     fn run(_ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let count = match args {

@@ -12,23 +12,56 @@ use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// A command: its declaration beside its body, which gets the arguments after the command name.
+/// A command: its declaration (`SPEC`) beside its body, which gets the arguments after the command
+/// name.
 pub trait Command {
-    /// The name it is registered under, lower case (`rl.token`).
-    const NAME: &'static CStr;
-    /// The server's command flags (`write deny-oom fast`); `getkeys-api` is added when `KEYS` is a
-    /// function.
-    const FLAGS: &'static CStr;
-    /// Which ACL categories it joins besides `@ratelimit`.
-    const ACL: Acl;
-    /// Where its keys are, for the server (COMMAND GETKEYS, cluster routing) and for the key classes.
-    const KEYS: Keys = Keys::None;
-    /// Where `INFO ratelimit` counts its outcomes (limiters and refunds).
-    const STATS: Option<&'static CommandStats> = None;
-    /// Whether its outcomes count in the key classes and RL.TOP (the limiters).
-    const COUNTED: bool = false;
+    const SPEC: Spec;
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError>;
+}
+
+/// What a command declares: everything its registration, dispatch and statistics need.
+pub struct Spec {
+    /// The name it is registered under, lower case (`rl.token`).
+    pub name: &'static CStr,
+    /// The server's command flags; `getkeys-api` is added when `keys` is a function.
+    pub flags: &'static CStr,
+    /// Which ACL categories it joins besides `@ratelimit`.
+    pub acl: Acl,
+    /// Where its keys are, for the server (COMMAND GETKEYS, cluster routing) and for the key classes.
+    pub keys: Keys,
+    /// Where `INFO ratelimit` counts its outcomes (limiters and refunds).
+    pub stats: Option<&'static CommandStats>,
+    /// Whether its outcomes count in the key classes and RL.TOP (the limiters).
+    pub counted: bool,
+}
+
+/// The flags of a limiter that does constant work per call.
+pub const FAST_WRITE: &CStr = c"write deny-oom fast";
+
+impl Spec {
+    /// A limiter: writes, counted in its counters, the key classes and RL.TOP.
+    pub const fn limiter(
+        name: &'static CStr,
+        flags: &'static CStr,
+        keys: Keys,
+        stats: &'static CommandStats,
+    ) -> Spec {
+        Spec { name, flags, acl: Acl::Write, keys, stats: Some(stats), counted: true }
+    }
+
+    /// Any other command: `acl` says what it does; no keys, no statistics unless added.
+    pub const fn other(name: &'static CStr, flags: &'static CStr, acl: Acl) -> Spec {
+        Spec { name, flags, acl, keys: Keys::None, stats: None, counted: false }
+    }
+
+    pub const fn with_keys(self, keys: Keys) -> Spec {
+        Spec { keys, ..self }
+    }
+
+    pub const fn with_stats(self, stats: &'static CommandStats) -> Spec {
+        Spec { stats: Some(stats), ..self }
+    }
 }
 
 /// The server ACL category a command is in besides `@ratelimit`, by what it does: `+@read` grants the
@@ -121,7 +154,7 @@ fn outcome(result: &Result<Reply, RlError>) -> Outcome {
 
 /// Answers the server's question "where are this call's keys" (getkeys-api): true when it was asked.
 fn keys_position_request<C: Command>(ctx: *mut raw::RedisModuleCtx, args: &[Arg]) -> bool {
-    let Keys::Function(_) = C::KEYS else { return false };
+    let Keys::Function(_) = C::SPEC.keys else { return false };
     // SAFETY: API pointers set by RedisModule_Init; called with the command's own context.
     unsafe {
         let (Some(is_request), Some(key_at)) =
@@ -133,7 +166,7 @@ fn keys_position_request<C: Command>(ctx: *mut raw::RedisModuleCtx, args: &[Arg]
             return false;
         }
         let mut position = 0;
-        while let Some(index) = C::KEYS.index(args, position) {
+        while let Some(index) = C::SPEC.keys.index(args, position) {
             // +1: the server counts the command name as argument 0.
             key_at(ctx, (index + 1) as c_int);
             position += 1;
@@ -153,7 +186,7 @@ extern "C" fn dispatch<C: Command>(
     // SAFETY: the server passes argc live strings that outlive this call.
     let args = unsafe { Arg::slice(argv, usize::try_from(argc).unwrap_or(0)) };
     let args = args.get(1..).unwrap_or(&[]);
-    if matches!(C::KEYS, Keys::Function(_))
+    if matches!(C::SPEC.keys, Keys::Function(_))
         && catch_unwind(AssertUnwindSafe(|| keys_position_request::<C>(ctx, args))).unwrap_or(true)
     {
         return raw::REDISMODULE_OK as c_int;
@@ -161,14 +194,14 @@ extern "C" fn dispatch<C: Command>(
     let result = catch_unwind(AssertUnwindSafe(|| C::run(&context, args)))
         .unwrap_or(Err(RlError::Internal("the command panicked; please report it")));
     let outcome = outcome(&result);
-    if let Some(counters) = C::STATS {
+    if let Some(counters) = C::SPEC.stats {
         counters.record(outcome);
     }
-    if C::COUNTED {
+    if C::SPEC.counted {
         let record = || {
             super::observed::record(
                 outcome,
-                |position| C::KEYS.key(args, position),
+                |position| C::SPEC.keys.key(args, position),
                 || clock::last_ns() / 1_000_000,
             )
         };
@@ -185,13 +218,14 @@ extern "C" fn dispatch<C: Command>(
 /// Registers `C` with its declaration, in its ACL categories when the server has module categories
 /// (`categories`); a command that cannot join them is registered without, with a log line.
 pub fn register<C: Command>(ctx: &Context, categories: bool) -> Status {
-    let (first, last, step) = C::KEYS.positions();
-    let flags = match C::KEYS {
-        Keys::Function(_) => CString::new(format!("{} getkeys-api", C::FLAGS.to_string_lossy())),
-        _ => Ok(C::FLAGS.to_owned()),
+    let spec = &C::SPEC;
+    let (first, last, step) = spec.keys.positions();
+    let flags = match spec.keys {
+        Keys::Function(_) => CString::new(format!("{} getkeys-api", spec.flags.to_string_lossy())),
+        _ => Ok(spec.flags.to_owned()),
     };
     let Ok(flags) = flags else { return Status::Err };
-    let name = C::NAME;
+    let name = spec.name;
     // SAFETY: API pointers set by RedisModule_Init, called from OnLoad with the server's context.
     unsafe {
         let Some(create) = raw::RedisModule_CreateCommand else {
@@ -202,7 +236,7 @@ pub fn register<C: Command>(ctx: &Context, categories: bool) -> Status {
             ctx.log_warning(&format!("cannot register command {}", name.to_string_lossy()));
             return Status::Err;
         }
-        let acl = C::ACL.categories();
+        let acl = spec.acl.categories();
         let (true, Some(get), Some(set_acl)) =
             (categories, raw::RedisModule_GetCommand, raw::RedisModule_SetCommandACLCategories)
         else {

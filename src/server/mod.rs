@@ -17,7 +17,7 @@ pub mod reply;
 pub mod store;
 
 pub use arg::Arg;
-pub use command::{Acl, Command, Keys};
+pub use command::{Acl, Command, Keys, Spec, FAST_WRITE};
 pub use error::RlError;
 pub use reply::{Reply, Value};
 pub use store::StateKey;

@@ -1,0 +1,76 @@
+//! Limiters whose state is one small fixed-size value (the token bucket, the fixed window, the sliding
+//! counter). Each gives its typed decision and its encoding (`SmallState`); the byte-level `Limiter`
+//! and `Refund` contracts follow from them here, once.
+
+use crate::error::StateError;
+use crate::format::Kind;
+use crate::limiter::{Field, Limiter, Outcome, Peek, Refund, Write};
+use crate::time::Nanos;
+use crate::verdict::Verdict;
+
+/// A limiter over one small typed state.
+pub trait SmallState {
+    type State: Copy;
+    const KIND: Kind;
+
+    /// The state in a stored value (tagged, or release 0.1's untagged form).
+    fn decode(stored: &[u8]) -> Result<Self::State, StateError>;
+    /// The typed decision of `cost` units at `now`.
+    fn step(&self, state: Option<Self::State>, now: Nanos, cost: u64) -> Step<Self::State>;
+    /// What to store for `next`, which replaces `previous`.
+    fn write(&self, next: &Self::State, previous: Option<&Self::State>, now: Nanos) -> Write;
+    /// The state's fields for inspection.
+    fn fields(state: &Self::State, now: Nanos) -> Vec<Field>;
+    /// The state after giving `units` back, when that changes anything.
+    fn give_back(&self, state: Option<Self::State>, now: Nanos, units: u64) -> Option<Self::State>;
+}
+
+/// A typed decision: the verdict, the state to store, and whether storing it repairs an impossible
+/// state (then it is stored even when a combined request is denied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step<S> {
+    pub verdict: Verdict,
+    pub next: Option<S>,
+    pub repair: bool,
+}
+
+fn read<T: SmallState>(stored: Option<&[u8]>) -> Result<Option<T::State>, StateError> {
+    stored.map(T::decode).transpose()
+}
+
+impl<T: SmallState> Limiter for T {
+    /// Units to take (0: a peek).
+    type Request = u64;
+    const KIND: Kind = <T as SmallState>::KIND;
+
+    #[inline]
+    fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {
+        let state = read::<T>(stored)?;
+        let step = self.step(state, now, cost);
+        let write = step.next.map(|next| self.write(&next, state.as_ref(), now));
+        Ok(Outcome { verdict: step.verdict, write, repair: step.repair })
+    }
+
+    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
+        let state = read::<T>(stored)?;
+        Ok(Peek { now: self.step(state, now, 0).verdict, one: self.step(state, now, 1).verdict })
+    }
+
+    fn describe(stored: &[u8], now: Nanos) -> Result<Vec<Field>, StateError> {
+        Ok(T::fields(&T::decode(stored)?, now))
+    }
+}
+
+impl<T: SmallState> Refund for T {
+    fn refund(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        units: u64,
+    ) -> Result<(Option<Write>, Verdict), StateError> {
+        let state = read::<T>(stored)?;
+        let refunded = self.give_back(state, now, units);
+        let verdict = self.step(refunded.or(state), now, 0).verdict;
+        Ok((refunded.map(|next| self.write(&next, state.as_ref(), now)), verdict))
+    }
+}
