@@ -73,6 +73,40 @@ fn multi_key_calls_need_one_slot() {
         .query(&mut tagged.conn())
         .expect("hash-tagged keys share a slot");
     assert_eq!(r.len(), 6);
+    // RL.ALL: the server finds every group's key (getkeys-api), so keys in two slots are refused ...
+    let err = redis::cmd("RL.ALL")
+        .arg("a")
+        .arg("SLIDE")
+        .arg(5)
+        .arg(60)
+        .arg("id")
+        .arg("DEDUP")
+        .arg("b")
+        .arg("TOKEN")
+        .arg(5)
+        .arg(1)
+        .arg(1)
+        .query::<Value>(&mut con);
+    assert_eq!(err.expect_err("keys in two slots").code(), Some("CROSSSLOT"));
+    // ... and the cluster client routes it by its first argument, the first group's key.
+    let mut routed = cluster.client();
+    for user in 0..20 {
+        let (route, global) = (format!("{{user:{user}}}:login"), format!("{{user:{user}}}:all"));
+        let r: Vec<i64> = redis::cmd("RL.ALL")
+            .arg(&route)
+            .arg("SLIDE")
+            .arg(5)
+            .arg(60)
+            .arg("req")
+            .arg(&global)
+            .arg("TOKEN")
+            .arg(10)
+            .arg(1)
+            .arg(1)
+            .query(&mut routed)
+            .expect("routed to the slot's owner");
+        assert_eq!(r, [1, 5, 4, 0, 60000, 1], "{route}");
+    }
 }
 
 #[test]

@@ -9,7 +9,8 @@ use proptest::test_runner::{Config, TestRunner};
 use testkit::redis::{self, Value};
 use testkit::Server;
 
-const COMMANDS: &[&str] = &["RL.TOKEN", "RL.SLIDE", "RL.FIXED", "RL.SLIDECOUNT", "RL.REFUND"];
+const COMMANDS: &[&str] =
+    &["RL.TOKEN", "RL.SLIDE", "RL.FIXED", "RL.SLIDECOUNT", "RL.REFUND", "RL.ALL", "RL.TAKE"];
 
 fn arg() -> impl Strategy<Value = Vec<u8>> {
     let fixed: Vec<&'static [u8]> = vec![
@@ -42,6 +43,7 @@ fn arg() -> impl Strategy<Value = Vec<u8>> {
         b"TOKEN",
         b"FIXED",
         b"SLIDECOUNT",
+        b"SLIDE",
         b"\xff\xfe\x00",
         b"\x00",
     ];
@@ -90,8 +92,21 @@ fn argv() -> impl Strategy<Value = (usize, Vec<Vec<u8>>)> {
     let refund =
         (slot(vec!["TOKEN", "FIXED", "SLIDECOUNT"]), key(), limit(), slot(vec!["0.5", "1", "60"]), cost())
             .prop_map(|(kind, k, l, x, n)| (4, vec![kind, k, l, x, n]));
+    // RL.ALL: groups of any kind, the optional DEDUP anywhere a SLIDE group may end.
+    let all_group = (
+        key(),
+        slot(vec!["TOKEN", "FIXED", "SLIDECOUNT", "SLIDE"]),
+        limit(),
+        slot(vec!["0.5", "1", "60"]),
+        slot(vec!["0", "1", "a"]),
+        proptest::option::of(slot(vec!["DEDUP"])),
+    )
+        .prop_map(|(k, kind, a, b, c, dedup)| [vec![k, kind, a, b, c], dedup.into_iter().collect()].concat());
+    let all = proptest::collection::vec(all_group, 1..4).prop_map(|groups| (5, groups.concat()));
+    let take = (key(), limit(), slot(vec!["0.5", "5", "100"]), slot(vec!["1", "3", "100"]))
+        .prop_map(|(k, c, r, m)| (6, vec![k, c, r, m]));
     let anything = (0..COMMANDS.len(), proptest::collection::vec(arg(), 0..11));
-    prop_oneof![3 => token, 3 => slide, 3 => counting, 2 => refund, 1 => anything]
+    prop_oneof![3 => token, 3 => slide, 3 => counting, 2 => refund, 3 => all, 1 => take, 1 => anything]
 }
 
 fn well_formed(reply: &Value) -> bool {

@@ -19,25 +19,48 @@ impl<'a> Limit<'a> {
     }
 }
 
-/// The one RL.* call that decides `limits` atomically: several token buckets go into one RL.TOKEN;
-/// any other kind is checked alone.
+/// The one RL.* call that decides `limits` atomically: one limit goes to its own command, several
+/// token buckets into one RL.TOKEN, several limits of other or mixed kinds into one RL.ALL.
 pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
     match limits {
         [] => Err(CallError::Usage("no limits to check")),
         [one] => single(one),
-        many => {
+        many if many.iter().all(|l| matches!(l.policy.kind(), Kind::Token { .. })) => {
             let mut cmd = redis::cmd("RL.TOKEN");
             for limit in many {
-                let Kind::Token { capacity, rate } = limit.policy.kind() else {
-                    return Err(CallError::Usage(
-                        "several limits in one atomic call must all be token buckets",
-                    ));
-                };
-                cmd.arg(limit.key).arg(*capacity).arg(&*rate.text).arg(limit.cost);
+                if let Kind::Token { capacity, rate } = limit.policy.kind() {
+                    cmd.arg(limit.key).arg(*capacity).arg(&*rate.text).arg(limit.cost);
+                }
+            }
+            Ok(cmd)
+        }
+        many => {
+            let mut cmd = redis::cmd("RL.ALL");
+            for limit in many {
+                group(&mut cmd, limit)?;
             }
             Ok(cmd)
         }
     }
+}
+
+/// One `key KIND args` group of RL.ALL.
+fn group(cmd: &mut redis::Cmd, limit: &Limit<'_>) -> Result<(), CallError> {
+    cmd.arg(limit.key);
+    match limit.policy.kind() {
+        Kind::Token { capacity, rate } => cmd.arg("TOKEN").arg(*capacity).arg(&*rate.text).arg(limit.cost),
+        Kind::Window { algorithm: Window::SlidingLog, limit: n, window } => {
+            if limit.cost != 1 {
+                return Err(CallError::Usage("a sliding log counts requests: the cost must be 1"));
+            }
+            cmd.arg("SLIDE").arg(*n).arg(seconds(*window)).arg(request_id())
+        }
+        Kind::Window { algorithm, limit: n, window } => {
+            let kind = if *algorithm == Window::Fixed { "FIXED" } else { "SLIDECOUNT" };
+            cmd.arg(kind).arg(*n).arg(seconds(*window)).arg(limit.cost)
+        }
+    };
+    Ok(())
 }
 
 fn single(limit: &Limit<'_>) -> Result<redis::Cmd, CallError> {

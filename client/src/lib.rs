@@ -43,6 +43,7 @@ mod log_throttle;
 mod policy;
 mod precheck;
 mod reserve;
+mod take;
 mod verify;
 
 pub use admin::{DeniedKey, Inspection};
@@ -53,4 +54,5 @@ pub use error::{CallError, PolicyError};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder};
 pub use policy::{Policy, Window};
 pub use reserve::TokenReserve;
+pub use take::Taken;
 pub use verify::{ModuleInfo, ModuleVersion, VerifyError};

@@ -166,12 +166,12 @@ impl Limiter {
         self.check_all(&[Limit::new(key, policy, cost)]).await
     }
 
-    /// Checks several limits in one atomic call (all token buckets): allowed only when every one
-    /// allows, and then it takes from all of them; a denial takes from none. The decision describes
-    /// the most restrictive limit (`limiting` says which). Never fails: when Redis cannot decide, the
-    /// failure policy does and the decision says `degraded`. A call that cannot be built (several
-    /// limits that are not all token buckets, a sliding log with a cost other than 1) is a programming
-    /// error: it is logged at error level and decided by the failure policy too;
+    /// Checks several limits of any kinds in one atomic call (RL.TOKEN when all are token buckets,
+    /// RL.ALL otherwise): allowed only when every one allows, and then it takes from all of them; a
+    /// denial takes from none. The decision describes the most restrictive limit (`limiting` says
+    /// which). Never fails: when Redis cannot decide, the failure policy does and the decision says
+    /// `degraded`. A call that cannot be built (no limits, a sliding log with a cost other than 1) is
+    /// a programming error: it is logged at error level and decided by the failure policy too;
     /// [`check_strict`](Self::check_strict) returns it as [`CallError::Usage`].
     pub async fn check_all(&self, limits: &[Limit<'_>]) -> Decision {
         let inner = &*self.inner;

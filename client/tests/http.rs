@@ -131,6 +131,27 @@ async fn skipped_routes_are_never_limited() {
     }
 }
 
+/// A sliding-log route with a global token bucket (the README's advice for login) limits, in one
+/// atomic RL.ALL call: neither degraded nor unlimited, and a denied log takes no global token.
+#[tokio::test]
+async fn a_sliding_log_route_and_a_global_bucket_limit_together() {
+    let server = Server::builder().single();
+    let layer = layer_on(&server, FailurePolicy::Open)
+        .route("a", "/a", Policy::sliding_log(2, std::time::Duration::from_secs(60)).unwrap())
+        .route("b", "/b", Policy::fixed_window(10, std::time::Duration::from_secs(60)).unwrap())
+        .global(Policy::token_bucket(4, 0.001).unwrap());
+    let base = serve(app(layer)).await;
+    let mut statuses = vec![];
+    for path in ["a", "a", "a", "b", "b", "b"] {
+        let resp = reqwest::get(format!("{base}/{path}")).await.unwrap();
+        assert_eq!(header(resp.headers(), "x-ratelimit-degraded"), None, "{path}: decided by Redis");
+        statuses.push(resp.status().as_u16());
+    }
+    // /a: its log allows 2; the 3rd is denied by the log and takes no global token, so /b gets the
+    // two left of the global 4.
+    assert_eq!(statuses, [200, 200, 429, 200, 200, 429]);
+}
+
 #[tokio::test]
 async fn a_global_limit_caps_the_sum_over_routes() {
     let server = Server::builder().single();

@@ -160,16 +160,52 @@ async fn calls_that_cannot_be_built_are_usage_errors() {
     let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let token = Policy::token_bucket(10, 5.0).unwrap();
-    let window = Policy::fixed_window(10, Duration::from_secs(1)).unwrap();
     let log = Policy::sliding_log(10, Duration::from_secs(1)).unwrap();
-    for limits in [
-        vec![Limit::new("a", &token, 1), Limit::new("b", &window, 1)],
-        vec![Limit::new("c", &log, 2)],
-        vec![],
-    ] {
+    for limits in
+        [vec![Limit::new("a", &token, 1), Limit::new("c", &log, 2)], vec![Limit::new("c", &log, 2)], vec![]]
+    {
         let err = limiter.check_strict(&limits).await.unwrap_err();
         assert!(matches!(err, redis_ratelimit_client::CallError::Usage(_)), "{err:?}");
         let d = limiter.check_all(&limits).await;
         assert!(d.degraded && !d.allowed, "decided by the failure policy (closed): {d:?}");
     }
+}
+
+/// Limits of different kinds go into one RL.ALL: all or nothing, the most restrictive reported.
+#[tokio::test]
+async fn limits_of_different_kinds_are_checked_in_one_atomic_call() {
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let token = Policy::token_bucket(10, 0.001).unwrap();
+    let log = Policy::sliding_log(2, Duration::from_secs(60)).unwrap();
+    let window = Policy::fixed_window(5, Duration::from_secs(60)).unwrap();
+    let (t, l, w) = (unique_key("{mix}:t"), unique_key("{mix}:l"), unique_key("{mix}:w"));
+    let limits = [Limit::new(&t, &token, 1), Limit::new(&l, &log, 1), Limit::new(&w, &window, 1)];
+    let decisions = [
+        limiter.check_all(&limits).await,
+        limiter.check_all(&limits).await,
+        limiter.check_all(&limits).await,
+    ];
+    assert!(decisions.iter().all(|d| !d.degraded));
+    assert_eq!(decisions.iter().map(|d| d.allowed).collect::<Vec<_>>(), [true, true, false]);
+    assert_eq!((decisions[2].limiting, decisions[2].limit), (1, 2), "the log denies");
+    assert_eq!(calls(&server, "rl.all"), 3, "one call each");
+    assert_eq!(limiter.check(&t, &token, 0).await.remaining, 8, "the denial took no token");
+}
+
+#[tokio::test]
+async fn take_grants_what_a_bucket_holds_up_to_max() {
+    let server = Server::builder().single();
+    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let key = testkit::unique_key("rl:take");
+    let bucket = Policy::token_bucket(10, 0.01).unwrap();
+    let first = limiter.take(&key, &bucket, 4).await.unwrap();
+    assert_eq!((first.taken, first.decision.allowed, first.decision.remaining), (4, true, 6));
+    let rest = limiter.take(&key, &bucket, 100).await.unwrap();
+    assert_eq!((rest.taken, rest.decision.remaining), (6, 0));
+    let none = limiter.take(&key, &bucket, 1).await.unwrap();
+    assert_eq!((none.taken, none.decision.allowed), (0, false));
+    assert!(none.decision.retry_after.is_some());
+    let window = Policy::fixed_window(5, std::time::Duration::from_secs(1)).unwrap();
+    assert!(limiter.take(&key, &window, 1).await.is_err(), "only token buckets");
 }

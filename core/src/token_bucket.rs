@@ -24,7 +24,7 @@
 use crate::decimal::Decimal;
 use crate::error::{ParamError, StateError};
 use crate::format::{word, words, Kind};
-use crate::limiter::{Change, Expiry, Field, Write};
+use crate::limiter::{Change, Expiry, Field, Outcome, Write};
 use crate::limits::MAX_HORIZON_NS;
 use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos, NANOS_PER_SEC};
@@ -167,6 +167,23 @@ pub fn expiry_ms(tat: Nanos) -> i64 {
     (ms / EXPIRY_STEP_MS + i64::from(ms % EXPIRY_STEP_MS != 0)).saturating_mul(EXPIRY_STEP_MS)
 }
 
+impl TokenBucket {
+    /// A partial grant (`RL.TAKE`): as many whole tokens as the bucket holds at `now`, up to `max`.
+    /// Allowed when it took at least one; denied otherwise, with the wait for one token. The second
+    /// value is the number taken.
+    pub fn take(&self, stored: Option<&[u8]>, now: Nanos, max: u64) -> Result<(Outcome, u64), StateError> {
+        let tat = stored.map(<Self as SmallState>::decode).transpose()?;
+        let available = self.decide_tat(tat, now, 0).verdict.remaining;
+        let taken = available.min(max);
+        let step = self.step(tat, now, taken.max(1));
+        let write = step.next.map(|next| self.write(&next, tat.as_ref(), now));
+        Ok((
+            Outcome { verdict: step.verdict, write, repair: step.repair },
+            if step.verdict.allowed { taken } else { 0 },
+        ))
+    }
+}
+
 impl SmallState for TokenBucket {
     /// The TAT.
     type State = Nanos;
@@ -305,6 +322,26 @@ mod tests {
         assert!(b.decide_tat(d.new_tat, T0 + 200 * MS, 1).verdict.allowed);
         // A state within one refill is never repaired.
         assert!(!b.decide_tat(Some(T0 + 2 * SEC), T0, 1).repair);
+    }
+
+    #[test]
+    fn take_grants_what_the_bucket_holds_up_to_max() {
+        let b = bucket(10, "5");
+        let (first, taken) = b.take(None, T0, 4).unwrap();
+        assert_eq!((first.verdict.allowed, first.verdict.remaining, taken), (true, 6, 4));
+        let stored = match first.write.unwrap().change {
+            crate::limiter::Change::Set(bytes) => bytes.as_ref().to_vec(),
+            other => panic!("a bucket is written whole: {other:?}"),
+        };
+        let (rest, taken) = b.take(Some(&stored), T0, 100).unwrap();
+        assert_eq!((rest.verdict.allowed, rest.verdict.remaining, taken), (true, 0, 6));
+        let Some(crate::limiter::Write { change: crate::limiter::Change::Set(empty), .. }) = rest.write
+        else {
+            panic!("the rest was taken")
+        };
+        let (none, taken) = b.take(Some(empty.as_ref()), T0, 3).unwrap();
+        assert_eq!((none.verdict.allowed, taken, none.verdict.retry_after_ns), (false, 0, Some(200 * MS)));
+        assert_eq!(none.write, None, "a denial writes nothing");
     }
 
     #[test]

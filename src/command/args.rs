@@ -3,7 +3,8 @@
 use crate::server::{Arg, RlError};
 use ratelimit_core::decimal::{Decimal, DecimalError};
 use ratelimit_core::error::ParamError;
-use ratelimit_core::fixed_window::WINDOW;
+use ratelimit_core::fixed_window::{LIMIT, WINDOW};
+use ratelimit_core::limiter::WindowLimiter;
 use ratelimit_core::limits::MAX_HORIZON_NS;
 use ratelimit_core::time::{Nanos, NANOS_PER_MS};
 
@@ -60,6 +61,11 @@ pub fn cost(bytes: &[u8]) -> Result<u64, RlError> {
     whole(bytes, "cost", 0, "must be a whole number >= 0")
 }
 
+/// A window limiter from its `limit window` arguments, parsed as the window commands parse them.
+pub fn window_limiter<L: WindowLimiter>(limit: &Arg, window_arg: &Arg) -> Result<L, RlError> {
+    Ok(L::with_window(whole_for(limit.bytes(), LIMIT, 1)?, window(window_arg.bytes())?)?)
+}
+
 /// The arguments of the window-counting limiters: `key limit window [cost]`.
 pub struct CountArgs<'a> {
     pub key: &'a Arg,
@@ -78,7 +84,7 @@ impl<'a> CountArgs<'a> {
         };
         Ok(CountArgs {
             key,
-            limit: whole_for(limit.bytes(), ratelimit_core::fixed_window::LIMIT, 1)?,
+            limit: whole_for(limit.bytes(), LIMIT, 1)?,
             window_ns: window(window_arg.bytes())?,
             cost,
         })

@@ -8,12 +8,12 @@
 //! available), `retry_after_ms` (until one unit is available; 0 now) and `reset_after_ms`, computed as
 //! the commands compute them.
 
-use super::args::{whole_for, window};
+use super::args::window_limiter;
 use super::{slide, token};
 use crate::server::{clock, Acl, Arg, Command, Keys, Reply, RlError, Spec, StateKey, Value};
-use ratelimit_core::fixed_window::{FixedWindow, LIMIT};
+use ratelimit_core::fixed_window::FixedWindow;
 use ratelimit_core::format::Kind;
-use ratelimit_core::limiter::{Limiter, Peek, WindowLimiter};
+use ratelimit_core::limiter::{Limiter, Peek};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::sliding_log::SlidingLog;
 use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS};
@@ -73,9 +73,4 @@ fn inspect<L: Limiter>(
     let peek =
         params.map(|(p1, p2)| build(p1, p2)?.peek(Some(bytes), now).map_err(RlError::from)).transpose()?;
     Ok((fields, peek))
-}
-
-/// A window limiter from `limit window`, parsed as the window commands parse them.
-fn window_limiter<L: WindowLimiter>(limit: &Arg, window_arg: &Arg) -> Result<L, RlError> {
-    Ok(L::with_window(whole_for(limit.bytes(), LIMIT, 1)?, window(window_arg.bytes())?)?)
 }

@@ -3,6 +3,7 @@
 //! `ratelimit_core` limiter and hands it to `limit`, which connects any limiter to a key.
 #![deny(unsafe_code)]
 
+pub mod all;
 mod args;
 pub mod fixed;
 pub mod inspect;
@@ -11,5 +12,6 @@ pub mod refund;
 pub mod reset_stats;
 pub mod slide;
 pub mod slide_count;
+pub mod take;
 pub mod token;
 pub mod top;

@@ -28,10 +28,7 @@ impl Command for Slide {
             _ => return Err(RlError::WrongArity),
         };
         let log = parse_log(limit, window_arg)?;
-        if id.bytes().is_empty() {
-            return Err(RlError::invalid("id", "must not be empty"));
-        }
-        limit::decide(ctx, key, &log, RequestId { hash: id_hash(id.bytes()), dedup })
+        limit::decide(ctx, key, &log, request_id(id, dedup)?)
     }
 }
 
@@ -43,6 +40,14 @@ pub fn parse_log(limit: &Arg, window_arg: &Arg) -> Result<SlidingLog, RlError> {
     }
     let window_us = (window(window_arg.bytes())? / 1000) as u64;
     Ok(SlidingLog::new(limit, window_us)?)
+}
+
+/// A request's id (non-empty), as the log stores it.
+pub fn request_id(id: &Arg, dedup: bool) -> Result<RequestId, RlError> {
+    if id.bytes().is_empty() {
+        return Err(RlError::invalid("id", "must not be empty"));
+    }
+    Ok(RequestId { hash: id_hash(id.bytes()), dedup })
 }
 
 /// Request ids are stored as keyed 64-bit hashes (SipHash with a key chosen at module load), so

@@ -145,8 +145,11 @@ impl Keys {
 /// What a call came to, for statistics: computed once, recorded by the counters and the classes.
 fn outcome(result: &Result<Reply, RlError>) -> Outcome {
     match result {
-        Ok(Reply::Limit { verdict, .. }) if verdict.allowed => Outcome::Allowed,
+        Ok(Reply::Limit { verdict, .. } | Reply::Taken { verdict, .. }) if verdict.allowed => {
+            Outcome::Allowed
+        }
         Ok(Reply::Limit { limiting, .. }) => Outcome::Denied { limiting: limiting.unwrap_or(0) },
+        Ok(Reply::Taken { .. }) => Outcome::Denied { limiting: 0 },
         Ok(Reply::Value(_)) => Outcome::Report,
         Err(_) => Outcome::Error,
     }

@@ -9,7 +9,15 @@ use redis_module::{raw, Context};
 use std::os::raw::{c_char, c_long};
 
 pub enum Reply {
-    Limit { verdict: Verdict, limiting: Option<usize> },
+    Limit {
+        verdict: Verdict,
+        limiting: Option<usize>,
+    },
+    /// RL.TAKE: the five fields and the number of units taken.
+    Taken {
+        verdict: Verdict,
+        taken: u64,
+    },
     Value(Value),
 }
 
@@ -27,21 +35,27 @@ fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The five fields, and a sixth when there is one.
+fn send_limit(ctx: &Context, verdict: &Verdict, sixth: Option<i64>) {
+    Value::array_header(ctx, if sixth.is_some() { 6 } else { 5 });
+    Value::int(ctx, i64::from(verdict.allowed));
+    Value::int(ctx, clamp(verdict.limit));
+    Value::int(ctx, clamp(verdict.remaining));
+    Value::int(ctx, verdict.retry_after_ns.map_or(-1, ceil_ms));
+    Value::int(ctx, ceil_ms(verdict.reset_after_ns));
+    if let Some(n) = sixth {
+        Value::int(ctx, n);
+    }
+}
+
 impl Reply {
     pub fn send(self, ctx: &Context) {
         match self {
+            // Straight to the server, no intermediate values: this is every limiter call's reply.
             Reply::Limit { verdict, limiting } => {
-                // Straight to the server, no intermediate values: this is every limiter call's reply.
-                Value::array_header(ctx, if limiting.is_some() { 6 } else { 5 });
-                Value::int(ctx, i64::from(verdict.allowed));
-                Value::int(ctx, clamp(verdict.limit));
-                Value::int(ctx, clamp(verdict.remaining));
-                Value::int(ctx, verdict.retry_after_ns.map_or(-1, ceil_ms));
-                Value::int(ctx, ceil_ms(verdict.reset_after_ns));
-                if let Some(index) = limiting {
-                    Value::int(ctx, clamp(index as u64 + 1));
-                }
+                send_limit(ctx, &verdict, limiting.map(|index| clamp(index as u64 + 1)))
             }
+            Reply::Taken { verdict, taken } => send_limit(ctx, &verdict, Some(clamp(taken))),
             Reply::Value(value) => value.send(ctx),
         }
     }

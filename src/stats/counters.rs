@@ -57,5 +57,8 @@ pub static FIXED: CommandStats = CommandStats::new("fixed");
 pub static SLIDE: CommandStats = CommandStats::new("slide");
 pub static SLIDECOUNT: CommandStats = CommandStats::new("slidecount");
 pub static REFUND: CommandStats = CommandStats::new("refund");
+/// RL.ALL.
+pub static ALL_KINDS: CommandStats = CommandStats::new("all");
+pub static TAKE: CommandStats = CommandStats::new("take");
 /// In the order INFO shows them.
-pub static ALL: [&CommandStats; 5] = [&TOKEN, &FIXED, &SLIDE, &SLIDECOUNT, &REFUND];
+pub static ALL: [&CommandStats; 7] = [&TOKEN, &FIXED, &SLIDE, &SLIDECOUNT, &REFUND, &ALL_KINDS, &TAKE];

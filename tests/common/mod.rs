@@ -38,6 +38,42 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
     block.cmd("RL.SLIDE").arg(format!("{prefix}:{{t}}:multi-slide")).arg(5).arg(300).arg("m").ignore();
     block.cmd("RL.FIXED").arg(format!("{prefix}:{{t}}:multi-fixed")).arg(5).arg(300).ignore();
     block.exec(con).expect("MULTI/EXEC with RL.* failed");
+    // RL.ALL over every kind, allowed then denied by its window, replicates the effects of the first.
+    for _ in 0..2 {
+        let _: Vec<i64> = redis::cmd("RL.ALL")
+            .arg(format!("{prefix}:{{t}}:all-token"))
+            .arg("TOKEN")
+            .arg(5)
+            .arg("0.01")
+            .arg(1)
+            .arg(format!("{prefix}:{{t}}:all-fixed"))
+            .arg("FIXED")
+            .arg(1)
+            .arg(300)
+            .arg(1)
+            .arg(format!("{prefix}:{{t}}:all-count"))
+            .arg("SLIDECOUNT")
+            .arg(5)
+            .arg(300)
+            .arg(1)
+            .arg(format!("{prefix}:{{t}}:all-slide"))
+            .arg("SLIDE")
+            .arg(5)
+            .arg(300)
+            .arg("a")
+            .arg("DEDUP")
+            .query(con)
+            .expect("RL.ALL failed");
+    }
+    for max in [3, 5] {
+        let _: Vec<i64> = redis::cmd("RL.TAKE")
+            .arg(format!("{prefix}:{{t}}:take"))
+            .arg(5)
+            .arg("0.01")
+            .arg(max)
+            .query(con)
+            .expect("RL.TAKE failed");
+    }
     let script = "return redis.call('RL.TOKEN', KEYS[1], 5, '0.01', 1)";
     let _: Vec<i64> = redis::cmd("EVAL")
         .arg(script)

@@ -1,0 +1,35 @@
+//! RL.TAKE key capacity rate max
+//!
+//! A partial grant from a token bucket, for consumers that work in batches ("up to 100 of my quota"):
+//! takes as many whole tokens as the bucket holds now, up to `max` (see `TokenBucket::take`). Replies
+//! the five fields (`allowed` is 1 when it took at least one; `remaining` after taking) and a sixth,
+//! the number taken. The same keys and state as RL.TOKEN. Not an option of RL.TOKEN, whose key
+//! positions (every fourth argument) would read an option as a key.
+
+use super::args::{split, whole};
+use super::token;
+use crate::server::{clock, Arg, Command, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
+use crate::stats::counters;
+use redis_module::Context;
+
+pub struct Take;
+
+impl Command for Take {
+    const SPEC: Spec = Spec::limiter(c"rl.take", FAST_WRITE, Keys::FIRST, &counters::TAKE);
+
+    fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+        let ([key, capacity, rate, max], rest) = split::<4>(args)?;
+        if !rest.is_empty() {
+            return Err(RlError::WrongArity);
+        }
+        let bucket = token::parse_bucket(capacity, rate)?;
+        let max = whole(max.bytes(), "max", 1, "must be a whole number >= 1")?;
+        let now = clock::now_ns();
+        let mut state = StateKey::open(ctx, key)?;
+        let (outcome, taken) = bucket.take(state.read()?, now, max)?;
+        if let Some(write) = &outcome.write {
+            state.apply(write)?;
+        }
+        Ok(Reply::Taken { verdict: outcome.verdict, taken })
+    }
+}
