@@ -25,7 +25,8 @@ fn takes_what_the_bucket_holds_up_to_max_from_the_same_state_as_rl_token() {
     let (rest, taken) = take(&mut con, &key, 10, "5", 100);
     assert_eq!((rest.head(), taken), ((true, 10, 0), 5));
     let (none, taken) = take(&mut con, &key, 10, "5", 3);
-    assert_eq!((none.allowed, taken, none.retry_after_ms), (false, 0, 200), "the wait for one token");
+    assert_eq!((none.allowed, taken), (false, 0));
+    assert!((1..=200).contains(&none.retry_after_ms), "the wait for one token at 5/s: {none:?}");
     assert!(pttl(&mut con, &key) > 0, "the key expires when the bucket is full again");
 }
 

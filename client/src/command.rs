@@ -147,7 +147,9 @@ mod tests {
         let slide = args(&decide(&[Limit::new("k", &log, 1)]).unwrap());
         assert_eq!(slide[..4], ["RL.SLIDE", "k", "5", "60.000"]);
         assert!(decide(&[Limit::new("k", &log, 2)]).is_err());
-        assert!(decide(&[Limit::new("a", &fixed, 1), Limit::new("b", &route, 1)]).is_err());
+        let mixed = args(&decide(&[Limit::new("a", &fixed, 1), Limit::new("b", &log, 1)]).unwrap());
+        assert_eq!(mixed[..10], ["RL.ALL", "a", "FIXED", "5", "1.500", "1", "b", "SLIDE", "5", "60.000"]);
+        assert!(decide(&[Limit::new("a", &fixed, 1), Limit::new("b", &log, 2)]).is_err());
         assert!(decide(&[]).is_err());
     }
 }
