@@ -30,7 +30,7 @@ one() {
   local name
   name=$(echo "$1" | tr 'A-Z' 'a-z')
   local usec
-  usec=$(redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[,=]' -v c="cmdstat_$name:calls" '$1 == c {print $5}')
+  usec=$(redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[,=]' -v c="cmdstat_$name:calls" '$1 == c {print $6}')
   kill "$(cat "$work/pid")"
   wait "$(cat "$work/pid")" 2>/dev/null || true
   echo "$rps $usec"
