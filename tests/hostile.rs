@@ -9,8 +9,18 @@ use proptest::test_runner::{Config, TestRunner};
 use testkit::redis::{self, Value};
 use testkit::Server;
 
-const COMMANDS: &[&str] =
-    &["RL.TOKEN", "RL.SLIDE", "RL.FIXED", "RL.SLIDECOUNT", "RL.REFUND", "RL.ALL", "RL.TAKE"];
+const COMMANDS: &[&str] = &[
+    "RL.TOKEN",
+    "RL.SLIDE",
+    "RL.FIXED",
+    "RL.SLIDECOUNT",
+    "RL.REFUND",
+    "RL.ALL",
+    "RL.TAKE",
+    "RL.ACQUIRE",
+    "RL.RELEASE",
+    "RL.RENEW",
+];
 
 fn arg() -> impl Strategy<Value = Vec<u8>> {
     let fixed: Vec<&'static [u8]> = vec![
@@ -95,7 +105,7 @@ fn argv() -> impl Strategy<Value = (usize, Vec<Vec<u8>>)> {
     // RL.ALL: groups of any kind, the optional DEDUP anywhere a SLIDE group may end.
     let all_group = (
         key(),
-        slot(vec!["TOKEN", "FIXED", "SLIDECOUNT", "SLIDE"]),
+        slot(vec!["TOKEN", "FIXED", "SLIDECOUNT", "SLIDE", "ACQUIRE"]),
         limit(),
         slot(vec!["0.5", "1", "60"]),
         slot(vec!["0", "1", "a"]),
@@ -105,8 +115,26 @@ fn argv() -> impl Strategy<Value = (usize, Vec<Vec<u8>>)> {
     let all = proptest::collection::vec(all_group, 1..4).prop_map(|groups| (5, groups.concat()));
     let take = (key(), limit(), slot(vec!["0.5", "5", "100"]), slot(vec!["1", "3", "100"]))
         .prop_map(|(k, c, r, m)| (6, vec![k, c, r, m]));
+    let acquire = (
+        key(),
+        limit(),
+        window(),
+        slot(vec!["a", "b", "c"]),
+        proptest::option::of(slot(vec!["1", "2", "0"])),
+    )
+        .prop_map(|(k, l, w, id, weight)| {
+            let weight: Vec<Vec<u8>> = weight.map(|w| vec![b"WEIGHT".to_vec(), w]).unwrap_or_default();
+            (7, [vec![k, l, w, id], weight].concat())
+        });
+    let release = (8usize..10, key(), window(), slot(vec!["a", "b", "c"])).prop_map(|(c, k, w, id)| {
+        if c == 8 {
+            (c, vec![k, id])
+        } else {
+            (c, vec![k, w, id])
+        }
+    });
     let anything = (0..COMMANDS.len(), proptest::collection::vec(arg(), 0..11));
-    prop_oneof![3 => token, 3 => slide, 3 => counting, 2 => refund, 3 => all, 1 => take, 1 => anything]
+    prop_oneof![3 => token, 3 => slide, 3 => counting, 2 => refund, 3 => all, 1 => take, 2 => acquire, 2 => release, 1 => anything]
 }
 
 fn well_formed(reply: &Value) -> bool {
@@ -142,6 +170,10 @@ fn random_argument_vectors_never_hurt_the_server() {
                 cmd.arg(a.as_slice());
             }
             match cmd.query::<Value>(&mut *shared.borrow_mut()) {
+                Ok(Value::Int(n)) if command >= 8 => {
+                    prop_assert!(n == 0 || n == 1, "{} {:?} -> {}", COMMANDS[command], args, n);
+                    results.set(results.get() + 1);
+                }
                 Ok(reply) => {
                     prop_assert!(well_formed(&reply), "{} {:?} -> {:?}", COMMANDS[command], args, reply);
                     results.set(results.get() + 1);

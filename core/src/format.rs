@@ -2,7 +2,7 @@
 //!
 //! Every value this release writes begins with a 4-byte tag: `R`, `L`, a letter for the limiter and a
 //! format version (`RLT\x01` token bucket, `RLF\x01` fixed window, `RLC\x01` sliding counter; the
-//! sliding log's header has always begun `RLS\x01`). `R` is never the first byte of an ASCII decimal
+//! sliding log's header has always begun `RLS\x01`; leases `RLA\x01`). `R` is never the first byte of an ASCII decimal
 //! number, so a tagged value cannot be mistaken for a TAT written as digits (redis-cell's format).
 //!
 //! Release 0.1 wrote the token bucket, the fixed window and the sliding counter untagged: 8, 16 and
@@ -18,13 +18,15 @@ pub enum Kind {
     FixedWindow,
     SlidingCounter,
     SlidingLog,
+    Leases,
 }
 
 /// The tag's length: every tagged value starts with this many bytes of tag.
 pub const TAG_LEN: usize = 4;
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingCounter, Kind::SlidingLog];
+    pub const ALL: [Kind; 5] =
+        [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingCounter, Kind::SlidingLog, Kind::Leases];
 
     /// The first bytes of every value of this kind.
     #[inline]
@@ -34,6 +36,7 @@ impl Kind {
             Kind::FixedWindow => *b"RLF\x01",
             Kind::SlidingCounter => *b"RLC\x01",
             Kind::SlidingLog => *b"RLS\x01",
+            Kind::Leases => *b"RLA\x01",
         }
     }
 
@@ -44,6 +47,7 @@ impl Kind {
             Kind::FixedWindow => "RL.FIXED",
             Kind::SlidingCounter => "RL.SLIDECOUNT",
             Kind::SlidingLog => "RL.SLIDE",
+            Kind::Leases => "RL.ACQUIRE",
         }
     }
 
@@ -54,7 +58,7 @@ impl Kind {
             Kind::TokenBucket => Some(8),
             Kind::FixedWindow => Some(16),
             Kind::SlidingCounter => Some(24),
-            Kind::SlidingLog => None,
+            Kind::SlidingLog | Kind::Leases => None,
         }
     }
 
@@ -63,7 +67,9 @@ impl Kind {
         match self.payload_len() {
             Some(payload) => len == TAG_LEN + payload,
             // The log's header is 8 bytes (tag, slot width, padding), then at least one 8-byte slot.
-            None => len >= 16 && len.is_multiple_of(8),
+            None if self == Kind::SlidingLog => len >= 16 && len.is_multiple_of(8),
+            // Leases: the tag, then 28 bytes per lease.
+            None => len > TAG_LEN && (len - TAG_LEN).is_multiple_of(28),
         }
     }
 

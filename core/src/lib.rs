@@ -11,6 +11,7 @@ pub mod decimal;
 pub mod error;
 pub mod fixed_window;
 pub mod format;
+pub mod leases;
 pub mod limiter;
 pub mod limits;
 pub mod sliding_counter;

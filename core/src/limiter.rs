@@ -83,6 +83,8 @@ pub enum Change {
     Set(Bytes),
     /// Overwrite `bytes` at `offset` of the current value, which keeps its length.
     Range { offset: usize, bytes: Bytes },
+    /// Remove the key: nothing is left to remember (the last lease released).
+    Delete,
 }
 
 /// When the stored state stops mattering, so its key can expire.
@@ -120,5 +122,6 @@ pub fn apply(value: &mut Vec<u8>, change: &Change) {
                 target.copy_from_slice(bytes);
             }
         }
+        Change::Delete => value.clear(),
     }
 }

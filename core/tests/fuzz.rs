@@ -120,7 +120,7 @@ proptest! {
     #[test]
     fn every_limiter_on_any_stored_bytes(
         stored in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
-        tagged in any::<bool>(), kind in 0usize..4, now in any_time(), cost in 0u64..20,
+        tagged in any::<bool>(), kind in 0usize..5, now in any_time(), cost in 0u64..20,
     ) {
         use ratelimit_core::format::Kind;
         use ratelimit_core::limiter::{apply, Limiter};
@@ -135,14 +135,21 @@ proptest! {
             0 => TokenBucket::new(10, rate).unwrap().decide(value.as_deref(), now, cost),
             1 => FixedWindow::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, cost),
             2 => SlidingCounter::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, cost),
-            _ => SlidingLog::new(10, 1_000_000).unwrap().decide(value.as_deref(), now, RequestId { hash: cost, dedup: cost % 2 == 0 }),
+            3 => SlidingLog::new(10, 1_000_000).unwrap().decide(value.as_deref(), now, RequestId { hash: cost, dedup: cost % 2 == 0 }),
+            _ => {
+                let id = ratelimit_core::leases::LeaseId::of(&cost.to_le_bytes());
+                let acquire = ratelimit_core::leases::Acquire { id, weight: cost.max(1) };
+                ratelimit_core::leases::Leases::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, acquire)
+            }
         };
         if let Ok(o) = outcome {
             well_formed(&o.verdict)?;
             if let Some(w) = o.write {
                 let v = value.get_or_insert_with(Vec::new);
                 apply(v, &w.change);
-                prop_assert_eq!(Kind::of(v), Some(Kind::ALL[kind]));
+                if w.change != ratelimit_core::limiter::Change::Delete {
+                    prop_assert_eq!(Kind::of(v), Some(Kind::ALL[kind]));
+                }
             }
         }
     }

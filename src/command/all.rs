@@ -8,16 +8,19 @@
 //! - `TOKEN capacity rate cost` (RL.TOKEN's)
 //! - `FIXED limit window cost`, `SLIDECOUNT limit window cost` (RL.FIXED's, RL.SLIDECOUNT's)
 //! - `SLIDE limit window id [DEDUP]` (RL.SLIDE's; a key right after such a group cannot be `DEDUP`)
+//! - `ACQUIRE limit lease id [WEIGHT w]` (RL.ACQUIRE's; a key right after such a group cannot be
+//!   `WEIGHT`)
 //!
 //! The reply is always six fields: the most restrictive limit's five and its group's 1-based
 //! position. The keys are declared as a function of the arguments (`getkeys-api`), so
 //! `COMMAND GETKEYS` and cluster routing find every one.
 
 use super::args::{cost, split, window_limiter};
-use super::{limit, slide, token};
+use super::{acquire, limit, slide, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::counters;
 use ratelimit_core::fixed_window::FixedWindow;
+use ratelimit_core::leases::Leases;
 use ratelimit_core::limiter::{Limiter, Outcome};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::sliding_log::{RequestId, SlidingLog};
@@ -57,6 +60,7 @@ enum AnyLimit {
     Fixed(FixedWindow, u64),
     Counter(SlidingCounter, u64),
     Slide(SlidingLog, RequestId),
+    Acquire(Leases, ratelimit_core::leases::Acquire),
 }
 
 impl AnyLimit {
@@ -66,6 +70,7 @@ impl AnyLimit {
             AnyLimit::Fixed(l, cost) => l.decide(stored, now, *cost),
             AnyLimit::Counter(l, cost) => l.decide(stored, now, *cost),
             AnyLimit::Slide(l, id) => l.decide(stored, now, *id),
+            AnyLimit::Acquire(l, request) => l.decide(stored, now, *request),
         }?)
     }
 }
@@ -82,6 +87,7 @@ enum GroupKind {
     Fixed,
     Counter,
     Slide,
+    Acquire,
 }
 
 fn kind_of(name: &[u8]) -> Option<GroupKind> {
@@ -91,8 +97,13 @@ fn kind_of(name: &[u8]) -> Option<GroupKind> {
         _ if is(b"FIXED") => Some(GroupKind::Fixed),
         _ if is(b"SLIDECOUNT") => Some(GroupKind::Counter),
         _ if is(b"SLIDE") => Some(GroupKind::Slide),
+        _ if is(b"ACQUIRE") => Some(GroupKind::Acquire),
         _ => None,
     }
+}
+
+fn is_weight(arg: Option<&Arg>) -> bool {
+    arg.is_some_and(|a| a.bytes().eq_ignore_ascii_case(b"WEIGHT"))
 }
 
 fn is_dedup(arg: Option<&Arg>) -> bool {
@@ -104,6 +115,7 @@ fn is_dedup(arg: Option<&Arg>) -> bool {
 fn group_len(args: &[Arg]) -> Option<usize> {
     match kind_of(args.get(1)?.bytes())? {
         GroupKind::Slide => Some(5 + usize::from(is_dedup(args.get(5)))),
+        GroupKind::Acquire => Some(5 + 2 * usize::from(is_weight(args.get(5)))),
         _ => Some(5),
     }
 }
@@ -129,6 +141,12 @@ fn parse_group(args: &[Arg]) -> Result<(Group<'_>, &[Arg]), RlError> {
             let id = slide::request_id(c, dedup)?;
             let rest = if dedup { &rest[1..] } else { rest };
             return Ok((Group { key, limit: AnyLimit::Slide(log, id) }, rest));
+        }
+        GroupKind::Acquire => {
+            let options =
+                if is_weight(rest.first()) { rest.get(..2).ok_or(RlError::WrongArity)? } else { &[] };
+            let (leases, request) = acquire::parse(a, b, c, options)?;
+            return Ok((Group { key, limit: AnyLimit::Acquire(leases, request) }, &rest[options.len()..]));
         }
     };
     Ok((Group { key, limit }, rest))

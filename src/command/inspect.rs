@@ -8,11 +8,12 @@
 //! available), `retry_after_ms` (until one unit is available; 0 now) and `reset_after_ms`, computed as
 //! the commands compute them.
 
-use super::args::window_limiter;
-use super::{slide, token};
+use super::args::{whole, window_limiter};
+use super::{acquire, slide, token};
 use crate::server::{clock, Acl, Arg, Command, Keys, Reply, RlError, Spec, StateKey, Value};
 use ratelimit_core::fixed_window::FixedWindow;
 use ratelimit_core::format::Kind;
+use ratelimit_core::leases::{Leases, LIMIT as LEASE_LIMIT};
 use ratelimit_core::limiter::{Limiter, Peek};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::sliding_log::SlidingLog;
@@ -47,6 +48,10 @@ impl Command for Inspect {
             Kind::FixedWindow => inspect::<FixedWindow>(bytes, now, params, window_limiter)?,
             Kind::SlidingCounter => inspect::<SlidingCounter>(bytes, now, params, window_limiter)?,
             Kind::SlidingLog => inspect::<SlidingLog>(bytes, now, params, slide::parse_log)?,
+            Kind::Leases => inspect::<Leases>(bytes, now, params, |limit, lease| {
+                let limit = whole(limit.bytes(), LEASE_LIMIT.field, 1, LEASE_LIMIT.expected)?;
+                Ok(Leases::new(limit, acquire::lease_ns(lease)?)?)
+            })?,
         };
         let mut map = vec![("limiter", Value::Status(kind.command()))];
         map.extend(fields.into_iter().map(|(name, v)| (name, v.map_or(Value::Null, Value::Int))));

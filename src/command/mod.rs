@@ -3,12 +3,15 @@
 //! `ratelimit_core` limiter and hands it to `limit`, which connects any limiter to a key.
 #![deny(unsafe_code)]
 
+pub mod acquire;
 pub mod all;
 mod args;
 pub mod fixed;
 pub mod inspect;
 mod limit;
 pub mod refund;
+pub mod release;
+pub mod renew;
 pub mod reset_stats;
 pub mod slide;
 pub mod slide_count;

@@ -114,7 +114,28 @@ impl<'a> StateKey<'a> {
             }
             (Change::Set(bytes), expiry) => self.write(bytes.as_ref(), expiry),
             (Change::Range { offset, bytes }, expiry) => self.write_at(*offset, bytes.as_ref(), expiry),
+            (Change::Delete, _) => self.delete(),
         }
+    }
+
+    /// Removes the key (nothing left to remember); replicated as `DEL key`.
+    fn delete(&mut self) -> Result<(), RlError> {
+        if self.empty {
+            return Ok(());
+        }
+        let delete = api(unsafe { raw::RedisModule_DeleteKey })?;
+        // SAFETY: a live key handle opened for writing.
+        if unsafe { delete(self.handle) } != raw::REDISMODULE_OK as c_int {
+            return Err(RlError::Internal("cannot delete the key"));
+        }
+        self.empty = true;
+        self.signal_modified();
+        let replicate = api(unsafe { raw::RedisModule_Replicate })?;
+        // SAFETY: "s" is a RedisModuleString, the key's name, live for the call.
+        unsafe {
+            replicate(self.ctx.ctx, cstr(b"DEL\0"), cstr(b"s\0"), self.name.raw());
+        }
+        Ok(())
     }
 
     /// The new absolute expiry when the current one does not satisfy `expiry`, else None.

@@ -60,5 +60,7 @@ pub static REFUND: CommandStats = CommandStats::new("refund");
 /// RL.ALL.
 pub static ALL_KINDS: CommandStats = CommandStats::new("all");
 pub static TAKE: CommandStats = CommandStats::new("take");
+pub static ACQUIRE: CommandStats = CommandStats::new("acquire");
 /// In the order INFO shows them.
-pub static ALL: [&CommandStats; 7] = [&TOKEN, &FIXED, &SLIDE, &SLIDECOUNT, &REFUND, &ALL_KINDS, &TAKE];
+pub static ALL: [&CommandStats; 8] =
+    [&TOKEN, &FIXED, &SLIDE, &SLIDECOUNT, &REFUND, &ALL_KINDS, &TAKE, &ACQUIRE];

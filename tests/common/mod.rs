@@ -65,6 +65,21 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
             .query(con)
             .expect("RL.ALL failed");
     }
+    // Leases: acquired, renewed, one released (the key lives on with the other).
+    for (command, args) in [
+        ("RL.ACQUIRE", vec!["2", "300", "w1"]),
+        ("RL.ACQUIRE", vec!["2", "300", "w2"]),
+        ("RL.ACQUIRE", vec!["2", "300", "w3"]),
+        ("RL.RENEW", vec!["600", "w1"]),
+        ("RL.RELEASE", vec!["w2"]),
+    ] {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(format!("{prefix}:{{t}}:lease"));
+        for a in args {
+            cmd.arg(a);
+        }
+        let _: Value = cmd.query(con).expect("a lease command failed");
+    }
     for max in [3, 5] {
         let _: Vec<i64> = redis::cmd("RL.TAKE")
             .arg(format!("{prefix}:{{t}}:take"))

@@ -1,0 +1,367 @@
+//! Concurrency limits: leases on work in flight. A key holds the leases that are neither released nor
+//! expired; a request of weight `w` is allowed iff their weights, with this one, are at most `limit`.
+//! An allowed request records a lease for its id that expires `lease` from now; acquiring again with an
+//! id that holds a lease is allowed without taking another slot and extends that lease (a retry is the
+//! same request), keeping the weight it was acquired with.
+//!
+//! Expired leases free their slots by themselves: every decision counts only the leases alive at
+//! `now`, and a write drops the expired ones. Nothing runs in between (no timer, no thread), and the
+//! key expires when its last lease does.
+//!
+//! # Encoding
+//!
+//! The tag `RLA\x01`, then one 28-byte entry per lease: the id's 16-byte digest (SHA-256 of the id,
+//! truncated: the same on every server, so a replica promoted to primary releases what its old primary
+//! leased, and no caller can craft another caller's digest), its expiry in Unix microseconds (u64) and
+//! its weight (u32), little-endian, in no particular order.
+
+use crate::error::{ParamError, StateError};
+use crate::format::{Bytes, Kind, TAG_LEN};
+use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
+use crate::limits::MAX_HORIZON_NS;
+use crate::time::{ceil_ms, Nanos};
+use crate::verdict::Verdict;
+use sha2::{Digest, Sha256};
+
+/// The largest concurrency limit: each held lease costs an entry of the key's value.
+pub const MAX_LIMIT: u64 = 100_000;
+/// A limit outside 1 to `MAX_LIMIT`.
+pub const LIMIT: ParamError = ParamError::new("limit", "must be a whole number from 1 to 100000");
+/// A lease that is not a positive number of whole milliseconds within the horizon.
+pub const LEASE: ParamError =
+    ParamError::new("lease", "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)");
+/// A weight of zero, or above what any limit allows.
+pub const WEIGHT: ParamError = ParamError::new("weight", "must be a whole number from 1 to 100000");
+
+const ENTRY: usize = 28;
+
+/// Valid lease parameters: how many may be held and for how long each lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leases {
+    limit: u64,
+    lease_us: u64,
+}
+
+/// A lease holder's id, as stored: the first 16 bytes of its SHA-256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseId([u8; 16]);
+
+impl LeaseId {
+    pub fn of(id: &[u8]) -> LeaseId {
+        let digest = Sha256::digest(id);
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&digest[..16]);
+        LeaseId(out)
+    }
+}
+
+/// An acquisition: whose, and how many slots it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquire {
+    pub id: LeaseId,
+    pub weight: u64,
+}
+
+/// One held lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lease {
+    id: LeaseId,
+    expires_us: u64,
+    weight: u64,
+}
+
+fn now_us(now: Nanos) -> u64 {
+    (now.max(0) / 1000) as u64
+}
+
+/// The leases of a stored value (all of them, expired or not).
+fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
+    let body = match stored.get(..TAG_LEN) {
+        Some(tag) if tag == Kind::Leases.tag() => &stored[TAG_LEN..],
+        _ => return Err(StateError),
+    };
+    if !body.len().is_multiple_of(ENTRY) {
+        return Err(StateError);
+    }
+    Ok(body
+        .chunks_exact(ENTRY)
+        .map(|e| {
+            let mut id = [0u8; 16];
+            id.copy_from_slice(&e[..16]);
+            let expires_us = u64::from_le_bytes(e[16..24].try_into().unwrap_or([0; 8]));
+            let weight = u64::from(u32::from_le_bytes(e[24..28].try_into().unwrap_or([0; 4])));
+            Lease { id: LeaseId(id), expires_us, weight }
+        })
+        .collect())
+}
+
+fn live(stored: Option<&[u8]>, now_us: u64) -> Result<Vec<Lease>, StateError> {
+    let mut leases = stored.map(decode).transpose()?.unwrap_or_default();
+    leases.retain(|l| l.expires_us > now_us);
+    Ok(leases)
+}
+
+/// The value that holds `leases` (all alive), expiring with the last of them; None when there are
+/// none (the key is deleted).
+fn write(leases: &[Lease]) -> Write {
+    let Some(last) = leases.iter().map(|l| l.expires_us).max() else {
+        return Write { change: Change::Delete, expiry: Expiry::Within { at_least_ms: 0, slack_ms: 0 } };
+    };
+    let mut value = Vec::with_capacity(TAG_LEN + leases.len() * ENTRY);
+    value.extend_from_slice(&Kind::Leases.tag());
+    for l in leases {
+        value.extend_from_slice(&l.id.0);
+        value.extend_from_slice(&l.expires_us.to_le_bytes());
+        value.extend_from_slice(&(l.weight as u32).to_le_bytes());
+    }
+    let at_least_ms = i64::try_from(last.div_ceil(1000)).unwrap_or(i64::MAX);
+    Write { change: Change::Set(Bytes::Heap(value)), expiry: Expiry::Within { at_least_ms, slack_ms: 0 } }
+}
+
+fn us_to_ns(us: u64) -> Nanos {
+    Nanos::try_from(us.saturating_mul(1000)).unwrap_or(Nanos::MAX)
+}
+
+impl Leases {
+    pub fn new(limit: u64, lease_ns: Nanos) -> Result<Leases, ParamError> {
+        if limit == 0 || limit > MAX_LIMIT {
+            return Err(LIMIT);
+        }
+        if lease_ns < 1_000_000 || lease_ns > MAX_HORIZON_NS {
+            return Err(LEASE);
+        }
+        Ok(Leases { limit, lease_us: (lease_ns / 1000) as u64 })
+    }
+
+    /// A weight for this limiter's requests (1 to `MAX_LIMIT`; above `limit` it never fits).
+    pub fn weight(weight: u64) -> Result<u64, ParamError> {
+        (1..=MAX_LIMIT).contains(&weight).then_some(weight).ok_or(WEIGHT)
+    }
+
+    fn verdict(&self, allowed: bool, held: &[Lease], now_us: u64, retry: Option<Nanos>) -> Verdict {
+        let weight: u64 = held.iter().map(|l| l.weight).sum();
+        let last = held.iter().map(|l| l.expires_us).max().unwrap_or(now_us);
+        Verdict {
+            allowed,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(weight),
+            retry_after_ns: retry,
+            reset_after_ns: us_to_ns(last.saturating_sub(now_us)),
+        }
+    }
+
+    /// When `weight` more would fit if no held lease were released: the leases that end first free
+    /// their slots first. An upper bound of the wait (a release frees a slot sooner).
+    fn retry_after(&self, held: &[Lease], now_us: u64, weight: u64) -> Option<Nanos> {
+        if weight > self.limit {
+            return None;
+        }
+        let mut ends: Vec<(u64, u64)> = held.iter().map(|l| (l.expires_us, l.weight)).collect();
+        ends.sort_unstable();
+        let mut load: u64 = ends.iter().map(|e| e.1).sum();
+        for (expires_us, w) in ends {
+            load -= w;
+            if load + weight <= self.limit {
+                return Some(us_to_ns(expires_us.saturating_sub(now_us)).max(1));
+            }
+        }
+        Some(1)
+    }
+
+    /// `RL.RELEASE`: frees the lease `id` holds. True when it held one (alive); the write removes it.
+    pub fn release(
+        stored: Option<&[u8]>,
+        now: Nanos,
+        id: LeaseId,
+    ) -> Result<(bool, Option<Write>), StateError> {
+        let mut held = live(stored, now_us(now))?;
+        let before = held.len();
+        held.retain(|l| l.id != id);
+        Ok(if held.len() < before { (true, Some(write(&held))) } else { (false, None) })
+    }
+
+    /// `RL.RENEW`: the lease `id` holds now expires `lease_ns` from `now`. True when it still held one;
+    /// a lease that is gone is never re-acquired here.
+    pub fn renew(
+        stored: Option<&[u8]>,
+        now: Nanos,
+        id: LeaseId,
+        lease_ns: Nanos,
+    ) -> Result<(bool, Option<Write>), StateError> {
+        let now_us = now_us(now);
+        let mut held = live(stored, now_us)?;
+        let Some(lease) = held.iter_mut().find(|l| l.id == id) else { return Ok((false, None)) };
+        lease.expires_us = now_us.saturating_add((lease_ns.max(0) / 1000) as u64);
+        Ok((true, Some(write(&held))))
+    }
+}
+
+impl Limiter for Leases {
+    type Request = Acquire;
+    const KIND: Kind = Kind::Leases;
+
+    fn decide(&self, stored: Option<&[u8]>, now: Nanos, request: Acquire) -> Result<Outcome, StateError> {
+        let now_us = now_us(now);
+        let mut held = live(stored, now_us)?;
+        let expires_us = now_us.saturating_add(self.lease_us);
+        if let Some(lease) = held.iter_mut().find(|l| l.id == request.id) {
+            // A retry of the same request: the same slot, for longer.
+            lease.expires_us = expires_us;
+        } else {
+            let load: u64 = held.iter().map(|l| l.weight).sum();
+            if load + request.weight > self.limit {
+                let retry = self.retry_after(&held, now_us, request.weight);
+                return Ok(Outcome {
+                    verdict: self.verdict(false, &held, now_us, retry),
+                    write: None,
+                    repair: false,
+                });
+            }
+            held.push(Lease { id: request.id, expires_us, weight: request.weight });
+        }
+        Ok(Outcome {
+            verdict: self.verdict(true, &held, now_us, Some(0)),
+            write: Some(write(&held)),
+            repair: false,
+        })
+    }
+
+    fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
+        let now_us = now_us(now);
+        let held = live(stored, now_us)?;
+        let load: u64 = held.iter().map(|l| l.weight).sum();
+        let fits = load < self.limit;
+        let one_retry = if fits { Some(0) } else { self.retry_after(&held, now_us, 1) };
+        Ok(Peek {
+            now: self.verdict(true, &held, now_us, Some(0)),
+            one: self.verdict(fits, &held, now_us, one_retry),
+        })
+    }
+
+    fn describe(stored: &[u8], now: Nanos) -> Result<Vec<Field>, StateError> {
+        let now_us = now_us(now);
+        let all = decode(stored)?;
+        let held: Vec<&Lease> = all.iter().filter(|l| l.expires_us > now_us).collect();
+        let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
+        let ms = |us: Option<u64>| us.and_then(|us| n(us.div_ceil(1000)));
+        Ok(vec![
+            ("held", n(held.len() as u64)),
+            ("weight_held", n(held.iter().map(|l| l.weight).sum())),
+            ("next_expiry_ms", ms(held.iter().map(|l| l.expires_us).min())),
+            ("last_expiry_ms", ms(held.iter().map(|l| l.expires_us).max())),
+        ])
+    }
+}
+
+/// Unix ms at which a lease acquired at `now` for `lease_ns` ends (for replies and tests).
+pub fn lease_end_ms(now: Nanos, lease_ns: Nanos) -> i64 {
+    ceil_ms(now.saturating_add(lease_ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::apply;
+    use crate::time::NANOS_PER_SEC as SEC;
+    use proptest::prelude::*;
+
+    const T0: Nanos = 1_700_000_000 * SEC;
+
+    fn acquire(l: &Leases, value: &mut Option<Vec<u8>>, now: Nanos, id: &str, weight: u64) -> Verdict {
+        let o = l.decide(value.as_deref(), now, Acquire { id: LeaseId::of(id.as_bytes()), weight }).unwrap();
+        store(value, o.write);
+        o.verdict
+    }
+
+    fn store(value: &mut Option<Vec<u8>>, write: Option<Write>) {
+        match write.map(|w| w.change) {
+            Some(Change::Delete) => *value = None,
+            Some(change) => apply(value.get_or_insert_with(Vec::new), &change),
+            None => {}
+        }
+    }
+
+    #[test]
+    fn holds_up_to_the_limit_and_frees_slots_on_release_and_expiry() {
+        let l = Leases::new(2, 10 * SEC).unwrap();
+        let mut v = None;
+        assert_eq!(acquire(&l, &mut v, T0, "a", 1).remaining, 1);
+        assert_eq!(acquire(&l, &mut v, T0 + SEC, "b", 1).remaining, 0);
+        let denied = acquire(&l, &mut v, T0 + 2 * SEC, "c", 1);
+        assert!(!denied.allowed);
+        assert_eq!(denied.retry_after_ns, Some(8 * SEC), "until a's lease ends");
+        assert_eq!(denied.reset_after_ns, 9 * SEC, "until b's lease ends");
+        let again = acquire(&l, &mut v, T0 + 3 * SEC, "a", 1);
+        assert!(again.allowed && again.remaining == 0, "a retry takes no other slot");
+        let (released, write) = Leases::release(v.as_deref(), T0 + 3 * SEC, LeaseId::of(b"b")).unwrap();
+        store(&mut v, write);
+        assert!(released);
+        assert!(!Leases::release(v.as_deref(), T0 + 3 * SEC, LeaseId::of(b"b")).unwrap().0, "idempotent");
+        assert!(acquire(&l, &mut v, T0 + 3 * SEC, "c", 1).allowed);
+        // a (renewed at 3 s) and c end at 13 s: then both slots are free without any call.
+        assert_eq!(acquire(&l, &mut v, T0 + 13 * SEC, "d", 2).remaining, 0);
+        assert_eq!(
+            acquire(&l, &mut v, T0 + 13 * SEC, "e", 3).retry_after_ns,
+            None,
+            "weight 3 never fits in 2"
+        );
+    }
+
+    #[test]
+    fn renew_extends_a_held_lease_and_never_reacquires() {
+        let l = Leases::new(1, SEC).unwrap();
+        let mut v = None;
+        acquire(&l, &mut v, T0, "a", 1);
+        let (renewed, write) = Leases::renew(v.as_deref(), T0 + SEC / 2, LeaseId::of(b"a"), SEC).unwrap();
+        store(&mut v, write);
+        assert!(renewed);
+        assert!(!acquire(&l, &mut v, T0 + SEC, "b", 1).allowed, "a holds it until 1.5 s");
+        assert!(
+            !Leases::renew(v.as_deref(), T0 + 2 * SEC, LeaseId::of(b"a"), SEC).unwrap().0,
+            "expired: lost"
+        );
+        assert!(!Leases::renew(v.as_deref(), T0, LeaseId::of(b"x"), SEC).unwrap().0, "never held");
+    }
+
+    #[test]
+    fn the_last_release_deletes_the_key_and_a_denial_writes_nothing() {
+        let l = Leases::new(1, SEC).unwrap();
+        let mut v = None;
+        acquire(&l, &mut v, T0, "a", 1);
+        let o = l.decide(v.as_deref(), T0, Acquire { id: LeaseId::of(b"b"), weight: 1 }).unwrap();
+        assert_eq!(o.write, None);
+        let (_, write) = Leases::release(v.as_deref(), T0, LeaseId::of(b"a")).unwrap();
+        assert_eq!(write.unwrap().change, Change::Delete);
+        assert_eq!(decode(b"RLT\x01\0\0\0\0\0\0\0\0"), Err(StateError));
+        assert!(
+            Leases::new(0, SEC).is_err() && Leases::new(100_001, SEC).is_err() && Leases::new(1, 0).is_err()
+        );
+    }
+
+    proptest! {
+        /// Whatever the interleaving of acquisitions, releases and time, the weight held never
+        /// exceeds the limit, and what is stored is always readable.
+        #[test]
+        fn never_more_than_the_limit_in_flight(
+            limit in 1u64..8,
+            steps in proptest::collection::vec((0i64..3_000_000_000, 0u8..6, 1u64..4, any::<bool>()), 1..120),
+        ) {
+            let l = Leases::new(limit, 5 * SEC).unwrap();
+            let mut v: Option<Vec<u8>> = None;
+            let mut now = T0;
+            for (gap, who, weight, release) in steps {
+                now += gap;
+                let id = LeaseId::of(&[who]);
+                if release {
+                    let (_, write) = Leases::release(v.as_deref(), now, id).unwrap();
+                    store(&mut v, write);
+                } else {
+                    let verdict = acquire(&l, &mut v, now, &format!("{}", who as char), weight);
+                    prop_assert!(verdict.remaining <= limit);
+                }
+                let held: u64 = live(v.as_deref(), now_us(now)).unwrap().iter().map(|l| l.weight).sum();
+                prop_assert!(held <= limit, "held {} > limit {}", held, limit);
+            }
+        }
+    }
+}

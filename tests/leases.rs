@@ -1,0 +1,179 @@
+//! RL.ACQUIRE / RL.RELEASE / RL.RENEW: leases on work in flight, against real servers.
+
+mod common;
+
+use common::calls::*;
+use common::{start_replica, wait_in_sync};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+use testkit::redis::{self, Connection};
+use testkit::{unique_key, Server};
+
+fn acquire(con: &mut Connection, key: &str, limit: u64, lease: &str, id: &str) -> Limit {
+    rl(con, "RL.ACQUIRE", &[key, &limit.to_string(), lease, id])
+}
+
+fn int(con: &mut Connection, command: &str, args: &[&str]) -> i64 {
+    let mut cmd = redis::cmd(command);
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(con).unwrap_or_else(|e| panic!("{command} {args:?}: {e}"))
+}
+
+#[test]
+fn leases_hold_slots_until_released_and_only_their_holder_releases_them() {
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    let key = unique_key("lease");
+    assert_eq!(acquire(&mut con, &key, 2, "60", "a").head(), (true, 2, 1));
+    assert_eq!(acquire(&mut con, &key, 2, "60", "b").head(), (true, 2, 0));
+    let before: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let denied = acquire(&mut con, &key, 2, "60", "c");
+    assert!(!denied.allowed);
+    assert!(
+        denied.retry_after_ms > 59_000 && denied.retry_after_ms <= 60_000,
+        "until a lease ends: {denied:?}"
+    );
+    let after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    assert_eq!(before, after, "a denial writes nothing");
+    assert_eq!(acquire(&mut con, &key, 2, "60", "a").head(), (true, 2, 0), "a retry takes no other slot");
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "c"]), 0, "c holds nothing");
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "b"]), 1);
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "b"]), 0, "released already: idempotent");
+    assert!(acquire(&mut con, &key, 2, "60", "c").allowed);
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "a"]), 1);
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "c"]), 1);
+    assert!(!exists(&mut con, &key), "the last release deletes the key");
+}
+
+#[test]
+fn a_retry_keeps_its_weight_and_weights_count() {
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    let key = unique_key("weight");
+    assert_eq!(rl(&mut con, "RL.ACQUIRE", &[&key, "3", "60", "big", "WEIGHT", "2"]).remaining, 1);
+    assert_eq!(rl(&mut con, "RL.ACQUIRE", &[&key, "3", "60", "big"]).remaining, 1, "the same request");
+    assert!(!rl(&mut con, "RL.ACQUIRE", &[&key, "3", "60", "x", "WEIGHT", "2"]).allowed);
+    let never = rl(&mut con, "RL.ACQUIRE", &[&key, "3", "60", "y", "WEIGHT", "4"]);
+    assert_eq!((never.allowed, never.retry_after_ms), (false, -1), "4 never fits in 3");
+}
+
+#[test]
+fn an_expired_lease_frees_its_slot_without_any_call_and_cannot_be_renewed() {
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    let key = unique_key("expire");
+    assert!(acquire(&mut con, &key, 1, "0.2", "crashed").allowed);
+    let ttl = pttl(&mut con, &key);
+    assert!(ttl > 0 && ttl <= 200, "the key expires with its last lease: {ttl}");
+    assert_eq!(int(&mut con, "RL.RENEW", &[&key, "0.2", "other"]), 0, "only the holder renews");
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(int(&mut con, "RL.RENEW", &[&key, "60", "crashed"]), 0, "lost: the holder must stop");
+    assert!(acquire(&mut con, &key, 1, "60", "next").allowed, "the crashed holder's slot is free");
+    assert_eq!(int(&mut con, "RL.RENEW", &[&key, "120", "next"]), 1);
+    assert!(pttl(&mut con, &key) > 60_000, "the renewed lease moved the key's expiry");
+}
+
+#[test]
+fn never_more_holders_than_the_limit_across_many_connections() {
+    let server = Server::builder().single();
+    let key = unique_key("inflight");
+    let (inside, most) = (AtomicI64::new(0), AtomicI64::new(0));
+    std::thread::scope(|scope| {
+        for t in 0..20 {
+            let (server, key, inside, most) = (&server, &key, &inside, &most);
+            scope.spawn(move || {
+                let mut con = server.conn();
+                for i in 0..10 {
+                    let id = format!("holder-{t}-{i}");
+                    if acquire(&mut con, key, 5, "30", &id).allowed {
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(2));
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        assert_eq!(int(&mut con, "RL.RELEASE", &[key, &id]), 1);
+                    }
+                }
+            });
+        }
+    });
+    let most = most.load(Ordering::SeqCst);
+    assert!((1..=5).contains(&most), "held at once, measured by the holders: {most}");
+    assert!(!exists(&mut server.conn(), &key), "every slot is free at the end");
+}
+
+#[test]
+fn leases_survive_failover_and_reload_and_release_there() {
+    let Some(primary) = Server::builder().own() else { return };
+    let replica = start_replica(&primary);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    assert!(acquire(&mut p, "job", 3, "60", "worker-1").allowed);
+    assert!(acquire(&mut p, "job", 3, "60", "worker-2").allowed);
+    wait_in_sync(&mut p, &mut r);
+    assert_eq!(common::digest(&mut p), common::digest(&mut r), "replicated by effect");
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).unwrap();
+    assert_eq!(int(&mut r, "RL.RELEASE", &["job", "worker-1"]), 1, "the promoted replica knows the holder");
+    assert_eq!(int(&mut r, "RL.RENEW", &["job", "60", "worker-2"]), 1);
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut r).unwrap();
+    assert_eq!(int(&mut r, "RL.RELEASE", &["job", "worker-2"]), 1, "after DEBUG RELOAD");
+}
+
+#[test]
+fn all_takes_a_lease_and_a_token_together_or_neither() {
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    let (lease, bucket) = (unique_key("{both}:lease"), unique_key("{both}:rate"));
+    let call = |con: &mut Connection, id: &str, cost: &str| {
+        rl(
+            con,
+            "RL.ALL",
+            &[&lease, "ACQUIRE", "1", "60", id, "WEIGHT", "1", &bucket, "TOKEN", "2", "0.001", cost],
+        )
+    };
+    assert!(call(&mut con, "a", "1").allowed);
+    let lease_denied = call(&mut con, "b", "1");
+    assert_eq!((lease_denied.allowed, lease_denied.limiting), (false, Some(1)));
+    assert_eq!(token(&mut con, &bucket, 2, "0.001", 0).remaining, 1, "a denied lease takes no token");
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&lease, "a"]), 1);
+    let token_denied = call(&mut con, "c", "2");
+    assert_eq!((token_denied.allowed, token_denied.limiting), (false, Some(2)));
+    assert!(!exists(&mut con, &lease), "a denied token takes no lease");
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RL.ALL")
+        .arg("l")
+        .arg("ACQUIRE")
+        .arg(1)
+        .arg(60)
+        .arg("id")
+        .arg("WEIGHT")
+        .arg(1)
+        .arg("t")
+        .arg("TOKEN")
+        .arg(1)
+        .arg(1)
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["l", "t"]);
+}
+
+#[test]
+fn bad_lease_arguments_get_a_clear_error() {
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    let key = unique_key("lease-bad");
+    let k = key.as_bytes();
+    let limit_error = "ERR invalid limit: must be a whole number from 1 to 100000";
+    assert_eq!(rl_error(&mut con, "RL.ACQUIRE", &[k, b"0", b"60", b"a"]), limit_error);
+    assert_eq!(rl_error(&mut con, "RL.ACQUIRE", &[k, b"100001", b"60", b"a"]), limit_error);
+    assert!(rl_error(&mut con, "RL.ACQUIRE", &[k, b"1", b"0", b"a"]).starts_with("ERR invalid lease:"));
+    assert_eq!(rl_error(&mut con, "RL.ACQUIRE", &[k, b"1", b"60", b""]), "ERR invalid id: must not be empty");
+    assert!(rl_error(&mut con, "RL.ACQUIRE", &[k, b"1", b"60", b"a", b"WEIGHT", b"0"])
+        .starts_with("ERR invalid weight:"));
+    assert_eq!(rl_error(&mut con, "RL.ACQUIRE", &[k, b"1", b"60", b"a", b"HEAVY", b"2"]), "ERR syntax error");
+    assert!(rl_error(&mut con, "RL.RELEASE", &[k]).starts_with("ERR wrong number of arguments"));
+    assert!(rl_error(&mut con, "RL.RENEW", &[k, b"-1", b"a"]).starts_with("ERR invalid lease:"));
+    assert!(!exists(&mut con, &key));
+}
