@@ -127,7 +127,7 @@ impl Leases {
         if limit == 0 || limit > MAX_LIMIT {
             return Err(LIMIT);
         }
-        if lease_ns < 1_000_000 || lease_ns > MAX_HORIZON_NS {
+        if !(1_000_000..=MAX_HORIZON_NS).contains(&lease_ns) {
             return Err(LEASE);
         }
         Ok(Leases { limit, lease_us: (lease_ns / 1000) as u64 })
