@@ -10,38 +10,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 module=$(realpath "${1:-target/release/libredis_ratelimit.so}")
-server=${2:-redis-server}
+export RL_REDIS_SERVER=${2:-${RL_REDIS_SERVER:-redis-server}}
 calls=${RL_CALLGRIND_CALLS:-20000}
 command -v valgrind >/dev/null || scripts/ensure-deps.sh valgrind
 work=$(mktemp -d)
-trap 'kill $(cat "$work"/pid 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/module-server.sh
+. scripts/module-server.sh
+trap 'stop_server; rm -rf "$work"' EXIT
 
 # measure NAME RANDOM_KEYS COMMAND...
 measure() {
   local name=$1 range=$2
   shift 2
-  local port
-  port=$(free_port)
-  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$server" --port "$port" \
-    --bind 127.0.0.1 --save '' --appendonly no --loadmodule "$module" >"$work/server.log" 2>&1 &
-  echo $! >"$work/pid"
-  for _ in $(seq 200); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  start_server "$module" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out"
   redis-benchmark -p "$port" -n 2000 -c 1 -P 16 -r "$range" "$@" >/dev/null
-  callgrind_control -z "$(cat "$work/pid")" >/dev/null 2>&1
+  callgrind_control -z "$server_pid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$calls" -c 1 -P 16 -r "$range" "$@" >/dev/null
-  callgrind_control -d "$(cat "$work/pid")" >/dev/null 2>&1
+  callgrind_control -d "$server_pid" >/dev/null 2>&1
   local total dump own
   dump=$(ls -S "$work"/cg.out.* | head -1)
   total=$(awk '/^(summary|totals):/ {print $2}' "$dump" | sort -n | tail -1)
   # The module's entry point, inclusive of the server API calls it makes (key lookups, replies, writes).
   own=$(callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | awk '/dispatch/ {gsub(",", "", $1); print $1; exit}' || true)
-  kill "$(cat "$work/pid")"
-  wait "$(cat "$work/pid")" 2>/dev/null || true
+  stop_server
   rm -f "$work"/cg.out*
   printf '%-34s %8d instructions/call in all, %6d in the command\n' "$name" $((total / calls)) $((${own:-0} / calls))
 }

@@ -10,29 +10,21 @@ old=$(realpath "${1:?usage: scripts/compare-modules.sh OLD.so NEW.so}")
 new=$(realpath "${2:?usage: scripts/compare-modules.sh OLD.so NEW.so}")
 runs=${RL_COMPARE_RUNS:-5}
 requests=${RL_COMPARE_REQUESTS:-300000}
-server=${RL_REDIS_SERVER:-redis-server}
 work=$(mktemp -d)
-trap 'kill $(cat "$work"/pid 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/module-server.sh
+. scripts/module-server.sh
+trap 'stop_server; rm -rf "$work"' EXIT
 
 # one MODULE RANGE COMMAND...: prints "req/s us_per_call"
 one() {
   local module=$1 range=$2
   shift 2
-  local port
-  port=$(free_port)
-  "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --loadmodule "$module" >/dev/null 2>&1 &
-  echo $! >"$work/pid"
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
-  local rps
+  start_server "$module"
+  local rps name usec
   rps=$(redis-benchmark -p "$port" -n "$requests" -c 50 -P 16 -r "$range" --csv "$@" | tail -1 | cut -d, -f2 | tr -d '"')
-  local name
   name=$(echo "$1" | tr 'A-Z' 'a-z')
-  local usec
   usec=$(redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[,=]' -v c="cmdstat_$name:calls" '$1 == c {print $6}')
-  kill "$(cat "$work/pid")"
-  wait "$(cat "$work/pid")" 2>/dev/null || true
+  stop_server
   echo "$rps $usec"
 }
 

@@ -11,15 +11,18 @@
 use super::args::{split, whole, window};
 use super::limit;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
-use crate::stats::counters;
+use crate::stats::CommandStats;
 use ratelimit_core::leases::{Acquire, LeaseId, Leases, LIMIT};
 use redis_module::Context;
+
+/// Its counters in INFO ratelimit (`acquire_allowed`, `acquire_denied`, `acquire_errors`).
+static STATS: CommandStats = CommandStats::new("acquire");
 
 pub struct AcquireLease;
 
 impl Command for AcquireLease {
     // Not "fast": the write is proportional to the leases held.
-    const SPEC: Spec = Spec::limiter(c"rl.acquire", c"write deny-oom", Keys::FIRST, &counters::ACQUIRE);
+    const SPEC: Spec = Spec::limiter(c"rl.acquire", c"write deny-oom", Keys::FIRST, &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let ([key, limit, lease, id], rest) = split::<4>(args)?;

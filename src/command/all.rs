@@ -18,7 +18,7 @@
 use super::args::{cost, split, window_limiter};
 use super::{acquire, limit, slide, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
-use crate::stats::counters;
+use crate::stats::CommandStats;
 use ratelimit_core::fixed_window::FixedWindow;
 use ratelimit_core::leases::Leases;
 use ratelimit_core::limiter::{Limiter, Outcome};
@@ -28,12 +28,14 @@ use ratelimit_core::time::Nanos;
 use ratelimit_core::token_bucket::TokenBucket;
 use redis_module::Context;
 
+/// Its counters in INFO ratelimit (`all_allowed`, `all_denied`, `all_errors`).
+static STATS: CommandStats = CommandStats::new("all");
+
 pub struct All;
 
 impl Command for All {
     // Not "fast": a SLIDE group may rewrite its log.
-    const SPEC: Spec =
-        Spec::limiter(c"rl.all", c"write deny-oom", Keys::Function(key_index), &counters::ALL_KINDS);
+    const SPEC: Spec = Spec::limiter(c"rl.all", c"write deny-oom", Keys::Function(key_index), &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let mut groups = Vec::new();

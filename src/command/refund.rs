@@ -9,17 +9,19 @@
 use super::args::split;
 use super::{limit, token};
 use crate::server::{Acl, Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
-use crate::stats::counters;
+use crate::stats::CommandStats;
 use ratelimit_core::fixed_window::FixedWindow;
 use ratelimit_core::sliding_counter::SlidingCounter;
 use redis_module::Context;
 
+/// Its counters in INFO ratelimit (`refund_allowed`, `refund_denied`, `refund_errors`).
+static STATS: CommandStats = CommandStats::new("refund");
+
 pub struct Refund;
 
 impl Command for Refund {
-    const SPEC: Spec = Spec::other(c"rl.refund", FAST_WRITE, Acl::Write)
-        .with_keys(Keys::SECOND)
-        .with_stats(&counters::REFUND);
+    const SPEC: Spec =
+        Spec::other(c"rl.refund", FAST_WRITE, Acl::Write).with_keys(Keys::SECOND).with_stats(&STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let ([kind], rest) = split::<1>(args)?;

@@ -7,17 +7,20 @@
 use super::args::{split, whole_for, window};
 use super::limit;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
-use crate::stats::counters;
+use crate::stats::CommandStats;
 use ratelimit_core::sliding_log::{RequestId, SlidingLog, LIMIT, MAX_LIMIT};
 use redis_module::Context;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::OnceLock;
 
+/// Its counters in INFO ratelimit (`slide_allowed`, `slide_denied`, `slide_errors`).
+static STATS: CommandStats = CommandStats::new("slide");
+
 pub struct Slide;
 
 impl Command for Slide {
     // Not "fast": growing or shrinking a log copies it (amortised O(1), worst O(limit)).
-    const SPEC: Spec = Spec::limiter(c"rl.slide", c"write deny-oom", Keys::FIRST, &counters::SLIDE);
+    const SPEC: Spec = Spec::limiter(c"rl.slide", c"write deny-oom", Keys::FIRST, &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let ([key, limit, window_arg, id], rest) = split::<4>(args)?;

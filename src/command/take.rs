@@ -9,13 +9,16 @@
 use super::args::{split, whole};
 use super::token;
 use crate::server::{clock, Arg, Command, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
-use crate::stats::counters;
+use crate::stats::CommandStats;
 use redis_module::Context;
+
+/// Its counters in INFO ratelimit (`take_allowed`, `take_denied`, `take_errors`).
+static STATS: CommandStats = CommandStats::new("take");
 
 pub struct Take;
 
 impl Command for Take {
-    const SPEC: Spec = Spec::limiter(c"rl.take", FAST_WRITE, Keys::FIRST, &counters::TAKE);
+    const SPEC: Spec = Spec::limiter(c"rl.take", FAST_WRITE, Keys::FIRST, &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let ([key, capacity, rate, max], rest) = split::<4>(args)?;

@@ -7,7 +7,7 @@ use super::args::{cost, positive_decimal, whole};
 use super::limit;
 use crate::server::cell::TryCell;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
-use crate::stats::counters;
+use crate::stats::CommandStats;
 use ratelimit_core::limiter::Limiter;
 use ratelimit_core::token_bucket::{TokenBucket, CAPACITY, RATE};
 use redis_module::Context;
@@ -15,11 +15,14 @@ use redis_module::Context;
 const GROUP: usize = 4;
 const GROUPS: Keys = Keys::Range { first: 1, last: -1, step: GROUP as i32 };
 
+/// Its counters in INFO ratelimit (`token_allowed`, `token_denied`, `token_errors`).
+static STATS: CommandStats = CommandStats::new("token");
+
 pub struct Token;
 
 impl Command for Token {
     /// Keys at 1, 5, 9, ...: one per `key capacity rate cost` group.
-    const SPEC: Spec = Spec::limiter(c"rl.token", FAST_WRITE, GROUPS, &counters::TOKEN);
+    const SPEC: Spec = Spec::limiter(c"rl.token", FAST_WRITE, GROUPS, &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         if args.len() == GROUP {

@@ -36,6 +36,19 @@ pub struct Spec {
     pub counted: bool,
 }
 
+/// The commands this module registered, in order (set once at load): INFO and RL.RESETSTATS go
+/// through their counters.
+static REGISTERED: std::sync::OnceLock<&'static [&'static Spec]> = std::sync::OnceLock::new();
+
+pub fn set_registered(specs: &'static [&'static Spec]) {
+    let _ = REGISTERED.set(specs);
+}
+
+/// The per-command counters of the registered commands, in order.
+pub fn registered_stats() -> impl Iterator<Item = &'static CommandStats> {
+    REGISTERED.get().copied().unwrap_or(&[]).iter().filter_map(|spec| spec.stats)
+}
+
 /// The flags of a limiter that does constant work per call.
 pub const FAST_WRITE: &CStr = c"write deny-oom fast";
 
@@ -95,8 +108,7 @@ pub enum Keys {
     },
     /// A function of the arguments (after the name): the index of the `position`-th key, None past the
     /// last. Registered with `getkeys-api`, so the server asks the command where its keys are. For
-    /// commands whose keys follow keywords or groups of different lengths (none of today's).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// commands whose keys follow keywords or groups of different lengths (RL.ALL).
     Function(fn(args: &[Arg], position: usize) -> Option<usize>),
 }
 

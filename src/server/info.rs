@@ -1,7 +1,6 @@
 //! The INFO callback: `INFO ratelimit` shows the per-command counters (section `ratelimit_stats`) and
 //! the key classes (section `ratelimit_classes`) that `stats` keeps.
 
-use crate::stats;
 use redis_module::{raw, Context, Status};
 use std::ffi::CString;
 use std::os::raw::c_int;
@@ -30,7 +29,7 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             return;
         };
         section(ctx, c"stats".as_ptr());
-        for counters in stats::counters::ALL {
+        for counters in super::command::registered_stats() {
             for (what, count) in counters.fields() {
                 if let Ok(name) = CString::new(format!("{}_{what}", counters.name())) {
                     field(ctx, name.as_ptr(), count);

@@ -50,7 +50,10 @@ pub fn finish(ctx: &Context, registered: &[Status]) -> Status {
 #[cfg_attr(test, allow(unused_macros))]
 macro_rules! module {
     ($($command:ty),* $(,)?) => {
+        static SPECS: &[&$crate::server::Spec] = &[$(&<$command as $crate::server::Command>::SPEC),*];
+
         fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
+            $crate::server::command::set_registered(SPECS);
             let categories = $crate::server::module::prepare(ctx);
             let registered = [$($crate::server::command::register::<$command>(ctx, categories)),*];
             $crate::server::module::finish(ctx, &registered)

@@ -18,6 +18,6 @@ pub fn record<'a>(outcome: Outcome, key: impl Fn(usize) -> Option<&'a [u8]>, now
 
 /// Zeroes the counters and forgets the classes and the heavy hitters (RL.RESETSTATS).
 pub fn reset() {
-    stats::reset_counters();
+    super::command::registered_stats().for_each(|counters| counters.reset());
     OBSERVED.with(|o| *o = None);
 }

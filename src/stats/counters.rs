@@ -1,5 +1,6 @@
 //! Per command, the requests allowed and denied and the error replies: relaxed atomics, one increment
-//! per call, so an operator can graph denials and alert on a client stuck in a retry loop.
+//! per call, so an operator can graph denials and alert on a client stuck in a retry loop. Each
+//! command declares its own counters beside its `Spec`; INFO shows those of the registered commands.
 
 use super::Outcome;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -13,7 +14,7 @@ pub struct CommandStats {
 }
 
 impl CommandStats {
-    const fn new(name: &'static str) -> CommandStats {
+    pub const fn new(name: &'static str) -> CommandStats {
         CommandStats {
             name,
             allowed: AtomicU64::new(0),
@@ -45,22 +46,9 @@ impl CommandStats {
         ]
     }
 
-    pub(super) fn reset(&self) {
+    pub fn reset(&self) {
         for counter in [&self.allowed, &self.denied, &self.errors] {
             counter.store(0, Relaxed);
         }
     }
 }
-
-pub static TOKEN: CommandStats = CommandStats::new("token");
-pub static FIXED: CommandStats = CommandStats::new("fixed");
-pub static SLIDE: CommandStats = CommandStats::new("slide");
-pub static SLIDECOUNT: CommandStats = CommandStats::new("slidecount");
-pub static REFUND: CommandStats = CommandStats::new("refund");
-/// RL.ALL.
-pub static ALL_KINDS: CommandStats = CommandStats::new("all");
-pub static TAKE: CommandStats = CommandStats::new("take");
-pub static ACQUIRE: CommandStats = CommandStats::new("acquire");
-/// In the order INFO shows them.
-pub static ALL: [&CommandStats; 8] =
-    [&TOKEN, &FIXED, &SLIDE, &SLIDECOUNT, &REFUND, &ALL_KINDS, &TAKE, &ACQUIRE];

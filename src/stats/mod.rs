@@ -26,8 +26,3 @@ pub enum Outcome {
     /// A reporting reply (RL.INSPECT, RL.TOP): not a decision.
     Report,
 }
-
-/// Zeroes every per-command counter (RL.RESETSTATS; `server::observed` forgets the classes).
-pub fn reset_counters() {
-    counters::ALL.iter().for_each(|s| s.reset());
-}
