@@ -44,6 +44,7 @@ mod policy;
 mod precheck;
 mod reserve;
 mod verify;
+mod wait;
 
 pub use admin::{DeniedKey, Inspection};
 pub use command::Limit;
