@@ -16,6 +16,8 @@
 //!   `Retry-After` and a body of type [`COST_EXCEEDS_LIMIT`], so clients do not retry it.
 //! - A denial because Redis could not decide and the limiter fails closed is of type [`UNAVAILABLE`],
 //!   429 or, with [`RateLimitLayer::outage_status`], 503: callers can tell an outage from overuse.
+//! - Rolling limits out: [`RateLimitLayer::shadow`] makes a route's limit (or the global one) a dry
+//!   run, decided and counted but never enforced.
 
 mod caller;
 mod denial;
