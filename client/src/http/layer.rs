@@ -1,10 +1,12 @@
 //! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call;
-//! shadow limits checked after them in a call of their own, never enforced.
+//! shadow limits checked after them in a call of their own, never enforced; allow and deny lists
+//! consulted before either.
 
-use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
+use super::access::{Access, AccessLists};
+use super::caller::{default_caller, peer_ip, Caller, Principal, Tenant, TrustedProxies};
 use super::denial::{Denial, DenialKind};
 use super::error::LayerError;
-use super::response::{add_headers, Described};
+use super::response::{add_headers, forbidden, Described};
 use crate::command::Limit;
 use crate::decision::Decision;
 use crate::limiter::{FailurePolicy, Limiter};
@@ -78,6 +80,8 @@ struct Config {
     shadow: Vec<String>,
     /// The global limit is a shadow one.
     global_shadow: bool,
+    /// The allow and deny lists, shared with the application.
+    access: Option<AccessLists>,
     /// Set once the layer has said, loudly, that a mistake or a caller without an address was met.
     warned_mistake: Arc<AtomicBool>,
     warned_unknown: Arc<AtomicBool>,
@@ -138,6 +142,7 @@ impl RateLimitLayer {
                 mistakes: vec![],
                 shadow: vec![],
                 global_shadow: false,
+                access: None,
                 warned_mistake: Arc::default(),
                 warned_unknown: Arc::default(),
                 shadow_log: Arc::new(LogThrottle::new(Duration::from_secs(10))),
@@ -259,6 +264,14 @@ impl RateLimitLayer {
                 c.global_shadow = true;
             }
         })
+    }
+
+    /// Allow and deny lists, consulted for every request the layer would limit: an allowed caller
+    /// is served without a limit (`outcome="allowlisted"`), a denied one gets `403 Forbidden` with a
+    /// problem body of type [`DENIED`](super::DENIED) (`outcome="denylisted"`), without a call to
+    /// Redis. Keep a clone of `lists` and change it while the layer runs.
+    pub fn access_lists(self, lists: AccessLists) -> Self {
+        self.with(|c| c.access = Some(lists))
     }
 
     /// Paths that are never limited (health checks); exact, or a prefix when ending in `/`.
@@ -385,6 +398,7 @@ impl fmt::Debug for Config {
             .field("outage_status", &self.outage_status)
             .field("ipv6_prefix", &self.ipv6_prefix)
             .field("shadow", &self.shadow)
+            .field("access_lists", &self.access)
             .finish_non_exhaustive()
     }
 }
@@ -469,6 +483,14 @@ where
             let (parts, body) = request.into_parts();
             let plan = match config.plan(&parts) {
                 None => return inner.call(Request::from_parts(parts, body)).await,
+                Some(Step::Refuse(route)) => {
+                    record(&route, &route, "denylisted");
+                    return Ok(forbidden().map(ResBody::from));
+                }
+                Some(Step::Allowlisted(route)) => {
+                    record(&route, &route, "allowlisted");
+                    return inner.call(Request::from_parts(parts, body)).await;
+                }
                 Some(Step::Limit(plan)) => plan,
             };
             let (shadow, enforced): (Vec<&PlannedLimit>, Vec<&PlannedLimit>) =
@@ -530,6 +552,10 @@ fn own_denial_response(mut response: Response<String>, denial: &Denial) -> Respo
 enum Step {
     /// Check these limits.
     Limit(Plan),
+    /// On the allow list: served without a limit (the route's name, for the counter).
+    Allowlisted(Arc<str>),
+    /// On the deny list: 403.
+    Refuse(Arc<str>),
 }
 
 /// The limits one request is checked against.
@@ -609,7 +635,8 @@ impl Config {
             return None;
         }
         let peer = peer_ip(&parts.extensions);
-        let ip = self.proxies.client_ip(peer, &parts.headers).map(|ip| group_ip(ip, self.ipv6_prefix));
+        let client_ip = self.proxies.client_ip(peer, &parts.headers);
+        let ip = client_ip.map(|ip| group_ip(ip, self.ipv6_prefix));
         let caller = match &self.caller {
             Some(f) => f(parts, ip),
             None => default_caller(&parts.extensions, ip),
@@ -623,6 +650,11 @@ impl Config {
             );
         }
         let route_name = Arc::clone(route.map_or(&self.global_name, |r| &r.name));
+        match self.access.as_ref().map(|lists| access(lists, parts, &caller, client_ip)) {
+            Some(Access::Denied) => return Some(Step::Refuse(route_name)),
+            Some(Access::Allowed) => return Some(Step::Allowlisted(route_name)),
+            Some(Access::Limited) | None => {}
+        }
         let cost = route.and_then(|r| r.cost.as_ref()).map_or(1, |f| f(parts));
         let tag = format!("{}:{{{caller}}}", self.prefix);
         let mut limits = Vec::with_capacity(2);
@@ -643,6 +675,20 @@ impl Config {
         }
         Some(Step::Limit(Plan { route_name, limits }))
     }
+}
+
+/// What the lists say about a request: its principal and tenant (the extensions', and a custom
+/// caller's) and its client address, not grouped.
+fn access(lists: &AccessLists, parts: &Parts, caller: &Caller, client_ip: Option<IpAddr>) -> Access {
+    let mut principals: Vec<&str> =
+        parts.extensions.get::<Principal>().map(|p| p.0.as_str()).into_iter().collect();
+    let mut tenants: Vec<&str> = parts.extensions.get::<Tenant>().map(|t| t.0.as_str()).into_iter().collect();
+    match caller {
+        Caller::Principal(p) => principals.push(p),
+        Caller::Tenant(t) => tenants.push(t),
+        Caller::Ip(_) | Caller::Unknown => {}
+    }
+    lists.access_of(&principals, &tenants, client_ip)
 }
 
 /// True when `path` is `prefix` or below it, by whole segments.
@@ -667,7 +713,8 @@ fn group_ip(ip: IpAddr, prefix: u8) -> IpAddr {
 }
 
 /// `ratelimit_http_requests_total{route, limit, outcome}` through the `metrics` facade: `limit` is the
-/// policy the decision describes (the route's, or `all` for the global one).
+/// policy the decision describes (the route's, or `all` for the global one); for the lists' outcomes,
+/// the route's name.
 fn record(route: &Arc<str>, limit: &Arc<str>, outcome: &'static str) {
     let (route, limit) =
         (metrics::SharedString::from(Arc::clone(route)), metrics::SharedString::from(Arc::clone(limit)));
