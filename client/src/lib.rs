@@ -45,6 +45,7 @@ mod precheck;
 mod reserve;
 mod take;
 mod verify;
+mod wait;
 
 pub use admin::{DeniedKey, Inspection};
 pub use command::Limit;

@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
 use http::{Request, StatusCode};
-use redis_ratelimit_client::http::{PeerAddr, RateLimitLayer, RATE_LIMITED};
+use redis_ratelimit_client::http::{AccessLists, PeerAddr, RateLimitLayer, DENIED, RATE_LIMITED};
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use std::net::SocketAddr;
 use tower::ServiceExt;
@@ -59,4 +59,43 @@ async fn an_in_process_limiter_decides_every_kind_and_refuses_redis_only_calls()
     assert!(!limiter.check("k", &window, 1).await.degraded);
     let bucket = Policy::token_bucket(5, 1.0).unwrap();
     assert!(limiter.refund("b", &bucket, 1).await.is_err(), "a refund needs Redis");
+}
+
+/// Shadow limits and the access lists need no server either: a shadow route never denies, an
+/// enforced global still does, and the lists answer before any limit.
+#[tokio::test]
+async fn shadow_limits_and_access_lists_work_in_process() {
+    let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
+    let lists = AccessLists::new();
+    lists.allow_network("192.0.2.100/32".parse().unwrap());
+    lists.deny_network("2001:db8::/32".parse().unwrap());
+    let layer = RateLimitLayer::new(limiter.clone())
+        .route("api", "/api", Policy::token_bucket(1, 0.01).unwrap())
+        .shadow("api")
+        .global(Policy::token_bucket(3, 0.01).unwrap())
+        .access_lists(lists.clone())
+        .build()
+        .unwrap();
+    let app = Router::new().route("/api/items", get(|| async { "ok" })).layer(layer);
+    let mut statuses = vec![];
+    for _ in 0..4 {
+        let resp = app.clone().oneshot(request("/api/items", "192.0.2.1:5000")).await.unwrap();
+        statuses.push(resp.status().as_u16());
+        assert_eq!(resp.headers()["ratelimit-limit"], "3", "the enforced global limit's headers");
+    }
+    assert_eq!(statuses, [200, 200, 200, 429], "the shadow route of 1 denied nothing");
+    let counts = limiter.counts();
+    // 4 enforced checks (3 allowed), 3 shadow checks after them (1 allowed, 2 denied).
+    assert_eq!((counts.allowed, counts.denied), (4, 3));
+
+    for _ in 0..5 {
+        let allowed = app.clone().oneshot(request("/api/items", "192.0.2.100:5000")).await.unwrap();
+        assert_eq!(allowed.status(), StatusCode::OK);
+    }
+    let denied = app.clone().oneshot(request("/api/items", "[2001:db8::1]:5000")).await.unwrap();
+    assert_eq!(denied.status(), StatusCode::FORBIDDEN);
+    let body = axum::body::to_bytes(denied.into_body(), 1 << 16).await.unwrap();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["type"], DENIED);
+    assert_eq!(limiter.counts(), counts, "listed callers were not checked at all");
 }

@@ -21,4 +21,6 @@ pub enum LayerError {
     InvalidIpv6Prefix(u8),
     #[error("the layer limits nothing: add a .route(..) or a .global(..) limit")]
     NothingToLimit,
+    #[error("shadow '{limit}': there is no limit of that name (limits: {known})")]
+    ShadowForUnknownLimit { limit: String, known: String },
 }

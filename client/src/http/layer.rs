@@ -1,12 +1,16 @@
-//! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call.
+//! The tower `Layer`: per-route limits plus a per-client global limit, checked in one atomic call;
+//! shadow limits checked after them in a call of their own, never enforced; allow and deny lists
+//! consulted before either.
 
-use super::caller::{default_caller, peer_ip, Caller, TrustedProxies};
+use super::access::{Access, AccessLists};
+use super::caller::{default_caller, peer_ip, Caller, Principal, Tenant, TrustedProxies};
 use super::denial::{Denial, DenialKind};
 use super::error::LayerError;
-use super::response::{add_headers, Described};
+use super::response::{add_headers, forbidden, Described};
 use crate::command::Limit;
 use crate::decision::Decision;
 use crate::limiter::{FailurePolicy, Limiter};
+use crate::log_throttle::LogThrottle;
 use crate::policy::Policy;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
@@ -18,6 +22,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 type PolicyFn = Arc<dyn Fn(&Caller) -> Policy + Send + Sync>;
 type CallerFn = Arc<dyn Fn(&Parts, Option<IpAddr>) -> Caller + Send + Sync>;
@@ -47,6 +52,8 @@ struct Route {
     prefix: String,
     source: Source,
     cost: Option<CostFn>,
+    /// Checked and counted, never enforced.
+    shadow: bool,
 }
 
 #[derive(Clone)]
@@ -69,9 +76,17 @@ struct Config {
     on_denial: Option<DenialFn>,
     /// What was wrong with the configuration, in the order it was written; `build` refuses it.
     mistakes: Vec<Mistake>,
+    /// The names given to `shadow`, in order; `build` refuses one that names no limit.
+    shadow: Vec<String>,
+    /// The global limit is a shadow one.
+    global_shadow: bool,
+    /// The allow and deny lists, shared with the application.
+    access: Option<AccessLists>,
     /// Set once the layer has said, loudly, that a mistake or a caller without an address was met.
     warned_mistake: Arc<AtomicBool>,
     warned_unknown: Arc<AtomicBool>,
+    /// The line a shadow denial logs, at most one per 10 s.
+    shadow_log: Arc<LogThrottle>,
 }
 
 /// A mistake as it is noticed; a cost for a route that is missing is told apart at `build`.
@@ -125,8 +140,12 @@ impl RateLimitLayer {
                 ipv6_prefix: 64,
                 on_denial: None,
                 mistakes: vec![],
+                shadow: vec![],
+                global_shadow: false,
+                access: None,
                 warned_mistake: Arc::default(),
                 warned_unknown: Arc::default(),
+                shadow_log: Arc::new(LogThrottle::new(Duration::from_secs(10))),
             }),
         }
     }
@@ -155,8 +174,9 @@ impl RateLimitLayer {
     }
 
     fn add_route(self, name: &str, prefix: &str, source: Source) -> Self {
-        let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None };
         self.with(|c| {
+            let shadow = c.shadow.iter().any(|s| s == name);
+            let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None, shadow };
             let (route_name, prefix) = (name.to_string(), prefix.to_string());
             let mistake = if c.routes.iter().any(|r| &*r.name == name) {
                 Some(LayerError::DuplicateRoute { route: route_name })
@@ -206,6 +226,52 @@ impl RateLimitLayer {
     /// Like [`global`](Self::global), looked up per caller.
     pub fn global_per_caller(self, policy: impl Fn(&Caller) -> Policy + Send + Sync + 'static) -> Self {
         self.with(|c| c.global = Some(Source::PerCaller(Arc::new(policy))))
+    }
+
+    /// Makes the limit `name` (a route's name, or `all` for the global limit) a shadow limit: a dry
+    /// run. Its decisions are made in Redis and counted (`outcome="shadow_allowed"` or
+    /// `"shadow_denied"` in `ratelimit_http_requests_total`, with a log line at most every 10 s for
+    /// the denials), but never enforced: a request it would deny is served, and its responses carry
+    /// no `RateLimit-*` field from it. The shadow limits of a request are checked in their own call,
+    /// after the enforced ones allowed it, so a shadow denial can never veto (and leave uncharged) a
+    /// request the enforced limits let through; a request the enforced limits deny is not checked
+    /// against the shadow ones (enforcing them too would not have charged it). Before or after the
+    /// route: [`build`](Self::build) refuses a name that is no limit of the layer.
+    ///
+    /// ```no_run
+    /// # use redis_ratelimit_client::http::RateLimitLayer;
+    /// # use redis_ratelimit_client::Policy;
+    /// # fn f(layer: RateLimitLayer) -> Result<RateLimitLayer, Box<dyn std::error::Error>> {
+    /// let layer = layer
+    ///     .route("search", "/search", Policy::token_bucket(20, 2.0)?) // enforced
+    ///     .route("export", "/export", Policy::token_bucket(5, 0.1)?)
+    ///     .shadow("export") // new: watch what it would deny before enforcing it
+    ///     .global(Policy::token_bucket(100, 20.0)?)
+    ///     .shadow("all")
+    ///     .build()?;
+    /// # Ok(layer)
+    /// # }
+    /// ```
+    pub fn shadow(self, name: &str) -> Self {
+        self.with(|c| {
+            if !c.shadow.iter().any(|s| s == name) {
+                c.shadow.push(name.to_string());
+            }
+            for r in c.routes.iter_mut().filter(|r| &*r.name == name) {
+                r.shadow = true;
+            }
+            if name == &*c.global_name {
+                c.global_shadow = true;
+            }
+        })
+    }
+
+    /// Allow and deny lists, consulted for every request the layer would limit: an allowed caller
+    /// is served without a limit (`outcome="allowlisted"`), a denied one gets `403 Forbidden` with a
+    /// problem body of type [`DENIED`](super::DENIED) (`outcome="denylisted"`), without a call to
+    /// Redis. Keep a clone of `lists` and change it while the layer runs.
+    pub fn access_lists(self, lists: AccessLists) -> Self {
+        self.with(|c| c.access = Some(lists))
     }
 
     /// Paths that are never limited (health checks); exact, or a prefix when ending in `/`.
@@ -293,7 +359,7 @@ impl RateLimitLayer {
     /// The configured layer, or the first mistake in its configuration, naming the route: a cost
     /// for a route that is not defined (misspelt, or given before the route), a route defined twice
     /// or two with one prefix, a prefix without its leading `/`, an IPv6 prefix over 128, a layer
-    /// that limits nothing.
+    /// that limits nothing, a [`shadow`](Self::shadow) name that is no limit of the layer.
     ///
     /// ```
     /// use redis_ratelimit_client::http::{LayerError, RateLimitLayer};
@@ -331,6 +397,8 @@ impl fmt::Debug for Config {
             .field("structured_headers", &self.structured)
             .field("outage_status", &self.outage_status)
             .field("ipv6_prefix", &self.ipv6_prefix)
+            .field("shadow", &self.shadow)
+            .field("access_lists", &self.access)
             .finish_non_exhaustive()
     }
 }
@@ -413,36 +481,57 @@ where
         let config = self.config.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let Some(plan) = config.plan(&parts) else {
-                return inner.call(Request::from_parts(parts, body)).await;
+            let plan = match config.plan(&parts) {
+                None => return inner.call(Request::from_parts(parts, body)).await,
+                Some(Step::Refuse(route)) => {
+                    record(&route, &route, "denylisted");
+                    return Ok(forbidden().map(ResBody::from));
+                }
+                Some(Step::Allowlisted(route)) => {
+                    record(&route, &route, "allowlisted");
+                    return inner.call(Request::from_parts(parts, body)).await;
+                }
+                Some(Step::Limit(plan)) => plan,
             };
-            let limits: Vec<Limit<'_>> =
-                plan.limits.iter().map(|l| Limit::new(&l.key, &l.policy, l.cost)).collect();
-            let decision = config.limiter.check_all(&limits).await;
-            let limiting = &plan.limits[decision.limiting.min(plan.limits.len() - 1)];
-            let window_secs = limiting.policy.window_length().as_secs().max(1);
-            record(&plan.route_name, &limiting.name, &decision);
-            if !decision.allowed {
-                let outage = decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
-                let denial = Denial {
-                    kind: DenialKind::of(&decision, outage),
-                    route: plan.route_name,
-                    limit: Arc::clone(&limiting.name),
-                    window_secs,
-                    cost: limiting.cost,
-                    decision,
-                    structured: config.structured,
-                    outage_status: config.outage_status,
-                };
-                let response = match &config.on_denial {
-                    Some(respond) => own_denial_response(respond(&denial), &denial),
-                    None => denial.default_response(),
-                };
-                return Ok(response.map(ResBody::from));
+            let (shadow, enforced): (Vec<&PlannedLimit>, Vec<&PlannedLimit>) =
+                plan.limits.iter().partition(|l| l.shadow);
+            let mut enforced_decision = None;
+            if !enforced.is_empty() {
+                let (decision, limiting) = config.check(&enforced).await;
+                let window_secs = limiting.policy.window_length().as_secs().max(1);
+                record(&plan.route_name, &limiting.name, outcome(&decision));
+                if !decision.allowed {
+                    let outage =
+                        decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
+                    let denial = Denial {
+                        kind: DenialKind::of(&decision, outage),
+                        route: plan.route_name,
+                        limit: Arc::clone(&limiting.name),
+                        window_secs,
+                        cost: limiting.cost,
+                        decision,
+                        structured: config.structured,
+                        outage_status: config.outage_status,
+                    };
+                    let response = match &config.on_denial {
+                        Some(respond) => own_denial_response(respond(&denial), &denial),
+                        None => denial.default_response(),
+                    };
+                    return Ok(response.map(ResBody::from));
+                }
+                enforced_decision = Some((decision, limiting, window_secs));
             }
-            let described = Described { name: &limiting.name, window_secs, cost: limiting.cost };
+            // After the enforced limits allowed, in a call of its own; not when Redis just failed to
+            // answer (a second deadline for a decision nobody enforces).
+            let redis_answered = enforced_decision.as_ref().is_none_or(|(d, _, _)| !d.degraded);
+            if !shadow.is_empty() && redis_answered {
+                config.check_shadow(&plan.route_name, &shadow).await;
+            }
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
-            add_headers(response.headers_mut(), &decision, &described, config.structured);
+            if let Some((decision, limiting, window_secs)) = enforced_decision {
+                let described = Described { name: &limiting.name, window_secs, cost: limiting.cost };
+                add_headers(response.headers_mut(), &decision, &described, config.structured);
+            }
             Ok(response)
         })
     }
@@ -459,6 +548,16 @@ fn own_denial_response(mut response: Response<String>, denial: &Denial) -> Respo
     response
 }
 
+/// What the layer does with one request (besides passing it on untouched).
+enum Step {
+    /// Check these limits.
+    Limit(Plan),
+    /// On the allow list: served without a limit (the route's name, for the counter).
+    Allowlisted(Arc<str>),
+    /// On the deny list: 403.
+    Refuse(Arc<str>),
+}
+
 /// The limits one request is checked against.
 struct Plan {
     route_name: Arc<str>,
@@ -472,6 +571,7 @@ struct PlannedLimit {
     policy: Policy,
     cost: u64,
     name: Arc<str>,
+    shadow: bool,
 }
 
 impl Config {
@@ -486,12 +586,46 @@ impl Config {
                 LayerError::CostForUnknownRoute { route: route.clone(), known: known() }
             }
         });
-        found.or_else(|| {
-            (self.routes.is_empty() && self.global.is_none()).then_some(LayerError::NothingToLimit)
-        })
+        let is_limit = |name: &str| {
+            self.routes.iter().any(|r| &*r.name == name)
+                || (name == &*self.global_name && self.global.is_some())
+        };
+        found
+            .or_else(|| {
+                (self.routes.is_empty() && self.global.is_none()).then_some(LayerError::NothingToLimit)
+            })
+            .or_else(|| {
+                let unknown = self.shadow.iter().find(|s| !is_limit(s))?;
+                let mut limits = known();
+                if self.global.is_some() {
+                    limits = if limits.is_empty() { "'all'".into() } else { format!("{limits}, 'all'") };
+                }
+                Some(LayerError::ShadowForUnknownLimit { limit: unknown.clone(), known: limits })
+            })
     }
 
-    fn plan(&self, parts: &Parts) -> Option<Plan> {
+    /// Checks `limits` in one call; the decision and the limit it describes.
+    async fn check<'a>(&self, limits: &[&'a PlannedLimit]) -> (Decision, &'a PlannedLimit) {
+        let calls: Vec<Limit<'_>> = limits.iter().map(|l| Limit::new(&l.key, &l.policy, l.cost)).collect();
+        let decision = self.limiter.check_all(&calls).await;
+        let limiting = limits[decision.limiting.min(limits.len() - 1)];
+        (decision, limiting)
+    }
+
+    /// Checks the shadow limits of a request that is served whatever they say: counted, and a
+    /// denial logged (at most one line per 10 s, with the number held back).
+    async fn check_shadow(&self, route: &Arc<str>, limits: &[&PlannedLimit]) {
+        let (decision, limiting) = self.check(limits).await;
+        record(route, &limiting.name, shadow_outcome(&decision));
+        if !decision.allowed && !decision.degraded {
+            self.shadow_log.maybe(Instant::now(), |suppressed| {
+                tracing::info!(route = %route, limit = %limiting.name, key = %limiting.key, suppressed,
+                    "shadow limit would have denied a request (served: shadow limits are not enforced)");
+            });
+        }
+    }
+
+    fn plan(&self, parts: &Parts) -> Option<Step> {
         let path = parts.uri.path();
         if self.skip.iter().any(|s| path == s || (s.ends_with('/') && path.starts_with(s.as_str()))) {
             return None;
@@ -501,7 +635,8 @@ impl Config {
             return None;
         }
         let peer = peer_ip(&parts.extensions);
-        let ip = self.proxies.client_ip(peer, &parts.headers).map(|ip| group_ip(ip, self.ipv6_prefix));
+        let client_ip = self.proxies.client_ip(peer, &parts.headers);
+        let ip = client_ip.map(|ip| group_ip(ip, self.ipv6_prefix));
         let caller = match &self.caller {
             Some(f) => f(parts, ip),
             None => default_caller(&parts.extensions, ip),
@@ -514,6 +649,12 @@ impl Config {
                  or insert PeerAddr; said once"
             );
         }
+        let route_name = Arc::clone(route.map_or(&self.global_name, |r| &r.name));
+        match self.access.as_ref().map(|lists| access(lists, parts, &caller, client_ip)) {
+            Some(Access::Denied) => return Some(Step::Refuse(route_name)),
+            Some(Access::Allowed) => return Some(Step::Allowlisted(route_name)),
+            Some(Access::Limited) | None => {}
+        }
         let cost = route.and_then(|r| r.cost.as_ref()).map_or(1, |f| f(parts));
         let tag = format!("{}:{{{caller}}}", self.prefix);
         let mut limits = Vec::with_capacity(2);
@@ -524,15 +665,30 @@ impl Config {
                 policy: r.source.policy(&caller),
                 cost,
                 name: Arc::clone(&r.name),
+                shadow: r.shadow,
             });
         }
         if let Some(g) = &self.global {
             let (key, name) = (format!("{tag}:{}", self.global_name), Arc::clone(&self.global_name));
-            limits.push(PlannedLimit { key, policy: g.policy(&caller), cost, name });
+            let shadow = self.global_shadow;
+            limits.push(PlannedLimit { key, policy: g.policy(&caller), cost, name, shadow });
         }
-        let route_name = Arc::clone(route.map_or(&self.global_name, |r| &r.name));
-        Some(Plan { route_name, limits })
+        Some(Step::Limit(Plan { route_name, limits }))
     }
+}
+
+/// What the lists say about a request: its principal and tenant (the extensions', and a custom
+/// caller's) and its client address, not grouped.
+fn access(lists: &AccessLists, parts: &Parts, caller: &Caller, client_ip: Option<IpAddr>) -> Access {
+    let mut principals: Vec<&str> =
+        parts.extensions.get::<Principal>().map(|p| p.0.as_str()).into_iter().collect();
+    let mut tenants: Vec<&str> = parts.extensions.get::<Tenant>().map(|t| t.0.as_str()).into_iter().collect();
+    match caller {
+        Caller::Principal(p) => principals.push(p),
+        Caller::Tenant(t) => tenants.push(t),
+        Caller::Ip(_) | Caller::Unknown => {}
+    }
+    lists.access_of(&principals, &tenants, client_ip)
 }
 
 /// True when `path` is `prefix` or below it, by whole segments.
@@ -557,18 +713,32 @@ fn group_ip(ip: IpAddr, prefix: u8) -> IpAddr {
 }
 
 /// `ratelimit_http_requests_total{route, limit, outcome}` through the `metrics` facade: `limit` is the
-/// policy the decision describes (the route's, or `all` for the global one).
-fn record(route: &Arc<str>, limit: &Arc<str>, d: &Decision) {
-    let outcome = match (d.allowed, d.degraded) {
-        (true, false) => "allowed",
-        (false, false) => "denied",
-        (true, true) => "degraded_allowed",
-        (false, true) => "degraded_denied",
-    };
+/// policy the decision describes (the route's, or `all` for the global one); for the lists' outcomes,
+/// the route's name.
+fn record(route: &Arc<str>, limit: &Arc<str>, outcome: &'static str) {
     let (route, limit) =
         (metrics::SharedString::from(Arc::clone(route)), metrics::SharedString::from(Arc::clone(limit)));
     metrics::counter!("ratelimit_http_requests_total", "route" => route, "limit" => limit, "outcome" => outcome)
         .increment(1);
+}
+
+fn outcome(d: &Decision) -> &'static str {
+    match (d.allowed, d.degraded) {
+        (true, false) => "allowed",
+        (false, false) => "denied",
+        (true, true) => "degraded_allowed",
+        (false, true) => "degraded_denied",
+    }
+}
+
+/// A shadow limit's decision: what enforcing it would have done.
+fn shadow_outcome(d: &Decision) -> &'static str {
+    match (d.allowed, d.degraded) {
+        (true, false) => "shadow_allowed",
+        (false, false) => "shadow_denied",
+        (true, true) => "shadow_degraded_allowed",
+        (false, true) => "shadow_degraded_denied",
+    }
 }
 
 #[cfg(test)]

@@ -16,15 +16,21 @@
 //!   `Retry-After` and a body of type [`COST_EXCEEDS_LIMIT`], so clients do not retry it.
 //! - A denial because Redis could not decide and the limiter fails closed is of type [`UNAVAILABLE`],
 //!   429 or, with [`RateLimitLayer::outage_status`], 503: callers can tell an outage from overuse.
+//! - Rolling limits out: [`RateLimitLayer::shadow`] makes a route's limit (or the global one) a dry
+//!   run, decided and counted but never enforced; [`AccessLists`] (allow and deny lists by principal,
+//!   tenant or network, changed while the layer runs) let some callers through unlimited and turn
+//!   others away with `403` and a body of type [`DENIED`], without a call to Redis.
 
+mod access;
 mod caller;
 mod denial;
 mod error;
 mod layer;
 mod response;
 
+pub use access::{Access, AccessLists};
 pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies};
 pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
 pub use layer::{RateLimit, RateLimitLayer};
-pub use response::{COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE};
+pub use response::{COST_EXCEEDS_LIMIT, DENIED, RATE_LIMITED, UNAVAILABLE};

@@ -1,5 +1,5 @@
 //! What the layer tells the caller: `RateLimit-*` headers on every response, and for a denial a 429
-//! with `Retry-After` and an RFC 9457 problem body.
+//! with `Retry-After` and an RFC 9457 problem body (a 403 for a caller on the deny list).
 
 use crate::decision::Decision;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
@@ -19,6 +19,9 @@ pub const COST_EXCEEDS_LIMIT: &str = "urn:redis-ratelimit:cost-exceeds-limit";
 /// The problem type of a denial by [`FailurePolicy::Closed`](crate::FailurePolicy::Closed): Redis
 /// could not decide, so the request was not checked at all. Not the caller's overuse.
 pub const UNAVAILABLE: &str = "urn:redis-ratelimit:unavailable";
+/// The problem type of a request from a caller on the deny list ([`AccessLists`](super::AccessLists)):
+/// `403 Forbidden`, not a rate limit, so no `Retry-After` and no `RateLimit-*` fields.
+pub const DENIED: &str = "urn:redis-ratelimit:denied";
 
 /// The limit a decision describes, for headers and problem bodies.
 pub(crate) struct Described<'a> {
@@ -92,6 +95,20 @@ pub(crate) fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, struc
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
     add_headers(headers, d, limit, structured);
+    response
+}
+
+/// The answer to a caller on the deny list: 403 with its own problem type, nothing to wait for.
+pub(crate) fn forbidden<B: From<String>>() -> Response<B> {
+    let body = serde_json::json!({
+        "type": DENIED,
+        "title": "Forbidden",
+        "status": 403,
+        "detail": "requests from this caller are refused",
+    });
+    let mut response = Response::new(B::from(body.to_string()));
+    *response.status_mut() = StatusCode::FORBIDDEN;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
     response
 }
 

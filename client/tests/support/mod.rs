@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod web;
+
 use redis_ratelimit_client::{FailurePolicy, Limiter};
 use std::net::TcpListener;
 use std::time::Duration;
