@@ -25,7 +25,7 @@ test: build
 test-matrix: build
 	scripts/test-matrix.sh
 
-# Throughput, latency and memory against the seed's Lua scripts and plain commands (writes
+# Throughput, latency and memory against the Lua scripts they replace and plain commands (writes
 # docs/benchmarks.md and docs/bench.png), then ns per decision of the pure algorithms (Criterion).
 bench: build
 	@scripts/ensure-deps.sh fonts-dejavu-core

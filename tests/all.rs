@@ -6,10 +6,6 @@ use common::calls::*;
 use testkit::redis::{self, Connection};
 use testkit::{unique_key, Server};
 
-fn all(con: &mut Connection, args: &[&str]) -> Limit {
-    rl(con, "RL.ALL", args)
-}
-
 fn remaining(con: &mut Connection, command: &str, args: &[&str]) -> i64 {
     rl(con, command, args).remaining
 }
@@ -21,8 +17,9 @@ fn every_kind_is_taken_together_or_not_at_all() {
     let p = unique_key("{all}");
     let (t, f, c, s) = (format!("{p}:t"), format!("{p}:f"), format!("{p}:c"), format!("{p}:s"));
     let call = |con: &mut Connection| {
-        all(
+        rl(
             con,
+            "RL.ALL",
             &[
                 &t,
                 "TOKEN",
@@ -66,8 +63,8 @@ fn every_kind_is_taken_together_or_not_at_all() {
     assert_eq!(inspected[recorded + 1], redis::Value::Int(1), "one request in the log");
     // A denied sliding log takes no token either.
     let (t2, s2) = (format!("{p}:t2"), format!("{p}:s2"));
-    assert!(all(&mut con, &[&s2, "SLIDE", "1", "60", "a", &t2, "TOKEN", "10", "0.01", "1"]).allowed);
-    let log_denied = all(&mut con, &[&s2, "SLIDE", "1", "60", "b", &t2, "TOKEN", "10", "0.01", "1"]);
+    assert!(rl(&mut con, "RL.ALL", &[&s2, "SLIDE", "1", "60", "a", &t2, "TOKEN", "10", "0.01", "1"]).allowed);
+    let log_denied = rl(&mut con, "RL.ALL", &[&s2, "SLIDE", "1", "60", "b", &t2, "TOKEN", "10", "0.01", "1"]);
     assert_eq!((log_denied.allowed, log_denied.limiting), (false, Some(1)));
     assert_eq!(remaining(&mut con, "RL.TOKEN", &[&t2, "10", "0.01", "0"]), 9);
 }
@@ -81,7 +78,8 @@ fn the_reply_always_has_six_fields_and_dedup_is_an_option_of_its_group() {
         redis::cmd("RL.ALL").arg(&t).arg("TOKEN").arg(5).arg(1).arg(1).query(&mut con).unwrap();
     assert_eq!(one, [1, 5, 4, 0, 1000, 1]);
     for _ in 0..3 {
-        let r = all(&mut con, &[&s, "SLIDE", "5", "60", "same-id", "DEDUP", &t, "TOKEN", "5", "1", "0"]);
+        let r =
+            rl(&mut con, "RL.ALL", &[&s, "SLIDE", "5", "60", "same-id", "DEDUP", &t, "TOKEN", "5", "1", "0"]);
         assert!(r.allowed);
     }
     assert_eq!(remaining(&mut con, "RL.SLIDE", &[&s, "5", "60", "other"]), 3, "the retried id counted once");

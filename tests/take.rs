@@ -3,15 +3,7 @@
 mod common;
 
 use common::calls::*;
-use testkit::redis::{self, Connection};
 use testkit::{unique_key, Server};
-
-/// RL.TAKE's reply: the five fields and the number taken.
-fn take(con: &mut Connection, key: &str, capacity: u64, rate: &str, max: u64) -> (Limit, i64) {
-    let r: Vec<i64> = redis::cmd("RL.TAKE").arg(key).arg(capacity).arg(rate).arg(max).query(con).unwrap();
-    assert_eq!(r.len(), 6, "five fields and the number taken: {r:?}");
-    (Limit::from_reply(&r[..5]), r[5])
-}
 
 #[test]
 fn takes_what_the_bucket_holds_up_to_max_from_the_same_state_as_rl_token() {

@@ -369,7 +369,7 @@ fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
         out,
         "used_memory delta divided by the count, 14-character key names, every key with its TTL.\n"
     );
-    let _ = writeln!(out, "| what | bytes | per | vs the seed's Lua | target |");
+    let _ = writeln!(out, "| what | bytes | per | vs the Lua script | target |");
     let _ = writeln!(out, "| --- | ---: | --- | ---: | --- |");
     for m in memory {
         let vs = m.baseline.map_or(String::new(), |b| format!("{:.2}", m.bytes / b));

@@ -78,7 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Scenario 5. The HTTP middleware and its headers, on a real socket, keyed (as in the seed) by an
+/// Scenario 5. The HTTP middleware and its headers, on a real socket, keyed by an
 /// IP-like header; then the admin endpoint answers "why is this client limited?".
 async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
     let layer = RateLimitLayer::new(limiter.clone())

@@ -1,5 +1,5 @@
 //! The fixed window: up to `limit` units per window; a window starts at its first allowed request and
-//! lasts `window`. The second seed's INCR + EXPIRE, with the counter and its end decided together.
+//! lasts `window`. The usual INCR + EXPIRE, with the counter and its end decided together.
 //!
 //! State: the units counted in the current window and the instant the window ends (the key's expiry),
 //! stored as two little-endian words (u64 count, i64 Unix ns) behind the tag `RLF\x01`.

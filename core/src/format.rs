@@ -7,7 +7,9 @@
 //!
 //! Release 0.1 wrote the token bucket, the fixed window and the sliding counter untagged: 8, 16 and
 //! 24 bytes of little-endian integers. Those are still read (by their length, which no tagged format
-//! has, except a one-slot sliding log, recognised by its tag first), so keys written before an upgrade
+//! has except some sliding logs, of 16 or 24 bytes, recognised by their tag first: an old value that
+//! happens to begin with a log's 8-byte header would be misread, a chance of about 2^-64), so keys
+//! written before an upgrade
 //! go on working; the first write after the upgrade stores the tagged form. Release 0.1 cannot read
 //! tagged values: upgrade replicas before their primary (see the README's upgrade notes).
 

@@ -240,7 +240,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_lab_burst_refill_and_first_denial() {
+    fn lab_burst_refill_and_first_denial() {
         let b = bucket(10, "5");
         let mut tat = None;
         for i in 0..10 {

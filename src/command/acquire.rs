@@ -8,8 +8,8 @@
 //! held leases will have expired were none released (an upper bound; -1 when `w > limit`), and
 //! `reset_after_ms` the time until the last held lease ends.
 
-use super::args::{split, whole, window};
 use super::limit;
+use super::parse::{split, whole, window};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;
 use ratelimit_core::leases::{Acquire, LeaseId, Leases, LIMIT};

@@ -15,7 +15,7 @@
 //! position. The keys are declared as a function of the arguments (`getkeys-api`), so
 //! `COMMAND GETKEYS` and cluster routing find every one.
 
-use super::args::{cost, split, window_limiter};
+use super::parse::{cost, split, window_limiter};
 use super::{acquire, limit, slide, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;

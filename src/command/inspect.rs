@@ -8,7 +8,7 @@
 //! available), `retry_after_ms` (until one unit is available; 0 now) and `reset_after_ms`, computed as
 //! the commands compute them.
 
-use super::args::{whole, window_limiter};
+use super::parse::{whole, window_limiter};
 use super::{acquire, slide, token};
 use crate::server::{clock, Acl, Arg, Command, Keys, Reply, RlError, Spec, StateKey, Value};
 use ratelimit_core::fixed_window::FixedWindow;

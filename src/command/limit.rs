@@ -2,11 +2,12 @@
 //! store what it asks for (in place, with its expiry, replicated by effect), reply with its verdict.
 //! Denials write nothing but repairs. Every limiter command goes through here.
 
-use super::args::CountArgs;
+use super::parse::CountArgs;
 use crate::server::{clock, Arg, Command, Reply, RlError, Spec, StateKey};
 use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::limiter::{Limiter, Outcome, Refund, WindowLimiter};
 use ratelimit_core::time::Nanos;
+use ratelimit_core::token_bucket::TokenBucket;
 use redis_module::Context;
 use std::marker::PhantomData;
 
@@ -72,6 +73,17 @@ pub fn decide_all<'a>(
         }
     }
     Ok(Reply::Limit { verdict: combined.verdict, limiting: Some(combined.limiting) })
+}
+
+/// A partial grant (RL.TAKE) on one key: replies the five fields and the number taken.
+pub fn take(ctx: &Context, key: &Arg, bucket: &TokenBucket, max: u64) -> Result<Reply, RlError> {
+    let now = clock::now_ns();
+    let mut state = StateKey::open(ctx, key)?;
+    let (outcome, taken) = bucket.take(state.read()?, now, max)?;
+    if let Some(write) = &outcome.write {
+        state.apply(write)?;
+    }
+    Ok(Reply::Taken { verdict: outcome.verdict, taken })
 }
 
 /// Gives `units` back on one key; replies with the state after the refund, as a peek would.

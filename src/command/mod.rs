@@ -5,10 +5,10 @@
 
 pub mod acquire;
 pub mod all;
-mod args;
 pub mod fixed;
 pub mod inspect;
 mod limit;
+mod parse;
 pub mod refund;
 pub mod release;
 pub mod renew;

@@ -6,7 +6,7 @@
 //! request than estimated). Never more than the limit: a bucket is at most full, a count at least 0.
 //! Replicated like any write. Replies with the limiter's state after the refund, as a peek would.
 
-use super::args::split;
+use super::parse::split;
 use super::{limit, token};
 use crate::server::{Acl, Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;

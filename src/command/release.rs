@@ -3,7 +3,7 @@
 //! lease can release it. The last release deletes the key.
 
 use super::acquire::lease_id;
-use super::args::split;
+use super::parse::split;
 use crate::server::{clock, Acl, Arg, Command, Keys, Reply, RlError, Spec, StateKey, Value, FAST_WRITE};
 use ratelimit_core::leases::Leases;
 use redis_module::Context;

@@ -3,7 +3,7 @@
 //! a renew never re-acquires by itself).
 
 use super::acquire::{lease_id, lease_ns};
-use super::args::split;
+use super::parse::split;
 use crate::server::{clock, Acl, Arg, Command, Keys, Reply, RlError, Spec, StateKey, Value, FAST_WRITE};
 use ratelimit_core::leases::Leases;
 use redis_module::Context;

@@ -4,8 +4,8 @@
 //! times in one string. An ordinary request overwrites one 8-byte slot in place and replicates one
 //! SETRANGE; growing or shrinking the log rewrites it (replicated as SET ... PXAT).
 
-use super::args::{split, whole_for, window};
 use super::limit;
+use super::parse::{split, whole_for, window};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;
 use ratelimit_core::sliding_log::{RequestId, SlidingLog, LIMIT, MAX_LIMIT};

@@ -6,9 +6,9 @@
 //! the number taken. The same keys and state as RL.TOKEN. Not an option of RL.TOKEN, whose key
 //! positions (every fourth argument) would read an option as a key.
 
-use super::args::{split, whole};
-use super::token;
-use crate::server::{clock, Arg, Command, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
+use super::parse::{split, whole};
+use super::{limit, token};
+use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use redis_module::Context;
 
@@ -27,12 +27,6 @@ impl Command for Take {
         }
         let bucket = token::parse_bucket(capacity, rate)?;
         let max = whole(max.bytes(), "max", 1, "must be a whole number >= 1")?;
-        let now = clock::now_ns();
-        let mut state = StateKey::open(ctx, key)?;
-        let (outcome, taken) = bucket.take(state.read()?, now, max)?;
-        if let Some(write) = &outcome.write {
-            state.apply(write)?;
-        }
-        Ok(Reply::Taken { verdict: outcome.verdict, taken })
+        limit::take(ctx, key, &bucket, max)
     }
 }

@@ -3,8 +3,8 @@
 //! A token bucket per key (see `ratelimit_core::token_bucket`). With several groups the request is
 //! allowed only if every bucket allows, and then takes from all of them.
 
-use super::args::{cost, positive_decimal, whole};
 use super::limit;
+use super::parse::{cost, positive_decimal, whole};
 use crate::server::cell::TryCell;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;

@@ -8,10 +8,10 @@ pub mod classes;
 pub mod config;
 pub mod counters;
 pub mod heavy;
-mod observed;
+mod record;
 
 pub use counters::CommandStats;
-pub use observed::{observe, Observed};
+pub use record::{observe, Observed};
 
 /// What one call came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

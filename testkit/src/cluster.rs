@@ -22,8 +22,7 @@ pub fn cli(args: &[&str]) -> String {
 
 impl Cluster {
     pub fn start() -> Option<Cluster> {
-        if crate::external_url().is_some() {
-            crate::skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
+        if crate::skip_when_external() {
             return None;
         }
         let config = [

@@ -71,6 +71,16 @@ pub fn skip(reason: &str) {
     eprintln!("skipped: {reason}");
 }
 
+/// True, with the skip message, when `RL_TEST_REDIS_URL` names an external server and the test must
+/// start servers of its own.
+pub fn skip_when_external() -> bool {
+    let external = external_url().is_some();
+    if external {
+        skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
+    }
+    external
+}
+
 /// How to start a server: `Server::builder().args(&["--appendonly", "yes"]).own()`.
 #[derive(Default)]
 pub struct Builder {
@@ -114,8 +124,7 @@ impl Builder {
     /// A fresh server for tests that need their own (replicas, restarts), or None, with the skip
     /// message, when `RL_TEST_REDIS_URL` says to use an external server.
     pub fn own(self) -> Option<Server> {
-        if external_url().is_some() {
-            skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
+        if skip_when_external() {
             return None;
         }
         Some(self.start())

@@ -70,6 +70,14 @@ pub fn window(
     Limit::from_reply(&r)
 }
 
+/// RL.TAKE key capacity rate max: the five fields and the number taken.
+pub fn take(con: &mut impl ConnectionLike, key: &str, capacity: u64, rate: &str, max: u64) -> (Limit, i64) {
+    let r: Vec<i64> =
+        redis::cmd("RL.TAKE").arg(key).arg(capacity).arg(rate).arg(max).query(con).expect("RL.TAKE");
+    assert_eq!(r.len(), 6, "five fields and the number taken: {r:?}");
+    (Limit::from_reply(&r[..5]), r[5])
+}
+
 /// RL.SLIDE key limit window id.
 pub fn slide(con: &mut impl ConnectionLike, key: &str, limit: u64, window: &str, id: &str) -> Limit {
     let r: Vec<i64> =

@@ -12,8 +12,7 @@ pub struct ShiftedServer {
 
 impl ShiftedServer {
     pub fn start() -> Option<ShiftedServer> {
-        if testkit::external_url().is_some() {
-            testkit::skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
+        if testkit::skip_when_external() {
             return None;
         }
         let shim = super::shim::build("clockshift")?;

@@ -50,8 +50,7 @@ impl Killable {
     }
 
     fn start_with(module: bool) -> Option<Killable> {
-        if testkit::external_url().is_some() {
-            testkit::skip("RL_TEST_REDIS_URL is set and this test must start its own servers");
+        if testkit::skip_when_external() {
             return None;
         }
         let dir = std::env::temp_dir().join(format!("rl-killable-{}-{}", std::process::id(), closed_port()));
