@@ -13,21 +13,18 @@ module=$(realpath "${1:-target/release/libredis_ratelimit.so}")
 export RL_REDIS_SERVER=${2:-${RL_REDIS_SERVER:-redis-server}}
 calls=${RL_CALLGRIND_CALLS:-20000}
 command -v valgrind >/dev/null || scripts/ensure-deps.sh valgrind
-work=$(mktemp -d)
 # shellcheck source=scripts/module-server.sh
 . scripts/module-server.sh
-trap 'stop_server; rm -rf "$work"' EXIT
 
 # measure NAME RANDOM_KEYS COMMAND...
 measure() {
-  local name=$1 range=$2
+  local name=$1 range=$2 total dump own
   shift 2
   start_server "$module" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out"
   redis-benchmark -p "$port" -n 2000 -c 1 -P 16 -r "$range" "$@" >/dev/null
   callgrind_control -z "$server_pid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$calls" -c 1 -P 16 -r "$range" "$@" >/dev/null
   callgrind_control -d "$server_pid" >/dev/null 2>&1
-  local total dump own
   dump=$(ls -S "$work"/cg.out.* | head -1)
   total=$(awk '/^(summary|totals):/ {print $2}' "$dump" | sort -n | tail -1)
   # The module's entry point, inclusive of the server API calls it makes (key lookups, replies, writes).

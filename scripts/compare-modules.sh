@@ -10,10 +10,8 @@ old=$(realpath "${1:?usage: scripts/compare-modules.sh OLD.so NEW.so}")
 new=$(realpath "${2:?usage: scripts/compare-modules.sh OLD.so NEW.so}")
 runs=${RL_COMPARE_RUNS:-5}
 requests=${RL_COMPARE_REQUESTS:-300000}
-work=$(mktemp -d)
 # shellcheck source=scripts/module-server.sh
 . scripts/module-server.sh
-trap 'stop_server; rm -rf "$work"' EXIT
 
 # one MODULE RANGE COMMAND...: prints "req/s us_per_call"
 one() {

@@ -1,5 +1,9 @@
 # Sourced by the measuring scripts (callgrind.sh, compare-modules.sh): a throwaway module-enabled
-# redis-server on a free loopback port, stopped by stop_server or the caller's EXIT trap.
+# redis-server on a free loopback port, and a scratch directory ($work); both go when the script exits.
+
+work=$(mktemp -d)
+server_pid=""
+trap 'stop_server; rm -rf "$work"' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -21,6 +25,8 @@ start_server() {
 }
 
 stop_server() {
+  [ -n "$server_pid" ] || return 0
   kill "$server_pid" 2>/dev/null || true
   wait "$server_pid" 2>/dev/null || true
+  server_pid=""
 }
