@@ -14,6 +14,8 @@ pub struct Load {
     pub pipeline: usize,
     /// Random keys from this many, or one hot key.
     pub keyspace: Option<u64>,
+    /// Other placeholders and their values (script SHAs: `{sha:acquire}`).
+    pub vars: Vec<(String, String)>,
 }
 
 pub struct Measured {
@@ -24,14 +26,18 @@ pub struct Measured {
     pub us_per_call: f64,
 }
 
-/// One request: commands whose arguments may contain `{key}`.
+/// One request: commands whose arguments may contain `{key}`, `{id}` (a fresh 36-character id per
+/// request, UUID-shaped) and the load's `vars`.
 pub type Request = &'static [&'static [&'static str]];
 
-fn encode(out: &mut Vec<u8>, request: Request, key: &str) {
+fn encode(out: &mut Vec<u8>, request: Request, key: &str, id: &str, vars: &[(String, String)]) {
     for command in request {
         out.extend_from_slice(format!("*{}\r\n", command.len()).as_bytes());
         for arg in *command {
-            let arg = arg.replace("{key}", key);
+            let mut arg = arg.replace("{key}", key).replace("{id}", id);
+            for (name, value) in vars {
+                arg = arg.replace(name.as_str(), value);
+            }
             out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
         }
     }
@@ -112,7 +118,16 @@ impl Load {
                     Some(n) => format!("bench:{:012}", rng.next() % n),
                     None => "bench:hot".to_string(),
                 };
-                encode(&mut out, request, &key);
+                let (a, b) = (rng.next(), rng.next());
+                let id = format!(
+                    "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                    a >> 32,
+                    (a >> 16) & 0xffff,
+                    a & 0xffff,
+                    b >> 48,
+                    b & 0xffff_ffff_ffff
+                );
+                encode(&mut out, request, &key, &id, &self.vars);
             }
             let t0 = Instant::now();
             stream.write_all(&out).expect("write failed");

@@ -5,6 +5,7 @@
 //! Environment: `RL_BENCH_SCALE` (default 1.0) multiplies the request counts.
 
 mod chart;
+mod leases;
 mod loadgen;
 mod lua;
 mod memory;
@@ -211,6 +212,13 @@ fn write_doc(name: &str, text: &str) {
 
 fn main() {
     let scale: f64 = std::env::var("RL_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    // `rl-bench leases`: only the concurrency limits beside the Lua semaphore.
+    if std::env::args().nth(1).as_deref() == Some("leases") {
+        let report = leases::run(scale);
+        println!("{report}");
+        write_doc("bench-leases.md", &report);
+        return;
+    }
     // `rl-bench peers`: only the side-by-side table.
     if std::env::args().nth(1).as_deref() == Some("peers") {
         let report = peers::run(scale);
@@ -261,8 +269,15 @@ fn main() {
                         }
                         Driver::LoadGen(request) => {
                             let keyspace = random.then_some(KEYSPACE);
-                            Load { port: server.port, clients: CLIENTS, requests, pipeline, keyspace }
-                                .run(request)
+                            Load {
+                                port: server.port,
+                                clients: CLIENTS,
+                                requests,
+                                pipeline,
+                                keyspace,
+                                vars: vec![],
+                            }
+                            .run(request)
                         }
                     };
                     result.us_per_call = us_per_call(&mut con, s.command());
@@ -298,6 +313,9 @@ fn main() {
     }
     drop(con);
     drop(server);
+    let leases = leases::run(scale);
+    println!("{leases}");
+    write_doc("bench-leases.md", &leases);
     let peers = peers::run(scale);
     println!("{peers}");
     write_doc("bench-peers.md", &peers);
