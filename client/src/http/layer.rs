@@ -499,7 +499,7 @@ where
             if !enforced.is_empty() {
                 let (decision, limiting) = config.check(&enforced).await;
                 let window_secs = limiting.policy.window_length().as_secs().max(1);
-                record(&plan.route_name, &limiting.name, outcome(&decision));
+                record(&plan.route_name, &limiting.name, outcome_of(&decision, false));
                 if !decision.allowed {
                     let outage =
                         decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
@@ -616,7 +616,7 @@ impl Config {
     /// denial logged (at most one line per 10 s, with the number held back).
     async fn check_shadow(&self, route: &Arc<str>, limits: &[&PlannedLimit]) {
         let (decision, limiting) = self.check(limits).await;
-        record(route, &limiting.name, shadow_outcome(&decision));
+        record(route, &limiting.name, outcome_of(&decision, true));
         if !decision.allowed && !decision.degraded {
             self.shadow_log.maybe(Instant::now(), |suppressed| {
                 tracing::info!(route = %route, limit = %limiting.name, key = %limiting.key, suppressed,
@@ -722,23 +722,13 @@ fn record(route: &Arc<str>, limit: &Arc<str>, outcome: &'static str) {
         .increment(1);
 }
 
-fn outcome(d: &Decision) -> &'static str {
-    match (d.allowed, d.degraded) {
-        (true, false) => "allowed",
-        (false, false) => "denied",
-        (true, true) => "degraded_allowed",
-        (false, true) => "degraded_denied",
-    }
-}
-
-/// A shadow limit's decision: what enforcing it would have done.
-fn shadow_outcome(d: &Decision) -> &'static str {
-    match (d.allowed, d.degraded) {
-        (true, false) => "shadow_allowed",
-        (false, false) => "shadow_denied",
-        (true, true) => "shadow_degraded_allowed",
-        (false, true) => "shadow_degraded_denied",
-    }
+/// The `outcome` label of a decision; a shadow limit's says what enforcing it would have done.
+fn outcome_of(d: &Decision, shadow: bool) -> &'static str {
+    const LABELS: [[&str; 4]; 2] = [
+        ["denied", "allowed", "degraded_denied", "degraded_allowed"],
+        ["shadow_denied", "shadow_allowed", "shadow_degraded_denied", "shadow_degraded_allowed"],
+    ];
+    LABELS[usize::from(shadow)][usize::from(d.allowed) + 2 * usize::from(d.degraded)]
 }
 
 #[cfg(test)]
