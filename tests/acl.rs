@@ -40,12 +40,17 @@ fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
         assert_eq!(
             in_category,
             [
+                "rl.acquire",
+                "rl.all",
                 "rl.fixed",
                 "rl.inspect",
                 "rl.refund",
+                "rl.release",
+                "rl.renew",
                 "rl.resetstats",
                 "rl.slide",
                 "rl.slidecount",
+                "rl.take",
                 "rl.token",
                 "rl.top"
             ]
