@@ -24,6 +24,21 @@ struct Run {
     rps: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// This process's CPU time per request (the application: wrk and Redis are other processes), us.
+    user_us: f64,
+    system_us: f64,
+}
+
+/// This process's user and system CPU time so far, in microseconds (getrusage).
+fn cpu_us() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    (us(usage.ru_utime), us(usage.ru_stime))
 }
 
 fn app(limited: Option<Limiter>) -> Router {
@@ -52,6 +67,7 @@ fn serve(runtime: &tokio::runtime::Runtime, app: Router) -> SocketAddr {
 }
 
 fn wrk(addr: SocketAddr, script: &std::path::Path, seconds: u64) -> Run {
+    let (user_before, system_before) = cpu_us();
     let out = Command::new("wrk")
         .args(["-t2", &format!("-c{CONNECTIONS}"), &format!("-d{seconds}s"), "--latency", "-s"])
         .arg(script)
@@ -74,10 +90,17 @@ fn wrk(addr: SocketAddr, script: &std::path::Path, seconds: u64) -> Run {
             _ => n,
         }
     };
+    let (user, system) = cpu_us();
+    let requests: f64 = text
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in").map(|(n, _)| n.trim().parse().unwrap_or(f64::NAN)))
+        .unwrap_or(f64::NAN);
     Run {
         rps: field("Requests/sec:").parse().unwrap_or(f64::NAN),
         p50_ms: ms(field("50%")),
         p99_ms: ms(field("99%")),
+        user_us: (user - user_before) / requests,
+        system_us: (system - system_before) / requests,
     }
 }
 
@@ -141,22 +164,28 @@ fn main() {
         let (bare, limited, offline, per_read) = measure(&server, workers, seconds, &script);
         report += &format!(
             "\n## {workers} worker thread(s)\n\n\
-             | handler | requests/s | p50 | p99 |\n| --- | ---: | ---: | ---: |\n\
-             | bare | {:.0} | {:.2} ms | {:.2} ms |\n\
-             | with the rate limit layer | {:.0} | {:.2} ms | {:.2} ms |\n\
-             | the layer without the round trip (breaker open, failing open) | {:.0} | {:.2} ms | {:.2} ms |\n\n\
+             | handler | requests/s | p50 | p99 | app CPU per request: user | system |\n| --- | ---: | ---: | ---: | ---: | ---: |\n\
+             | bare | {:.0} | {:.2} ms | {:.2} ms | {:.1} us | {:.1} us |\n\
+             | with the rate limit layer | {:.0} | {:.2} ms | {:.2} ms | {:.1} us | {:.1} us |\n\
+             | the layer without the round trip (breaker open, failing open) | {:.0} | {:.2} ms | {:.2} ms | {:.1} us | {:.1} us |\n\n\
              With the layer: **{:.0}%** of the bare handler's throughput (target >= 70%); it adds {:.2} ms at p50 \
              and {:.2} ms at p99. Redis read {per_read:.1} commands per socket read (the client's multiplexed \
              connection pipelines concurrent requests).\n",
             bare.rps,
             bare.p50_ms,
             bare.p99_ms,
+            bare.user_us,
+            bare.system_us,
             limited.rps,
             limited.p50_ms,
             limited.p99_ms,
+            limited.user_us,
+            limited.system_us,
             offline.rps,
             offline.p50_ms,
             offline.p99_ms,
+            offline.user_us,
+            offline.system_us,
             100.0 * limited.rps / bare.rps,
             limited.p50_ms - bare.p50_ms,
             limited.p99_ms - bare.p99_ms,
