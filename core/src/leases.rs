@@ -18,8 +18,8 @@
 use crate::error::{ParamError, StateError};
 use crate::format::{Bytes, Kind, TAG_LEN};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
-use crate::limits::MAX_HORIZON_NS;
-use crate::time::{ceil_ms, Nanos};
+use crate::limits::{in_range, MAX_HORIZON_NS};
+use crate::time::{ceil_ms, us_to_ns, Nanos};
 use crate::verdict::Verdict;
 use sha2::{Digest, Sha256};
 
@@ -118,19 +118,11 @@ fn write(leases: &[Lease]) -> Write {
     Write { change: Change::Set(Bytes::Heap(value)), expiry: Expiry::Within { at_least_ms, slack_ms: 0 } }
 }
 
-fn us_to_ns(us: u64) -> Nanos {
-    Nanos::try_from(us.saturating_mul(1000)).unwrap_or(Nanos::MAX)
-}
-
 impl Leases {
     pub fn new(limit: u64, lease_ns: Nanos) -> Result<Leases, ParamError> {
-        if limit == 0 || limit > MAX_LIMIT {
-            return Err(LIMIT);
-        }
-        if !(1_000_000..=MAX_HORIZON_NS).contains(&lease_ns) {
-            return Err(LEASE);
-        }
-        Ok(Leases { limit, lease_us: (lease_ns / 1000) as u64 })
+        let limit = in_range(limit, 1..=MAX_LIMIT, LIMIT)?;
+        let lease_us = in_range(lease_ns, 1_000_000..=MAX_HORIZON_NS, LEASE)? / 1000;
+        Ok(Leases { limit, lease_us: lease_us as u64 })
     }
 
     /// A weight for this limiter's requests (1 to `MAX_LIMIT`; above `limit` it never fits).

@@ -15,3 +15,16 @@ pub const MAX_RATE_PER_SEC: u64 = 1_000_000_000;
 
 /// The largest limit of a sliding log: its memory grows with the limit.
 pub const MAX_LOG_LIMIT: u64 = 1_000_000;
+
+/// `value` when it lies in `range`, else `error`.
+pub(crate) fn in_range<T: PartialOrd>(
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+    error: crate::error::ParamError,
+) -> Result<T, crate::error::ParamError> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(error)
+    }
+}

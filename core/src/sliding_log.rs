@@ -18,8 +18,8 @@
 use crate::error::{ParamError, StateError};
 use crate::format::{Bytes, Kind};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
-use crate::limits::{MAX_HORIZON_NS, MAX_LOG_LIMIT};
-use crate::time::Nanos;
+use crate::limits::{in_range, MAX_HORIZON_NS, MAX_LOG_LIMIT};
+use crate::time::{us_to_ns, Nanos};
 use crate::verdict::Verdict;
 use crate::window::WINDOW;
 
@@ -213,18 +213,10 @@ pub fn build(width: Width, slots: usize, entries: &[(u64, u64)]) -> Vec<u8> {
     out
 }
 
-fn us_to_ns(us: u64) -> Nanos {
-    Nanos::try_from(us.saturating_mul(1000)).unwrap_or(Nanos::MAX)
-}
-
 impl SlidingLog {
     pub fn new(limit: u64, window_us: u64) -> Result<SlidingLog, ParamError> {
-        if limit == 0 || limit > MAX_LIMIT {
-            return Err(LIMIT);
-        }
-        if window_us == 0 || window_us > (MAX_HORIZON_NS / 1000) as u64 {
-            return Err(WINDOW);
-        }
+        let limit = in_range(limit, 1..=MAX_LIMIT, LIMIT)?;
+        let window_us = in_range(window_us, 1..=(MAX_HORIZON_NS / 1000) as u64, WINDOW)?;
         Ok(SlidingLog { limit, window_us })
     }
 

@@ -7,6 +7,11 @@ pub type Nanos = i64;
 pub const NANOS_PER_MS: Nanos = 1_000_000;
 pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
 
+/// Microseconds as nanoseconds, saturating.
+pub fn us_to_ns(us: u64) -> Nanos {
+    Nanos::try_from(us.saturating_mul(1000)).unwrap_or(Nanos::MAX)
+}
+
 /// Milliseconds, rounded up: a client that waits this long has waited at least `ns`.
 pub fn ceil_ms(ns: Nanos) -> i64 {
     if ns <= 0 {
