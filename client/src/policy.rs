@@ -126,6 +126,12 @@ impl Policy {
         Ok(Policy { kind: Kind::Lease { limit, lease } })
     }
 
+    /// True when a request of cost 0 reads this limit without taking anything (a sliding log
+    /// counts requests: it has no cost 0).
+    pub(crate) fn kind_is_peekable(&self) -> bool {
+        !matches!(self.kind, Kind::Window { algorithm: Window::SlidingLog, .. })
+    }
+
     /// True for a concurrency limit ([`Policy::concurrency`]).
     pub fn is_concurrency(&self) -> bool {
         matches!(self.kind, Kind::Lease { .. })
