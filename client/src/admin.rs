@@ -70,7 +70,8 @@ impl Limiter {
             Some(Kind::Window { limit, window, .. }) => {
                 cmd.arg(*limit).arg(format!("{}.{:03}", window.as_secs(), window.subsec_millis()))
             }
-            None => &mut cmd,
+            // A lease key is read without parameters: its holders, weight held and expiries.
+            Some(Kind::Lease { .. }) | None => &mut cmd,
         };
         let reply = self.query(&cmd).await?;
         if reply == Value::Nil {

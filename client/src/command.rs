@@ -22,9 +22,23 @@ impl<'a> Limit<'a> {
 /// The one RL.* call that decides `limits` atomically: one limit goes to its own command, several
 /// token buckets into one RL.TOKEN, several limits of other or mixed kinds into one RL.ALL.
 pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
+    build(limits, None)
+}
+
+/// Like [`decide`], taking the concurrency limits among `limits` as leases held by `id`
+/// (RL.ACQUIRE, or ACQUIRE groups of RL.ALL).
+pub(crate) fn acquire(limits: &[Limit<'_>], id: &str) -> Result<redis::Cmd, CallError> {
+    build(limits, Some(id))
+}
+
+/// The refusal of a concurrency limit where nothing would release it.
+const NO_RELEASE: &str =
+    "a concurrency limit is taken with Limiter::acquire, which releases it: check has no release";
+
+fn build(limits: &[Limit<'_>], lease_id: Option<&str>) -> Result<redis::Cmd, CallError> {
     match limits {
         [] => Err(CallError::Usage("no limits to check")),
-        [one] => single(one),
+        [one] => single(one, lease_id),
         many if many.iter().all(|l| matches!(l.policy.kind(), Kind::Token { .. })) => {
             let mut cmd = redis::cmd("RL.TOKEN");
             for limit in many {
@@ -37,7 +51,7 @@ pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
         many => {
             let mut cmd = redis::cmd("RL.ALL");
             for limit in many {
-                group(&mut cmd, limit)?;
+                group(&mut cmd, limit, lease_id)?;
             }
             Ok(cmd)
         }
@@ -45,7 +59,13 @@ pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
 }
 
 /// One `key KIND args` group of RL.ALL.
-fn group(cmd: &mut redis::Cmd, limit: &Limit<'_>) -> Result<(), CallError> {
+fn group(cmd: &mut redis::Cmd, limit: &Limit<'_>, lease_id: Option<&str>) -> Result<(), CallError> {
+    if let Kind::Lease { limit: n, lease } = limit.policy.kind() {
+        let id = lease_id.ok_or(CallError::Usage(NO_RELEASE))?;
+        cmd.arg(limit.key).arg("ACQUIRE").arg(*n).arg(seconds(*lease)).arg(id);
+        cmd.arg("WEIGHT").arg(weight(limit)?);
+        return Ok(());
+    }
     cmd.arg(limit.key);
     match limit.policy.kind() {
         Kind::Token { capacity, rate } => cmd.arg("TOKEN").arg(*capacity).arg(&*rate.text).arg(limit.cost),
@@ -59,12 +79,27 @@ fn group(cmd: &mut redis::Cmd, limit: &Limit<'_>) -> Result<(), CallError> {
             let kind = if *algorithm == Window::Fixed { "FIXED" } else { "SLIDECOUNT" };
             cmd.arg(kind).arg(*n).arg(seconds(*window)).arg(limit.cost)
         }
+        Kind::Lease { .. } => return Err(CallError::Usage(NO_RELEASE)),
     };
     Ok(())
 }
 
-fn single(limit: &Limit<'_>) -> Result<redis::Cmd, CallError> {
+/// A lease's weight: what the request costs, at least 1 (a lease of weight 0 would hold nothing).
+fn weight(limit: &Limit<'_>) -> Result<u64, CallError> {
+    match limit.cost {
+        0 => Err(CallError::Usage("a concurrency limit is held with a weight of at least 1")),
+        w => Ok(w),
+    }
+}
+
+fn single(limit: &Limit<'_>, lease_id: Option<&str>) -> Result<redis::Cmd, CallError> {
     let cmd = match limit.policy.kind() {
+        Kind::Lease { limit: n, lease } => {
+            let id = lease_id.ok_or(CallError::Usage(NO_RELEASE))?;
+            let mut cmd = redis::cmd("RL.ACQUIRE");
+            cmd.arg(limit.key).arg(*n).arg(seconds(*lease)).arg(id).arg("WEIGHT").arg(weight(limit)?);
+            cmd
+        }
         Kind::Token { capacity, rate } => {
             let mut cmd = redis::cmd("RL.TOKEN");
             cmd.arg(limit.key).arg(*capacity).arg(&*rate.text).arg(limit.cost);
@@ -96,6 +131,20 @@ pub(crate) fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<r
     let mut cmd = redis::cmd("RL.REFUND");
     cmd.arg("TOKEN").arg(key).arg(*capacity).arg(&*rate.text).arg(tokens);
     Ok(cmd)
+}
+
+/// `RL.RELEASE key id`.
+pub(crate) fn release(key: &str, id: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("RL.RELEASE");
+    cmd.arg(key).arg(id);
+    cmd
+}
+
+/// `RL.RENEW key lease id`.
+pub(crate) fn renew(key: &str, lease: Duration, id: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("RL.RENEW");
+    cmd.arg(key).arg(seconds(lease)).arg(id);
+    cmd
 }
 
 /// A window as the module's decimal seconds, exact to the millisecond.
@@ -151,5 +200,18 @@ mod tests {
         assert_eq!(mixed[..10], ["RL.ALL", "a", "FIXED", "5", "1.500", "1", "b", "SLIDE", "5", "60.000"]);
         assert!(decide(&[Limit::new("a", &fixed, 1), Limit::new("b", &log, 2)]).is_err());
         assert!(decide(&[]).is_err());
+        let slots = Policy::concurrency(5, Duration::from_millis(30_000)).unwrap();
+        assert!(matches!(decide(&[Limit::new("c", &slots, 1)]), Err(CallError::Usage(_))));
+        assert_eq!(
+            args(&acquire(&[Limit::new("c", &slots, 2)], "id1").unwrap()),
+            ["RL.ACQUIRE", "c", "5", "30.000", "id1", "WEIGHT", "2"]
+        );
+        assert_eq!(
+            args(&acquire(&[Limit::new("a", &fixed, 1), Limit::new("c", &slots, 1)], "id1").unwrap()),
+            ["RL.ALL", "a", "FIXED", "5", "1.500", "1", "c", "ACQUIRE", "5", "30.000", "id1", "WEIGHT", "1"]
+        );
+        assert!(acquire(&[Limit::new("c", &slots, 0)], "id1").is_err());
+        assert_eq!(args(&release("c", "id1")), ["RL.RELEASE", "c", "id1"]);
+        assert_eq!(args(&renew("c", Duration::from_secs(30), "id1")), ["RL.RENEW", "c", "30.000", "id1"]);
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::command::Limit;
 use crate::decision::Decision;
+use crate::local_leases::LocalLeases;
 use crate::policy::{Kind, Policy, Window};
 use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::decimal::Decimal;
@@ -17,7 +18,7 @@ use ratelimit_core::token_bucket::TokenBucket;
 use ratelimit_core::verdict::Verdict;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const MAX_KEYS: usize = 100_000;
 
@@ -30,11 +31,59 @@ struct Entry {
 pub(crate) struct LocalLimiter {
     instances: u32,
     entries: Mutex<HashMap<String, Entry>>,
+    /// The concurrency limits' leases.
+    pub(crate) leases: LocalLeases,
 }
 
 impl LocalLimiter {
     pub(crate) fn new(instances: u32) -> LocalLimiter {
-        LocalLimiter { instances: instances.max(1), entries: Mutex::new(HashMap::new()) }
+        LocalLimiter {
+            instances: instances.max(1),
+            entries: Mutex::new(HashMap::new()),
+            leases: LocalLeases::default(),
+        }
+    }
+
+    /// Decides `limits` together, taking the concurrency limits among them as leases held by `id`
+    /// (each with its share of the limit): all or nothing, like RL.ALL. The leases are checked first,
+    /// then the rate limits (which take only when they allow), then the leases are taken, all under
+    /// the leases' lock, so nobody takes a slot in between.
+    pub(crate) fn acquire(&self, limits: &[Limit<'_>], id: &str, now: Nanos, degraded: bool) -> Decision {
+        let instant = Instant::now();
+        self.leases.locked(|table| {
+            let mut fits = Vec::new();
+            for (position, l) in limits.iter().enumerate() {
+                if let Kind::Lease { lease, .. } = l.policy.kind() {
+                    let limit = l.policy.share(self.instances).limit();
+                    let fit = table.fit(l.key, limit, l.cost.max(1), id, instant);
+                    if !fit.decision.allowed {
+                        return Decision { limiting: position, degraded, ..fit.decision };
+                    }
+                    fits.push((position, fit, *lease));
+                }
+            }
+            let rate: Vec<(usize, Limit<'_>)> =
+                limits.iter().copied().enumerate().filter(|(_, l)| !l.policy.is_concurrency()).collect();
+            let mut decision = None;
+            if !rate.is_empty() {
+                let only: Vec<Limit<'_>> = rate.iter().map(|(_, l)| *l).collect();
+                let d = self.decide(&only, now, degraded);
+                let d = Decision { limiting: rate[d.limiting.min(rate.len() - 1)].0, ..d };
+                if !d.allowed {
+                    return d;
+                }
+                decision = Some(d);
+            }
+            for (position, fit, lease) in &fits {
+                let l = &limits[*position];
+                table.take(l.key, fit, l.cost.max(1), *lease, id, instant);
+                let tighter = decision.as_ref().is_none_or(|d| fit.decision.remaining < d.remaining);
+                if tighter {
+                    decision = Some(Decision { limiting: *position, degraded, ..fit.decision.clone() });
+                }
+            }
+            decision.unwrap_or_else(|| self.decide(&[], now, degraded))
+        })
     }
 
     /// Decides `limits` together at `now` (ns since the Unix epoch) while Redis cannot: a degraded
@@ -112,6 +161,8 @@ fn decide(policy: &Policy, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Outc
                 Err(_) => never(limit),
             }
         }
+        // Leases are held by the semaphore of `local_leases`, not here: a check cannot take one.
+        Kind::Lease { .. } => never(limit),
         // The sliding log is approximated by the sliding counter: O(1) memory per key in the process.
         Kind::Window { window, .. } => match SlidingCounter::new(limit, window_ns(window)) {
             Ok(counter) => run(&counter, stored, now, cost),

@@ -258,13 +258,47 @@ impl Limiter {
         self.send(&cmd).await
     }
 
-    async fn send(&self, cmd: &redis::Cmd) -> Result<Decision, CallError> {
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.inner.backend
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub(crate) fn record(&self, decision: &Decision, short_circuited: bool) {
+        self.inner.counters.record(&self.inner.name, decision, short_circuited);
+    }
+
+    /// The in-process semaphore leases live in: the fallback's for a permit it granted, the
+    /// in-process backend's for every permit of an in-process limiter; None for Redis.
+    pub(crate) fn local_leases(&self, from_fallback: bool) -> Option<&crate::local_leases::LocalLeases> {
+        match (&self.inner.backend, &self.inner.fallback) {
+            (Backend::Local(local), _) => Some(&local.leases),
+            (_, Some(fallback)) if from_fallback => Some(&fallback.leases),
+            _ => None,
+        }
+    }
+
+    /// The failure policy's answer to an acquire Redis did not decide: `Open` grants (a permit that
+    /// holds nothing), `Closed` denies, `LocalFallback` asks the in-process semaphore.
+    pub(crate) fn degrade_acquire(&self, limits: &[Limit<'_>], id: &str, error: &CallError) -> Decision {
+        match (self.inner.failure, &self.inner.fallback) {
+            (FailurePolicy::LocalFallback { .. }, Some(local)) => {
+                self.warn_degraded(error);
+                local.acquire(limits, id, now_ns(), true)
+            }
+            _ => self.degrade(limits, error),
+        }
+    }
+
+    pub(crate) async fn send(&self, cmd: &redis::Cmd) -> Result<Decision, CallError> {
         let value = self.query(cmd).await?;
         let reply: Vec<i64> = redis::from_redis_value(value).map_err(|e| CallError::Reply(e.to_string()))?;
         Decision::from_reply(&reply).ok_or_else(|| CallError::Reply(format!("{reply:?}")))
     }
 
-    fn degrade(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
+    fn warn_degraded(&self, error: &CallError) {
         let inner = &*self.inner;
         if let CallError::Usage(_) | CallError::Reply(_) = error {
             // A programming error, not an outage: visible, and decided by the policy like an outage.
@@ -274,6 +308,11 @@ impl Limiter {
             tracing::warn!(limiter = %inner.name, %error, policy = ?inner.failure, suppressed,
                 "Redis did not decide: degraded decision by the failure policy");
         });
+    }
+
+    fn degrade(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
+        let inner = &*self.inner;
+        self.warn_degraded(error);
         let limit = limits.first().map_or(0, |l| l.policy.limit());
         let degraded = |allowed: bool, remaining: u64, retry_after: Option<Duration>| Decision {
             allowed,
@@ -313,7 +352,7 @@ fn cache_key(limits: &[Limit<'_>]) -> String {
     key
 }
 
-fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

@@ -8,6 +8,9 @@ use ratelimit_core::token_bucket::TokenBucket;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// RL.ACQUIRE's largest limit.
+const MAX_LEASE_LIMIT: u64 = 100_000;
+
 /// The highest rate the module's nanosecond clock can express.
 const MAX_RATE: f64 = MAX_RATE_PER_SEC as f64;
 
@@ -23,6 +26,9 @@ pub(crate) enum Kind {
     Token { capacity: u64, rate: Rate },
     /// RL.SLIDE, RL.FIXED, RL.SLIDECOUNT: `limit` units per `window`.
     Window { algorithm: Window, limit: u64, window: Duration },
+    /// RL.ACQUIRE: at most `limit` weight of leases held at once, each ending `lease` after it was
+    /// taken or last renewed.
+    Lease { limit: u64, lease: Duration },
 }
 
 /// The window algorithms of the module.
@@ -103,20 +109,49 @@ impl Policy {
         Self::window(Window::SlidingCounter, limit, window)
     }
 
+    /// A concurrency limit (RL.ACQUIRE): at most `limit` (1 to 100,000) weight of work in flight at
+    /// once, each permit held on a lease of `lease` (positive whole milliseconds) that its holder
+    /// renews while it lives, so a crashed holder's slot comes back when the lease ends. Taken with
+    /// [`Limiter::acquire`](crate::Limiter::acquire), never with `check` (it has to be released).
+    pub fn concurrency(limit: u64, lease: Duration) -> Result<Policy, PolicyError> {
+        if limit == 0 || limit > MAX_LEASE_LIMIT {
+            return Err(PolicyError::new("limit", format!("must be from 1 to {MAX_LEASE_LIMIT}")));
+        }
+        if lease.is_zero() || !lease.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(PolicyError::new("lease", "must be a positive whole number of milliseconds"));
+        }
+        if lease.as_secs() > MAX_SECONDS {
+            return Err(PolicyError::new("lease", format!("must be at most {MAX_SECONDS} seconds")));
+        }
+        Ok(Policy { kind: Kind::Lease { limit, lease } })
+    }
+
+    /// True when a request of cost 0 reads this limit without taking anything (a sliding log
+    /// counts requests: it has no cost 0).
+    pub(crate) fn kind_is_peekable(&self) -> bool {
+        !matches!(self.kind, Kind::Window { algorithm: Window::SlidingLog, .. })
+    }
+
+    /// True for a concurrency limit ([`Policy::concurrency`]).
+    pub fn is_concurrency(&self) -> bool {
+        matches!(self.kind, Kind::Lease { .. })
+    }
+
     /// The capacity or limit: what `RateLimit-Limit` says.
     pub fn limit(&self) -> u64 {
         match &self.kind {
             Kind::Token { capacity, .. } => *capacity,
-            Kind::Window { limit, .. } => *limit,
+            Kind::Window { limit, .. } | Kind::Lease { limit, .. } => *limit,
         }
     }
 
     /// The time the limit is measured over: the window, or a token bucket's full refill time
-    /// (`capacity / rate`). The IETF draft's `w` parameter.
+    /// (`capacity / rate`), a concurrency limit's lease. The IETF draft's `w` parameter.
     pub fn window_length(&self) -> Duration {
         match &self.kind {
             Kind::Token { capacity, rate } => Duration::from_secs_f64(*capacity as f64 / rate.per_second),
             Kind::Window { window, .. } => *window,
+            Kind::Lease { lease, .. } => *lease,
         }
     }
 
@@ -139,6 +174,7 @@ impl Policy {
             Kind::Window { algorithm, limit, window } => {
                 Kind::Window { algorithm: *algorithm, limit: (limit / n).max(1), window: *window }
             }
+            Kind::Lease { limit, lease } => Kind::Lease { limit: (limit / n).max(1), lease: *lease },
         };
         Policy { kind }
     }
@@ -160,6 +196,12 @@ mod tests {
         for window in [Duration::ZERO, Duration::from_micros(1500), Duration::from_secs(4_000_000_000)] {
             assert_eq!(Policy::sliding_counter(5, window).unwrap_err().field, "window", "{window:?}");
         }
+        for limit in [0, 100_001] {
+            assert_eq!(Policy::concurrency(limit, Duration::from_secs(1)).unwrap_err().field, "limit");
+        }
+        for lease in [Duration::ZERO, Duration::from_micros(1500)] {
+            assert_eq!(Policy::concurrency(5, lease).unwrap_err().field, "lease", "{lease:?}");
+        }
         let message = Policy::token_bucket(0, 5.0).unwrap_err().to_string();
         assert_eq!(message, "invalid capacity: must be at least 1");
     }
@@ -175,5 +217,7 @@ mod tests {
             Policy::token_bucket(3, 5.0 / 3.0).unwrap()
         );
         assert_eq!(Policy::fixed_window(2, Duration::from_secs(1)).unwrap().share(5).limit(), 1);
+        let c = Policy::concurrency(5, Duration::from_millis(1500)).unwrap();
+        assert_eq!((c.limit(), c.window_length(), c.share(2).limit()), (5, Duration::from_millis(1500), 2));
     }
 }

@@ -604,3 +604,62 @@ async fn the_layer_and_its_service_show_what_they_hold() {
     }));
     assert!(format!("{:?}", service.limiter()).contains("edge"));
 }
+
+/// A body that sends one chunk, then never ends: a slow download.
+struct Slow {
+    sent: bool,
+}
+
+impl http_body::Body for Slow {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if self.sent {
+            return std::task::Poll::Pending;
+        }
+        self.sent = true;
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data("first chunk".into()))))
+    }
+}
+
+#[tokio::test]
+async fn a_concurrency_slot_is_held_until_the_body_is_gone_and_a_client_that_disconnects_frees_it() {
+    use redis_ratelimit_client::http::CONCURRENCY_LIMITED;
+    let server = Server::builder().single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("slow", "/slow", Policy::token_bucket(100, 100.0).unwrap())
+        .concurrency("slow", "/slow", Policy::concurrency(1, std::time::Duration::from_secs(60)).unwrap());
+    let app = Router::new()
+        .route("/slow/stream", get(|| async { axum::body::Body::new(Slow { sent: false }) }))
+        .route("/slow/quick", get(|| async { "quick" }))
+        .layer(layer);
+    let base = serve(app).await;
+    let client = reqwest::Client::new();
+    let mut streaming = client.get(format!("{base}/slow/stream")).send().await.unwrap();
+    assert_eq!(streaming.status(), 200);
+    assert_eq!(header(streaming.headers(), "ratelimit-limit"), Some("100"), "the rate policy's fields");
+    assert_eq!(streaming.chunk().await.unwrap().unwrap(), "first chunk");
+    // The handler has returned; its body is still being sent: the one slot is held.
+    let denied = client.get(format!("{base}/slow/quick")).send().await.unwrap();
+    assert_eq!(denied.status(), 429);
+    let retry_after: u64 = header(denied.headers(), "retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after));
+    let body: serde_json::Value = denied.json().await.unwrap();
+    assert_eq!(body["type"], CONCURRENCY_LIMITED);
+    assert_eq!((body["limit"].as_str(), body["in_flight_limit"].as_u64()), (Some("slow"), Some(1)));
+    // The client goes away mid-body: the server drops the body, and the permit with it.
+    drop(streaming);
+    let mut status = 0;
+    for _ in 0..500 {
+        status = client.get(format!("{base}/slow/quick")).send().await.unwrap().status().as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(status, 200, "the disconnected client's slot was freed");
+}

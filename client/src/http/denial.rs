@@ -1,7 +1,7 @@
 //! A request the layer turns away, as a value: the application can shape the answer itself
 //! ([`RateLimitLayer::on_denial`](super::RateLimitLayer::on_denial)) or take the default one.
 
-use super::response::{denied, unavailable, Described};
+use super::response::{concurrency_limited, denied, unavailable, Described};
 use crate::decision::Decision;
 use http::{Response, StatusCode};
 use std::sync::Arc;
@@ -16,6 +16,8 @@ pub enum DenialKind {
     CostExceedsLimit,
     /// Redis could not decide and the limiter fails closed: not the caller's overuse.
     Unavailable,
+    /// A concurrency limit: too many of the caller's requests in flight.
+    ConcurrencyLimited,
 }
 
 /// A denied request: which limit, why, and the decision it came from.
@@ -83,6 +85,7 @@ impl Denial {
             DenialKind::Unavailable => {
                 unavailable(&self.decision, &described, self.structured, self.outage_status)
             }
+            DenialKind::ConcurrencyLimited => concurrency_limited(&self.decision, &described),
             _ => denied(&self.decision, &described, self.structured),
         }
     }

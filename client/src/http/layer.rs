@@ -3,6 +3,7 @@
 //! consulted before either.
 
 use super::access::{Access, AccessLists};
+use super::body::LimitedBody;
 use super::caller::{default_caller, peer_ip, Caller, Principal, Tenant, TrustedProxies};
 use super::denial::{Denial, DenialKind};
 use super::error::LayerError;
@@ -11,6 +12,7 @@ use crate::command::Limit;
 use crate::decision::Decision;
 use crate::limiter::{FailurePolicy, Limiter};
 use crate::log_throttle::LogThrottle;
+use crate::permit::{Acquired, Permit};
 use crate::policy::Policy;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
@@ -62,6 +64,9 @@ struct Config {
     prefix: String,
     routes: Vec<Route>,
     global: Option<Source>,
+    /// Concurrency limits per route (matched by their own prefixes) and over all routes.
+    concurrency: Vec<Route>,
+    global_concurrency: Option<Source>,
     skip: Vec<String>,
     proxies: TrustedProxies,
     caller: Option<CallerFn>,
@@ -131,6 +136,8 @@ impl RateLimitLayer {
                 prefix: "rl".into(),
                 routes: vec![],
                 global: None,
+                concurrency: vec![],
+                global_concurrency: None,
                 skip: vec![],
                 proxies: TrustedProxies::default(),
                 caller: None,
@@ -196,6 +203,53 @@ impl RateLimitLayer {
             c.mistakes.extend(mistake.map(Mistake::Found));
             c.routes.push(route);
             c.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        })
+    }
+
+    /// At most `policy` ([`Policy::concurrency`]) requests of a caller in flight under `prefix`,
+    /// under `name`. On the prefix of a rate route, it attaches to that route: the request is
+    /// checked against both in one RL.ALL call (a denial takes from neither). Its key is
+    /// `rl:{<caller>}:<name>:lease`, apart from the rate keys; the slot is held until the response
+    /// body has been sent or dropped. `RateLimit-*` fields keep describing the rate limits.
+    pub fn concurrency(self, name: &str, prefix: &str, policy: Policy) -> Self {
+        self.add_concurrency(name, prefix, Source::Fixed(policy))
+    }
+
+    /// Like [`concurrency`](Self::concurrency), with the policy looked up per caller.
+    pub fn concurrency_per_caller(
+        self,
+        name: &str,
+        prefix: &str,
+        policy: impl Fn(&Caller) -> Policy + Send + Sync + 'static,
+    ) -> Self {
+        self.add_concurrency(name, prefix, Source::PerCaller(Arc::new(policy)))
+    }
+
+    /// At most `policy` requests of a caller in flight over all routes (key `rl:{<caller>}:all:lease`).
+    pub fn global_concurrency(self, policy: Policy) -> Self {
+        self.with(|c| c.global_concurrency = Some(Source::Fixed(policy)))
+    }
+
+    fn add_concurrency(self, name: &str, prefix: &str, source: Source) -> Self {
+        self.with(|c| {
+            let (route_name, prefix_text) = (name.to_string(), prefix.to_string());
+            let mistake = if c.concurrency.iter().any(|r| &*r.name == name) {
+                Some(LayerError::DuplicateRoute { route: route_name })
+            } else if let Some(first) = c.concurrency.iter().find(|r| r.prefix == prefix) {
+                Some(LayerError::DuplicatePrefix {
+                    first: first.name.to_string(),
+                    second: route_name,
+                    prefix: prefix_text,
+                })
+            } else if !prefix.starts_with('/') {
+                Some(LayerError::InvalidPrefix { route: route_name, prefix: prefix_text })
+            } else {
+                None
+            };
+            c.mistakes.extend(mistake.map(Mistake::Found));
+            let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None, shadow: false };
+            c.concurrency.push(route);
+            c.concurrency.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         })
     }
 
@@ -466,9 +520,9 @@ where
     B: Send + 'static,
     ResBody: From<String> + Send + 'static,
 {
-    type Response = Response<ResBody>;
+    type Response = Response<LimitedBody<ResBody>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<ResBody>, S::Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -479,32 +533,41 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let config = self.config.clone();
+        let unheld = |r: Response<ResBody>| r.map(|b| LimitedBody::new(b, None));
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             let plan = match config.plan(&parts) {
-                None => return inner.call(Request::from_parts(parts, body)).await,
+                None => return inner.call(Request::from_parts(parts, body)).await.map(unheld),
                 Some(Step::Refuse(route)) => {
                     record(&route, &route, "denylisted");
-                    return Ok(forbidden().map(ResBody::from));
+                    return Ok(unheld(forbidden().map(ResBody::from)));
                 }
                 Some(Step::Allowlisted(route)) => {
                     record(&route, &route, "allowlisted");
-                    return inner.call(Request::from_parts(parts, body)).await;
+                    return inner.call(Request::from_parts(parts, body)).await.map(unheld);
                 }
                 Some(Step::Limit(plan)) => plan,
             };
             let (shadow, enforced): (Vec<&PlannedLimit>, Vec<&PlannedLimit>) =
                 plan.limits.iter().partition(|l| l.shadow);
             let mut enforced_decision = None;
+            let mut permit = None;
             if !enforced.is_empty() {
-                let (decision, limiting) = config.check(&enforced).await;
+                let (decision, limiting, held) = config.check_or_acquire(&enforced).await;
+                permit = held;
                 let window_secs = limiting.policy.window_length().as_secs().max(1);
                 record(&plan.route_name, &limiting.name, outcome_of(&decision, false));
                 if !decision.allowed {
                     let outage =
                         decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
+                    let kind = match DenialKind::of(&decision, outage) {
+                        DenialKind::RateLimited if limiting.policy.is_concurrency() => {
+                            DenialKind::ConcurrencyLimited
+                        }
+                        kind => kind,
+                    };
                     let denial = Denial {
-                        kind: DenialKind::of(&decision, outage),
+                        kind,
                         route: plan.route_name,
                         limit: Arc::clone(&limiting.name),
                         window_secs,
@@ -517,7 +580,7 @@ where
                         Some(respond) => own_denial_response(respond(&denial), &denial),
                         None => denial.default_response(),
                     };
-                    return Ok(response.map(ResBody::from));
+                    return Ok(unheld(response.map(ResBody::from)));
                 }
                 enforced_decision = Some((decision, limiting, window_secs));
             }
@@ -527,12 +590,15 @@ where
             if !shadow.is_empty() && redis_answered {
                 config.check_shadow(&plan.route_name, &shadow).await;
             }
+            // A panicking or cancelled handler drops the permit with this future: released at once.
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
-            if let Some((decision, limiting, window_secs)) = enforced_decision {
+            // The RateLimit-* fields describe rate limits; a lease that was the tightest has none.
+            let rate_described = enforced_decision.filter(|(_, l, _)| !l.policy.is_concurrency());
+            if let Some((decision, limiting, window_secs)) = rate_described {
                 let described = Described { name: &limiting.name, window_secs, cost: limiting.cost };
                 add_headers(response.headers_mut(), &decision, &described, config.structured);
             }
-            Ok(response)
+            Ok(response.map(|b| LimitedBody::new(b, permit)))
         })
     }
 }
@@ -592,7 +658,11 @@ impl Config {
         };
         found
             .or_else(|| {
-                (self.routes.is_empty() && self.global.is_none()).then_some(LayerError::NothingToLimit)
+                (self.routes.is_empty()
+                    && self.global.is_none()
+                    && self.concurrency.is_empty()
+                    && self.global_concurrency.is_none())
+                .then_some(LayerError::NothingToLimit)
             })
             .or_else(|| {
                 let unknown = self.shadow.iter().find(|s| !is_limit(s))?;
@@ -610,6 +680,38 @@ impl Config {
         let decision = self.limiter.check_all(&calls).await;
         let limiting = limits[decision.limiting.min(limits.len() - 1)];
         (decision, limiting)
+    }
+
+    /// Like [`check`](Self::check); when a concurrency limit is among them, acquires them all in
+    /// one call, and the permit holds the slots.
+    async fn check_or_acquire<'a>(
+        &self,
+        limits: &[&'a PlannedLimit],
+    ) -> (Decision, &'a PlannedLimit, Option<Permit>) {
+        if !limits.iter().any(|l| l.policy.is_concurrency()) {
+            let (decision, limiting) = self.check(limits).await;
+            return (decision, limiting, None);
+        }
+        let calls: Vec<Limit<'_>> = limits.iter().map(|l| Limit::new(&l.key, &l.policy, l.cost)).collect();
+        let (decision, permit) = match self.limiter.acquire_all(&calls).await {
+            Acquired::Granted(permit) => (permit.decision().clone(), Some(permit)),
+            Acquired::Denied(decision) => (decision, None),
+        };
+        let limiting = limits[decision.limiting.min(limits.len() - 1)];
+        // Granted with a lease as the tightest limit: the RateLimit-* fields still describe the rate
+        // limits, read with a peek (cost 0, writes nothing; a sliding log cannot be peeked).
+        let rate: Vec<&PlannedLimit> = limits
+            .iter()
+            .copied()
+            .filter(|l| !l.policy.is_concurrency() && l.policy.kind_is_peekable())
+            .collect();
+        if decision.allowed && limiting.policy.is_concurrency() && !rate.is_empty() {
+            let peeks: Vec<Limit<'_>> = rate.iter().map(|l| Limit::new(&l.key, &l.policy, 0)).collect();
+            let peeked = self.limiter.check_all(&peeks).await;
+            let described = rate[peeked.limiting.min(rate.len() - 1)];
+            return (Decision { allowed: true, ..peeked }, described, permit);
+        }
+        (decision, limiting, permit)
     }
 
     /// Checks the shadow limits of a request that is served whatever they say: counted, and a
@@ -631,7 +733,12 @@ impl Config {
             return None;
         }
         let route = self.routes.iter().find(|r| under_prefix(path, &r.prefix));
-        if route.is_none() && self.global.is_none() {
+        let concurrency = self.concurrency.iter().find(|r| under_prefix(path, &r.prefix));
+        if route.is_none()
+            && self.global.is_none()
+            && concurrency.is_none()
+            && self.global_concurrency.is_none()
+        {
             return None;
         }
         let peer = peer_ip(&parts.extensions);
@@ -649,7 +756,7 @@ impl Config {
                  or insert PeerAddr; said once"
             );
         }
-        let route_name = Arc::clone(route.map_or(&self.global_name, |r| &r.name));
+        let route_name = Arc::clone(route.or(concurrency).map_or(&self.global_name, |r| &r.name));
         match self.access.as_ref().map(|lists| access(lists, parts, &caller, client_ip)) {
             Some(Access::Denied) => return Some(Step::Refuse(route_name)),
             Some(Access::Allowed) => return Some(Step::Allowlisted(route_name)),
@@ -672,6 +779,15 @@ impl Config {
             let (key, name) = (format!("{tag}:{}", self.global_name), Arc::clone(&self.global_name));
             let shadow = self.global_shadow;
             limits.push(PlannedLimit { key, policy: g.policy(&caller), cost, name, shadow });
+        }
+        // Leases of weight 1: a request in flight is one, whatever its rate cost.
+        if let Some(r) = concurrency {
+            let (key, name) = (format!("{tag}:{}:lease", r.name), Arc::clone(&r.name));
+            limits.push(PlannedLimit { key, policy: r.source.policy(&caller), cost: 1, name, shadow: false });
+        }
+        if let Some(g) = &self.global_concurrency {
+            let (key, name) = (format!("{tag}:{}:lease", self.global_name), Arc::clone(&self.global_name));
+            limits.push(PlannedLimit { key, policy: g.policy(&caller), cost: 1, name, shadow: false });
         }
         Some(Step::Limit(Plan { route_name, limits }))
     }

@@ -20,8 +20,13 @@
 //!   run, decided and counted but never enforced; [`AccessLists`] (allow and deny lists by principal,
 //!   tenant or network, changed while the layer runs) let some callers through unlimited and turn
 //!   others away with `403` and a body of type [`DENIED`], without a call to Redis.
+//! - Concurrency limits ([`RateLimitLayer::concurrency`]): at most so many requests of a caller in
+//!   flight on a route, checked with the route's rate limits in one RL.ALL call; the slot is held
+//!   until the response body has been sent or dropped ([`LimitedBody`]). A denial is a 429 with
+//!   `Retry-After` and a body of type [`CONCURRENCY_LIMITED`].
 
 mod access;
+mod body;
 mod caller;
 mod denial;
 mod error;
@@ -29,8 +34,9 @@ mod layer;
 mod response;
 
 pub use access::{Access, AccessLists};
+pub use body::LimitedBody;
 pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies};
 pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
 pub use layer::{RateLimit, RateLimitLayer};
-pub use response::{COST_EXCEEDS_LIMIT, DENIED, RATE_LIMITED, UNAVAILABLE};
+pub use response::{CONCURRENCY_LIMITED, COST_EXCEEDS_LIMIT, DENIED, RATE_LIMITED, UNAVAILABLE};

@@ -19,6 +19,8 @@ pub const COST_EXCEEDS_LIMIT: &str = "urn:redis-ratelimit:cost-exceeds-limit";
 /// The problem type of a denial by [`FailurePolicy::Closed`](crate::FailurePolicy::Closed): Redis
 /// could not decide, so the request was not checked at all. Not the caller's overuse.
 pub const UNAVAILABLE: &str = "urn:redis-ratelimit:unavailable";
+/// The problem type of a denial by a concurrency limit: too many of the caller's requests in flight.
+pub const CONCURRENCY_LIMITED: &str = "urn:redis-ratelimit:concurrency-limited";
 /// The problem type of a request from a caller on the deny list ([`AccessLists`](super::AccessLists)):
 /// `403 Forbidden`, not a rate limit, so no `Retry-After` and no `RateLimit-*` fields.
 pub const DENIED: &str = "urn:redis-ratelimit:denied";
@@ -140,5 +142,33 @@ pub(crate) fn unavailable<B: From<String>>(
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
     headers.insert(RETRY_AFTER, number(secs));
     add_headers(headers, d, limit, structured);
+    response
+}
+
+/// The 429 of a concurrency limit: so many requests in flight already. `Retry-After` is when the
+/// soonest held lease ends, an upper bound (a request that finishes frees its slot sooner). No
+/// `RateLimit-*` fields: those describe the rate limits.
+pub(crate) fn concurrency_limited<B: From<String>>(d: &Decision, limit: &Described<'_>) -> Response<B> {
+    let secs = d.retry_after_secs().unwrap_or(1);
+    let body = serde_json::json!({
+        "type": CONCURRENCY_LIMITED,
+        "title": "Too Many Requests In Flight",
+        "status": 429,
+        "detail": format!(
+            "concurrency limit '{}' reached: {} requests in flight at most; retry in {secs} s at the latest",
+            limit.name, d.limit
+        ),
+        "limit": limit.name,
+        "in_flight_limit": d.limit,
+        "retry_after_seconds": secs,
+    });
+    let mut response = Response::new(B::from(body.to_string()));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    headers.insert(RETRY_AFTER, number(secs));
+    if d.degraded {
+        headers.insert(DEGRADED, HeaderValue::from_static("true"));
+    }
     response
 }
