@@ -1,7 +1,7 @@
 //! The lab scenarios of a distributed limiter (burst, refill, isolation, races, HTTP, outages), whole, against a throwaway module-enabled redis-server: two limiter instances stand
 //! for two application servers sharing one Redis (scenarios 1-4), the HTTP middleware on a real
 //! socket (5), and Redis unreachable, stopped and hung, with fail open and fail closed, the breaker
-//! and recovery (6). Run with `make demo`.
+//! and recovery (6), and a concurrency limit on slow requests (7). Run with `make demo`.
 
 use axum::extract::Path;
 use axum::routing::get;
@@ -74,7 +74,91 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("200 concurrent requests, capacity 10: {ok} allowed");
 
     http_scenario(&inst_a, &policy).await?;
+    concurrency_scenario(&server, &inst_a).await?;
     outage_scenario(&policy).await?;
+    Ok(())
+}
+
+/// Scenario 7. 20 concurrent slow requests from one client on a route limited to 5 in flight: at most
+/// 5 inside the handler at once (counted there), the others 429; when they finish every slot is free;
+/// a holder that dies without releasing frees its slot when its lease ends.
+async fn concurrency_scenario(server: &Server, limiter: &Limiter) -> Result<(), Box<dyn std::error::Error>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let layer = RateLimitLayer::new(limiter.clone())
+        .concurrency("export", "/export", Policy::concurrency(5, Duration::from_secs(10))?)
+        .caller_fn(|parts, ip| {
+            let test_ip = parts.headers.get("x-test-ip").and_then(|v| v.to_str().ok()?.parse().ok());
+            test_ip.or(ip).map_or(Caller::Unknown, Caller::Ip)
+        })
+        .build()?;
+    let (handler_inside, handler_most) = (inside.clone(), most.clone());
+    let app = Router::new()
+        .route(
+            "/export",
+            get(move || {
+                let (inside, most) = (handler_inside.clone(), handler_most.clone());
+                async move {
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    "exported"
+                }
+            }),
+        )
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/export", listener.local_addr()?);
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+    });
+    let client = reqwest::Client::new();
+    let requests: Vec<_> = (0..20)
+        .map(|_| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                let resp = client.get(&url).header("x-test-ip", "198.51.100.9").send().await?;
+                let status = resp.status().as_u16();
+                resp.bytes().await?;
+                Ok::<u16, reqwest::Error>(status)
+            })
+        })
+        .collect();
+    let (mut ok, mut limited) = (0, 0);
+    for r in requests {
+        match r.await?? {
+            200 => ok += 1,
+            _ => limited += 1,
+        }
+    }
+    let lease_key = "rl:{ip:198.51.100.9}:export:lease";
+    let left: i64 = redis::cmd("EXISTS").arg(lease_key).query(&mut server.conn())?;
+    println!(
+        "20 concurrent slow requests, 5 in flight allowed: {ok} served, {limited} got 429, at most {} inside at once; slots held after: {left}",
+        most.load(Ordering::SeqCst)
+    );
+    // A holder that dies holding its slot (it acquired and never released nor renewed).
+    let mut con = server.conn();
+    let _: Vec<i64> = redis::cmd("RL.ACQUIRE")
+        .arg("rl:{job:nightly}:lease")
+        .arg(1)
+        .arg("0.3")
+        .arg("crashed-worker")
+        .query(&mut con)?;
+    let policy = Policy::concurrency(1, Duration::from_secs(10))?;
+    let while_held = limiter.acquire("rl:{job:nightly}:lease", &policy, 1).await;
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let after = limiter.acquire("rl:{job:nightly}:lease", &policy, 1).await;
+    println!(
+        "a holder killed without releasing: acquire while its lease runs -> allowed={}; after the lease (300 ms) -> allowed={}",
+        while_held.decision().allowed,
+        after.decision().allowed
+    );
+    if let Some(permit) = after.permit() {
+        permit.release().await?;
+    }
     Ok(())
 }
 
