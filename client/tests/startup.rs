@@ -119,6 +119,18 @@ async fn the_layer_refuses_configurations_that_cannot_work() {
     assert!(matches!(err(layer().route("a", "api", bucket())), LayerError::InvalidPrefix { .. }));
     assert!(matches!(err(layer().route("all", "/all", bucket())), LayerError::ReservedRouteName { .. }));
     assert_eq!(err(layer().global(bucket()).ipv6_prefix(129)), LayerError::InvalidIpv6Prefix(129));
+    // A concurrency policy as a rate limit (it would have no release), or the reverse.
+    let leases = || Policy::concurrency(5, std::time::Duration::from_secs(10)).unwrap();
+    let as_rate = err(layer().route("export", "/export", leases()));
+    assert_eq!(as_rate.to_string(), "limit 'export': expected a rate policy");
+    assert!(matches!(err(layer().global(leases())), LayerError::WrongPolicyKind { .. }));
+    let as_lease = err(layer().concurrency("export", "/export", bucket()));
+    assert_eq!(as_lease.to_string(), "limit 'export': expected a concurrency policy (Policy::concurrency)");
+    assert!(matches!(err(layer().global_concurrency(bucket())), LayerError::WrongPolicyKind { .. }));
+    assert!(matches!(
+        err(layer().concurrency("x", "/x", leases()).concurrency("x", "/y", leases())),
+        LayerError::DuplicateRoute { .. }
+    ));
     assert_eq!(err(layer()), LayerError::NothingToLimit);
 
     let good = layer().route("export", "/export", bucket()).cost("export", |_| 5).global(bucket());

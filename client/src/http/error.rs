@@ -23,4 +23,8 @@ pub enum LayerError {
     NothingToLimit,
     #[error("shadow '{limit}': there is no limit of that name (limits: {known})")]
     ShadowForUnknownLimit { limit: String, known: String },
+    /// A concurrency policy given as a rate limit (it has no release there), or a rate policy given
+    /// as a concurrency limit.
+    #[error("limit '{limit}': expected {expected}")]
+    WrongPolicyKind { limit: String, expected: &'static str },
 }

@@ -101,6 +101,42 @@ enum Mistake {
     CostWithoutRoute(String),
 }
 
+/// What cannot work in a new limit `name` on `prefix` among `existing` (rate routes, or concurrency
+/// limits when `concurrency`): a name or prefix given twice, a prefix without `/`, a policy of the
+/// other family.
+fn limit_mistake(
+    existing: &[Route],
+    name: &str,
+    prefix: &str,
+    source: &Source,
+    concurrency: bool,
+) -> Option<LayerError> {
+    let (route, prefix_text) = (name.to_string(), prefix.to_string());
+    if existing.iter().any(|r| &*r.name == name) {
+        Some(LayerError::DuplicateRoute { route })
+    } else if let Some(first) = existing.iter().find(|r| r.prefix == prefix) {
+        Some(LayerError::DuplicatePrefix {
+            first: first.name.to_string(),
+            second: route,
+            prefix: prefix_text,
+        })
+    } else if !prefix.starts_with('/') {
+        Some(LayerError::InvalidPrefix { route, prefix: prefix_text })
+    } else if let Source::Fixed(policy) = source {
+        kind_mistake(name, policy, concurrency)
+    } else {
+        None
+    }
+}
+
+/// A rate policy where a concurrency limit is due, or the reverse: the check could never be made.
+fn kind_mistake(name: &str, policy: &Policy, concurrency: bool) -> Option<LayerError> {
+    (policy.is_concurrency() != concurrency).then(|| LayerError::WrongPolicyKind {
+        limit: name.to_string(),
+        expected: if concurrency { "a concurrency policy (Policy::concurrency)" } else { "a rate policy" },
+    })
+}
+
 /// Rate limiting for HTTP services. Built once; the per-request path clones one `Arc`.
 ///
 /// ```no_run
@@ -183,25 +219,11 @@ impl RateLimitLayer {
     fn add_route(self, name: &str, prefix: &str, source: Source) -> Self {
         self.with(|c| {
             let shadow = c.shadow.iter().any(|s| s == name);
-            let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None, shadow };
-            let (route_name, prefix) = (name.to_string(), prefix.to_string());
-            let mistake = if c.routes.iter().any(|r| &*r.name == name) {
-                Some(LayerError::DuplicateRoute { route: route_name })
-            } else if let Some(first) = c.routes.iter().find(|r| r.prefix == prefix) {
-                Some(LayerError::DuplicatePrefix {
-                    first: first.name.to_string(),
-                    second: route_name,
-                    prefix,
-                })
-            } else if !prefix.starts_with('/') {
-                Some(LayerError::InvalidPrefix { route: route_name, prefix })
-            } else if name == &*c.global_name {
-                Some(LayerError::ReservedRouteName { route: route_name })
-            } else {
-                None
-            };
+            let mistake = limit_mistake(&c.routes, name, prefix, &source, false).or_else(|| {
+                (name == &*c.global_name).then(|| LayerError::ReservedRouteName { route: name.to_string() })
+            });
             c.mistakes.extend(mistake.map(Mistake::Found));
-            c.routes.push(route);
+            c.routes.push(Route { name: name.into(), prefix: prefix.into(), source, cost: None, shadow });
             c.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         })
     }
@@ -227,25 +249,15 @@ impl RateLimitLayer {
 
     /// At most `policy` requests of a caller in flight over all routes (key `rl:{<caller>}:all:lease`).
     pub fn global_concurrency(self, policy: Policy) -> Self {
-        self.with(|c| c.global_concurrency = Some(Source::Fixed(policy)))
+        self.with(|c| {
+            c.mistakes.extend(kind_mistake("all", &policy, true).map(Mistake::Found));
+            c.global_concurrency = Some(Source::Fixed(policy));
+        })
     }
 
     fn add_concurrency(self, name: &str, prefix: &str, source: Source) -> Self {
         self.with(|c| {
-            let (route_name, prefix_text) = (name.to_string(), prefix.to_string());
-            let mistake = if c.concurrency.iter().any(|r| &*r.name == name) {
-                Some(LayerError::DuplicateRoute { route: route_name })
-            } else if let Some(first) = c.concurrency.iter().find(|r| r.prefix == prefix) {
-                Some(LayerError::DuplicatePrefix {
-                    first: first.name.to_string(),
-                    second: route_name,
-                    prefix: prefix_text,
-                })
-            } else if !prefix.starts_with('/') {
-                Some(LayerError::InvalidPrefix { route: route_name, prefix: prefix_text })
-            } else {
-                None
-            };
+            let mistake = limit_mistake(&c.concurrency, name, prefix, &source, true);
             c.mistakes.extend(mistake.map(Mistake::Found));
             let route = Route { name: name.into(), prefix: prefix.into(), source, cost: None, shadow: false };
             c.concurrency.push(route);
@@ -274,7 +286,10 @@ impl RateLimitLayer {
     /// multiply its capacity across routes, and a denial takes from neither. (Both are token buckets
     /// whose keys share the caller's hash tag, so this works on Redis Cluster.)
     pub fn global(self, policy: Policy) -> Self {
-        self.with(|c| c.global = Some(Source::Fixed(policy)))
+        self.with(|c| {
+            c.mistakes.extend(kind_mistake("all", &policy, false).map(Mistake::Found));
+            c.global = Some(Source::Fixed(policy));
+        })
     }
 
     /// Like [`global`](Self::global), looked up per caller.
