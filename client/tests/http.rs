@@ -13,17 +13,8 @@ use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use reqwest::header::HeaderMap;
 use std::net::SocketAddr;
 use support::closed_port;
+use support::web::{get as get_with, logs, serve};
 use testkit::{unique_key, Server};
-
-/// Serves `app` on a free loopback port; returns its base URL.
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
-    });
-    format!("http://{addr}")
-}
 
 fn app(layer: RateLimitLayer) -> Router {
     Router::new()
@@ -41,14 +32,6 @@ fn layer_on(server: &Server, failure: FailurePolicy) -> RateLimitLayer {
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).map(|v| v.to_str().unwrap())
-}
-
-async fn get_with(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let mut req = client.get(url);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    req.send().await.unwrap()
 }
 
 #[tokio::test]
@@ -468,44 +451,10 @@ async fn unrouted_paths_count_against_the_global_limit() {
     assert_eq!(statuses_of(&base, &["/api/items"]).await, [429], "the 404s spent the global budget");
 }
 
-/// Log lines written while the guard lives (this thread; `#[tokio::test]` runs the server's tasks
-/// on it too).
-#[derive(Clone, Default)]
-struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
-    type Writer = Logs;
-    fn make_writer(&'a self) -> Logs {
-        self.clone()
-    }
-}
-
-impl Logs {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        tracing::subscriber::set_default(
-            tracing_subscriber::fmt().with_writer(self.clone()).with_ansi(false).finish(),
-        )
-    }
-    fn count(&self, needle: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).matches(needle).count()
-    }
-}
-
 /// Served without ConnectInfo, every caller is `unknown` and shares one bucket: said once, loudly.
 #[tokio::test]
 async fn a_server_without_connect_info_is_reported_once() {
-    let logs = Logs::default();
-    let _capture = logs.capture();
+    let logs = logs();
     let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed).route(
         "api",
@@ -522,16 +471,18 @@ async fn a_server_without_connect_info_is_reported_once() {
         statuses.push(client.get(format!("http://{addr}/api/items")).send().await.unwrap().status().as_u16());
     }
     assert_eq!(statuses, [200, 200, 429], "all callers in one bucket");
-    assert_eq!(logs.count("ERROR"), 1, "{}", logs.count("ERROR"));
-    assert_eq!(logs.count("without a peer address"), 1);
-    assert_eq!(logs.count(":{unknown}"), 1, "the log names the shared key");
+    let lines = logs.lines_with("without a peer address");
+    assert_eq!(lines.len(), 1, "said once: {lines:?}");
+    assert!(
+        lines[0].contains("ERROR") && lines[0].contains(":{unknown}"),
+        "loudly, naming the shared key: {lines:?}"
+    );
 }
 
 /// A layer used without `build` still works, and its mistake is logged once at error level.
 #[tokio::test]
 async fn an_unbuilt_misconfigured_layer_says_what_is_wrong_once() {
-    let logs = Logs::default();
-    let _capture = logs.capture();
+    let logs = logs();
     let server = Server::builder().single();
     let layer = layer_on(&server, FailurePolicy::Closed)
         .route("api", "/api", Policy::token_bucket(10, 0.001).unwrap())
@@ -543,7 +494,7 @@ async fn an_unbuilt_misconfigured_layer_says_what_is_wrong_once() {
         Some("9"),
         "the misspelt cost applies to nothing"
     );
-    assert_eq!(logs.count("cost for route 'apii': there is no route of that name"), 1);
+    assert_eq!(logs.lines_with("cost for route 'apii': there is no route of that name").len(), 1);
 }
 
 /// The application shapes the denial itself (its status, its JSON); the layer still sends the rate
