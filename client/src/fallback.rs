@@ -6,19 +6,19 @@
 
 use crate::command::Limit;
 use crate::decision::Decision;
-use crate::local_leases::LocalLeases;
 use crate::policy::{Kind, Policy, Window};
 use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::decimal::Decimal;
 use ratelimit_core::fixed_window::FixedWindow;
-use ratelimit_core::limiter::{apply, Limiter, Outcome};
+use ratelimit_core::leases::{Acquire, LeaseId, Leases};
+use ratelimit_core::limiter::{apply, Change, Limiter, Outcome, Write};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS};
 use ratelimit_core::token_bucket::TokenBucket;
 use ratelimit_core::verdict::Verdict;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MAX_KEYS: usize = 100_000;
 
@@ -31,59 +31,43 @@ struct Entry {
 pub(crate) struct LocalLimiter {
     instances: u32,
     entries: Mutex<HashMap<String, Entry>>,
-    /// The concurrency limits' leases.
-    pub(crate) leases: LocalLeases,
 }
 
 impl LocalLimiter {
     pub(crate) fn new(instances: u32) -> LocalLimiter {
-        LocalLimiter {
-            instances: instances.max(1),
-            entries: Mutex::new(HashMap::new()),
-            leases: LocalLeases::default(),
-        }
+        LocalLimiter { instances: instances.max(1), entries: Mutex::new(HashMap::new()) }
     }
 
-    /// Decides `limits` together, taking the concurrency limits among them as leases held by `id`
-    /// (each with its share of the limit): all or nothing, like RL.ALL. The leases are checked first,
-    /// then the rate limits (which take only when they allow), then the leases are taken, all under
-    /// the leases' lock, so nobody takes a slot in between.
+    /// Decides `limits` together, the concurrency limits among them taking leases held by `id`
+    /// (each with its share of the limit): all or nothing, like RL.ALL.
     pub(crate) fn acquire(&self, limits: &[Limit<'_>], id: &str, now: Nanos, degraded: bool) -> Decision {
-        let instant = Instant::now();
-        self.leases.locked(|table| {
-            let mut fits = Vec::new();
-            for (position, l) in limits.iter().enumerate() {
-                if let Kind::Lease { lease, .. } = l.policy.kind() {
-                    let limit = l.policy.share(self.instances).limit();
-                    let fit = table.fit(l.key, limit, l.cost.max(1), id, instant);
-                    if !fit.decision.allowed {
-                        return Decision { limiting: position, degraded, ..fit.decision };
-                    }
-                    fits.push((position, fit, *lease));
-                }
-            }
-            let rate: Vec<(usize, Limit<'_>)> =
-                limits.iter().copied().enumerate().filter(|(_, l)| !l.policy.is_concurrency()).collect();
-            let mut decision = None;
-            if !rate.is_empty() {
-                let only: Vec<Limit<'_>> = rate.iter().map(|(_, l)| *l).collect();
-                let d = self.decide(&only, now, degraded);
-                let d = Decision { limiting: rate[d.limiting.min(rate.len() - 1)].0, ..d };
-                if !d.allowed {
-                    return d;
-                }
-                decision = Some(d);
-            }
-            for (position, fit, lease) in &fits {
-                let l = &limits[*position];
-                table.take(l.key, fit, l.cost.max(1), *lease, id, instant);
-                let tighter = decision.as_ref().is_none_or(|d| fit.decision.remaining < d.remaining);
-                if tighter {
-                    decision = Some(Decision { limiting: *position, degraded, ..fit.decision.clone() });
-                }
-            }
-            decision.unwrap_or_else(|| self.decide(&[], now, degraded))
-        })
+        self.decide_for(limits, Some(id), now, degraded)
+    }
+
+    /// Frees the lease `id` holds at `key`, as RL.RELEASE does: true when it held one.
+    pub(crate) fn release(&self, key: &str, id: &str, now: Nanos) -> bool {
+        self.lease_op(key, now, |stored| Leases::release(stored, now, LeaseId::of(id.as_bytes())))
+    }
+
+    /// Extends the lease `id` holds at `key`, as RL.RENEW does: true when it still held one.
+    pub(crate) fn renew(&self, key: &str, lease: Duration, id: &str, now: Nanos) -> bool {
+        let lease_ns = Nanos::try_from(lease.as_nanos()).unwrap_or(Nanos::MAX);
+        self.lease_op(key, now, |stored| Leases::renew(stored, now, LeaseId::of(id.as_bytes()), lease_ns))
+    }
+
+    fn lease_op(
+        &self,
+        key: &str,
+        now: Nanos,
+        op: impl FnOnce(Option<&[u8]>) -> Result<(bool, Option<Write>), ratelimit_core::error::StateError>,
+    ) -> bool {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let stored = entries.get(key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
+        let Ok((done, write)) = op(stored) else { return false };
+        if let Some(write) = write {
+            store(&mut entries, key, &write, now);
+        }
+        done
     }
 
     /// Decides `limits` together at `now` (ns since the Unix epoch) while Redis cannot: a degraded
@@ -95,12 +79,18 @@ impl LocalLimiter {
     /// Decides `limits` together at `now`: allowed only if all allow, as the module does
     /// (`ratelimit_core::combine`). `degraded` says whether this stands in for Redis.
     pub(crate) fn decide(&self, limits: &[Limit<'_>], now: Nanos, degraded: bool) -> Decision {
+        self.decide_for(limits, None, now, degraded)
+    }
+
+    /// `decide`, with the leases of concurrency limits held by `id` (none without an id: a check
+    /// cannot take a lease it could never release).
+    fn decide_for(&self, limits: &[Limit<'_>], id: Option<&str>, now: Nanos, degraded: bool) -> Decision {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let outcomes: Vec<Outcome> = limits
             .iter()
             .map(|l| {
                 let stored = entries.get(l.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
-                decide(&l.policy.share(self.instances), stored, now, l.cost)
+                decide(&l.policy.share(self.instances), stored, now, l.cost, id)
             })
             .collect();
         let Some(combined) = all_or_nothing(outcomes) else {
@@ -116,18 +106,25 @@ impl LocalLimiter {
         }
         for (limit, outcome) in limits.iter().zip(&combined.outcomes) {
             if let Some(write) = &outcome.write {
-                let entry = entries
-                    .entry(limit.key.to_string())
-                    .or_insert(Entry { value: Vec::new(), expires_at: 0 });
-                if entry.expires_at <= now {
-                    entry.value.clear();
-                }
-                apply(&mut entry.value, &write.change);
-                entry.expires_at = write.expiry.latest_ms().saturating_mul(NANOS_PER_MS);
+                store(&mut entries, limit.key, write, now);
             }
         }
         decision(combined.verdict, combined.limiting, degraded)
     }
+}
+
+/// Stores a write as the module would: the value changed in place, with its expiry; deleted.
+fn store(entries: &mut HashMap<String, Entry>, key: &str, write: &Write, now: Nanos) {
+    if write.change == Change::Delete {
+        entries.remove(key);
+        return;
+    }
+    let entry = entries.entry(key.to_string()).or_insert(Entry { value: Vec::new(), expires_at: 0 });
+    if entry.expires_at <= now {
+        entry.value.clear();
+    }
+    apply(&mut entry.value, &write.change);
+    entry.expires_at = write.expiry.latest_ms().saturating_mul(NANOS_PER_MS);
 }
 
 fn decision(v: Verdict, limiting: usize, degraded: bool) -> Decision {
@@ -143,8 +140,9 @@ fn decision(v: Verdict, limiting: usize, degraded: bool) -> Decision {
     }
 }
 
-/// One limit's outcome from the core limiter its policy builds.
-fn decide(policy: &Policy, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Outcome {
+/// One limit's outcome from the core limiter its policy builds; a concurrency limit takes a lease
+/// for `id`.
+fn decide(policy: &Policy, stored: Option<&[u8]>, now: Nanos, cost: u64, id: Option<&str>) -> Outcome {
     let window_ns = |w: &Duration| Nanos::try_from(w.as_nanos()).unwrap_or(Nanos::MAX);
     let limit = policy.limit();
     match policy.kind() {
@@ -161,8 +159,16 @@ fn decide(policy: &Policy, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Outc
                 Err(_) => never(limit),
             }
         }
-        // Leases are held by the semaphore of `local_leases`, not here: a check cannot take one.
-        Kind::Lease { .. } => never(limit),
+        Kind::Lease { lease, .. } => {
+            let lease_ns = Nanos::try_from(lease.as_nanos()).unwrap_or(Nanos::MAX);
+            match (id, Leases::new(limit, lease_ns)) {
+                (Some(id), Ok(leases)) => {
+                    let acquire = Acquire { id: LeaseId::of(id.as_bytes()), weight: cost.max(1) };
+                    leases.decide(stored, now, acquire).unwrap_or_else(|_| never(limit))
+                }
+                _ => never(limit),
+            }
+        }
         // The sliding log is approximated by the sliding counter: O(1) memory per key in the process.
         Kind::Window { window, .. } => match SlidingCounter::new(limit, window_ns(window)) {
             Ok(counter) => run(&counter, stored, now, cost),
@@ -210,5 +216,30 @@ mod tests {
         let fixed = Policy::fixed_window(4, Duration::from_secs(1)).unwrap();
         let allowed = (0..5).filter(|_| local.check(&[Limit::new("f", &fixed, 1)], now).allowed).count();
         assert_eq!(allowed, 2);
+    }
+
+    #[test]
+    fn leases_are_the_module_s_own_shared_out_released_renewed_and_ending_by_themselves() {
+        let local = LocalLimiter::new(2);
+        let policy = Policy::concurrency(4, Duration::from_secs(10)).unwrap();
+        let now = 1_700_000_000_000_000_000;
+        let sec = 1_000_000_000;
+        let take = |id: &str, at: Nanos| local.acquire(&[Limit::new("k", &policy, 1)], id, at, true);
+        assert!(take("a", now).allowed && take("b", now).allowed, "half of 4 on one of two instances");
+        let denied = take("c", now + sec);
+        assert!(!denied.allowed && denied.degraded);
+        assert_eq!(denied.retry_after, Some(Duration::from_secs(9)), "until the first lease ends");
+        assert!(take("a", now + sec).allowed, "a retry by a holder is the same request");
+        assert!(!local.renew("k", Duration::from_secs(10), "c", now + sec), "c holds nothing");
+        assert!(local.release("k", "a", now + sec) && !local.release("k", "a", now + sec));
+        assert!(local.renew("k", Duration::from_secs(10), "b", now + 5 * sec));
+        assert!(take("d", now + 12 * sec).allowed, "a's slot is free");
+        assert!(!take("e", now + 12 * sec).allowed, "b (renewed to 15 s) and d hold both");
+        assert!(take("f", now + 16 * sec).allowed, "b's renewed lease ended at 15 s by itself");
+        let bucket = Policy::token_bucket(2, 0.001).unwrap();
+        let both = [Limit::new("t", &bucket, 1), Limit::new("k2", &policy, 1)];
+        assert!(local.acquire(&both, "g", now, true).allowed);
+        assert!(!local.acquire(&both, "h", now, true).allowed, "the bucket is empty: no lease taken");
+        assert!(!local.release("k2", "h", now), "the denied request holds nothing");
     }
 }

@@ -39,7 +39,6 @@ mod error;
 mod fallback;
 pub mod http;
 mod limiter;
-mod local_leases;
 mod log_throttle;
 mod permit;
 mod policy;

@@ -272,10 +272,10 @@ impl Limiter {
 
     /// The in-process semaphore leases live in: the fallback's for a permit it granted, the
     /// in-process backend's for every permit of an in-process limiter; None for Redis.
-    pub(crate) fn local_leases(&self, from_fallback: bool) -> Option<&crate::local_leases::LocalLeases> {
+    pub(crate) fn local_leases(&self, from_fallback: bool) -> Option<&LocalLimiter> {
         match (&self.inner.backend, &self.inner.fallback) {
-            (Backend::Local(local), _) => Some(&local.leases),
-            (_, Some(fallback)) if from_fallback => Some(&fallback.leases),
+            (Backend::Local(local), _) => Some(local),
+            (_, Some(fallback)) if from_fallback => Some(fallback),
             _ => None,
         }
     }

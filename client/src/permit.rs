@@ -226,7 +226,7 @@ impl Limiter {
     /// RL.RELEASE through the breaker and the deadline, or the local semaphore that granted it.
     async fn release_lease(&self, key: &str, id: &str, local: bool) -> Result<bool, CallError> {
         if let Some(leases) = self.local_leases(local) {
-            return Ok(leases.release(key, id));
+            return Ok(leases.release(key, id, now_ns()));
         }
         reply_flag(self.query(&command::release(key, id)).await?)
     }
@@ -240,7 +240,7 @@ impl Limiter {
         local: bool,
     ) -> Result<bool, CallError> {
         if let Some(leases) = self.local_leases(local) {
-            return Ok(leases.renew(key, lease, id));
+            return Ok(leases.renew(key, lease, id, now_ns()));
         }
         reply_flag(self.query(&command::renew(key, lease, id)).await?)
     }
