@@ -38,6 +38,16 @@ fn leases_hold_slots_until_released_and_only_their_holder_releases_them() {
     let after: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
     assert_eq!(before, after, "a denial writes nothing");
     assert_eq!(acquire(&mut con, &key, 2, "60", "a").head(), (true, 2, 0), "a retry takes no other slot");
+    // RL.INSPECT reads a lease key, with and without the limiter's parameters.
+    let fields: Vec<redis::Value> =
+        redis::cmd("RL.INSPECT").arg(&key).arg(3).arg(60).query(&mut con).unwrap();
+    let field = |name: &str| {
+        let at = fields.iter().position(|v| *v == redis::Value::SimpleString(name.into())).expect(name);
+        fields[at + 1].clone()
+    };
+    assert_eq!(field("limiter"), redis::Value::SimpleString("RL.ACQUIRE".into()));
+    assert_eq!((field("held"), field("weight_held")), (redis::Value::Int(2), redis::Value::Int(2)));
+    assert_eq!(field("remaining"), redis::Value::Int(1), "with limit 3, one slot is free");
     assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "c"]), 0, "c holds nothing");
     assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "b"]), 1);
     assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "b"]), 0, "released already: idempotent");
