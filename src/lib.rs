@@ -31,4 +31,7 @@ server::module::module! {
     command::inspect::Inspect,
     command::top::Top,
     command::reset_stats::ResetStats,
+    command::cl_throttle::ClThrottle,
+    command::rl_throttle::RlThrottle,
+    command::gcra::Gcra,
 }

@@ -12,6 +12,9 @@
 //! written before an upgrade
 //! go on working; the first write after the upgrade stores the tagged form. Release 0.1 cannot read
 //! tagged values: upgrade replicas before their primary (see the README's upgrade notes).
+//!
+//! One format is not ours and has no tag: redis-cell's, the TAT in Unix nanoseconds as decimal digits,
+//! which `CL.THROTTLE` reads and keeps writing (see `dialect::cell`).
 
 /// Which limiter a stored value belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,25 +24,35 @@ pub enum Kind {
     SlidingCounter,
     SlidingLog,
     Leases,
+    /// redis-cell's decimal TAT (`CL.THROTTLE`): untagged.
+    Throttle,
 }
 
 /// The tag's length: every tagged value starts with this many bytes of tag.
 pub const TAG_LEN: usize = 4;
 
 impl Kind {
+    /// The kinds whose values are tagged.
     pub const ALL: [Kind; 5] =
         [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingCounter, Kind::SlidingLog, Kind::Leases];
 
-    /// The first bytes of every value of this kind.
+    /// The first bytes of every value of this kind (None: redis-cell's format has no tag).
     #[inline]
-    pub const fn tag(self) -> [u8; TAG_LEN] {
-        match self {
+    pub const fn tag(self) -> Option<[u8; TAG_LEN]> {
+        Some(match self {
             Kind::TokenBucket => *b"RLT\x01",
             Kind::FixedWindow => *b"RLF\x01",
             Kind::SlidingCounter => *b"RLC\x01",
             Kind::SlidingLog => *b"RLS\x01",
             Kind::Leases => *b"RLA\x01",
-        }
+            Kind::Throttle => return None,
+        })
+    }
+
+    /// Whether `bytes` are this kind's tag.
+    #[inline]
+    pub fn has_tag(self, bytes: &[u8]) -> bool {
+        self.tag().is_some_and(|tag| tag[..] == *bytes)
     }
 
     /// The command that writes this kind of value.
@@ -50,6 +63,7 @@ impl Kind {
             Kind::SlidingCounter => "RL.SLIDECOUNT",
             Kind::SlidingLog => "RL.SLIDE",
             Kind::Leases => "RL.ACQUIRE",
+            Kind::Throttle => "CL.THROTTLE",
         }
     }
 
@@ -60,13 +74,14 @@ impl Kind {
             Kind::TokenBucket => Some(8),
             Kind::FixedWindow => Some(16),
             Kind::SlidingCounter => Some(24),
-            Kind::SlidingLog | Kind::Leases => None,
+            Kind::SlidingLog | Kind::Leases | Kind::Throttle => None,
         }
     }
 
     #[inline]
     fn tagged_len_fits(self, len: usize) -> bool {
         match self.payload_len() {
+            None if self == Kind::Throttle => false,
             Some(payload) => len == TAG_LEN + payload,
             // The log's header is 8 bytes (tag, slot width, padding), then at least one 8-byte slot.
             None if self == Kind::SlidingLog => len >= 16 && len.is_multiple_of(8),
@@ -76,15 +91,16 @@ impl Kind {
     }
 
     /// Which limiter wrote `bytes`: by its tag, or else by the length of release 0.1's untagged
-    /// formats. None for anything else.
+    /// formats, or else as redis-cell's decimal TAT. None for anything else.
     pub fn of(bytes: &[u8]) -> Option<Kind> {
         if let Some(tag) = bytes.get(..TAG_LEN) {
-            let tagged = Kind::ALL.into_iter().find(|k| k.tag() == tag && k.tagged_len_fits(bytes.len()));
+            let tagged = Kind::ALL.into_iter().find(|k| k.has_tag(tag) && k.tagged_len_fits(bytes.len()));
             if tagged.is_some() {
                 return tagged;
             }
         }
-        Kind::ALL.into_iter().find(|k| k.payload_len() == Some(bytes.len()))
+        let untagged = Kind::ALL.into_iter().find(|k| k.payload_len() == Some(bytes.len()));
+        untagged.or_else(|| crate::dialect::cell::decimal_tat(bytes).is_some().then_some(Kind::Throttle))
     }
 
     /// The state's payload in `bytes` when this kind wrote them (tagged, or untagged from 0.1).
@@ -92,7 +108,7 @@ impl Kind {
     pub fn payload(self, bytes: &[u8]) -> Option<&[u8]> {
         // The common case first: this kind's tag and length.
         if let (true, Some(tag)) = (self.tagged_len_fits(bytes.len()), bytes.get(..TAG_LEN)) {
-            if tag == self.tag() {
+            if self.has_tag(tag) {
                 return bytes.get(TAG_LEN..);
             }
         }
@@ -119,7 +135,7 @@ impl Bytes {
     #[inline]
     pub fn tagged(kind: Kind, payload: &[u8]) -> Bytes {
         let mut buf = [0u8; INLINE];
-        buf[..TAG_LEN].copy_from_slice(&kind.tag());
+        buf[..TAG_LEN].copy_from_slice(&kind.tag().unwrap_or_default());
         let len = TAG_LEN + payload.len();
         buf[TAG_LEN..len].copy_from_slice(payload);
         Bytes::Inline { buf, len: len as u8 }
@@ -175,7 +191,8 @@ mod tests {
     #[test]
     fn tags_never_start_a_decimal_number_and_differ() {
         for k in Kind::ALL {
-            assert!(!k.tag()[0].is_ascii_digit() && !b"+-. ".contains(&k.tag()[0]));
+            let tag = k.tag().unwrap();
+            assert!(!tag[0].is_ascii_digit() && !b"+-. ".contains(&tag[0]));
             assert_eq!(Kind::ALL.iter().filter(|o| o.tag() == k.tag()).count(), 1);
         }
     }
@@ -192,7 +209,8 @@ mod tests {
         log.extend_from_slice(&5u64.to_le_bytes());
         assert_eq!(Kind::of(&log), Some(Kind::SlidingLog), "a one-slot log is 16 bytes, tag first");
         assert_eq!(Kind::FixedWindow.payload(&log), None);
-        assert_eq!(Kind::of(b"1700000000000000000"), None, "redis-cell's decimal TAT");
+        assert_eq!(Kind::of(b"1700000000000000000"), Some(Kind::Throttle), "redis-cell's decimal TAT");
+        assert_eq!(Kind::of(b"17000x0000000000000"), None);
         assert_eq!(Kind::of(b"RLT\x01\0\0"), None, "a tag with the wrong length");
         assert_eq!(Kind::FixedWindow.payload(token.as_ref()), None);
     }

@@ -77,7 +77,7 @@ fn now_us(now: Nanos) -> u64 {
 /// The leases of a stored value (all of them, expired or not).
 fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
     let body = match stored.get(..TAG_LEN) {
-        Some(tag) if tag == Kind::Leases.tag() => &stored[TAG_LEN..],
+        Some(tag) if Kind::Leases.has_tag(tag) => &stored[TAG_LEN..],
         _ => return Err(StateError),
     };
     if !body.len().is_multiple_of(ENTRY) {
@@ -108,7 +108,7 @@ fn write(leases: &[Lease]) -> Write {
         return Write { change: Change::Delete, expiry: Expiry::Within { at_least_ms: 0, slack_ms: 0 } };
     };
     let mut value = Vec::with_capacity(TAG_LEN + leases.len() * ENTRY);
-    value.extend_from_slice(&Kind::Leases.tag());
+    value.extend_from_slice(&Kind::Leases.tag().unwrap_or_default());
     for l in leases {
         value.extend_from_slice(&l.id.0);
         value.extend_from_slice(&l.expires_us.to_le_bytes());

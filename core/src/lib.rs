@@ -8,6 +8,7 @@
 
 pub mod combine;
 pub mod decimal;
+pub mod dialect;
 pub mod error;
 pub mod fixed_window;
 pub mod format;

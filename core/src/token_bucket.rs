@@ -80,21 +80,46 @@ impl TokenBucket {
         if rate.mul_ceil(1).is_none_or(|r| r > crate::limits::MAX_RATE_PER_SEC as u128) {
             return Err(RATE_TOO_LARGE);
         }
+        let interval = rate.div_ceil_into(ns_per_sec).ok_or(REFILL_TOO_LONG)?;
+        // The exact refill time of a full bucket, rounded up.
+        let exact = rate.div_ceil_into(u128::from(capacity) * ns_per_sec).ok_or(REFILL_TOO_LONG)?;
+        Self::build(capacity, interval, exact)
+    }
+
+    /// `capacity` tokens refilled at `count` tokens per `period_ns` (the dialects' "count per
+    /// period"): the interval is `ceil(period_ns / count)`, so the bucket never refills faster than
+    /// asked.
+    pub fn per_period(capacity: u64, count: u64, period_ns: u128) -> Result<TokenBucket, ParamError> {
+        if capacity == 0 {
+            return Err(CAPACITY);
+        }
+        if count == 0 || period_ns == 0 {
+            return Err(RATE);
+        }
+        let exact = (u128::from(capacity) * period_ns).div_ceil(u128::from(count));
+        Self::build(capacity, period_ns.div_ceil(u128::from(count)), exact)
+    }
+
+    /// From the interval and the exact refill time of a full bucket, both in ns and rounded up.
+    fn build(capacity: u64, interval: u128, exact: u128) -> Result<TokenBucket, ParamError> {
         let too_long = REFILL_TOO_LONG;
-        let interval = rate.div_ceil_into(ns_per_sec).ok_or(too_long)?;
         let tau = interval.checked_mul(u128::from(capacity)).ok_or(too_long)?;
-        if tau > MAX_HORIZON_NS as u128 {
+        if tau > MAX_HORIZON_NS as u128 || interval == 0 {
             return Err(too_long);
         }
-        // The exact refill time of a full bucket, rounded up; `tau` exceeds it by less than `capacity` ns.
-        let exact = rate.div_ceil_into(u128::from(capacity) * ns_per_sec).ok_or(too_long)?.min(tau);
-        let slack = (tau - exact).min(interval - 1);
+        // `tau` exceeds the exact refill time by less than `capacity` ns.
+        let slack = (tau - exact.min(tau)).min(interval - 1);
         Ok(TokenBucket {
             capacity,
             interval_ns: interval as Nanos,
             tau_ns: tau as Nanos,
             slack_ns: slack as Nanos,
         })
+    }
+
+    /// The bucket's capacity.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
     }
 
     /// The backlog a bucket may hold: a full refill plus the absorbed rounding artefact.

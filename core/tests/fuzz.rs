@@ -126,7 +126,7 @@ proptest! {
         use ratelimit_core::limiter::{apply, Limiter};
         let mut value = stored.map(|mut v| {
             if tagged && v.len() >= 4 {
-                v[..4].copy_from_slice(&Kind::ALL[kind].tag());
+                v[..4].copy_from_slice(&Kind::ALL[kind].tag().unwrap_or_default());
             }
             v
         });

@@ -8,6 +8,7 @@ use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::limiter::{Limiter, Outcome, Refund, WindowLimiter};
 use ratelimit_core::time::Nanos;
 use ratelimit_core::token_bucket::TokenBucket;
+use ratelimit_core::verdict::Verdict;
 use redis_module::Context;
 use std::marker::PhantomData;
 
@@ -49,6 +50,14 @@ pub fn decide<L: Limiter>(
         state.apply(write)?;
     }
     Ok(Reply::Limit { verdict: outcome.verdict, limiting: None })
+}
+
+/// A limiter's reply in a dialect's five integers (CL.THROTTLE, GCRA).
+pub fn dialect(reply: Reply, fields: fn(&Verdict) -> [i64; 5]) -> Reply {
+    match reply {
+        Reply::Limit { verdict, .. } => Reply::Dialect { fields: fields(&verdict), verdict },
+        other => other,
+    }
 }
 
 /// One request over several keys, all or nothing (see `ratelimit_core::combine`): `decide` gives the

@@ -5,7 +5,9 @@
 
 pub mod acquire;
 pub mod all;
+pub mod cl_throttle;
 pub mod fixed;
+pub mod gcra;
 pub mod inspect;
 mod limit;
 mod parse;
@@ -13,6 +15,7 @@ pub mod refund;
 pub mod release;
 pub mod renew;
 pub mod reset_stats;
+pub mod rl_throttle;
 pub mod slide;
 pub mod slide_count;
 pub mod take;

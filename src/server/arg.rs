@@ -38,6 +38,22 @@ impl Arg {
         }
     }
 
+    /// The argument as the server parses a double (`string2d`: what its own commands accept).
+    pub fn double(&self) -> Option<f64> {
+        let mut value = 0.0;
+        // SAFETY: a live module string, and a valid out pointer.
+        let status = unsafe { raw::RedisModule_StringToDouble.map(|f| f(self.0, &mut value)) };
+        (status == Some(raw::REDISMODULE_OK as i32)).then_some(value)
+    }
+
+    /// The argument as the server parses a 64-bit integer (`string2ll`).
+    pub fn long_long(&self) -> Option<i64> {
+        let mut value: libc::c_longlong = 0;
+        // SAFETY: as above.
+        let status = unsafe { raw::RedisModule_StringToLongLong.map(|f| f(self.0, &mut value)) };
+        (status == Some(raw::REDISMODULE_OK as i32)).then_some(value)
+    }
+
     /// An argument that points nowhere, for tests of argument positions (its bytes are empty).
     #[cfg(test)]
     pub fn null() -> Arg {

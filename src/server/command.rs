@@ -34,19 +34,43 @@ pub struct Spec {
     pub stats: Option<&'static CommandStats>,
     /// Whether its outcomes count in the key classes and RL.TOP (the limiters).
     pub counted: bool,
+    /// Whether it is another product's name for a limiter (see `dialects`).
+    pub dialect: Dialect,
+}
+
+/// Whether a command is one of ours or a dialect: another product's name for a limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// An RL.* command: the load fails when it cannot register.
+    No,
+    /// Registered when `ratelimit.dialects` lists it and its name is free; otherwise skipped with a
+    /// log line, never fatal.
+    Yes,
+    /// As `Yes`, and also skipped on a server with a built-in command in `@ratelimit` (core's GCRA,
+    /// whatever it was renamed to).
+    BuiltIn,
 }
 
 /// The commands this module registered, in order (set once at load): INFO and RL.RESETSTATS go
 /// through their counters.
-static REGISTERED: std::sync::OnceLock<&'static [&'static Spec]> = std::sync::OnceLock::new();
+static REGISTERED: std::sync::OnceLock<Vec<&'static Spec>> = std::sync::OnceLock::new();
 
-pub fn set_registered(specs: &'static [&'static Spec]) {
+pub fn set_registered(specs: Vec<&'static Spec>) {
     let _ = REGISTERED.set(specs);
 }
 
 /// The per-command counters of the registered commands, in order.
 pub fn registered_stats() -> impl Iterator<Item = &'static CommandStats> {
-    REGISTERED.get().copied().unwrap_or(&[]).iter().filter_map(|spec| spec.stats)
+    REGISTERED.get().map_or(&[][..], Vec::as_slice).iter().filter_map(|spec| spec.stats)
+}
+
+/// What became of a command at load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    Registered,
+    /// A dialect this load does not register (not listed, or its name is taken).
+    Skipped,
+    Failed,
 }
 
 /// The flags of a limiter that does constant work per call.
@@ -60,12 +84,17 @@ impl Spec {
         keys: Keys,
         stats: &'static CommandStats,
     ) -> Spec {
-        Spec { name, flags, acl: Acl::Write, keys, stats: Some(stats), counted: true }
+        Spec { name, flags, acl: Acl::Write, keys, stats: Some(stats), counted: true, dialect: Dialect::No }
     }
 
     /// Any other command: `acl` says what it does; no keys, no statistics unless added.
     pub const fn other(name: &'static CStr, flags: &'static CStr, acl: Acl) -> Spec {
-        Spec { name, flags, acl, keys: Keys::None, stats: None, counted: false }
+        Spec { name, flags, acl, keys: Keys::None, stats: None, counted: false, dialect: Dialect::No }
+    }
+
+    /// Another product's name for a limiter (see `Dialect`).
+    pub const fn as_dialect(self, dialect: Dialect) -> Spec {
+        Spec { dialect, ..self }
     }
 
     pub const fn with_keys(self, keys: Keys) -> Spec {
@@ -157,11 +186,13 @@ impl Keys {
 /// What a call came to, for statistics: computed once, recorded by the counters and the classes.
 fn outcome(result: &Result<Reply, RlError>) -> Outcome {
     match result {
-        Ok(Reply::Limit { verdict, .. } | Reply::Taken { verdict, .. }) if verdict.allowed => {
+        Ok(Reply::Limit { verdict, .. } | Reply::Taken { verdict, .. } | Reply::Dialect { verdict, .. })
+            if verdict.allowed =>
+        {
             Outcome::Allowed
         }
         Ok(Reply::Limit { limiting, .. }) => Outcome::Denied { limiting: limiting.unwrap_or(0) },
-        Ok(Reply::Taken { .. }) => Outcome::Denied { limiting: 0 },
+        Ok(Reply::Taken { .. } | Reply::Dialect { .. }) => Outcome::Denied { limiting: 0 },
         Ok(Reply::Value(_)) => Outcome::Report,
         Err(_) => Outcome::Error,
     }
@@ -231,8 +262,32 @@ extern "C" fn dispatch<C: Command>(
 }
 
 /// Registers `C` with its declaration, in its ACL categories when the server has module categories
-/// (`categories`); a command that cannot join them is registered without, with a log line.
-pub fn register<C: Command>(ctx: &Context, categories: bool) -> Status {
+/// (`categories`); a command that cannot join them is registered without, with a log line. A dialect
+/// that `plan` skips, or whose name is taken, is skipped with a log line.
+pub fn register<C: Command>(ctx: &Context, categories: bool, plan: &super::dialects::Plan) -> Registration {
+    let spec = &C::SPEC;
+    if let Some(reason) = plan.skip_reason(spec) {
+        ctx.log_notice(&format!("dialect skipped: {reason}"));
+        return Registration::Skipped;
+    }
+    match create::<C>(ctx, categories) {
+        Status::Ok => Registration::Registered,
+        Status::Err if spec.dialect != Dialect::No => {
+            ctx.log_warning(&format!(
+                "dialect skipped: the name {} is taken (a built-in command, or another module such as \
+                 redis-cell loaded first); the other commands load",
+                spec.name.to_string_lossy()
+            ));
+            Registration::Skipped
+        }
+        Status::Err => {
+            ctx.log_warning(&format!("cannot register command {}", spec.name.to_string_lossy()));
+            Registration::Failed
+        }
+    }
+}
+
+fn create<C: Command>(ctx: &Context, categories: bool) -> Status {
     let spec = &C::SPEC;
     let (first, last, step) = spec.keys.positions();
     let flags = match spec.keys {
@@ -248,7 +303,6 @@ pub fn register<C: Command>(ctx: &Context, categories: bool) -> Status {
         };
         let status = create(ctx.ctx, name.as_ptr(), Some(dispatch::<C>), flags.as_ptr(), first, last, step);
         if status != raw::REDISMODULE_OK as c_int {
-            ctx.log_warning(&format!("cannot register command {}", name.to_string_lossy()));
             return Status::Err;
         }
         let acl = spec.acl.categories();

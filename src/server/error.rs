@@ -21,6 +21,9 @@ pub enum RlError {
     BadState,
     /// A bug: a panic caught at the FFI boundary, or an API missing from the server.
     Internal(&'static str),
+    /// A dialect's own error text, to the letter (it starts with its code: `ERR`, or redis-cell's
+    /// `Cell error:`).
+    Dialect(String),
 }
 
 impl RlError {
@@ -54,6 +57,7 @@ impl RlError {
             RlError::Syntax => "ERR syntax error".to_string(),
             RlError::BadState => "ERR the key holds a value that is not this limiter's state".to_string(),
             RlError::Internal(what) => format!("ERR internal error: {what}"),
+            RlError::Dialect(text) => text.clone(),
         }
     }
 

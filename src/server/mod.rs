@@ -9,6 +9,7 @@ pub mod arg;
 pub mod cell;
 pub mod clock;
 pub mod command;
+pub mod dialects;
 pub mod error;
 pub mod info;
 pub mod module;
@@ -17,7 +18,7 @@ pub mod reply;
 pub mod store;
 
 pub use arg::Arg;
-pub use command::{Acl, Command, Keys, Spec, FAST_WRITE};
+pub use command::{Acl, Command, Dialect, Keys, Spec, FAST_WRITE};
 pub use error::RlError;
 pub use reply::{Reply, Value};
 pub use store::StateKey;

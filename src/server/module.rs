@@ -3,6 +3,8 @@
 //! the commands it is given and the INFO callback. lib.rs invokes it with the list of commands.
 
 use super::acl::{add_category, Category};
+use super::command::{set_registered, Registration, Spec};
+use super::dialects::Plan;
 use redis_module::{raw, Context, Status};
 
 /// A decimal digit string (Cargo's version parts) as a number, at compile time.
@@ -22,9 +24,10 @@ pub const VERSION: i32 = number(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
     + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
     + number(env!("CARGO_PKG_VERSION_PATCH"));
 
-/// Before the commands register: the module's options and its ACL category. True when the commands
-/// can join categories.
-pub fn prepare(ctx: &Context) -> bool {
+/// Before the commands register: the module's options, its ACL category, and which dialects this load
+/// registers (`specs`: every command it has). The first value is true when the commands can join
+/// categories.
+pub fn prepare(ctx: &Context, specs: &[&Spec]) -> (bool, Plan) {
     // Keys are signalled as modified only when written (see `store`), not whenever a key opened for
     // writing is closed: a denial must not abort another client's WATCH.
     // SAFETY: called from OnLoad with the server's context.
@@ -35,12 +38,17 @@ pub fn prepare(ctx: &Context) -> bool {
     }
     // A category that exists already (the server's own @ratelimit, another module's) is joined, never
     // fatal: a name clash must not take the server down at start-up.
-    !matches!(add_category(ctx, c"ratelimit"), Category::Unsupported)
+    let category = add_category(ctx, c"ratelimit");
+    let plan = Plan::new(ctx, specs, category == Category::Existing);
+    (category != Category::Unsupported, plan)
 }
 
-/// After the commands: the INFO callback; the load fails when anything failed to register.
-pub fn finish(ctx: &Context, registered: &[Status]) -> Status {
-    if registered.contains(&Status::Err) || super::info::register(ctx) == Status::Err {
+/// After the commands: the INFO callback and the list of what registered; the load fails when one of
+/// the module's own commands failed to register.
+pub fn finish(ctx: &Context, specs: &'static [&'static Spec], registered: &[Registration]) -> Status {
+    let kept = specs.iter().zip(registered).filter(|(_, r)| **r == Registration::Registered);
+    set_registered(kept.map(|(spec, _)| *spec).collect());
+    if registered.contains(&Registration::Failed) || super::info::register(ctx) == Status::Err {
         return Status::Err;
     }
     Status::Ok
@@ -53,10 +61,9 @@ macro_rules! module {
         static SPECS: &[&$crate::server::Spec] = &[$(&<$command as $crate::server::Command>::SPEC),*];
 
         fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
-            $crate::server::command::set_registered(SPECS);
-            let categories = $crate::server::module::prepare(ctx);
-            let registered = [$($crate::server::command::register::<$command>(ctx, categories)),*];
-            $crate::server::module::finish(ctx, &registered)
+            let (categories, plan) = $crate::server::module::prepare(ctx, SPECS);
+            let registered = [$($crate::server::command::register::<$command>(ctx, categories, &plan)),*];
+            $crate::server::module::finish(ctx, SPECS, &registered)
         }
 
         redis_module::redis_module! {
@@ -73,6 +80,7 @@ macro_rules! module {
                 ],
                 string: [
                     ["class-separator", &$crate::stats::config::SEPARATOR, ":", redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+                    ["dialects", &$crate::server::dialects::DIALECTS, "all", redis_module::configuration::ConfigurationFlags::IMMUTABLE, None],
                 ],
                 bool: [
                     ["class-stats", &$crate::stats::config::CLASS_STATS, true, redis_module::configuration::ConfigurationFlags::DEFAULT, None],

@@ -18,6 +18,11 @@ pub enum Reply {
         verdict: Verdict,
         taken: u64,
     },
+    /// A dialect's five integers (CL.THROTTLE, GCRA), and the verdict they came from (statistics).
+    Dialect {
+        verdict: Verdict,
+        fields: [i64; 5],
+    },
     Value(Value),
 }
 
@@ -56,6 +61,10 @@ impl Reply {
                 send_limit(ctx, &verdict, limiting.map(|index| clamp(index as u64 + 1)))
             }
             Reply::Taken { verdict, taken } => send_limit(ctx, &verdict, Some(clamp(taken))),
+            Reply::Dialect { fields, .. } => {
+                Value::array_header(ctx, fields.len());
+                fields.iter().for_each(|&n| Value::int(ctx, n));
+            }
             Reply::Value(value) => value.send(ctx),
         }
     }

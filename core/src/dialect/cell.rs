@@ -1,0 +1,283 @@
+//! `CL.THROTTLE key max_burst count_per_period period [quantity]` as redis-cell 0.5 replies, and
+//! `RL.THROTTLE`, the same command under the name Valkey's request for a built-in limiter proposes.
+//!
+//! A bucket of `max_burst + 1` tokens refilled at `count_per_period` tokens per `period` seconds. The
+//! reply: `limited` (0 allowed, 1 limited), `limit` (max_burst + 1), `remaining`, `retry_after` and
+//! `reset_after` in seconds, rounded as redis-cell rounds them: the whole seconds, plus one when the
+//! rest is at least a millisecond. `retry_after` is -1 when allowed, and when the quantity is above
+//! the limit (it never fits).
+//!
+//! Where redis-cell and this engine differ (see the README's migration section):
+//! - the emission interval: redis-cell truncates `period / count` to whole nanoseconds, so it may
+//!   refill faster than asked (by less than 1 ns per token); this engine rounds it up, never faster;
+//! - `remaining`: redis-cell divides truncated microseconds in floating point, which is off when the
+//!   interval is not a whole number of microseconds; this engine divides nanoseconds exactly;
+//! - inputs redis-cell does not check: negative numbers (computed with wrapping arithmetic there) and
+//!   a burst that would take longer than `limits::MAX_HORIZON_SECS` to refill are errors here;
+//! - a quantity of 0 is a peek here (same reply, nothing written); redis-cell writes the key.
+//!
+//! Stored as redis-cell stores it: the TAT in Unix nanoseconds as decimal digits, so that a rollback to
+//! redis-cell keeps every bucket. Keys expire on the whole second after the bucket is full again,
+//! like RL.TOKEN's (redis-cell: on the millisecond).
+
+use crate::error::{ParamError, StateError};
+use crate::format::{Bytes, Kind};
+use crate::limiter::{Change, Expiry, Field, Write};
+use crate::state::{SmallState, Step};
+use crate::time::{ceil_ms, Nanos, NANOS_PER_MS, NANOS_PER_SEC};
+use crate::token_bucket::{expiry_ms, TokenBucket, REFILL_TOO_LONG};
+use crate::verdict::Verdict;
+
+/// How a dialect's call went wrong; each command words it its own way (see `cell_message` and
+/// `param`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThrottleError {
+    /// Not 4 or 5 arguments after the command name.
+    Usage,
+    /// An argument is not a 64-bit integer; the argument as given.
+    NotAnInteger { field: &'static str, given: Vec<u8> },
+    /// A negative argument (redis-cell computes with it, wrapping; refused here).
+    Negative { field: &'static str },
+    /// A count or period of zero, or an interval below a nanosecond.
+    ZeroRate,
+    /// A full burst would take longer than the horizon to refill.
+    TooSlow,
+}
+
+const USAGE: &str = "Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
+
+impl ThrottleError {
+    /// The error reply as redis-cell words it (without the leading `-`): `Cell error: Store error: ...`.
+    pub fn cell_message(&self) -> String {
+        let message = match self {
+            ThrottleError::Usage => USAGE.to_string(),
+            ThrottleError::NotAnInteger { given, .. } => {
+                format!("Couldn't parse as integer: {}", String::from_utf8_lossy(given))
+            }
+            ThrottleError::Negative { field } => format!("Negative values are not supported: {field}"),
+            ThrottleError::ZeroRate => "Zero rates are not supported".to_string(),
+            ThrottleError::TooSlow => {
+                "Rates this slow are not supported: a full burst must refill within 3000000000 seconds"
+                    .to_string()
+            }
+        };
+        format!("Cell error: Store error: {message}")
+    }
+
+    /// The error as this module words its own commands' (RL.THROTTLE); None for the arity error.
+    pub fn param(&self) -> Option<ParamError> {
+        Some(match self {
+            ThrottleError::Usage => return None,
+            ThrottleError::NotAnInteger { field, .. } | ThrottleError::Negative { field } => {
+                ParamError::new(field, "must be a whole number >= 0")
+            }
+            ThrottleError::ZeroRate => {
+                ParamError::new("rate", "count_per_period / period must be > 0 and at most 1e9 per second")
+            }
+            ThrottleError::TooSlow => REFILL_TOO_LONG,
+        })
+    }
+}
+
+/// A parsed call: the bucket and the quantity to take (0: a peek).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    pub bucket: TokenBucket,
+    pub quantity: u64,
+}
+
+/// A 64-bit integer as redis-cell parses one (Rust's `i64` syntax: an optional sign, then digits).
+fn integer(field: &'static str, given: &[u8]) -> Result<i64, ThrottleError> {
+    std::str::from_utf8(given)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| ThrottleError::NotAnInteger { field, given: given.to_vec() })
+}
+
+impl Throttle {
+    /// The arguments after the key: `max_burst count_per_period period [quantity]`, checked in
+    /// redis-cell's order (each number parsed, then a zero rate).
+    pub fn parse(args: &[&[u8]]) -> Result<Throttle, ThrottleError> {
+        let (burst, count, period, quantity) = match *args {
+            [b, c, p] => (b, c, p, None),
+            [b, c, p, q] => (b, c, p, Some(q)),
+            _ => return Err(ThrottleError::Usage),
+        };
+        let burst = integer("max_burst", burst)?;
+        let count = integer("count_per_period", count)?;
+        let period = integer("period", period)?;
+        let quantity = quantity.map(|q| integer("quantity", q)).transpose()?.unwrap_or(1);
+        for (field, value) in
+            [("max_burst", burst), ("count_per_period", count), ("period", period), ("quantity", quantity)]
+        {
+            if value < 0 {
+                return Err(ThrottleError::Negative { field });
+            }
+        }
+        let period_ns = i128::from(period) * i128::from(NANOS_PER_SEC);
+        // redis-cell's emission interval, truncated in floating point: zero is its "zero rate".
+        if count == 0 || period == 0 || (period_ns as f64 / count as f64) as i64 == 0 {
+            return Err(ThrottleError::ZeroRate);
+        }
+        // burst + 1 <= 2^63: fits.
+        let bucket = TokenBucket::per_period(burst as u64 + 1, count as u64, period_ns as u128)
+            .map_err(|_| ThrottleError::TooSlow)?;
+        Ok(Throttle { bucket, quantity: quantity as u64 })
+    }
+}
+
+/// Seconds as redis-cell reports a duration: the whole seconds, plus one when the rest is at least a
+/// millisecond (so 10.0005 s is 10 and 10.001 s is 11).
+pub fn cell_secs(ns: Nanos) -> i64 {
+    let ns = ns.max(0);
+    ns / NANOS_PER_SEC + i64::from(ns % NANOS_PER_SEC >= NANOS_PER_MS)
+}
+
+/// CL.THROTTLE's five integers for a token bucket's verdict.
+pub fn reply(verdict: &Verdict) -> super::Reply {
+    let retry = match (verdict.allowed, verdict.retry_after_ns) {
+        (false, Some(wait)) => cell_secs(wait),
+        _ => -1,
+    };
+    [
+        i64::from(!verdict.allowed),
+        i64::try_from(verdict.limit).unwrap_or(i64::MAX),
+        i64::try_from(verdict.remaining).unwrap_or(i64::MAX),
+        retry,
+        cell_secs(verdict.reset_after_ns),
+    ]
+}
+
+/// redis-cell's stored TAT: decimal digits of Unix nanoseconds (as Rust parses a `u64`: an optional
+/// `+`, then digits). None for anything else, or a TAT beyond the clock's range.
+pub fn decimal_tat(bytes: &[u8]) -> Option<Nanos> {
+    let digits = bytes.strip_prefix(b"+").unwrap_or(bytes);
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse::<u64>().ok().and_then(|n| Nanos::try_from(n).ok())
+}
+
+/// The decimal digits of a (non-negative) TAT.
+fn decimal(tat: Nanos) -> Bytes {
+    let mut buf = [0u8; 20];
+    let mut n = tat.max(0) as u64;
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    Bytes::copy(&buf[i..])
+}
+
+impl SmallState for Throttle {
+    type State = Nanos;
+    const KIND: Kind = Kind::Throttle;
+
+    /// redis-cell's decimal TAT; a token bucket's own value (RL.TOKEN's) is read too.
+    fn decode(stored: &[u8]) -> Result<Nanos, StateError> {
+        decimal_tat(stored).map_or_else(|| <TokenBucket as SmallState>::decode(stored), Ok)
+    }
+
+    #[inline]
+    fn step(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> Step<Nanos> {
+        self.bucket.step(tat, now, cost)
+    }
+
+    fn write(&self, tat: &Nanos, previous: Option<&Nanos>, _now: Nanos) -> Write {
+        Write {
+            change: Change::Set(decimal(*tat)),
+            expiry: Expiry::Derived { at_ms: expiry_ms(*tat), previous_ms: previous.map(|p| expiry_ms(*p)) },
+        }
+    }
+
+    fn fields(tat: &Nanos, now: Nanos) -> Vec<Field> {
+        vec![("tat_ms", Some(ceil_ms(*tat))), ("backlog_ms", Some(ceil_ms(tat.saturating_sub(now))))]
+    }
+
+    fn give_back(&self, tat: Option<Nanos>, now: Nanos, units: u64) -> Option<Nanos> {
+        self.bucket.refund_tat(tat, now, units)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::Limiter;
+
+    const SEC: Nanos = NANOS_PER_SEC;
+    const T0: Nanos = 1_700_000_000 * SEC;
+
+    fn parse(args: &str) -> Result<Throttle, ThrottleError> {
+        Throttle::parse(&args.split(' ').map(str::as_bytes).collect::<Vec<_>>())
+    }
+
+    fn call(t: &Throttle, stored: &mut Option<Vec<u8>>, now: Nanos) -> super::super::Reply {
+        let outcome = t.decide(stored.as_deref(), now, t.quantity).unwrap();
+        if let Some(w) = outcome.write {
+            let mut v = stored.take().unwrap_or_default();
+            crate::limiter::apply(&mut v, &w.change);
+            *stored = Some(v);
+        }
+        reply(&outcome.verdict)
+    }
+
+    #[test]
+    fn redis_cell_readme_example_and_its_e2e_test() {
+        let t = parse("15 30 60").unwrap();
+        assert_eq!(call(&t, &mut None, T0), [0, 16, 15, -1, 2]);
+        let t = parse("0 1 2").unwrap();
+        let mut stored = None;
+        assert_eq!(call(&t, &mut stored, T0), [0, 1, 0, -1, 2]);
+        assert_eq!(call(&t, &mut stored, T0), [1, 1, 0, 2, 2]);
+        assert_eq!(stored.as_deref(), Some(format!("{}", T0 + 2 * SEC).as_bytes()), "redis-cell's format");
+    }
+
+    #[test]
+    fn a_quantity_above_the_limit_is_limited_with_no_retry() {
+        let t = parse("4 1 1 6").unwrap();
+        assert_eq!(call(&t, &mut None, T0), [1, 5, 5, -1, 0]);
+    }
+
+    #[test]
+    fn errors_in_redis_cells_words_and_order() {
+        let text = |args: &str| parse(args).unwrap_err().cell_message();
+        assert_eq!(text("1 2"), format!("Cell error: Store error: {USAGE}"));
+        assert_eq!(text("1 2 3 4 5"), format!("Cell error: Store error: {USAGE}"));
+        assert_eq!(text("x 1 1"), "Cell error: Store error: Couldn't parse as integer: x");
+        assert_eq!(text("1 y z"), "Cell error: Store error: Couldn't parse as integer: y");
+        assert_eq!(
+            text("1 1 9223372036854775808"),
+            "Cell error: Store error: Couldn't parse as integer: 9223372036854775808"
+        );
+        assert_eq!(text("1 0 60"), "Cell error: Store error: Zero rates are not supported");
+        assert_eq!(text("1 1 0"), "Cell error: Store error: Zero rates are not supported");
+        assert_eq!(text("1 2000000000 1"), "Cell error: Store error: Zero rates are not supported");
+        assert_eq!(text("-1 1 1"), "Cell error: Store error: Negative values are not supported: max_burst");
+        assert!(text("1 1 9223372036854775807").contains("Rates this slow"));
+        assert!(parse("+5 1 1").is_ok(), "Rust's i64 syntax takes a plus sign");
+    }
+
+    #[test]
+    fn seconds_round_as_redis_cell_rounds_them() {
+        assert_eq!(cell_secs(10 * SEC + 500_000), 10);
+        assert_eq!(cell_secs(10 * SEC + NANOS_PER_MS), 11);
+        assert_eq!(cell_secs(500_000), 0);
+        assert_eq!(cell_secs(0), 0);
+    }
+
+    #[test]
+    fn reads_redis_cells_values_and_never_refills_faster_than_asked() {
+        assert_eq!(decimal_tat(b"1732456789123456789"), Some(1_732_456_789_123_456_789));
+        assert_eq!(decimal_tat(b"+7"), Some(7));
+        assert_eq!(decimal_tat(b"-5"), None);
+        assert_eq!(decimal_tat(b"99999999999999999999"), None);
+        let t = parse("2 1 1").unwrap();
+        let mut stored = Some(format!("{}", T0 + 3 * SEC).into_bytes());
+        assert_eq!(call(&t, &mut stored, T0), [1, 3, 0, 1, 3], "a TAT that redis-cell wrote carries on");
+    }
+}

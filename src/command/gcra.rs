@@ -1,0 +1,58 @@
+//! GCRA key max_burst tokens_per_period period [TOKENS n]
+//!
+//! Redis core's command (compiled out of 8.8), with its argument rules and error texts in its order
+//! and its replies in whole seconds (see `ratelimit_core::dialect::gcra`), on the token bucket: its
+//! keys are RL.TOKEN's. Numbers are parsed by the server's own parsers, as core's are. Skipped at load
+//! on a server that has core's GCRA (see `server::dialects`).
+
+use super::limit;
+use crate::server::{Arg, Command, Dialect, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
+use crate::stats::CommandStats;
+use ratelimit_core::dialect::gcra::{self, Numbers, Parsed};
+use redis_module::Context;
+
+/// Its counters in INFO ratelimit (`gcra_allowed`, ...).
+static STATS: CommandStats = CommandStats::new("gcra");
+
+pub struct Gcra;
+
+impl Command for Gcra {
+    const SPEC: Spec = Spec::limiter(c"gcra", FAST_WRITE, Keys::FIRST, &STATS).as_dialect(Dialect::BuiltIn);
+
+    fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+        let (key, rest) = match args.split_first() {
+            Some((key, rest)) if (3..=5).contains(&rest.len()) => (key, rest),
+            _ => return Err(RlError::WrongArity),
+        };
+        let mut bytes: [&[u8]; 5] = [&[]; 5];
+        for (b, a) in bytes.iter_mut().zip(rest) {
+            *b = a.bytes();
+        }
+        let text = |t: &str| RlError::Dialect(t.to_string());
+        let parsed = Parsed::parse(&bytes[..rest.len()], &ServerNumbers(rest)).map_err(text)?;
+        let request = match parsed.bucket() {
+            Ok(request) => request,
+            // Core checks the key's type before its overflow errors.
+            Err(overflow) => return Err(StateKey::open(ctx, key).err().unwrap_or_else(|| text(overflow))),
+        };
+        let reply = limit::decide(ctx, key, &request.bucket, request.tokens).map_err(|e| match e {
+            // A string that is not a bucket is "another type" to core's GCRA.
+            RlError::BadState => RlError::WrongType,
+            other => other,
+        })?;
+        Ok(limit::dialect(reply, gcra::reply))
+    }
+}
+
+/// The server's parsers over the arguments after the key.
+struct ServerNumbers<'a>(&'a [Arg]);
+
+impl Numbers for ServerNumbers<'_> {
+    fn long_long(&self, i: usize) -> Option<i64> {
+        self.0.get(i)?.long_long()
+    }
+
+    fn double(&self, i: usize) -> Option<f64> {
+        self.0.get(i)?.double()
+    }
+}
