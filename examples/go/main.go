@@ -88,7 +88,7 @@ func must(ok bool, what string) {
 
 func main() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Args[1]})
-	rdb.Del("go:user:ada", "go:slide", "go:{c1}:search", "go:{c1}:all")
+	rdb.Del("go:user:ada", "go:slide", "go:{c1}:search", "go:{c1}:all", "go:cell:user123")
 
 	allowed, denied := 0, 0
 	var first Decision
@@ -134,6 +134,31 @@ func main() {
 	_, hasRetry := Headers(never)["Retry-After"]
 	must(err == nil && never.RetryAfterMs == -1 && !hasRetry, "cost above capacity")
 	fmt.Println("go cost above capacity: RetryAfterMs -1, no Retry-After")
+
+	// CL.THROTTLE as redis-cell's users call it: a burst of 15, 30 per 60 s, quantity 1. With go-redis
+	// v9: `rdb.Do(ctx, "CL.THROTTLE", "user123", 15, 30, 60, 1).Int64Slice()`.
+	throttle := func() (limited, limit, remaining, retryAfter, resetAfter int64) {
+		cmd := redis.NewSliceCmd("CL.THROTTLE", "go:cell:user123", 15, 30, 60, 1)
+		rdb.Process(cmd)
+		reply, err := cmd.Result()
+		must(err == nil && len(reply) == 5, "CL.THROTTLE")
+		n := make([]int64, 5)
+		for i, v := range reply {
+			n[i], _ = v.(int64)
+		}
+		return n[0], n[1], n[2], n[3], n[4]
+	}
+	limited, limit, remaining, retryAfter, resetAfter := throttle()
+	must(limited == 0 && limit == 16 && remaining == 15 && retryAfter == -1 && resetAfter == 2, "CL.THROTTLE first call")
+	firstCell := fmt.Sprintf("[%d, %d, %d, %d, %d]", limited, limit, remaining, retryAfter, resetAfter)
+	cellAllowed := 1
+	for i := 0; i < 16; i++ {
+		if limited, _, remaining, retryAfter, _ = throttle(); limited == 0 {
+			cellAllowed++
+		}
+	}
+	must(cellAllowed == 16 && limited == 1 && remaining == 0 && retryAfter > 0, "CL.THROTTLE after the burst")
+	fmt.Printf("go CL.THROTTLE: first %s; 16 allowed, the 17th limited, retry_after %d s\n", firstCell, retryAfter)
 
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + os.Args[2], DialTimeout: 100 * time.Millisecond, MaxRetries: 0})
 	for _, failOpen := range []bool{true, false} {

@@ -42,7 +42,7 @@ async function check(redis, key, failOpen) {
 
 async function main(url, closedPort) {
   const redis = new Redis(url);
-  await redis.del("js:user:ada", "js:slide", "js:{c1}:search", "js:{c1}:all");
+  await redis.del("js:user:ada", "js:slide", "js:{c1}:search", "js:{c1}:all", "js:cell:user123");
 
   const decisions = [];
   for (let i = 0; i < 12; i++) decisions.push(await token(redis, "js:user:ada", 10, 5, 1));
@@ -67,6 +67,17 @@ async function main(url, closedPort) {
   assert.strictEqual(never.retryAfterMs, -1);
   assert.ok(!("Retry-After" in httpHeaders(never)));
   console.log("node cost above capacity: retryAfterMs -1, no Retry-After");
+
+  // CL.THROTTLE as redis-cell's users call it: a burst of 15, 30 per 60 s, quantity 1.
+  const first = await redis.call("CL.THROTTLE", "js:cell:user123", 15, 30, 60, 1);
+  const [limited, limit, remaining, retryAfter, resetAfter] = first;
+  assert.deepStrictEqual([limited, limit, remaining, retryAfter, resetAfter], [0, 16, 15, -1, 2]);
+  const rest = [];
+  for (let i = 0; i < 16; i++) rest.push(await redis.call("CL.THROTTLE", "js:cell:user123", 15, 30, 60, 1));
+  assert.deepStrictEqual(rest.map(([limited]) => limited), [...Array(15).fill(0), 1]);
+  const [, , remainingAfter, retryAfterAfter] = rest[15];
+  assert.ok(remainingAfter === 0 && retryAfterAfter > 0);
+  console.log(`node CL.THROTTLE: first [${first.join(", ")}]; 16 allowed, the 17th limited, retry_after ${retryAfterAfter} s`);
   redis.disconnect();
 
   const dead = new Redis({ host: "127.0.0.1", port: Number(closedPort), connectTimeout: 100, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });

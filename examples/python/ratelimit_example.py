@@ -45,7 +45,7 @@ def check(r, key, fail_open):
 
 def main(url, closed_port):
     r = redis.Redis.from_url(url)
-    r.delete("py:user:ada", "py:slide", "py:{c1}:search", "py:{c1}:all")
+    r.delete("py:user:ada", "py:slide", "py:{c1}:search", "py:{c1}:all", "py:cell:user123")
 
     decisions = [token(r, "py:user:ada", 10, 5) for _ in range(12)]
     allowed = sum(d["allowed"] for d in decisions)
@@ -65,6 +65,15 @@ def main(url, closed_port):
     never = token(r, "py:user:bob", 10, 5, 11)
     assert never["retry_after_ms"] == -1 and "Retry-After" not in http_headers(never)
     print("python cost above capacity: retry_after_ms -1, no Retry-After")
+
+    # CL.THROTTLE as redis-cell's users call it: a burst of 15, 30 per 60 s, quantity 1.
+    limited, limit, remaining, retry_after, reset_after = r.execute_command("CL.THROTTLE", "py:cell:user123", 15, 30, 60, 1)
+    assert [limited, limit, remaining, retry_after, reset_after] == [0, 16, 15, -1, 2]
+    rest = [r.execute_command("CL.THROTTLE", "py:cell:user123", 15, 30, 60, 1) for _ in range(16)]
+    first = [limited, limit, remaining, retry_after, reset_after]
+    limited, limit, remaining, retry_after, reset_after = rest[-1]
+    assert [reply[0] for reply in rest] == [0] * 15 + [1] and remaining == 0 and retry_after > 0
+    print(f"python CL.THROTTLE: first {first}; 16 allowed, the 17th limited, retry_after {retry_after} s")
 
     dead = redis.Redis(host="127.0.0.1", port=int(closed_port), socket_connect_timeout=0.1, socket_timeout=0.1)
     for fail_open in (True, False):
