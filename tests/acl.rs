@@ -40,6 +40,8 @@ fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
         assert_eq!(
             in_category,
             [
+                "cl.throttle",
+                "gcra",
                 "rl.acquire",
                 "rl.all",
                 "rl.fixed",
@@ -51,6 +53,7 @@ fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
                 "rl.slide",
                 "rl.slidecount",
                 "rl.take",
+                "rl.throttle",
                 "rl.token",
                 "rl.top"
             ]

@@ -9,6 +9,7 @@ use super::limit;
 use crate::server::{Arg, Command, Dialect, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::gcra::{self, Numbers, Parsed};
+use ratelimit_core::format::Kind;
 use redis_module::Context;
 
 /// Its counters in INFO ratelimit (`gcra_allowed`, ...).
@@ -33,7 +34,7 @@ impl Command for Gcra {
         let request = match parsed.bucket() {
             Ok(request) => request,
             // Core checks the key's type before its overflow errors.
-            Err(overflow) => return Err(StateKey::open(ctx, key).err().unwrap_or_else(|| text(overflow))),
+            Err(overflow) => return Err(wrong_type(ctx, key).unwrap_or_else(|| text(overflow))),
         };
         let reply = limit::decide(ctx, key, &request.bucket, request.tokens).map_err(|e| match e {
             // A string that is not a bucket is "another type" to core's GCRA.
@@ -41,6 +42,19 @@ impl Command for Gcra {
             other => other,
         })?;
         Ok(limit::dialect(reply, gcra::reply))
+    }
+}
+
+/// WRONGTYPE when `key` holds anything but a token bucket (a string that is not one is another type to
+/// core's GCRA).
+fn wrong_type(ctx: &Context, key: &Arg) -> Option<RlError> {
+    let state = match StateKey::open(ctx, key) {
+        Ok(state) => state,
+        Err(e) => return Some(e),
+    };
+    match state.read() {
+        Ok(Some(bytes)) if Kind::of(bytes) != Some(Kind::TokenBucket) => Some(RlError::WrongType),
+        _ => None,
     }
 }
 

@@ -9,6 +9,7 @@ use super::command::{Dialect, Spec};
 use redis_module::configuration::ConfigurationContext;
 use redis_module::{ConfigurationValue, Context, RedisError, RedisString, RedisValue};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::Mutex;
 
 /// The dialects there are, by command name; bit `i` of the config is `NAMES[i]`.
 pub const NAMES: [&str; 3] = ["cl.throttle", "rl.throttle", "gcra"];
@@ -18,6 +19,10 @@ const ALL: u8 = (1 << NAMES.len()) - 1;
 pub static DIALECTS: Dialects = Dialects(AtomicU8::new(ALL));
 
 pub struct Dialects(AtomicU8);
+
+/// A value the config refused at load (module arguments are applied without their errors reaching
+/// the load), which then fails the load.
+static REFUSED: Mutex<Option<String>> = Mutex::new(None);
 
 /// The set of dialects a config value names; an error naming what is wrong.
 fn parse(value: &[u8]) -> Result<u8, String> {
@@ -61,8 +66,12 @@ impl ConfigurationValue<RedisString> for Dialects {
     }
 
     fn set(&self, _ctx: &ConfigurationContext, value: RedisString) -> Result<(), RedisError> {
-        let set = parse(value.as_slice()).map_err(RedisError::String)?;
-        self.0.store(set, Relaxed);
+        let set = parse(value.as_slice()).inspect_err(|refused| {
+            if let Ok(mut slot) = REFUSED.lock() {
+                *slot = Some(refused.clone());
+            }
+        });
+        self.0.store(set.clone().map_err(RedisError::String)?, Relaxed);
         Ok(())
     }
 }
@@ -78,9 +87,13 @@ impl Plan {
     /// `ours`: the names this module registers (anything else in `@ratelimit` is someone else's).
     /// `category_existed`: the `@ratelimit` category was there before this module (a server with
     /// core's GCRA has one).
-    pub fn new(ctx: &Context, ours: &[&Spec], category_existed: bool) -> Plan {
+    /// An error when the config refused its value at load.
+    pub fn new(ctx: &Context, ours: &[&Spec], category_existed: bool) -> Result<Plan, String> {
+        if let Some(refused) = REFUSED.lock().ok().and_then(|mut slot| slot.take()) {
+            return Err(refused);
+        }
         let builtin = if category_existed { foreign_ratelimit_command(ctx, ours) } else { None };
-        Plan { listed: DIALECTS.0.load(Relaxed), builtin }
+        Ok(Plan { listed: DIALECTS.0.load(Relaxed), builtin })
     }
 
     /// Why `spec` is not registered, when it is a dialect that this load skips.

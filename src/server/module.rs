@@ -26,8 +26,8 @@ pub const VERSION: i32 = number(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
 
 /// Before the commands register: the module's options, its ACL category, and which dialects this load
 /// registers (`specs`: every command it has). The first value is true when the commands can join
-/// categories.
-pub fn prepare(ctx: &Context, specs: &[&Spec]) -> (bool, Plan) {
+/// categories. None (with a log line) when the module's configuration is refused.
+pub fn prepare(ctx: &Context, specs: &[&Spec]) -> Option<(bool, Plan)> {
     // Keys are signalled as modified only when written (see `store`), not whenever a key opened for
     // writing is closed: a denial must not abort another client's WATCH.
     // SAFETY: called from OnLoad with the server's context.
@@ -39,8 +39,13 @@ pub fn prepare(ctx: &Context, specs: &[&Spec]) -> (bool, Plan) {
     // A category that exists already (the server's own @ratelimit, another module's) is joined, never
     // fatal: a name clash must not take the server down at start-up.
     let category = add_category(ctx, c"ratelimit");
-    let plan = Plan::new(ctx, specs, category == Category::Existing);
-    (category != Category::Unsupported, plan)
+    match Plan::new(ctx, specs, category == Category::Existing) {
+        Ok(plan) => Some((category != Category::Unsupported, plan)),
+        Err(refused) => {
+            ctx.log_warning(&format!("the module does not load: {refused}"));
+            None
+        }
+    }
 }
 
 /// After the commands: the INFO callback and the list of what registered; the load fails when one of
@@ -61,7 +66,9 @@ macro_rules! module {
         static SPECS: &[&$crate::server::Spec] = &[$(&<$command as $crate::server::Command>::SPEC),*];
 
         fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
-            let (categories, plan) = $crate::server::module::prepare(ctx, SPECS);
+            let Some((categories, plan)) = $crate::server::module::prepare(ctx, SPECS) else {
+                return redis_module::Status::Err;
+            };
             let registered = [$($crate::server::command::register::<$command>(ctx, categories, &plan)),*];
             $crate::server::module::finish(ctx, SPECS, &registered)
         }

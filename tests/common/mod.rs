@@ -31,6 +31,15 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
             denied += 1
         }
     }
+    // The dialects (redis-cell's stored format, and GCRA's RL.TOKEN keys), allowed and denied.
+    for i in 0..40 {
+        let key = format!("{prefix}:{{t}}:cell:{}", i % 4);
+        let _: Vec<i64> =
+            redis::cmd("CL.THROTTLE").arg(&key).arg(3).arg(1).arg(60).query(con).expect("CL.THROTTLE failed");
+        let key = format!("{prefix}:{{t}}:gcra:{}", i % 4);
+        let _: Vec<i64> =
+            redis::cmd("GCRA").arg(&key).arg(3).arg(1).arg("0.5").query(con).expect("GCRA failed");
+    }
     // The commands inside MULTI/EXEC and inside a script replicate by effect too.
     let mut block = redis::pipe();
     block.atomic();
