@@ -2,7 +2,7 @@
 CARGO ?= cargo
 MODULE := target/release/libredis_ratelimit.so
 
-.PHONY: all deps build demo test test-matrix bench check fmt clippy clean docker docker-test compose-test examples install
+.PHONY: all deps build demo test test-matrix test-gcra-harness bench check fmt clippy clean docker docker-test compose-test examples install
 
 all: build
 
@@ -24,6 +24,10 @@ test: build
 # a server that cannot be had here is skipped with the reason).
 test-matrix: build
 	scripts/test-matrix.sh
+
+# Redis core's tests/unit/gcra.tcl through Redis' test harness against the module's GCRA (skipped without a Redis clone).
+test-gcra-harness: build
+	scripts/gcra-harness.sh
 
 # Throughput, latency and memory against the Lua scripts they replace and plain commands (writes
 # docs/benchmarks.md and docs/bench.png), then ns per decision of the pure algorithms (Criterion).

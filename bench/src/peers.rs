@@ -140,8 +140,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs the side-by-side table; returns it as Markdown.
 pub fn run(scale: f64) -> String {
-    let gcra = std::env::var("RL_BENCH_GCRA_SERVER").ok().filter(|p| Path::new(p).exists());
-    let cell = std::env::var("RL_BENCH_CELL_MODULE").ok().filter(|p| Path::new(p).exists());
+    let gcra = testkit::gcra_server().map(|p| p.display().to_string());
+    let cell = testkit::cell_module().map(|p| p.display().to_string());
     let repeat: usize =
         std::env::var("RL_BENCH_PEER_REPEAT").ok().and_then(|s| s.parse().ok()).unwrap_or(6).max(1);
     let binary = gcra.clone().unwrap_or_else(testkit::server_binary);

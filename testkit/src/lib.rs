@@ -287,3 +287,29 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A peer to compare against, built by `scripts/peers.sh`: the path in `var` (`RL_BENCH_CELL_MODULE`
+/// for redis-cell's module, `RL_BENCH_GCRA_SERVER` for a redis-server with core's GCRA), or else
+/// where that script caches it (`cached`, under `~/.cache/redis-ratelimit/peers`). None when absent.
+pub fn peer(var: &str, cached: &str) -> Option<PathBuf> {
+    let path = match std::env::var(var) {
+        Ok(p) if !p.is_empty() => PathBuf::from(p),
+        _ => {
+            let cache = std::env::var("RL_PEER_CACHE").map(PathBuf::from).unwrap_or_else(|_| {
+                PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/redis-ratelimit/peers")
+            });
+            cache.join(cached)
+        }
+    };
+    path.exists().then_some(path)
+}
+
+/// redis-cell's module (`RL_BENCH_CELL_MODULE`), see [`peer`].
+pub fn cell_module() -> Option<PathBuf> {
+    peer("RL_BENCH_CELL_MODULE", "redis-cell/libredis_cell.so")
+}
+
+/// A redis-server with core's GCRA command (`RL_BENCH_GCRA_SERVER`), see [`peer`].
+pub fn gcra_server() -> Option<PathBuf> {
+    peer("RL_BENCH_GCRA_SERVER", "redis-gcra/redis-server")
+}
