@@ -112,6 +112,15 @@ fn candidates(path: &LoadPath, gcra: bool, cell: bool, floor: bool, sha: &str) -
             config: &[],
         });
     }
+    // This module's CL.THROTTLE under its other name (redis-cell holds CL.THROTTLE in this process):
+    // the same body, arguments and replies.
+    if let Some(args) = path.cell {
+        out.push(Candidate {
+            name: "RL.THROTTLE (our CL.THROTTLE)",
+            command: format!("RL.THROTTLE {} {args}", key("throttle")),
+            config: &[],
+        });
+    }
     if floor && !path.random {
         let name = "module API floor (open key, 5-int reply)";
         out.push(Candidate { name, command: format!("RLFLOOR.OPENREPLY {}", key("rl")), config: &[] });
@@ -131,6 +140,86 @@ fn candidates(path: &LoadPath, gcra: bool, cell: bool, floor: bool, sha: &str) -
         out.push(Candidate { name: "INCR", command: format!("INCR {}", key("incr")), config: &[] });
     }
     out
+}
+
+/// Runs `list` on `path`, interleaved `runs.0` times of `runs.1` requests, and writes one table row
+/// per candidate, with its server time against `baseline`'s when given.
+fn measure(
+    server: &Server,
+    con: &mut redis::Connection,
+    path: &LoadPath,
+    list: &[Candidate],
+    runs: (usize, usize),
+    baseline: Option<&str>,
+    out: &mut String,
+) {
+    let (repeat, requests) = runs;
+    let mut rps: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
+    let mut us: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
+    for _ in 0..repeat {
+        for (i, c) in list.iter().enumerate() {
+            let _: () = redis::cmd("FLUSHALL").query(con).expect("FLUSHALL");
+            configure(con, c.config);
+            if path.prime || c.command.starts_with("RLFLOOR") {
+                let prime = c.command.replace(" 10 5 0", " 10 5 1").replace(" 9 5 1 0", " 9 5 1 1");
+                let prime = prime.replace("RLFLOOR.OPENREPLY rl:hot", "RL.TOKEN rl:hot 10 5 1");
+                let mut cmd = redis::cmd(prime.split(' ').next().unwrap_or(""));
+                prime.split(' ').skip(1).for_each(|a| {
+                    cmd.arg(a);
+                });
+                let _: redis::Value = cmd.query(con).expect("priming the key");
+            }
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).expect("CONFIG RESETSTAT");
+            let m = redis_benchmark(server.port, &c.command, 16, path.random, requests);
+            let name = c.command.split(' ').next().unwrap_or("").to_lowercase();
+            rps[i].push(m.rps);
+            us[i].push(us_per_call(con, name));
+            configure(con, DEFAULTS);
+        }
+    }
+    let medians: Vec<(f64, f64)> = rps.into_iter().zip(us).map(|(r, u)| (median(r), median(u))).collect();
+    let base_us = list.iter().zip(&medians).find(|(c, _)| Some(c.name) == baseline).map(|(_, m)| m.1);
+    for (c, (r, u)) in list.iter().zip(&medians) {
+        let vs = base_us.map_or(String::new(), |g| format!("{:.2}x", u / g));
+        let _ = writeln!(out, "| {} | {} | {r:.0} | {u:.2} | {vs} |", path.name, c.name);
+        eprintln!("{:<45} {:<28} {r:>10.0} req/s {u:>6.2} us/call {vs}", path.name, c.name);
+    }
+}
+
+/// The dialects beside RL.TOKEN on a server without core's GCRA (where this module's GCRA registers):
+/// the same bucket through each command's parsing and reply.
+fn dialects(scale: f64, repeat: usize, out: &mut String) {
+    let server = Server::builder().args(&["--appendonly", "no"]).start();
+    let mut con = server.conn();
+    let version = info_field(&mut con, "server", "redis_version").unwrap_or_default();
+    let requests = ((400_000.0 * scale) as usize).max(800);
+    let _ = writeln!(out, "\n## The dialects beside RL.TOKEN\n");
+    let _ = writeln!(out, "A server without core's GCRA (redis_version {version}), so this module's GCRA registers; the same runs. us/call vs RL.TOKEN.\n");
+    let _ = writeln!(
+        out,
+        "| path | command | req/s | us/call | us/call vs RL.TOKEN |\n| --- | --- | ---: | ---: | ---: |"
+    );
+    let paths = [
+        LoadPath::new("random keys (100k), capacity 10, rate 5/s", true, (None, "", None), NONE),
+        LoadPath::new("one hot key (mostly denials)", false, (None, "", None), NONE),
+    ];
+    for path in &paths {
+        let key = |prefix: &str| format!("{prefix}:{}", if path.random { "__rand_int__" } else { "hot" });
+        let list = [
+            Candidate { name: "RL.TOKEN", command: format!("RL.TOKEN {} 10 5 1", key("rl")), config: &[] },
+            Candidate {
+                name: "GCRA (this module)",
+                command: format!("GCRA {} 9 5 1", key("gcra")),
+                config: &[],
+            },
+            Candidate {
+                name: "CL.THROTTLE (this module)",
+                command: format!("CL.THROTTLE {} 9 5 1", key("cell")),
+                config: &[],
+            },
+        ];
+        measure(&server, &mut con, path, &list, (repeat, requests), Some("RL.TOKEN"), out);
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -177,37 +266,10 @@ pub fn run(scale: f64) -> String {
     );
     for path in PATHS {
         let list = candidates(path, gcra.is_some(), cell.is_some(), floor.is_some(), &sha);
-        let mut rps: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
-        let mut us: Vec<Vec<f64>> = list.iter().map(|_| vec![]).collect();
-        for _ in 0..repeat {
-            for (i, c) in list.iter().enumerate() {
-                let _: () = redis::cmd("FLUSHALL").query(&mut con).expect("FLUSHALL");
-                configure(&mut con, c.config);
-                if path.prime || c.command.starts_with("RLFLOOR") {
-                    let prime = c.command.replace(" 10 5 0", " 10 5 1").replace(" 9 5 1 0", " 9 5 1 1");
-                    let prime = prime.replace("RLFLOOR.OPENREPLY rl:hot", "RL.TOKEN rl:hot 10 5 1");
-                    let mut cmd = redis::cmd(prime.split(' ').next().unwrap_or(""));
-                    prime.split(' ').skip(1).for_each(|a| {
-                        cmd.arg(a);
-                    });
-                    let _: redis::Value = cmd.query(&mut con).expect("priming the key");
-                }
-                let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).expect("CONFIG RESETSTAT");
-                let m = redis_benchmark(server.port, &c.command, 16, path.random, requests);
-                let name = c.command.split(' ').next().unwrap_or("").to_lowercase();
-                rps[i].push(m.rps);
-                us[i].push(us_per_call(&mut con, name));
-                configure(&mut con, DEFAULTS);
-            }
-        }
-        let medians: Vec<(f64, f64)> = rps.into_iter().zip(us).map(|(r, u)| (median(r), median(u))).collect();
-        let gcra_us = list.iter().zip(&medians).find(|(c, _)| c.name == "GCRA (core)").map(|(_, m)| m.1);
-        for (c, (r, u)) in list.iter().zip(&medians) {
-            let vs = gcra_us.map_or(String::new(), |g| format!("{:.2}x", u / g));
-            let _ = writeln!(out, "| {} | {} | {r:.0} | {u:.2} | {vs} |", path.name, c.name);
-            eprintln!("{:<45} {:<28} {r:>10.0} req/s {u:>6.2} us/call {vs}", path.name, c.name);
-        }
+        let baseline = gcra.is_some().then_some("GCRA (core)");
+        measure(&server, &mut con, path, &list, (repeat, requests), baseline, &mut out);
     }
+    dialects(scale, repeat, &mut out);
     if let Some(floor) = floor {
         let _ = std::fs::remove_file(floor);
     }

@@ -6,6 +6,7 @@
 //! `ERR value is not an integer or out of range`.
 
 use super::limit;
+use super::memo::Memo;
 use crate::server::{Arg, Command, Dialect, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::cell::{self, Throttle, ThrottleError};
@@ -25,6 +26,9 @@ impl Command for ClThrottle {
     }
 }
 
+/// The last parameters parsed (either name).
+static LAST: Memo<Throttle> = Memo::new();
+
 /// The command's body, for either name: `error` words its errors.
 pub fn throttle(
     ctx: &Context,
@@ -39,7 +43,8 @@ pub fn throttle(
     for (b, a) in bytes.iter_mut().zip(rest) {
         *b = a.bytes();
     }
-    let throttle = Throttle::parse(&bytes[..rest.len()]).map_err(error)?;
+    let params = &bytes[..rest.len()];
+    let throttle = LAST.get_or(params, || Throttle::parse(params)).map_err(error)?;
     let reply = limit::decide(ctx, key, &throttle, throttle.quantity).map_err(|e| match e {
         RlError::BadState => RlError::Dialect("ERR value is not an integer or out of range".to_string()),
         other => other,

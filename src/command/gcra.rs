@@ -6,6 +6,7 @@
 //! on a server that has core's GCRA (see `server::dialects`).
 
 use super::limit;
+use super::memo::Memo;
 use crate::server::{Arg, Command, Dialect, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::gcra::{self, Numbers, Parsed};
@@ -16,6 +17,9 @@ use redis_module::Context;
 static STATS: CommandStats = CommandStats::new("gcra");
 
 pub struct Gcra;
+
+/// The last parameters parsed.
+static LAST: Memo<gcra::Gcra> = Memo::new();
 
 impl Command for Gcra {
     const SPEC: Spec = Spec::limiter(c"gcra", FAST_WRITE, Keys::FIRST, &STATS).as_dialect(Dialect::BuiltIn);
@@ -30,12 +34,12 @@ impl Command for Gcra {
             *b = a.bytes();
         }
         let text = |t: &str| RlError::Dialect(t.to_string());
-        let parsed = Parsed::parse(&bytes[..rest.len()], &ServerNumbers(rest)).map_err(text)?;
-        let request = match parsed.bucket() {
-            Ok(request) => request,
+        let params = &bytes[..rest.len()];
+        let request = LAST.get_or(params, || {
+            let parsed = Parsed::parse(params, &ServerNumbers(rest)).map_err(text)?;
             // Core checks the key's type before its overflow errors.
-            Err(overflow) => return Err(wrong_type(ctx, key).unwrap_or_else(|| text(overflow))),
-        };
+            parsed.bucket().map_err(|overflow| wrong_type(ctx, key).unwrap_or_else(|| text(overflow)))
+        })?;
         let reply = limit::decide(ctx, key, &request.bucket, request.tokens).map_err(|e| match e {
             // A string that is not a bucket is "another type" to core's GCRA.
             RlError::BadState => RlError::WrongType,

@@ -10,6 +10,7 @@ pub mod fixed;
 pub mod gcra;
 pub mod inspect;
 mod limit;
+mod memo;
 mod parse;
 pub mod refund;
 pub mod release;

@@ -4,8 +4,8 @@
 //! allowed only if every bucket allows, and then takes from all of them.
 
 use super::limit;
+use super::memo::Memo;
 use super::parse::{cost, positive_decimal, whole};
-use crate::server::cell::TryCell;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::limiter::Limiter;
@@ -52,50 +52,18 @@ pub fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
     Ok(Request { key, bucket: parse_bucket(capacity, rate)?, cost: cost(units.bytes())? })
 }
 
-/// The last bucket parameters parsed, as their argument bytes: most calls repeat them, and building a
-/// bucket costs a decimal parse and two 128-bit divisions.
-#[derive(Clone, Copy)]
-struct LastBucket {
-    args: [u8; 48],
-    capacity_len: u8,
-    rate_len: u8,
-    bucket: TokenBucket,
-}
-
-static LAST_BUCKET: TryCell<Option<LastBucket>> = TryCell::new(None);
+/// The last bucket parameters parsed.
+static LAST_BUCKET: Memo<TokenBucket> = Memo::new();
 
 /// A bucket from its `capacity` and `rate` arguments.
 pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> {
     let (capacity, rate) = (capacity.bytes(), rate.bytes());
-    let same = |last: &LastBucket| {
-        let (c, r) = (last.capacity_len as usize, last.rate_len as usize);
-        capacity.len() == c
-            && rate.len() == r
-            && short_eq(&last.args[..c], capacity)
-            && short_eq(&last.args[c..c + r], rate)
-    };
-    if let Some(Some(bucket)) = LAST_BUCKET.with(|last| last.as_ref().filter(|l| same(l)).map(|l| l.bucket)) {
-        return Ok(bucket);
-    }
-    let bucket = TokenBucket::new(
-        whole(capacity, CAPACITY.field, 1, CAPACITY.expected)?,
-        positive_decimal(rate, RATE.field, RATE.expected)?,
-    )?;
-    if capacity.len() + rate.len() <= 48 {
-        let mut args = [0u8; 48];
-        args[..capacity.len()].copy_from_slice(capacity);
-        args[capacity.len()..capacity.len() + rate.len()].copy_from_slice(rate);
-        let fresh =
-            LastBucket { args, capacity_len: capacity.len() as u8, rate_len: rate.len() as u8, bucket };
-        LAST_BUCKET.with(|last| *last = Some(fresh));
-    }
-    Ok(bucket)
-}
-
-/// Equality of two short byte strings of the same length without a call to memcmp (arguments like
-/// "10" and "5" are a few bytes).
-fn short_eq(a: &[u8], b: &[u8]) -> bool {
-    a.iter().zip(b).all(|(x, y)| x == y)
+    LAST_BUCKET.get_or(&[capacity, rate], || {
+        Ok(TokenBucket::new(
+            whole(capacity, CAPACITY.field, 1, CAPACITY.expected)?,
+            positive_decimal(rate, RATE.field, RATE.expected)?,
+        )?)
+    })
 }
 
 /// Parses the key groups; every key at most once.
