@@ -6,7 +6,7 @@
 mod common;
 
 use common::calls::{exists, pttl};
-use common::*;
+
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, unique_key, Server};
 

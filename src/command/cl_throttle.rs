@@ -19,7 +19,7 @@ pub struct ClThrottle;
 
 impl Command for ClThrottle {
     const SPEC: Spec =
-        Spec::limiter(c"cl.throttle", FAST_WRITE, Keys::FIRST, &STATS).as_dialect(Dialect::Yes);
+        Spec::limiter(c"cl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_dialect(Dialect::Yes);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         throttle(ctx, args, |e| RlError::Dialect(e.cell_message()))

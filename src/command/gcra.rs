@@ -22,7 +22,7 @@ pub struct Gcra;
 static LAST: Memo<gcra::Gcra> = Memo::new();
 
 impl Command for Gcra {
-    const SPEC: Spec = Spec::limiter(c"gcra", FAST_WRITE, Keys::FIRST, &STATS).as_dialect(Dialect::BuiltIn);
+    const SPEC: Spec = Spec::limiter(c"gcra", FAST_WRITE, Keys::FIRST, &STATS).with_dialect(Dialect::BuiltIn);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let (key, rest) = match args.split_first() {

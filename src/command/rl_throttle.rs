@@ -16,7 +16,7 @@ pub struct RlThrottle;
 
 impl Command for RlThrottle {
     const SPEC: Spec =
-        Spec::limiter(c"rl.throttle", FAST_WRITE, Keys::FIRST, &STATS).as_dialect(Dialect::Yes);
+        Spec::limiter(c"rl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_dialect(Dialect::Yes);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         throttle(ctx, args, |e| e.param().map_or(RlError::WrongArity, RlError::from))

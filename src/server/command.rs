@@ -93,7 +93,7 @@ impl Spec {
     }
 
     /// Another product's name for a limiter (see `Dialect`).
-    pub const fn as_dialect(self, dialect: Dialect) -> Spec {
+    pub const fn with_dialect(self, dialect: Dialect) -> Spec {
         Spec { dialect, ..self }
     }
 
