@@ -105,5 +105,9 @@ fn each_command_refuses_the_others_values_and_foreign_data() {
     let cell = unique_key("fmt-cell");
     set_raw(&mut con, &cell, b"1700000000000000000");
     assert_eq!(rl_error(&mut con, "RL.TOKEN", &[cell.as_bytes(), b"10", b"5", b"1"]), bad);
-    assert_eq!(rl_error(&mut con, "RL.INSPECT", &[cell.as_bytes()]), bad);
+    // RL.INSPECT reads it as CL.THROTTLE's, which keeps that format.
+    assert_eq!(inspect_limiter(&mut con, &cell), "CL.THROTTLE");
+    let foreign = unique_key("fmt-foreign");
+    set_raw(&mut con, &foreign, b"not a limiter");
+    assert_eq!(rl_error(&mut con, "RL.INSPECT", &[foreign.as_bytes()]), bad);
 }
