@@ -418,7 +418,8 @@ impl RateLimitLayer {
         self.config.routes.iter().map(|r| (&*r.name, r.prefix.as_str()))
     }
 
-    /// The key prefix (default `rl`): keys are `rl:{<caller>}:<route>` and `rl:{<caller>}:all`.
+    /// The key prefix (default `rl`): keys are `rl:{<caller>}:<route>` and `rl:{<caller>}:all`, the
+    /// caller as [`Caller::key_part`] writes it (at most 128 bytes, no braces).
     pub fn key_prefix(self, prefix: &str) -> Self {
         self.with(|c| c.prefix = prefix.into())
     }
@@ -778,7 +779,7 @@ impl Config {
             Some(Access::Limited) | None => {}
         }
         let cost = route.and_then(|r| r.cost.as_ref()).map_or(1, |f| f(parts));
-        let tag = format!("{}:{{{caller}}}", self.prefix);
+        let tag = caller_tag(&self.prefix, &caller);
         let mut limits = Vec::with_capacity(2);
         if let Some(r) = route {
             let key = format!("{tag}:{}", r.name);
@@ -806,6 +807,12 @@ impl Config {
         }
         Some(Step::Limit(Plan { route_name, limits }))
     }
+}
+
+/// `<prefix>:{<caller's key part>}`, the start of every key of the caller: the hash tag is the whole
+/// caller, whatever it sent (braces escaped, long ids hashed: [`Caller::key_part`]).
+fn caller_tag(prefix: &str, caller: &Caller) -> String {
+    format!("{prefix}:{{{}}}", caller.key_part())
 }
 
 /// What the lists say about a request: its principal and tenant (the extensions', and a custom
@@ -875,6 +882,111 @@ mod tests {
         assert!(under_prefix("/api/x", "/api/"));
         assert!(!under_prefix("/api", "/api/"));
         assert!(under_prefix("/anything", "/"));
+    }
+
+    use crate::http::MAX_CALLER_KEY_BYTES;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    /// The key of a route `api` of `caller` under the default prefix, as `plan` builds it.
+    fn key(caller: &Caller) -> String {
+        format!("{}:api", caller_tag("rl", caller))
+    }
+
+    /// The hash tag Redis Cluster hashes: from the first `{` to the first `}` after it, when not empty.
+    fn redis_hash_tag(key: &str) -> Option<&str> {
+        let open = key.find('{')?;
+        let close = key[open + 1..].find('}')? + open + 1;
+        (close > open + 1).then(|| &key[open + 1..close])
+    }
+
+    /// Ids as callers send them: plain, with braces and `%`, unicode, the other forms' markers,
+    /// around the bound, and far over it.
+    fn id() -> impl Strategy<Value = String> {
+        let near = MAX_CALLER_KEY_BYTES - 8..MAX_CALLER_KEY_BYTES + 8;
+        prop_oneof![
+            "[a-z0-9:._-]{0,16}",
+            "[a-z{}%:.]{0,16}",
+            "(\\{|\\}|%|%7B|%7D|\\.esc:|\\.sha256:|user|:|x){0,12}",
+            any::<String>(),
+            proptest::collection::vec(any::<char>(), 0..200).prop_map(String::from_iter),
+            (near, "[a-z{}]{0,2}").prop_map(|(n, end)| "y".repeat(n) + &end),
+            ("[a-z{}]{0,3}", 1_000usize..70_000, "[a-z{}]{0,3}")
+                .prop_map(|(start, n, end)| start + &"z".repeat(n) + &end),
+        ]
+    }
+
+    fn caller() -> impl Strategy<Value = Caller> {
+        prop_oneof![id().prop_map(Caller::Principal), id().prop_map(Caller::Tenant)]
+    }
+
+    /// The id and its kind, when its part is today's `kind:id` (no brace, under the bound).
+    fn as_today(caller: &Caller) -> Option<String> {
+        let today = caller.to_string();
+        let id = match caller {
+            Caller::Principal(id) | Caller::Tenant(id) => id,
+            _ => return Some(today),
+        };
+        (!id.contains(['{', '}']) && today.len() <= MAX_CALLER_KEY_BYTES).then_some(today)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// (1) `rl:` first, (2) exactly one brace pair, the hash tag being the whole caller part,
+        /// (3) the part within the bound, (5) today's key whenever the id has no brace and fits.
+        #[test]
+        fn a_key_is_prefixed_tagged_by_the_whole_caller_bounded_and_unchanged_when_it_can_be(c in caller()) {
+            let key = key(&c);
+            let part = c.key_part();
+            prop_assert!(key.starts_with("rl:"), "{}", key);
+            prop_assert_eq!(key.matches('{').count(), 1, "{}", key);
+            prop_assert_eq!(key.matches('}').count(), 1, "{}", key);
+            prop_assert_eq!(redis_hash_tag(&key), Some(part.as_str()));
+            prop_assert_eq!(key.clone(), format!("rl:{{{part}}}:api"));
+            prop_assert!(part.len() <= MAX_CALLER_KEY_BYTES, "{} bytes", part.len());
+            match as_today(&c) {
+                Some(today) => prop_assert_eq!(key, format!("rl:{{{today}}}:api")),
+                None => prop_assert!(part.contains(".esc:") || part.contains(".sha256:"), "{}", part),
+            }
+        }
+
+        /// (4) Distinct callers, distinct keys (and so distinct tags): over generated sets that
+        /// also hold, for each id, its part's text written as a plain id (with and without the
+        /// markers), the id with its `%7D`, `%7B`, `%25` decoded, and all of them as the other kind.
+        #[test]
+        fn distinct_callers_have_distinct_keys(ids in proptest::collection::vec(caller(), 1..40)) {
+            let mut callers: HashSet<Caller> = HashSet::new();
+            for c in ids {
+                let (Caller::Principal(id) | Caller::Tenant(id)) = &c else { unreachable!() };
+                let part = c.key_part();
+                let tail = part.split_once(':').map_or("", |(_, t)| t).to_string();
+                let decoded = id.replace("%7D", "}").replace("%7B", "{").replace("%25", "%");
+                let forgeries = [id.clone(), decoded, tail.clone(), format!(".esc:{tail}"), format!(".sha256:{tail}")];
+                for forged in forgeries {
+                    callers.insert(Caller::Principal(forged.clone()));
+                    callers.insert(Caller::Tenant(forged));
+                }
+                callers.insert(c);
+            }
+            callers.insert(Caller::Unknown);
+            callers.insert(Caller::Ip("192.0.2.1".parse().unwrap()));
+            let keys: HashSet<String> = callers.iter().map(key).collect();
+            prop_assert_eq!(keys.len(), callers.len());
+        }
+    }
+
+    #[test]
+    fn braces_no_longer_cut_the_tag_short() {
+        let a1 = key(&Caller::Principal("a}x1".into()));
+        let a2 = key(&Caller::Principal("a}x2".into()));
+        // Before: rl:{user:a}x1}:api and rl:{user:a}x2}:api, both tagged `user:a`.
+        assert_eq!(a1, "rl:{user.esc:a%7Dx1}:api");
+        assert_ne!(redis_hash_tag(&a1), redis_hash_tag(&a2));
+        assert_eq!(key(&Caller::Tenant("{x}".into())), "rl:{tenant.esc:%7Bx%7D}:api");
+        // A principal cannot write itself into another caller's key.
+        assert_ne!(key(&Caller::Principal("a}:api:{user:b".into())), key(&Caller::Principal("b".into())));
+        assert_eq!(key(&Caller::Principal("ada".into())), "rl:{user:ada}:api");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! - Keys: the authenticated [`Principal`], then the [`Tenant`], then the client IP; forwarding
 //!   headers only through [trusted proxies](RateLimitLayer::trusted_proxies); or your own closure
 //!   ([`RateLimitLayer::caller_fn`]). IPv6 addresses count per /64 ([`RateLimitLayer::ipv6_prefix`]),
-//!   IPv4-mapped ones as IPv4.
+//!   IPv4-mapped ones as IPv4. The caller is the whole hash tag of its keys, at most
+//!   [`MAX_CALLER_KEY_BYTES`]: ids with braces escaped, longer ones hashed ([`Caller::key_part`]);
+//!   at most [`MAX_HOPS`] hops of a forwarding header are read.
 //! - Routes match path prefixes by whole segments; [`RateLimitLayer::build`] refuses configurations
 //!   that cannot work; [`RateLimitLayer::on_denial`] shapes your own denial answer.
 //! - Every limited response carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`
@@ -30,13 +32,15 @@ mod body;
 mod caller;
 mod denial;
 mod error;
+mod forwarded;
 mod layer;
 mod response;
 
 pub use access::{Access, AccessLists};
 pub use body::LimitedBody;
-pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies};
+pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies, MAX_CALLER_KEY_BYTES};
 pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
+pub use forwarded::MAX_HOPS;
 pub use layer::{RateLimit, RateLimitLayer};
 pub use response::{CONCURRENCY_LIMITED, COST_EXCEEDS_LIMIT, DENIED, RATE_LIMITED, UNAVAILABLE};
