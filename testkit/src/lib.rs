@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod sentinel;
 
 pub use redis;
 
@@ -225,6 +226,15 @@ impl Server {
     pub fn restart(&mut self, shutdown: &str) {
         self.shutdown(shutdown);
         self.start_again();
+    }
+
+    /// Kills the server with SIGKILL (a crash: nothing is saved, nothing more is replicated); its port
+    /// is closed until [`Server::start_again`].
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// Stops the server (SHUTDOWN NOSAVE): its port is closed until [`Server::start_again`].
