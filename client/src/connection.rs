@@ -1,5 +1,11 @@
-//! The connection to Redis: one server through redis-rs' `ConnectionManager` (reconnects by itself) or
-//! Redis Cluster through its cluster client (routes each command to its slot's node).
+//! The connection to Redis: one server through redis-rs' `ConnectionManager` (reconnects by itself),
+//! a primary found through Sentinel (redis-rs' Sentinel client finds it; this re-resolves it when its
+//! connection breaks or it answers READONLY, a demoted primary), or Redis Cluster through its cluster
+//! client (routes each command to its slot's node).
+//!
+//! Decisions that wait for replicas (`WAIT`) go over connections of their own: WAIT blocks the
+//! connection it is sent on, and it waits for that connection's writes, so it is pipelined behind its
+//! decision on a connection no other call shares at the same time.
 //!
 //! A restarted server: RESP3's disconnect notice says when the connection drops (also while no call
 //! is under way); the next call after it, a call after a connection failure, and the breaker's probe
@@ -8,16 +14,20 @@
 //! reached the server may have been charged, and a resend would charge it twice.
 
 use crate::fallback::LocalLimiter;
+use redis::aio::MultiplexedConnection;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 #[derive(Clone)]
 pub(crate) enum Backend {
     Single(Single),
+    /// The primary that Sentinel names, re-resolved after a failover.
+    Sentinel(Watched),
     Cluster(ClusterConnection),
     /// No Redis: every decision is made in this process (`LimiterBuilder::in_process`).
     Local(Arc<LocalLimiter>),
@@ -28,13 +38,123 @@ pub(crate) struct Single {
     manager: ConnectionManager,
     /// The connection dropped or the last call failed on it: check it before the next command.
     suspect: Arc<AtomicBool>,
+    /// For decisions that wait for replicas: the server, and its idle connections.
+    client: redis::Client,
+    idle: Arc<Mutex<Vec<MultiplexedConnection>>>,
+    deadline: Duration,
+}
+
+/// A primary behind Sentinel: the resolved one, until its connection fails or it answers READONLY.
+#[derive(Clone)]
+pub(crate) struct Watched {
+    sentinel: Arc<tokio::sync::Mutex<SentinelClient>>,
+    primary: Arc<RwLock<Option<Single>>>,
+    deadline: Duration,
 }
 
 impl Backend {
     /// A manager that connects on first use, so a limiter can be built while Redis is down. Its
     /// connection attempts give up within `deadline`; the limiter bounds every call by it too.
     pub(crate) fn single(url: &str, deadline: Duration) -> RedisResult<Backend> {
-        let info = url.into_connection_info()?;
+        Ok(Backend::Single(Single::new(url.into_connection_info()?, deadline)?))
+    }
+
+    /// The primary of `service` as `sentinels` name it; nothing is connected before the first call.
+    pub(crate) fn sentinel(sentinels: &[&str], service: &str, deadline: Duration) -> RedisResult<Backend> {
+        let client =
+            SentinelClient::build(sentinels.to_vec(), service.to_string(), None, SentinelServerType::Master)?;
+        Ok(Backend::Sentinel(Watched {
+            sentinel: Arc::new(tokio::sync::Mutex::new(client)),
+            primary: Arc::new(RwLock::new(None)),
+            deadline,
+        }))
+    }
+
+    /// A Redis Cluster connection (connects now, to learn the slot map).
+    pub(crate) async fn cluster(nodes: &[&str], deadline: Duration) -> RedisResult<Backend> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes.iter().copied())
+            .connection_timeout(deadline)
+            .retries(1)
+            .build()?;
+        Ok(Backend::Cluster(client.get_async_connection().await?))
+    }
+
+    /// Sends `cmd`. With `check_first` (the breaker's probe), the connection is checked first.
+    pub(crate) async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
+        match self {
+            Backend::Single(single) => single.query(cmd, check_first).await,
+            Backend::Sentinel(watched) => watched.query(cmd, check_first).await,
+            Backend::Cluster(con) => cmd.query_async(&mut con.clone()).await,
+            Backend::Local(_) => Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "an in-process limiter has no Redis to send this command to",
+            ))),
+        }
+    }
+
+    /// Sends `cmd` followed by `WAIT replicas timeout` on a connection of their own: the reply, and
+    /// how many replicas acknowledged the writes it made.
+    pub(crate) async fn query_waited(
+        &self,
+        cmd: &Cmd,
+        replicas: u32,
+        timeout: Duration,
+    ) -> RedisResult<(Value, i64)> {
+        match self {
+            Backend::Single(single) => single.query_waited(cmd, replicas, timeout).await,
+            Backend::Sentinel(watched) => {
+                let single = watched.resolve().await?;
+                let result = single.query_waited(cmd, replicas, timeout).await;
+                watched.forget_if_failed(&result);
+                result
+            }
+            Backend::Cluster(_) | Backend::Local(_) => Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "waiting for replicas needs a single server or Sentinel",
+            ))),
+        }
+    }
+}
+
+impl Watched {
+    /// The primary: the one resolved before, or the one Sentinel names now (redis-rs checks that it
+    /// answers ROLE as a primary).
+    async fn resolve(&self) -> RedisResult<Single> {
+        if let Some(primary) = self.primary.read().ok().and_then(|p| p.clone()) {
+            return Ok(primary);
+        }
+        let mut sentinel = self.sentinel.lock().await;
+        // Another caller may have resolved it while this one waited for the lock.
+        if let Some(primary) = self.primary.read().ok().and_then(|p| p.clone()) {
+            return Ok(primary);
+        }
+        let client = sentinel.async_get_client().await?;
+        let primary = Single::new(client.get_connection_info().clone(), self.deadline)?;
+        if let Ok(mut slot) = self.primary.write() {
+            *slot = Some(primary.clone());
+        }
+        Ok(primary)
+    }
+
+    async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
+        let primary = self.resolve().await?;
+        let result = primary.query(cmd, check_first).await;
+        self.forget_if_failed(&result);
+        result
+    }
+
+    /// After no answer, or READONLY (the primary was demoted), the next call asks Sentinel again.
+    fn forget_if_failed<T>(&self, result: &RedisResult<T>) {
+        if result.as_ref().is_err_and(is_connection_failure) {
+            if let Ok(mut slot) = self.primary.write() {
+                *slot = None;
+            }
+        }
+    }
+}
+
+impl Single {
+    fn new(info: redis::ConnectionInfo, deadline: Duration) -> RedisResult<Single> {
         let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
         let client = redis::Client::open(info.set_redis_settings(settings))?;
         let suspect = Arc::new(AtomicBool::new(false));
@@ -51,33 +171,35 @@ impl Backend {
                 }
                 Ok::<(), std::convert::Infallible>(())
             });
-        let manager = ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(Backend::Single(Single { manager, suspect }))
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        Ok(Single { manager, suspect, client, idle: Arc::new(Mutex::new(Vec::new())), deadline })
     }
 
-    /// A Redis Cluster connection (connects now, to learn the slot map).
-    pub(crate) async fn cluster(nodes: &[&str], deadline: Duration) -> RedisResult<Backend> {
-        let client = redis::cluster::ClusterClientBuilder::new(nodes.iter().copied())
-            .connection_timeout(deadline)
-            .retries(1)
-            .build()?;
-        Ok(Backend::Cluster(client.get_async_connection().await?))
-    }
-
-    /// Sends `cmd`. With `check_first` (the breaker's probe), the connection is checked first.
-    pub(crate) async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
-        match self {
-            Backend::Single(single) => single.query(cmd, check_first).await,
-            Backend::Cluster(con) => cmd.query_async(&mut con.clone()).await,
-            Backend::Local(_) => Err(RedisError::from((
-                redis::ErrorKind::Client,
-                "an in-process limiter has no Redis to send this command to",
-            ))),
+    /// `cmd` and `WAIT` pipelined on an idle connection of their own (a new one when none is idle);
+    /// the connection is kept for the next waited call unless it failed.
+    async fn query_waited(&self, cmd: &Cmd, replicas: u32, timeout: Duration) -> RedisResult<(Value, i64)> {
+        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut con = match idle {
+            Some(con) => con,
+            None => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.deadline))
+                    .set_response_timeout(None);
+                self.client.get_multiplexed_async_connection_with_config(&config).await?
+            }
+        };
+        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd.clone()).cmd("WAIT").arg(replicas).arg(millis);
+        let result: RedisResult<(Value, i64)> = pipe.query_async(&mut con).await;
+        if !result.as_ref().is_err_and(is_connection_failure) {
+            if let Ok(mut idle) = self.idle.lock() {
+                idle.push(con);
+            }
         }
+        result
     }
-}
 
-impl Single {
     async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
         if check_first || self.suspect.load(Ordering::Relaxed) {
             if let Err(e) = self.check().await {
@@ -114,9 +236,11 @@ impl Single {
     }
 }
 
-/// A call that failed on the way to or from the server (no answer), as opposed to an error reply.
+/// A call that failed on the way to or from the server (no answer), as opposed to an error reply; and
+/// READONLY, the answer of a primary that was demoted to a replica, which cannot decide either.
 pub(crate) fn is_connection_failure(e: &RedisError) -> bool {
-    e.is_io_error()
+    e.code() == Some("READONLY")
+        || e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()

@@ -53,7 +53,7 @@ pub use command::Limit;
 pub use counters::Counts;
 pub use decision::Decision;
 pub use error::{CallError, PolicyError};
-pub use limiter::{FailurePolicy, Limiter, LimiterBuilder};
+pub use limiter::{FailurePolicy, Limiter, LimiterBuilder, WaitTimeout};
 pub use permit::{Acquired, Permit};
 pub use policy::{Policy, Window};
 pub use reserve::TokenReserve;

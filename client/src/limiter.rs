@@ -29,6 +29,24 @@ pub enum FailurePolicy {
     LocalFallback { instances: u32 },
 }
 
+/// What an allowed decision becomes when fewer replicas than asked acknowledged its write in time
+/// (see [`LimiterBuilder::wait_for_replicas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitTimeout {
+    /// Allowed, marked `degraded`: available, with the write possibly lost in a failover.
+    AllowDegraded,
+    /// Denied, marked `degraded` (retry after 1 s): never admits a request whose write may be lost,
+    /// at the cost of refusing it although its tokens were taken.
+    Deny,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReplicaWait {
+    replicas: u32,
+    timeout: Duration,
+    on_timeout: WaitTimeout,
+}
+
 /// Builds a [`Limiter`]. The failure policy is the one required choice.
 pub struct LimiterBuilder {
     failure: FailurePolicy,
@@ -37,6 +55,7 @@ pub struct LimiterBuilder {
     breaker_cooldown: Duration,
     precheck: bool,
     name: String,
+    wait: Option<ReplicaWait>,
 }
 
 impl LimiterBuilder {
@@ -68,6 +87,18 @@ impl LimiterBuilder {
         self
     }
 
+    /// Reports a decision that took something as allowed only once `replicas` replicas have
+    /// acknowledged its write (`WAIT replicas timeout`, pipelined behind the decision on a connection
+    /// of its own), so a failover to one of them cannot give the tokens back. When fewer acknowledge
+    /// within `timeout`, `on_timeout` decides. Denials write nothing and wait for nothing. A call may
+    /// then take up to the deadline plus `timeout`. It cannot promise more than WAIT does: a replica
+    /// that acknowledged and then also dies, or a failover to a replica that had not, still loses the
+    /// write. Single server and Sentinel only (not Redis Cluster).
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration, on_timeout: WaitTimeout) -> Self {
+        self.wait = (replicas > 0).then_some(ReplicaWait { replicas, timeout, on_timeout });
+        self
+    }
+
     /// A limiter on one Redis server (`redis://host:port/db`). Connects on first use, so it can be built
     /// while Redis is down.
     pub fn connect(self, url: &str) -> Result<Limiter, CallError> {
@@ -77,11 +108,30 @@ impl LimiterBuilder {
         Ok(self.finish(backend))
     }
 
+    /// A limiter on the primary that Redis Sentinel names for `service`, given some sentinels'
+    /// addresses (`redis://host:26379/`). It follows a failover: when the primary's connection breaks,
+    /// or the server answers READONLY (a demoted primary), the call fails as an outage (the failure
+    /// policy decides it, the breaker counts it) and the next call asks Sentinel again. Connects on
+    /// first use, so it can be built while Redis is down.
+    pub fn connect_sentinel(self, sentinels: &[&str], service: &str) -> Result<Limiter, CallError> {
+        for sentinel in sentinels {
+            check_url(sentinel)?;
+        }
+        let backend = Backend::sentinel(sentinels, service, self.deadline)
+            .map_err(|e| CallError::InvalidUrl { url: sentinels.join(","), reason: e.to_string() })?;
+        Ok(self.finish(backend))
+    }
+
     /// A limiter on Redis Cluster, given some of its nodes. Keys of one multi-limit check must share
     /// a hash slot: put the caller in a hash tag (`rl:{client:42}:route`).
     pub async fn connect_cluster(self, nodes: &[&str]) -> Result<Limiter, CallError> {
         for node in nodes {
             check_url(node)?;
+        }
+        if self.wait.is_some() {
+            return Err(CallError::Usage(
+                "wait_for_replicas needs a single server or Sentinel, not Redis Cluster",
+            ));
         }
         let backend = Backend::cluster(nodes, self.deadline).await?;
         Ok(self.finish(backend))
@@ -112,6 +162,7 @@ impl LimiterBuilder {
                 counters: Counters::default(),
                 log: LogThrottle::new(Duration::from_secs(10)),
                 name: self.name.into(),
+                wait: self.wait,
             }),
         }
     }
@@ -146,6 +197,7 @@ struct Inner {
     counters: Counters,
     log: LogThrottle,
     name: Arc<str>,
+    wait: Option<ReplicaWait>,
 }
 
 impl Limiter {
@@ -158,6 +210,7 @@ impl Limiter {
             breaker_cooldown: Duration::from_secs(5),
             precheck: false,
             name: "default".into(),
+            wait: None,
         }
     }
 
@@ -231,15 +284,33 @@ impl Limiter {
 
     /// Sends a command through the limiter's connection, breaker and deadline.
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, CallError> {
+        self.query_inner(cmd, None).await.map(|(value, _)| value)
+    }
+
+    /// As `query`; with `wait`, the command is followed by WAIT, whose count comes back too.
+    async fn query_inner(
+        &self,
+        cmd: &redis::Cmd,
+        wait: Option<&ReplicaWait>,
+    ) -> Result<(Value, Option<i64>), CallError> {
         let inner = &*self.inner;
         let probe = match inner.breaker.admit(Instant::now()) {
             Admission::Reject(_) => return Err(CallError::BreakerOpen),
             Admission::Probe => true,
             Admission::Call => false,
         };
+        let deadline = inner.deadline + wait.map_or(Duration::ZERO, |w| w.timeout);
         // The probe checks the connection first: after an outage it may be a dead one.
-        let result = match tokio::time::timeout(inner.deadline, inner.backend.query(cmd, probe)).await {
-            Err(_) => Err(CallError::Deadline(inner.deadline)),
+        let call = async {
+            match wait {
+                Some(w) => {
+                    inner.backend.query_waited(cmd, w.replicas, w.timeout).await.map(|(v, n)| (v, Some(n)))
+                }
+                None => inner.backend.query(cmd, probe).await.map(|v| (v, None)),
+            }
+        };
+        let result = match tokio::time::timeout(deadline, call).await {
+            Err(_) => Err(CallError::Deadline(deadline)),
             Ok(Err(e)) => Err(CallError::Redis(e)),
             Ok(Ok(v)) => Ok(v),
         };
@@ -255,7 +326,31 @@ impl Limiter {
         if let Backend::Local(local) = &self.inner.backend {
             return Ok(local.decide(limits, now_ns(), false));
         }
-        self.send(&cmd).await
+        match &self.inner.wait {
+            Some(wait) => self.send_waited(&cmd, wait).await,
+            None => self.send(&cmd).await,
+        }
+    }
+
+    /// A decision whose write must reach `wait.replicas` replicas before it counts as allowed.
+    async fn send_waited(&self, cmd: &redis::Cmd, wait: &ReplicaWait) -> Result<Decision, CallError> {
+        let (value, acked) = self.query_inner(cmd, Some(wait)).await?;
+        let mut decision = parse_decision(value)?;
+        let acked = acked.unwrap_or(0);
+        if !decision.allowed || acked >= i64::from(wait.replicas) {
+            return Ok(decision);
+        }
+        let inner = &*self.inner;
+        inner.log.maybe(Instant::now(), |suppressed| {
+            tracing::warn!(limiter = %inner.name, acked, wanted = wait.replicas, on_timeout = ?wait.on_timeout,
+                suppressed, "an allowed decision's write reached fewer replicas than asked within the wait");
+        });
+        decision.degraded = true;
+        if wait.on_timeout == WaitTimeout::Deny {
+            decision.allowed = false;
+            decision.retry_after = Some(Duration::from_secs(1));
+        }
+        Ok(decision)
     }
 
     pub(crate) fn backend(&self) -> &Backend {
@@ -293,9 +388,7 @@ impl Limiter {
     }
 
     pub(crate) async fn send(&self, cmd: &redis::Cmd) -> Result<Decision, CallError> {
-        let value = self.query(cmd).await?;
-        let reply: Vec<i64> = redis::from_redis_value(value).map_err(|e| CallError::Reply(e.to_string()))?;
-        Decision::from_reply(&reply).ok_or_else(|| CallError::Reply(format!("{reply:?}")))
+        parse_decision(self.query(cmd).await?)
     }
 
     fn warn_degraded(&self, error: &CallError) {
@@ -329,6 +422,11 @@ impl Limiter {
             _ => degraded(true, limit, Some(Duration::ZERO)),
         }
     }
+}
+
+fn parse_decision(value: Value) -> Result<Decision, CallError> {
+    let reply: Vec<i64> = redis::from_redis_value(value).map_err(|e| CallError::Reply(e.to_string()))?;
+    Decision::from_reply(&reply).ok_or_else(|| CallError::Reply(format!("{reply:?}")))
 }
 
 /// A URL without a scheme (`127.0.0.1:6379`) is refused with that reason, not as "did not parse".

@@ -228,6 +228,11 @@ impl Server {
         self.start_again();
     }
 
+    /// The server's process id (None for an external or stopped server).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the server with SIGKILL (a crash: nothing is saved, nothing more is replicated); its port
     /// is closed until [`Server::start_again`].
     pub fn kill(&mut self) {
