@@ -10,6 +10,7 @@ mod loadgen;
 mod lua;
 mod memory;
 mod peers;
+mod replicas;
 
 use loadgen::{Load, Measured};
 use std::fmt::Write as _;
@@ -219,6 +220,13 @@ fn main() {
         write_doc("bench-leases.md", &report);
         return;
     }
+    // `rl-bench replicas`: only what waiting for replicas costs a decision.
+    if std::env::args().nth(1).as_deref() == Some("replicas") {
+        let report = replicas::run(scale);
+        println!("{report}");
+        write_doc("bench-replicas.md", &report);
+        return;
+    }
     // `rl-bench peers`: only the side-by-side table.
     if std::env::args().nth(1).as_deref() == Some("peers") {
         let report = peers::run(scale);
@@ -319,6 +327,9 @@ fn main() {
     let peers = peers::run(scale);
     println!("{peers}");
     write_doc("bench-peers.md", &peers);
+    let replicas = replicas::run(scale);
+    println!("{replicas}");
+    write_doc("bench-replicas.md", &replicas);
 }
 
 fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
