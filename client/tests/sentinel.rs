@@ -1,40 +1,19 @@
 //! The limiter behind Redis Sentinel, and what a failover costs the limit. A module-enabled primary
 //! and replica and three sentinels on loopback (`testkit::sentinel`: down after 1 s, failover timeout
-//! 5 s); two limiter instances put a steady load on keys of known capacity and rate; the primary is
-//! killed with SIGKILL. The decisions must come from the promoted replica within a bounded time, every
-//! degraded decision in between must follow the failure policy, and the buckets must carry on from the
-//! replicated state. The test reports what the failover over-admitted (requests allowed beyond what
-//! the limit allows over the span) and the replication lag at the kill; with `wait_for_replicas` on,
-//! the excess must be zero.
+//! 5 s); two limiter instances put a steady load on keys of known capacity and rate
+//! (`support::failover`); the primary is killed with SIGKILL. The decisions must come from the
+//! promoted replica within a bounded time, every degraded decision in between must follow the failure
+//! policy, and the buckets must carry on from the replicated state. The tests report what the
+//! failover over-admitted (requests allowed beyond what the limit allows over the span) and the
+//! replication lag at the kill; with `wait_for_replicas` on, the excess must be zero.
+
+mod support;
 
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy, WaitTimeout};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::failover;
 use testkit::redis;
 use testkit::sentinel::{Sentinels, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, SERVICE};
-
-const KEYS: usize = 8;
-const CAPACITY: u64 = 20;
-/// Tokens per second: a few seconds of outage refill a few tokens, so a bucket that carried on is
-/// told apart from a fresh one.
-const RATE: f64 = 2.0;
-
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    at: Instant,
-    key: usize,
-    allowed: bool,
-    degraded: bool,
-    remaining: u64,
-}
-
-struct Run {
-    seen: Vec<Seen>,
-    start: Instant,
-    killed_at: Instant,
-    lag_bytes: i64,
-    new_primary_after: Duration,
-}
 
 fn limiter(topology: &Sentinels, wait: bool) -> Limiter {
     let urls = topology.urls();
@@ -54,47 +33,28 @@ fn signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid}");
 }
 
-/// Two limiter instances, four workers each, calling every few ms on `KEYS` keys; the primary is
-/// killed after 2 s, and the load goes on until 4 s after the sentinels name a new primary. With
-/// `lagging`, replication falls behind first, as on a loaded network: the replica is stopped
-/// (SIGSTOP) and 64 MB of other writes fill the link and its socket buffers (loopback autotunes them to tens of MB), so the decisions of the next 1.5 s sit in the
-/// primary's output buffer when it dies; the replica resumes (SIGCONT) just after the kill.
-async fn failover_under_load(topology: &mut Sentinels, prefix: &str, wait: bool, lagging: bool) -> Run {
+/// Two limiter instances under load; the primary is killed after 2 s, and the load goes on until 4 s
+/// after the sentinels name a new primary. With `lagging`, replication falls behind first, as on a
+/// loaded network: the replica is stopped (SIGSTOP) and 64 MB of other writes fill the link and its
+/// socket buffers (loopback autotunes them to tens of MB), so the decisions of the next 1.5 s sit in
+/// the primary's output buffer when it dies; the replica resumes (SIGCONT) just after the kill.
+/// Returns the excess per key.
+async fn failover_under_load(
+    topology: &mut Sentinels,
+    label: &str,
+    wait: bool,
+    lagging: bool,
+) -> (Vec<u64>, i64) {
     let instances = [limiter(topology, wait), limiter(topology, wait)];
-    let policy = Policy::token_bucket(CAPACITY, RATE).unwrap();
+    let warm = Policy::token_bucket(1, 1.0).unwrap();
     for l in &instances {
         assert!(
-            !l.check(&format!("{prefix}:warm"), &policy, 0).await.degraded,
+            !l.check(&format!("rl:{label}:warm"), &warm, 0).await.degraded,
             "the limiter reaches the primary"
         );
     }
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let start = Instant::now();
-    let mut workers = vec![];
-    for (i, limiter) in instances.iter().enumerate() {
-        for w in 0..4 {
-            let (limiter, policy, seen, stop) = (limiter.clone(), policy.clone(), seen.clone(), stop.clone());
-            let prefix = prefix.to_string();
-            workers.push(tokio::spawn(async move {
-                let mut n = i * 4 + w;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let key = n % KEYS;
-                    n += 1;
-                    let d = limiter.check(&format!("{prefix}:{{k}}:{key}"), &policy, 1).await;
-                    let at = Instant::now();
-                    seen.lock().unwrap().push(Seen {
-                        at,
-                        key,
-                        allowed: d.allowed,
-                        degraded: d.degraded,
-                        remaining: d.remaining,
-                    });
-                    tokio::time::sleep(Duration::from_millis(4)).await;
-                }
-            }));
-        }
-    }
+    let prefix = format!("rl:{}", label.replace(' ', "-"));
+    let load = failover::start(&instances, |k| format!("{prefix}:{{k}}:{k}"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let old = topology.primary_port().expect("the sentinels name a primary");
     let replica_port = topology.nodes.iter().map(|n| n.port).find(|p| *p != old).unwrap();
@@ -108,19 +68,7 @@ async fn failover_under_load(topology: &mut Sentinels, prefix: &str, wait: bool,
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
-    // The replication lag at the kill: the primary's offset against the replica's last acknowledged.
-    let lag_bytes = {
-        let mut p = topology.node(old).unwrap().conn();
-        let primary: i64 =
-            testkit::info_field(&mut p, "replication", "master_repl_offset").unwrap().parse().unwrap();
-        let slave0 = testkit::info_field(&mut p, "replication", "slave0").unwrap_or_default();
-        let acked: i64 = slave0
-            .split(',')
-            .find_map(|f| f.strip_prefix("offset="))
-            .and_then(|o| o.parse().ok())
-            .unwrap_or(primary);
-        primary - acked
-    };
+    let lag = failover::lag_bytes(&mut topology.node(old).unwrap().conn());
     let killed_at = Instant::now();
     topology.node(old).unwrap().kill();
     if lagging {
@@ -131,90 +79,35 @@ async fn failover_under_load(topology: &mut Sentinels, prefix: &str, wait: bool,
     })
     .expect("the sentinels promote the replica");
     assert_eq!(new, replica_port);
-    let new_primary_after = killed_at.elapsed();
+    eprintln!("{label}: the sentinels named the new primary {:?} after the kill", killed_at.elapsed());
     tokio::time::sleep(Duration::from_secs(4)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for w in workers {
-        w.await.unwrap();
-    }
-    let seen = seen.lock().unwrap().clone();
-    Run { seen, start, killed_at, lag_bytes, new_primary_after }
-}
-
-/// Per key, the requests allowed beyond `capacity + rate * span` over the whole run.
-fn excess(run: &Run) -> Vec<u64> {
-    let end = run.seen.iter().map(|s| s.at).max().unwrap();
-    let span = (end - run.start).as_secs_f64();
-    let allowed_by_limit = CAPACITY as f64 + RATE * span;
-    (0..KEYS)
-        .map(|k| {
-            let allowed = run.seen.iter().filter(|s| s.key == k && s.allowed).count() as f64;
-            (allowed - allowed_by_limit.ceil()).max(0.0) as u64
-        })
-        .collect()
-}
-
-fn check_run(run: &Run, label: &str) -> Vec<u64> {
-    let degraded: Vec<&Seen> = run.seen.iter().filter(|s| s.degraded).collect();
-    assert!(
-        degraded.iter().all(|s| !s.allowed),
-        "{label}: every degraded decision follows the failure policy (closed, and WAIT's Deny: denied)"
-    );
-    // Decisions come from Redis again within the sentinels' down-after plus the failover's time.
-    let back = run
-        .seen
-        .iter()
-        .filter(|s| s.at > run.killed_at + run.new_primary_after && !s.degraded)
-        .map(|s| s.at)
-        .min()
-        .expect("decisions from Redis after the failover");
-    let outage = back - run.killed_at;
+    let (start, seen) = load.stop().await;
+    // Sentinel's down-after plus its failover, with a margin for the limiter's breaker.
     let bound = Duration::from_millis(DOWN_AFTER_MS + FAILOVER_TIMEOUT_MS + 2000);
-    assert!(outage < bound, "{label}: Redis decided again {outage:?} after the kill (bound {bound:?})");
-    // The buckets carried on: the first decision of each key from the new primary finds it far from
-    // full (a fresh bucket would say CAPACITY - 1).
-    for k in 0..KEYS {
-        let first =
-            run.seen.iter().find(|s| s.key == k && s.at >= back && !s.degraded).expect("a decision per key");
-        assert!(first.remaining < CAPACITY / 2, "{label}: key {k} carried on: {first:?}");
-    }
-    let excess = excess(run);
-    eprintln!(
-        "{label}: new primary named {:?} after the kill, Redis decided again after {outage:?}; \
-         {} degraded decisions (all denied); replication lag at the kill {} bytes; over-admitted per key {excess:?}, \
-         {} in total ({} allowed over {:.1} s on {KEYS} keys of capacity {CAPACITY} at {RATE}/s)",
-        run.new_primary_after,
-        degraded.len(),
-        run.lag_bytes,
-        excess.iter().sum::<u64>(),
-        run.seen.iter().filter(|s| s.allowed).count(),
-        (run.seen.iter().map(|s| s.at).max().unwrap() - run.start).as_secs_f64(),
-    );
-    excess
+    (failover::check(label, start, &seen, killed_at, lag, bound), lag)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_is_followed_and_what_it_over_admits_is_measured() {
     let Some(mut topology) = Sentinels::start() else { return };
-    let run = failover_under_load(&mut topology, "rl:sentinel:plain", false, false).await;
-    check_run(&run, "sentinel failover, replication in step");
+    failover_under_load(&mut topology, "sentinel failover, replication in step", false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_behind_a_lagging_replica_over_admits_what_it_lost() {
     let Some(mut topology) = Sentinels::start() else { return };
-    let run = failover_under_load(&mut topology, "rl:sentinel:lag", false, true).await;
-    let excess = check_run(&run, "sentinel failover, replica 1.5 s behind");
-    assert!(run.lag_bytes > 1 << 20, "the replica was behind at the kill: {} bytes", run.lag_bytes);
+    let (excess, lag) =
+        failover_under_load(&mut topology, "sentinel failover, replica 1.5 s behind", false, true).await;
+    assert!(lag > 1 << 20, "the replica was behind at the kill: {lag} bytes");
     assert!(excess.iter().sum::<u64>() > 0, "the lost writes' tokens came back: {excess:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_a_replica_bounds_the_over_admission_at_zero() {
     let Some(mut topology) = Sentinels::start() else { return };
-    let run = failover_under_load(&mut topology, "rl:sentinel:wait", true, true).await;
-    let excess = check_run(&run, "sentinel failover, replica 1.5 s behind, wait_for_replicas(1)");
-    assert!(run.lag_bytes > 1 << 20, "the replica was behind at the kill: {} bytes", run.lag_bytes);
+    let label = "sentinel failover, replica 1.5 s behind, wait_for_replicas(1)";
+    let (excess, lag) = failover_under_load(&mut topology, label, true, true).await;
+    assert!(lag > 1 << 20, "the replica was behind at the kill: {lag} bytes");
     assert_eq!(excess.iter().sum::<u64>(), 0, "no allowed decision's write was lost: {excess:?}");
 }
 

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod failover;
 pub mod web;
 
 use redis_ratelimit_client::{FailurePolicy, Limiter};
