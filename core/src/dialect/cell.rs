@@ -152,10 +152,18 @@ pub fn reply(verdict: &Verdict) -> super::Reply {
 /// `+`, then digits). None for anything else, or a TAT beyond the clock's range.
 pub fn decimal_tat(bytes: &[u8]) -> Option<Nanos> {
     let digits = bytes.strip_prefix(b"+").unwrap_or(bytes);
-    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || digits.len() > 20 {
         return None;
     }
-    std::str::from_utf8(digits).ok()?.parse::<u64>().ok().and_then(|n| Nanos::try_from(n).ok())
+    // By hand: every call reads one, and a u64 of 20 digits fits in a u128 without overflow checks.
+    let mut value: u128 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + u128::from(d - b'0');
+    }
+    u64::try_from(value).ok().and_then(|n| Nanos::try_from(n).ok())
 }
 
 /// The decimal digits of a (non-negative) TAT.
