@@ -28,7 +28,7 @@ pub(crate) enum Backend {
     Single(Single),
     /// The primary that Sentinel names, re-resolved after a failover.
     Sentinel(Watched),
-    Cluster(ClusterConnection),
+    Cluster(Clustered),
     /// No Redis: every decision is made in this process (`LimiterBuilder::in_process`).
     Local(Arc<LocalLimiter>),
 }
@@ -41,6 +41,17 @@ pub(crate) struct Single {
     /// For decisions that wait for replicas: the server, and its idle connections.
     client: redis::Client,
     idle: Arc<Mutex<Vec<MultiplexedConnection>>>,
+    deadline: Duration,
+}
+
+/// Redis Cluster: the cluster client, and for decisions that wait for replicas, connections of their
+/// own to each primary they went to.
+#[derive(Clone)]
+pub(crate) struct Clustered {
+    con: ClusterConnection,
+    /// The first node's connection settings (credentials, database), for the nodes' own connections.
+    template: redis::ConnectionInfo,
+    nodes: Arc<Mutex<std::collections::HashMap<String, Single>>>,
     deadline: Duration,
 }
 
@@ -72,11 +83,17 @@ impl Backend {
 
     /// A Redis Cluster connection (connects now, to learn the slot map).
     pub(crate) async fn cluster(nodes: &[&str], deadline: Duration) -> RedisResult<Backend> {
+        let template = nodes.first().copied().unwrap_or_default().into_connection_info()?;
         let client = redis::cluster::ClusterClientBuilder::new(nodes.iter().copied())
             .connection_timeout(deadline)
             .retries(1)
             .build()?;
-        Ok(Backend::Cluster(client.get_async_connection().await?))
+        Ok(Backend::Cluster(Clustered {
+            con: client.get_async_connection().await?,
+            template,
+            nodes: Arc::new(Mutex::new(std::collections::HashMap::new())),
+            deadline,
+        }))
     }
 
     /// Sends `cmd`. With `check_first` (the breaker's probe), the connection is checked first.
@@ -84,7 +101,7 @@ impl Backend {
         match self {
             Backend::Single(single) => single.query(cmd, check_first).await,
             Backend::Sentinel(watched) => watched.query(cmd, check_first).await,
-            Backend::Cluster(con) => cmd.query_async(&mut con.clone()).await,
+            Backend::Cluster(cluster) => cmd.query_async(&mut cluster.con.clone()).await,
             Backend::Local(_) => Err(RedisError::from((
                 redis::ErrorKind::Client,
                 "an in-process limiter has no Redis to send this command to",
@@ -92,15 +109,17 @@ impl Backend {
         }
     }
 
-    /// Sends `cmd` followed by `WAIT replicas timeout` on a connection of their own: the reply, and
-    /// how many replicas acknowledged the writes it made.
+    /// Sends `cmd` followed by `WAIT replicas timeout` on a connection of their own (in a cluster, to
+    /// the primary of `key`'s slot): the reply, and how many replicas acknowledged the writes it made.
     pub(crate) async fn query_waited(
         &self,
         cmd: &Cmd,
+        key: &str,
         replicas: u32,
         timeout: Duration,
     ) -> RedisResult<(Value, i64)> {
         match self {
+            Backend::Cluster(cluster) => cluster.query_waited(cmd, key, replicas, timeout).await,
             Backend::Single(single) => single.query_waited(cmd, replicas, timeout).await,
             Backend::Sentinel(watched) => {
                 let single = watched.resolve().await?;
@@ -108,12 +127,88 @@ impl Backend {
                 watched.forget_if_failed(&result);
                 result
             }
-            Backend::Cluster(_) | Backend::Local(_) => Err(RedisError::from((
+            Backend::Local(_) => Err(RedisError::from((
                 redis::ErrorKind::Client,
-                "waiting for replicas needs a single server or Sentinel",
+                "an in-process limiter has no replicas to wait for",
             ))),
         }
     }
+}
+
+impl Clustered {
+    /// The primary of `key`'s slot, as the cluster client routes it now: asked for its own address
+    /// (`CLIENT INFO`'s `laddr`), with a connection of its own kept per address. A slot that moves
+    /// between the two answers MOVED to the decision, which then counts as not decided.
+    async fn node_of(&self, key: &str) -> RedisResult<Single> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+            key,
+            SlotAddr::Master,
+        )));
+        let mut con = self.con.clone();
+        let info = match con.route_command(redis::cmd("CLIENT").arg("INFO").clone(), route.clone()).await {
+            Ok(info) => info,
+            // After a failover the client's slot map may still name the dead primary, and a routed
+            // command does not refresh it: a keyed command does (it follows MOVED and reconnects).
+            Err(_) => {
+                let _: RedisResult<Value> = redis::cmd("EXISTS").arg(key).query_async(&mut con).await;
+                con.route_command(redis::cmd("CLIENT").arg("INFO").clone(), route).await?
+            }
+        };
+        let info: String = redis::from_redis_value(info)?;
+        let address = info
+            .split_whitespace()
+            .find_map(|field| field.strip_prefix("laddr="))
+            .and_then(|a| a.rsplit_once(':'))
+            .and_then(|(host, port)| {
+                Some((host.trim_matches(['[', ']']).to_string(), port.parse::<u16>().ok()?))
+            })
+            .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "CLIENT INFO named no address")))?;
+        self.node_at(address.0, address.1)
+    }
+
+    /// This node's connections, made on first use.
+    fn node_at(&self, host: String, port: u16) -> RedisResult<Single> {
+        let name = format!("{host}:{port}");
+        if let Some(single) = self.nodes.lock().ok().and_then(|nodes| nodes.get(&name).cloned()) {
+            return Ok(single);
+        }
+        let info = self.template.clone().set_addr(redis::ConnectionAddr::Tcp(host, port));
+        let single = Single::new(info, self.deadline)?;
+        if let Ok(mut nodes) = self.nodes.lock() {
+            nodes.insert(name, single.clone());
+        }
+        Ok(single)
+    }
+
+    /// The decision and its WAIT on the primary of `key`'s slot. A MOVED answer (the client's slot
+    /// map was stale: a failover, a slot moved) means the decision did not run: it is sent once more
+    /// to the node MOVED names, and a keyed command through the cluster client updates its map.
+    async fn query_waited(
+        &self,
+        cmd: &Cmd,
+        key: &str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> RedisResult<(Value, i64)> {
+        let result = self.node_of(key).await?.query_waited(cmd, replicas, timeout).await;
+        let Some((host, port)) = result.as_ref().err().and_then(moved_to) else {
+            return result;
+        };
+        let _: RedisResult<Value> = redis::cmd("EXISTS").arg(key).query_async(&mut self.con.clone()).await;
+        self.node_at(host, port)?.query_waited(cmd, replicas, timeout).await
+    }
+}
+
+/// The node a MOVED error names (also inside a pipeline's error).
+fn moved_to(e: &RedisError) -> Option<(String, u16)> {
+    let text = e.to_string();
+    let rest = &text[text.find("Moved: ")? + "Moved: ".len()..];
+    let mut words = rest.split_whitespace();
+    words.next()?; // the slot
+    let address = words.next()?.trim_end_matches([')', ']', ',']);
+    let (host, port) = address.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
 }
 
 impl Watched {

@@ -93,7 +93,8 @@ impl LimiterBuilder {
     /// within `timeout`, `on_timeout` decides. Denials write nothing and wait for nothing. A call may
     /// then take up to the deadline plus `timeout`. It cannot promise more than WAIT does: a replica
     /// that acknowledged and then also dies, or a failover to a replica that had not, still loses the
-    /// write. Single server and Sentinel only (not Redis Cluster).
+    /// write. On Redis Cluster the wait goes to the primary of the decision's key (its own connection
+    /// to that node).
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration, on_timeout: WaitTimeout) -> Self {
         self.wait = (replicas > 0).then_some(ReplicaWait { replicas, timeout, on_timeout });
         self
@@ -127,11 +128,6 @@ impl LimiterBuilder {
     pub async fn connect_cluster(self, nodes: &[&str]) -> Result<Limiter, CallError> {
         for node in nodes {
             check_url(node)?;
-        }
-        if self.wait.is_some() {
-            return Err(CallError::Usage(
-                "wait_for_replicas needs a single server or Sentinel, not Redis Cluster",
-            ));
         }
         let backend = Backend::cluster(nodes, self.deadline).await?;
         Ok(self.finish(backend))
@@ -287,11 +283,12 @@ impl Limiter {
         self.query_inner(cmd, None).await.map(|(value, _)| value)
     }
 
-    /// As `query`; with `wait`, the command is followed by WAIT, whose count comes back too.
+    /// As `query`; with `wait`, the command is followed by WAIT (on `key`'s node), whose count comes
+    /// back too.
     async fn query_inner(
         &self,
         cmd: &redis::Cmd,
-        wait: Option<&ReplicaWait>,
+        wait: Option<(&ReplicaWait, &str)>,
     ) -> Result<(Value, Option<i64>), CallError> {
         let inner = &*self.inner;
         let probe = match inner.breaker.admit(Instant::now()) {
@@ -299,13 +296,15 @@ impl Limiter {
             Admission::Probe => true,
             Admission::Call => false,
         };
-        let deadline = inner.deadline + wait.map_or(Duration::ZERO, |w| w.timeout);
+        let deadline = inner.deadline + wait.map_or(Duration::ZERO, |(w, _)| w.timeout);
         // The probe checks the connection first: after an outage it may be a dead one.
         let call = async {
             match wait {
-                Some(w) => {
-                    inner.backend.query_waited(cmd, w.replicas, w.timeout).await.map(|(v, n)| (v, Some(n)))
-                }
+                Some((w, key)) => inner
+                    .backend
+                    .query_waited(cmd, key, w.replicas, w.timeout)
+                    .await
+                    .map(|(v, n)| (v, Some(n))),
                 None => inner.backend.query(cmd, probe).await.map(|v| (v, None)),
             }
         };
@@ -326,15 +325,20 @@ impl Limiter {
         if let Backend::Local(local) = &self.inner.backend {
             return Ok(local.decide(limits, now_ns(), false));
         }
-        match &self.inner.wait {
-            Some(wait) => self.send_waited(&cmd, wait).await,
-            None => self.send(&cmd).await,
+        match (&self.inner.wait, limits.first()) {
+            (Some(wait), Some(first)) => self.send_waited(&cmd, first.key, wait).await,
+            _ => self.send(&cmd).await,
         }
     }
 
     /// A decision whose write must reach `wait.replicas` replicas before it counts as allowed.
-    async fn send_waited(&self, cmd: &redis::Cmd, wait: &ReplicaWait) -> Result<Decision, CallError> {
-        let (value, acked) = self.query_inner(cmd, Some(wait)).await?;
+    async fn send_waited(
+        &self,
+        cmd: &redis::Cmd,
+        key: &str,
+        wait: &ReplicaWait,
+    ) -> Result<Decision, CallError> {
+        let (value, acked) = self.query_inner(cmd, Some((wait, key))).await?;
         let mut decision = parse_decision(value)?;
         let acked = acked.unwrap_or(0);
         if !decision.allowed || acked >= i64::from(wait.replicas) {

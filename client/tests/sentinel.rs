@@ -27,12 +27,6 @@ fn limiter(topology: &Sentinels, wait: bool) -> Limiter {
     builder.connect_sentinel(&urls, SERVICE).unwrap()
 }
 
-fn signal(pid: u32, signal: &str) {
-    let status =
-        std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
-    assert!(status.success(), "kill -{signal} {pid}");
-}
-
 /// Two limiter instances under load; the primary is killed after 2 s, and the load goes on until 4 s
 /// after the sentinels name a new primary. With `lagging`, replication falls behind first, as on a
 /// loaded network: the replica is stopped (SIGSTOP) and 64 MB of other writes fill the link and its
@@ -60,7 +54,7 @@ async fn failover_under_load(
     let replica_port = topology.nodes.iter().map(|n| n.port).find(|p| *p != old).unwrap();
     let replica_pid = topology.node(replica_port).unwrap().pid().unwrap();
     if lagging {
-        signal(replica_pid, "STOP");
+        failover::signal(replica_pid, "STOP");
         let mut p = topology.node(old).unwrap().conn();
         let filler = vec![b'x'; 1 << 20];
         for i in 0..64 {
@@ -72,7 +66,7 @@ async fn failover_under_load(
     let killed_at = Instant::now();
     topology.node(old).unwrap().kill();
     if lagging {
-        signal(replica_pid, "CONT");
+        failover::signal(replica_pid, "CONT");
     }
     let new = tokio::task::block_in_place(|| {
         topology.wait_failover(old, Duration::from_millis(DOWN_AFTER_MS + 3 * FAILOVER_TIMEOUT_MS))

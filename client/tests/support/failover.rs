@@ -97,6 +97,11 @@ pub fn check(
     bound: Duration,
 ) -> Vec<u64> {
     let degraded = seen.iter().filter(|s| s.degraded).count();
+    let before = seen.iter().filter(|s| s.at < killed_at && !s.degraded).count();
+    eprintln!(
+        "{label}: {before} decisions from Redis before the kill, of {}",
+        seen.iter().filter(|s| s.at < killed_at).count()
+    );
     assert!(
         seen.iter().filter(|s| s.degraded).all(|s| !s.allowed),
         "{label}: every degraded decision is denied"
@@ -139,4 +144,11 @@ pub fn lag_bytes(primary: &mut testkit::redis::Connection) -> i64 {
         .and_then(|o| o.parse().ok())
         .unwrap_or(offset);
     offset - acked
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to a process.
+pub fn signal(pid: u32, signal: &str) {
+    let status =
+        std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
 }
