@@ -325,9 +325,19 @@ impl Limiter {
         if let Backend::Local(local) = &self.inner.backend {
             return Ok(local.decide(limits, now_ns(), false));
         }
+        self.send_decision(&cmd, limits).await
+    }
+
+    /// Sends a decision (a check or an acquisition) over `limits`, waiting for replicas when the
+    /// limiter is built to.
+    pub(crate) async fn send_decision(
+        &self,
+        cmd: &redis::Cmd,
+        limits: &[Limit<'_>],
+    ) -> Result<Decision, CallError> {
         match (&self.inner.wait, limits.first()) {
-            (Some(wait), Some(first)) => self.send_waited(&cmd, first.key, wait).await,
-            _ => self.send(&cmd).await,
+            (Some(wait), Some(first)) => self.send_waited(cmd, first.key, wait).await,
+            _ => self.send(cmd).await,
         }
     }
 

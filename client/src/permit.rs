@@ -183,7 +183,7 @@ impl Limiter {
         let result = match (command::acquire(limits, &id), local) {
             (Err(e), _) => Err(e),
             (Ok(_), Some(local)) => Ok(local.acquire(limits, &id, now_ns(), false)),
-            (Ok(cmd), None) => self.send(&cmd).await,
+            (Ok(cmd), None) => self.send_decision(&cmd, limits).await,
         };
         let leases: Vec<(String, Duration)> = limits
             .iter()
@@ -193,6 +193,16 @@ impl Limiter {
             })
             .collect();
         let (decision, short_circuited) = match result {
+            // Taken on the primary but refused because too few replicas acknowledged it
+            // (`wait_for_replicas` with `Deny`): the lease is given back.
+            Ok(d) if d.degraded && !d.allowed => {
+                let leases =
+                    Leases { limiter: self.clone(), id: id.clone(), keys: leases.clone(), local: false };
+                tokio::spawn(async move {
+                    let _ = leases.release().await;
+                });
+                (d, false)
+            }
             Ok(d) => (d, false),
             Err(e) => {
                 let unanswered = matches!(&e, CallError::Deadline(_))

@@ -27,6 +27,58 @@ fn limiter(topology: &Sentinels, wait: bool) -> Limiter {
     builder.connect_sentinel(&urls, SERVICE).unwrap()
 }
 
+/// The primary and replica ports, and the replica's process.
+struct Pair {
+    old: u16,
+    replica: u16,
+    replica_pid: u32,
+}
+
+fn pair(topology: &mut Sentinels) -> Pair {
+    let old = topology.primary_port().expect("the sentinels name a primary");
+    let replica = topology.nodes.iter().map(|n| n.port).find(|p| *p != old).unwrap();
+    let replica_pid = topology.node(replica).unwrap().pid().unwrap();
+    Pair { old, replica, replica_pid }
+}
+
+/// Lets replication fall behind (see `failover_under_load`): the replica stopped, 64 MB written.
+fn start_lag(topology: &mut Sentinels, pair: &Pair) {
+    failover::signal(pair.replica_pid, "STOP");
+    let mut p = topology.node(pair.old).unwrap().conn();
+    let filler = vec![b'x'; 1 << 20];
+    for i in 0..64 {
+        let _: () = redis::cmd("SET").arg(format!("filler:{i}")).arg(&filler).query(&mut p).unwrap();
+    }
+}
+
+/// Kills the primary, resumes a stopped replica, and waits until the sentinels promote it; when it
+/// was killed, and the replication lag at that moment.
+fn kill_and_fail_over(topology: &mut Sentinels, pair: &Pair, label: &str, lagging: bool) -> (Instant, i64) {
+    let lag = failover::lag_bytes(&mut topology.node(pair.old).unwrap().conn());
+    let killed_at = Instant::now();
+    topology.node(pair.old).unwrap().kill();
+    if lagging {
+        failover::signal(pair.replica_pid, "CONT");
+    }
+    let new = tokio::task::block_in_place(|| {
+        topology.wait_failover(pair.old, Duration::from_millis(DOWN_AFTER_MS + 3 * FAILOVER_TIMEOUT_MS))
+    })
+    .expect("the sentinels promote the replica");
+    assert_eq!(new, pair.replica);
+    eprintln!("{label}: the sentinels named the new primary {:?} after the kill", killed_at.elapsed());
+    (killed_at, lag)
+}
+
+/// Kills the primary, with `lagging` after 1.5 s of lag.
+async fn kill_primary(topology: &mut Sentinels, label: &str, lagging: bool) -> (Instant, i64) {
+    let pair = pair(topology);
+    if lagging {
+        start_lag(topology, &pair);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    kill_and_fail_over(topology, &pair, label, lagging)
+}
+
 /// Two limiter instances under load; the primary is killed after 2 s, and the load goes on until 4 s
 /// after the sentinels name a new primary. With `lagging`, replication falls behind first, as on a
 /// loaded network: the replica is stopped (SIGSTOP) and 64 MB of other writes fill the link and its
@@ -50,30 +102,7 @@ async fn failover_under_load(
     let prefix = format!("rl:{}", label.replace(' ', "-"));
     let load = failover::start(&instances, |k| format!("{prefix}:{{k}}:{k}"));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let old = topology.primary_port().expect("the sentinels name a primary");
-    let replica_port = topology.nodes.iter().map(|n| n.port).find(|p| *p != old).unwrap();
-    let replica_pid = topology.node(replica_port).unwrap().pid().unwrap();
-    if lagging {
-        failover::signal(replica_pid, "STOP");
-        let mut p = topology.node(old).unwrap().conn();
-        let filler = vec![b'x'; 1 << 20];
-        for i in 0..64 {
-            let _: () = redis::cmd("SET").arg(format!("filler:{i}")).arg(&filler).query(&mut p).unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-    }
-    let lag = failover::lag_bytes(&mut topology.node(old).unwrap().conn());
-    let killed_at = Instant::now();
-    topology.node(old).unwrap().kill();
-    if lagging {
-        failover::signal(replica_pid, "CONT");
-    }
-    let new = tokio::task::block_in_place(|| {
-        topology.wait_failover(old, Duration::from_millis(DOWN_AFTER_MS + 3 * FAILOVER_TIMEOUT_MS))
-    })
-    .expect("the sentinels promote the replica");
-    assert_eq!(new, replica_port);
-    eprintln!("{label}: the sentinels named the new primary {:?} after the kill", killed_at.elapsed());
+    let (killed_at, lag) = kill_primary(topology, label, lagging).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     let (start, seen) = load.stop().await;
     // Sentinel's down-after plus its failover, with a margin for the limiter's breaker.
@@ -103,6 +132,79 @@ async fn waiting_for_a_replica_bounds_the_over_admission_at_zero() {
     let (excess, lag) = failover_under_load(&mut topology, label, true, true).await;
     assert!(lag > 1 << 20, "the replica was behind at the kill: {lag} bytes");
     assert_eq!(excess.iter().sum::<u64>(), 0, "no allowed decision's write was lost: {excess:?}");
+}
+
+/// Concurrency limits across a failover behind a lagging replica: once replication lags, workers of
+/// two instances take permits of one key (limit 4) and hold each for 6 s, longer than the outage,
+/// counting how many are held at once. The leases granted during the lag are lost with the primary,
+/// so the new primary grants their slots again while their holders still work: the excess is the
+/// most held at once minus the limit. With `wait_for_replicas` those acquisitions are refused (their
+/// leases given back), and the limit holds (with `Deny` and no replica after the failover, nothing
+/// more is granted).
+async fn lease_failover(topology: &mut Sentinels, label: &str, wait: bool) -> (usize, i64) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const LIMIT: u64 = 4;
+    let instances = [limiter(topology, wait), limiter(topology, wait)];
+    let policy = Policy::concurrency(LIMIT, Duration::from_secs(30)).unwrap();
+    let (held, most) = (std::sync::Arc::new(AtomicUsize::new(0)), std::sync::Arc::new(AtomicUsize::new(0)));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Leases are taken only once replication lags: granted by the old primary, never replicated.
+    for l in &instances {
+        let warm = Policy::token_bucket(1, 1.0).unwrap();
+        assert!(
+            !l.check("rl:lease-failover:warm", &warm, 0).await.degraded,
+            "the limiter reaches the primary"
+        );
+    }
+    let pair = pair(topology);
+    start_lag(topology, &pair);
+    let mut workers = vec![];
+    for limiter in &instances {
+        for _ in 0..4 {
+            let (limiter, policy, held, most, stop) =
+                (limiter.clone(), policy.clone(), held.clone(), most.clone(), stop.clone());
+            workers.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    match limiter.acquire("rl:{lease-failover}:exports", &policy, 1).await {
+                        redis_ratelimit_client::Acquired::Granted(permit) => {
+                            let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_secs(6)).await;
+                            held.fetch_sub(1, Ordering::SeqCst);
+                            let _ = permit.release().await;
+                        }
+                        _ => tokio::time::sleep(Duration::from_millis(20)).await,
+                    }
+                }
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(most.load(Ordering::SeqCst) as u64 <= LIMIT, "{label}: before the failover the limit holds");
+    let (_, lag) = kill_and_fail_over(topology, &pair, label, true);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let most = most.load(Ordering::SeqCst);
+    eprintln!(
+        "{label}: at most {most} permits held at once for a limit of {LIMIT} (excess {}); replication lag at the kill {lag} bytes",
+        most.saturating_sub(LIMIT as usize)
+    );
+    (most.saturating_sub(LIMIT as usize), lag)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_lost_in_a_lagging_failover_over_admit_and_waiting_bounds_them() {
+    let Some(mut topology) = Sentinels::start() else { return };
+    let (excess, lag) = lease_failover(&mut topology, "leases, replica 1.5 s behind", false).await;
+    assert!(lag > 1 << 20, "the replica was behind at the kill: {lag} bytes");
+    assert!(excess > 0, "the leases granted during the lag were granted again");
+    let Some(mut topology) = Sentinels::start() else { return };
+    let (excess, _) =
+        lease_failover(&mut topology, "leases, replica 1.5 s behind, wait_for_replicas(1)", true).await;
+    assert_eq!(excess, 0, "no lease was granted twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
