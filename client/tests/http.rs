@@ -614,3 +614,70 @@ async fn a_concurrency_slot_is_held_until_the_body_is_gone_and_a_client_that_dis
     }
     assert_eq!(status, 200, "the disconnected client's slot was freed");
 }
+
+#[tokio::test]
+async fn per_caller_and_global_concurrency_limits_hold_slots_per_plan_and_over_all_routes() {
+    use redis_ratelimit_client::http::CONCURRENCY_LIMITED;
+    let server = Server::builder().single();
+    let lease = std::time::Duration::from_secs(60);
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .concurrency_per_caller("jobs", "/jobs", move |caller| {
+            let gold = caller.to_string().contains("gold");
+            Policy::concurrency(if gold { 2 } else { 1 }, lease).unwrap()
+        })
+        .global_concurrency(Policy::concurrency(3, lease).unwrap());
+    let stream = || async { axum::body::Body::new(Slow { sent: false }) };
+    let app = Router::new()
+        .route("/jobs/stream", get(stream))
+        .route("/other/stream", get(stream))
+        .route("/jobs/quick", get(|| async { "quick" }))
+        .route("/other/quick", get(|| async { "quick" }))
+        .layer(layer);
+    let base = serve(support::web::with_auth(app)).await;
+    let client = reqwest::Client::new();
+    let (free, gold) = (unique_key("free"), unique_key("gold"));
+    let open = |path: &str, user: &str| {
+        let (client, url, user) = (client.clone(), format!("{base}{path}"), user.to_string());
+        async move {
+            let mut resp = get_with(&client, &url, &[("x-user", &user)]).await;
+            if resp.status() == 200 && url.ends_with("stream") {
+                assert_eq!(resp.chunk().await.unwrap().unwrap(), "first chunk");
+            }
+            resp
+        }
+    };
+    async fn denied_by(resp: reqwest::Response) -> (u16, Option<String>, Option<u64>) {
+        let status = resp.status().as_u16();
+        let body: serde_json::Value = resp.json().await.unwrap_or_default();
+        if status == 429 {
+            assert_eq!(body["type"], CONCURRENCY_LIMITED);
+        }
+        (status, body["limit"].as_str().map(String::from), body["in_flight_limit"].as_u64())
+    }
+    // The free plan holds one job at a time.
+    let free_job = open("/jobs/stream", &free).await;
+    assert_eq!(free_job.status(), 200);
+    assert_eq!(denied_by(open("/jobs/quick", &free).await).await, (429, Some("jobs".into()), Some(1)));
+    // The gold plan holds two; a third on the same route is its plan's denial.
+    let gold_jobs = [open("/jobs/stream", &gold).await, open("/jobs/stream", &gold).await];
+    assert!(gold_jobs.iter().all(|r| r.status() == 200));
+    assert_eq!(denied_by(open("/jobs/quick", &gold).await).await, (429, Some("jobs".into()), Some(2)));
+    // Over all routes a caller holds at most 3: a third slot elsewhere, then the global limit.
+    let gold_other = open("/other/stream", &gold).await;
+    assert_eq!(gold_other.status(), 200);
+    assert_eq!(denied_by(open("/other/quick", &gold).await).await, (429, Some("all".into()), Some(3)));
+    // Another caller is not held back by these.
+    assert_eq!(open("/other/quick", &free).await.status(), 200);
+    // The slots are held until the bodies are gone.
+    drop((free_job, gold_jobs, gold_other));
+    let mut freed = false;
+    for _ in 0..500 {
+        let (a, b) = (open("/jobs/quick", &free).await.status(), open("/other/quick", &gold).await.status());
+        if a == 200 && b == 200 {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(freed, "dropped bodies free their slots, per plan and over all routes");
+}

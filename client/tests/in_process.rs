@@ -99,3 +99,39 @@ async fn shadow_limits_and_access_lists_work_in_process() {
     assert_eq!(problem["type"], DENIED);
     assert_eq!(limiter.counts(), counts, "listed callers were not checked at all");
 }
+
+#[tokio::test]
+async fn a_concurrency_route_holds_its_slot_in_process_until_the_body_is_dropped() {
+    use redis_ratelimit_client::http::CONCURRENCY_LIMITED;
+    let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
+    let layer = RateLimitLayer::new(limiter)
+        .concurrency("export", "/export", Policy::concurrency(1, std::time::Duration::from_secs(60)).unwrap())
+        .build()
+        .unwrap();
+    let app = Router::new().route("/export/run", get(|| async { "done" })).layer(layer);
+    // The first response's body is not consumed yet: its slot is held.
+    let first = app.clone().oneshot(request("/export/run", "192.0.2.1:5000")).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = app.clone().oneshot(request("/export/run", "192.0.2.1:5000")).await.unwrap();
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = axum::body::to_bytes(second.into_body(), 1 << 16).await.unwrap();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (problem["type"].as_str(), problem["in_flight_limit"].as_u64()),
+        (Some(CONCURRENCY_LIMITED), Some(1))
+    );
+    // Another caller has its own slot.
+    let other = app.clone().oneshot(request("/export/run", "192.0.2.2:5000")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    // Sending the body to its end frees the slot.
+    assert_eq!(axum::body::to_bytes(first.into_body(), 1 << 16).await.unwrap(), "done");
+    let mut status = StatusCode::TOO_MANY_REQUESTS;
+    for _ in 0..100 {
+        status = app.clone().oneshot(request("/export/run", "192.0.2.1:5000")).await.unwrap().status();
+        if status == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(status, StatusCode::OK, "the slot was freed with the body");
+}
