@@ -276,12 +276,9 @@ fn the_loadmodule_order_decides_who_answers_cl_throttle() {
     let server = Server::builder().preload(&[&cell]).start();
     let mut con = server.conn();
     let key = unique_key("order");
-    let _: Vec<i64> =
-        redis::cmd("CL.THROTTLE").arg(&key).arg(1).arg(1).arg(1).arg(0).query(&mut con).unwrap();
-    assert!(
-        common::calls::exists(&mut con, &key),
-        "redis-cell's CL.THROTTLE writes even for a quantity of 0"
-    );
+    // redis-cell computes with a negative burst (a limit of 0, never allowed); this module refuses it.
+    let theirs: Vec<i64> = redis::cmd("CL.THROTTLE").arg(&key).arg(-1).arg(1).arg(1).query(&mut con).unwrap();
+    assert_eq!(theirs, [1, 0, 0, -1, 0], "redis-cell's CL.THROTTLE answered");
     assert_eq!(call(&mut con, "RL.THROTTLE", &[unique_key("o"), "1".into(), "1".into(), "1".into()])[0], 0);
     assert!(log(&server).contains("dialect skipped: the name cl.throttle is taken"), "{}", log(&server));
     // This module first: redis-cell's load fails, and a failed loadmodule stops the server.
