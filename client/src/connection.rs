@@ -17,6 +17,7 @@ use crate::fallback::LocalLimiter;
 use redis::aio::MultiplexedConnection;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,6 +53,9 @@ pub(crate) struct Clustered {
     /// The first node's connection settings (credentials, database), for the nodes' own connections.
     template: redis::ConnectionInfo,
     nodes: Arc<Mutex<std::collections::HashMap<String, Single>>>,
+    /// The primary of each slot a waited decision went to, as last learned: asked once (CLIENT INFO),
+    /// then corrected by MOVED and forgotten when its node does not answer.
+    owners: Arc<Mutex<std::collections::HashMap<Route, (String, u16)>>>,
     deadline: Duration,
 }
 
@@ -92,6 +96,7 @@ impl Backend {
             con: client.get_async_connection().await?,
             template,
             nodes: Arc::new(Mutex::new(std::collections::HashMap::new())),
+            owners: Arc::new(Mutex::new(std::collections::HashMap::new())),
             deadline,
         }))
     }
@@ -100,7 +105,7 @@ impl Backend {
     pub(crate) async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
         match self {
             Backend::Single(single) => single.query(cmd, check_first).await,
-            Backend::Sentinel(watched) => watched.query(cmd, check_first).await,
+            Backend::Sentinel(watched) => watched.on_primary(async |p| p.query(cmd, check_first).await).await,
             Backend::Cluster(cluster) => cmd.query_async(&mut cluster.con.clone()).await,
             Backend::Local(_) => Err(RedisError::from((
                 redis::ErrorKind::Client,
@@ -122,10 +127,7 @@ impl Backend {
             Backend::Cluster(cluster) => cluster.query_waited(cmd, key, replicas, timeout).await,
             Backend::Single(single) => single.query_waited(cmd, replicas, timeout).await,
             Backend::Sentinel(watched) => {
-                let single = watched.resolve().await?;
-                let result = single.query_waited(cmd, replicas, timeout).await;
-                watched.forget_if_failed(&result);
-                result
+                watched.on_primary(async |p| p.query_waited(cmd, replicas, timeout).await).await
             }
             Backend::Local(_) => Err(RedisError::from((
                 redis::ErrorKind::Client,
@@ -136,27 +138,26 @@ impl Backend {
 }
 
 impl Clustered {
-    /// The primary of `key`'s slot, as the cluster client routes it now: asked for its own address
-    /// (`CLIENT INFO`'s `laddr`), with a connection of its own kept per address. A slot that moves
-    /// between the two answers MOVED to the decision, which then counts as not decided.
-    async fn node_of(&self, key: &str) -> RedisResult<Single> {
-        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
-            key,
-            SlotAddr::Master,
-        )));
+    /// The primary of `route`'s slot: as learned before, or as the cluster client routes it now,
+    /// asked for its own address (`CLIENT INFO`'s `laddr`).
+    async fn owner(&self, key: &str, route: Route) -> RedisResult<(String, u16)> {
+        if let Some(owner) = self.owners.lock().ok().and_then(|o| o.get(&route).cloned()) {
+            return Ok(owner);
+        }
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+        let client_info = redis::cmd("CLIENT").arg("INFO").clone();
         let mut con = self.con.clone();
-        let info = match con.route_command(redis::cmd("CLIENT").arg("INFO").clone(), route.clone()).await {
+        let info = match con.route_command(client_info.clone(), routing.clone()).await {
             Ok(info) => info,
             // After a failover the client's slot map may still name the dead primary, and a routed
             // command does not refresh it: a keyed command does (it follows MOVED and reconnects).
             Err(_) => {
                 let _: RedisResult<Value> = redis::cmd("EXISTS").arg(key).query_async(&mut con).await;
-                con.route_command(redis::cmd("CLIENT").arg("INFO").clone(), route).await?
+                con.route_command(client_info, routing).await?
             }
         };
         let info: String = redis::from_redis_value(info)?;
-        let address = info
+        let owner = info
             .split_whitespace()
             .find_map(|field| field.strip_prefix("laddr="))
             .and_then(|a| a.rsplit_once(':'))
@@ -164,11 +165,21 @@ impl Clustered {
                 Some((host.trim_matches(['[', ']']).to_string(), port.parse::<u16>().ok()?))
             })
             .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "CLIENT INFO named no address")))?;
-        self.node_at(address.0, address.1)
+        self.learn(route, Some(owner.clone()));
+        Ok(owner)
+    }
+
+    fn learn(&self, route: Route, owner: Option<(String, u16)>) {
+        if let Ok(mut owners) = self.owners.lock() {
+            match owner {
+                Some(owner) => owners.insert(route, owner),
+                None => owners.remove(&route),
+            };
+        }
     }
 
     /// This node's connections, made on first use.
-    fn node_at(&self, host: String, port: u16) -> RedisResult<Single> {
+    fn node_at(&self, (host, port): (String, u16)) -> RedisResult<Single> {
         let name = format!("{host}:{port}");
         if let Some(single) = self.nodes.lock().ok().and_then(|nodes| nodes.get(&name).cloned()) {
             return Ok(single);
@@ -181,9 +192,9 @@ impl Clustered {
         Ok(single)
     }
 
-    /// The decision and its WAIT on the primary of `key`'s slot. A MOVED answer (the client's slot
-    /// map was stale: a failover, a slot moved) means the decision did not run: it is sent once more
-    /// to the node MOVED names, and a keyed command through the cluster client updates its map.
+    /// The decision and its WAIT on the primary of `key`'s slot. A MOVED answer (a failover, a slot
+    /// moved) means the decision did not run: the slot's owner is corrected and it is sent once more
+    /// to the node MOVED names. A node that does not answer is asked about again next time.
     async fn query_waited(
         &self,
         cmd: &Cmd,
@@ -191,12 +202,16 @@ impl Clustered {
         replicas: u32,
         timeout: Duration,
     ) -> RedisResult<(Value, i64)> {
-        let result = self.node_of(key).await?.query_waited(cmd, replicas, timeout).await;
-        let Some((host, port)) = result.as_ref().err().and_then(moved_to) else {
-            return result;
-        };
-        let _: RedisResult<Value> = redis::cmd("EXISTS").arg(key).query_async(&mut self.con.clone()).await;
-        self.node_at(host, port)?.query_waited(cmd, replicas, timeout).await
+        let route = Route::with_key(key, SlotAddr::Master);
+        let result = self.node_at(self.owner(key, route).await?)?.query_waited(cmd, replicas, timeout).await;
+        if let Some(owner) = result.as_ref().err().and_then(moved_to) {
+            self.learn(route, Some(owner.clone()));
+            return self.node_at(owner)?.query_waited(cmd, replicas, timeout).await;
+        }
+        if result.as_ref().is_err_and(is_connection_failure) {
+            self.learn(route, None);
+        }
+        result
     }
 }
 
@@ -231,20 +246,17 @@ impl Watched {
         Ok(primary)
     }
 
-    async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
+    /// `call` on the primary; after no answer, or READONLY (the primary was demoted), the next call
+    /// asks Sentinel again.
+    async fn on_primary<T>(&self, call: impl AsyncFnOnce(&Single) -> RedisResult<T>) -> RedisResult<T> {
         let primary = self.resolve().await?;
-        let result = primary.query(cmd, check_first).await;
-        self.forget_if_failed(&result);
-        result
-    }
-
-    /// After no answer, or READONLY (the primary was demoted), the next call asks Sentinel again.
-    fn forget_if_failed<T>(&self, result: &RedisResult<T>) {
+        let result = call(&primary).await;
         if result.as_ref().is_err_and(is_connection_failure) {
             if let Ok(mut slot) = self.primary.write() {
                 *slot = None;
             }
         }
+        result
     }
 }
 
