@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::calls::{exists, pttl};
+use common::calls::{exists, pttl, rl_error};
 
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, unique_key, Server};
@@ -16,22 +16,6 @@ fn call(con: &mut Connection, command: &str, args: &[&str]) -> Vec<i64> {
         cmd.arg(*a);
     });
     cmd.query(con).unwrap_or_else(|e| panic!("{command} {args:?} failed: {e}"))
-}
-
-/// The whole error text as the client receives it (code and detail).
-fn error(con: &mut Connection, command: &str, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(command);
-    args.iter().for_each(|a| {
-        cmd.arg(*a);
-    });
-    match cmd.query::<Value>(con) {
-        Err(e) => match (e.code(), e.detail()) {
-            (Some(code), Some(detail)) => format!("{code} {detail}"),
-            (Some(code), None) => code.to_string(),
-            _ => e.to_string(),
-        },
-        Ok(v) => panic!("expected an error for {command} {args:?}, got {v:?}"),
-    }
 }
 
 fn get(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
@@ -102,9 +86,9 @@ fn cl_throttle_errors_are_redis_cells_to_the_letter() {
     let mut con = server.conn();
     let key = unique_key("cell-errors");
     let usage = "Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
-    assert_eq!(error(&mut con, "CL.THROTTLE", &[]), usage);
-    assert_eq!(error(&mut con, "CL.THROTTLE", &[&key, "1", "1"]), usage);
-    assert_eq!(error(&mut con, "CL.THROTTLE", &[&key, "1", "1", "1", "1", "1"]), usage);
+    assert_eq!(rl_error::<&str>(&mut con, "CL.THROTTLE", &[]), usage);
+    assert_eq!(rl_error(&mut con, "CL.THROTTLE", &[&key, "1", "1"]), usage);
+    assert_eq!(rl_error(&mut con, "CL.THROTTLE", &[&key, "1", "1", "1", "1", "1"]), usage);
     let cases: &[(&[&str], &str)] = &[
         (&["x", "1", "1"], "Couldn't parse as integer: x"),
         (&["1", "1.5", "1"], "Couldn't parse as integer: 1.5"),
@@ -120,28 +104,30 @@ fn cl_throttle_errors_are_redis_cells_to_the_letter() {
         let mut full = vec![key.as_str()];
         full.extend_from_slice(args);
         assert_eq!(
-            error(&mut con, "CL.THROTTLE", &full),
+            rl_error(&mut con, "CL.THROTTLE", &full),
             format!("Cell error: Store error: {text}"),
             "{args:?}"
         );
     }
-    let huge = error(&mut con, "CL.THROTTLE", &[&key, "1", "1", "9223372036854775807"]);
+    let huge = rl_error(&mut con, "CL.THROTTLE", &[&key, "1", "1", "9223372036854775807"]);
     assert!(huge.starts_with("Cell error: Store error: Rates this slow are not supported"), "{huge}");
     assert!(!exists(&mut con, &key), "no error writes");
     // Where redis-cell would crash the server, this answers as Dragonfly does.
     let list = unique_key("cell-list");
     let _: () = redis::cmd("RPUSH").arg(&list).arg("a").query(&mut con).unwrap();
-    assert!(error(&mut con, "CL.THROTTLE", &[&list, "1", "1", "1"]).starts_with("WRONGTYPE"));
+    assert!(rl_error(&mut con, "CL.THROTTLE", &[&list, "1", "1", "1"]).starts_with("WRONGTYPE"));
     let text = unique_key("cell-text");
     let _: () = redis::cmd("SET").arg(&text).arg("abc").query(&mut con).unwrap();
     assert_eq!(
-        error(&mut con, "CL.THROTTLE", &[&text, "1", "1", "1"]),
+        rl_error(&mut con, "CL.THROTTLE", &[&text, "1", "1", "1"]),
         "ERR value is not an integer or out of range"
     );
     // RL.THROTTLE words its errors as the RL.* commands do.
-    assert!(error(&mut con, "RL.THROTTLE", &[&key]).contains("wrong number of arguments for 'rl.throttle'"));
+    assert!(
+        rl_error(&mut con, "RL.THROTTLE", &[&key]).contains("wrong number of arguments for 'rl.throttle'")
+    );
     assert_eq!(
-        error(&mut con, "RL.THROTTLE", &[&key, "x", "1", "1"]),
+        rl_error(&mut con, "RL.THROTTLE", &[&key, "x", "1", "1"]),
         "ERR invalid max_burst: must be a whole number >= 0"
     );
 }
@@ -177,8 +163,8 @@ fn gcra_errors_are_cores_to_the_letter_and_in_its_order() {
     let mut con = server.conn();
     let key = unique_key("gcra-errors");
     let arity = "ERR wrong number of arguments for 'gcra' command";
-    assert_eq!(error(&mut con, "GCRA", &[&key, "1", "1"]), arity);
-    assert_eq!(error(&mut con, "GCRA", &[&key, "1", "1", "1", "TOKENS", "1", "x"]), arity);
+    assert_eq!(rl_error(&mut con, "GCRA", &[&key, "1", "1"]), arity);
+    assert_eq!(rl_error(&mut con, "GCRA", &[&key, "1", "1", "1", "TOKENS", "1", "x"]), arity);
     let cases: &[(&[&str], &str)] = &[
         (&["-1", "1", "1"], "ERR value is out of range, must be positive"),
         (&["x", "0", "x"], "ERR value is out of range, must be positive"),
@@ -200,7 +186,7 @@ fn gcra_errors_are_cores_to_the_letter_and_in_its_order() {
     for (args, text) in cases {
         let mut full = vec![key.as_str()];
         full.extend_from_slice(args);
-        assert_eq!(error(&mut con, "GCRA", &full), *text, "{args:?}");
+        assert_eq!(rl_error(&mut con, "GCRA", &full), *text, "{args:?}");
     }
     assert!(!exists(&mut con, &key));
     // WRONGTYPE on keys of other types (a string that is not a bucket is one), before the overflow
@@ -210,8 +196,8 @@ fn gcra_errors_are_cores_to_the_letter_and_in_its_order() {
     let text = unique_key("gcra-text");
     let _: () = redis::cmd("SET").arg(&text).arg("123").query(&mut con).unwrap();
     for other in [&list, &text] {
-        assert!(error(&mut con, "GCRA", &[other, "1", "1", "1"]).starts_with("WRONGTYPE"));
-        assert!(error(&mut con, "GCRA", &[other, "200000000", "1", "86400"]).starts_with("WRONGTYPE"));
+        assert!(rl_error(&mut con, "GCRA", &[other, "1", "1", "1"]).starts_with("WRONGTYPE"));
+        assert!(rl_error(&mut con, "GCRA", &[other, "200000000", "1", "86400"]).starts_with("WRONGTYPE"));
     }
 }
 
@@ -250,13 +236,13 @@ fn the_dialects_config_chooses_what_registers_and_is_fixed_at_load() {
     let Some(server) = Server::builder().args(&["dialects", "cl.throttle"]).own() else { return };
     let mut con = server.conn();
     assert_eq!(call(&mut con, "CL.THROTTLE", &["k", "1", "1", "1"])[0], 0);
-    assert!(error(&mut con, "GCRA", &["k2", "1", "1", "1"]).contains("unknown command"));
-    assert!(error(&mut con, "RL.THROTTLE", &["k3", "1", "1", "1"]).contains("unknown command"));
+    assert!(rl_error(&mut con, "GCRA", &["k2", "1", "1", "1"]).contains("unknown command"));
+    assert!(rl_error(&mut con, "RL.THROTTLE", &["k3", "1", "1", "1"]).contains("unknown command"));
     assert_eq!(call(&mut con, "RL.TOKEN", &["k4", "1", "1", "1"])[0], 1, "the module's own commands load");
     let value: Vec<String> =
         redis::cmd("CONFIG").arg("GET").arg("ratelimit.dialects").query(&mut con).unwrap();
     assert_eq!(value[1], "cl.throttle");
-    assert!(error(&mut con, "CONFIG", &["SET", "ratelimit.dialects", "all"]).contains("immutable"));
+    assert!(rl_error(&mut con, "CONFIG", &["SET", "ratelimit.dialects", "all"]).contains("immutable"));
     let log = std::fs::read_to_string(server.dir.join("server.log")).unwrap();
     assert!(log.contains("dialect skipped: gcra is not in ratelimit.dialects"), "{log}");
     // INFO shows the counters of what registered only.
@@ -265,7 +251,7 @@ fn the_dialects_config_chooses_what_registers_and_is_fixed_at_load() {
 
     let Some(none) = Server::builder().args(&["--ratelimit.dialects", "none"]).own() else { return };
     let mut con = none.conn();
-    assert!(error(&mut con, "CL.THROTTLE", &["k", "1", "1", "1"]).contains("unknown command"));
+    assert!(rl_error(&mut con, "CL.THROTTLE", &["k", "1", "1", "1"]).contains("unknown command"));
     assert_eq!(call(&mut con, "RL.TOKEN", &["k4", "1", "1", "1"])[0], 1);
 }
 

@@ -16,6 +16,12 @@ fn request(path: &str, peer: &str) -> Request<Body> {
     req
 }
 
+/// A denial's problem body (JSON).
+async fn problem(resp: http::Response<Body>) -> serde_json::Value {
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
 #[tokio::test]
 async fn the_layer_limits_in_process_with_oneshot() {
     let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
@@ -31,8 +37,7 @@ async fn the_layer_limits_in_process_with_oneshot() {
         if resp.status() == StatusCode::TOO_MANY_REQUESTS {
             assert_eq!(resp.headers()["ratelimit-remaining"], "0");
             assert!(resp.headers().contains_key("retry-after"));
-            let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
-            let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let problem = problem(resp).await;
             assert_eq!(problem["type"], RATE_LIMITED);
         } else {
             assert_eq!(resp.headers().get("x-ratelimit-degraded"), None, "in process is not degraded");
@@ -94,8 +99,7 @@ async fn shadow_limits_and_access_lists_work_in_process() {
     }
     let denied = app.clone().oneshot(request("/api/items", "[2001:db8::1]:5000")).await.unwrap();
     assert_eq!(denied.status(), StatusCode::FORBIDDEN);
-    let body = axum::body::to_bytes(denied.into_body(), 1 << 16).await.unwrap();
-    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let problem = problem(denied).await;
     assert_eq!(problem["type"], DENIED);
     assert_eq!(limiter.counts(), counts, "listed callers were not checked at all");
 }
@@ -114,8 +118,7 @@ async fn a_concurrency_route_holds_its_slot_in_process_until_the_body_is_dropped
     assert_eq!(first.status(), StatusCode::OK);
     let second = app.clone().oneshot(request("/export/run", "192.0.2.1:5000")).await.unwrap();
     assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
-    let body = axum::body::to_bytes(second.into_body(), 1 << 16).await.unwrap();
-    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let problem = problem(second).await;
     assert_eq!(
         (problem["type"].as_str(), problem["in_flight_limit"].as_u64()),
         (Some(CONCURRENCY_LIMITED), Some(1))

@@ -209,3 +209,44 @@ async fn take_grants_what_a_bucket_holds_up_to_max() {
     let window = Policy::fixed_window(5, std::time::Duration::from_secs(1)).unwrap();
     assert!(limiter.take(&key, &window, 1).await.is_err(), "only token buckets");
 }
+
+/// `wait_for_replicas` on a server with no replica: WAIT times out, and `on_timeout` decides. An
+/// allowed decision is kept as degraded or turned into a degraded denial; a refused acquisition gives
+/// its lease back; a denial does not wait.
+#[tokio::test]
+async fn without_enough_replicas_the_wait_timeout_policy_decides() {
+    use redis_ratelimit_client::{Acquired, WaitTimeout};
+    let server = Server::builder().single();
+    let waiting = |on_timeout| {
+        Limiter::builder(FailurePolicy::Open)
+            .wait_for_replicas(1, Duration::from_millis(20), on_timeout)
+            .connect(server.url())
+            .unwrap()
+    };
+    let bucket = Policy::token_bucket(2, 0.001).unwrap();
+    let allow = waiting(WaitTimeout::AllowDegraded);
+    let key = unique_key("rl:wait:allow");
+    let d = allow.check(&key, &bucket, 1).await;
+    assert!(d.allowed && d.degraded && d.remaining == 1, "allowed, its write unacknowledged: {d:?}");
+    let deny = waiting(WaitTimeout::Deny);
+    let d = deny.check(&key, &bucket, 1).await;
+    assert!(!d.allowed && d.degraded && d.retry_after == Some(Duration::from_secs(1)), "{d:?}");
+    // The bucket is empty now (the refused request's token stays taken): a denial, from Redis, unwaited.
+    let d = deny.check(&key, &bucket, 1).await;
+    assert!(!d.allowed && !d.degraded, "{d:?}");
+    // A refused acquisition gives its lease back.
+    let leases = Policy::concurrency(1, Duration::from_secs(60)).unwrap();
+    let lease_key = unique_key("rl:wait:lease");
+    assert!(matches!(deny.acquire(&lease_key, &leases, 1).await, Acquired::Denied(d) if d.degraded));
+    let mut con = server.conn();
+    let mut given_back = false;
+    for _ in 0..200 {
+        if testkit::redis::cmd("EXISTS").arg(&lease_key).query::<i64>(&mut con).unwrap() == 0 {
+            given_back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(given_back, "the refused acquisition's lease was given back");
+    assert!(matches!(allow.acquire(&lease_key, &leases, 1).await, Acquired::Granted(_)));
+}

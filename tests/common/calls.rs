@@ -96,13 +96,16 @@ pub fn rl(con: &mut Connection, command: &str, args: &[&str]) -> Limit {
 }
 
 /// The error reply of a call that must fail, as "CODE detail".
-pub fn rl_error(con: &mut Connection, command: &str, args: &[&[u8]]) -> String {
+pub fn rl_error<A: AsRef<[u8]> + std::fmt::Debug>(con: &mut Connection, command: &str, args: &[A]) -> String {
     let mut cmd = redis::cmd(command);
     for a in args {
-        cmd.arg(*a);
+        cmd.arg(a.as_ref());
     }
     match cmd.query::<Value>(con) {
-        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+        Err(e) => match e.detail() {
+            Some(detail) => format!("{} {detail}", e.code().unwrap_or("?")),
+            None => e.code().unwrap_or("?").to_string(),
+        },
         Ok(v) => panic!("expected an error for {command} {args:?}, got {v:?}"),
     }
 }

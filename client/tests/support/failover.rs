@@ -97,11 +97,6 @@ pub fn check(
     bound: Duration,
 ) -> Vec<u64> {
     let degraded = seen.iter().filter(|s| s.degraded).count();
-    let before = seen.iter().filter(|s| s.at < killed_at && !s.degraded).count();
-    eprintln!(
-        "{label}: {before} decisions from Redis before the kill, of {}",
-        seen.iter().filter(|s| s.at < killed_at).count()
-    );
     assert!(
         seen.iter().filter(|s| s.degraded).all(|s| !s.allowed),
         "{label}: every degraded decision is denied"
