@@ -1,11 +1,13 @@
 //! A small closed-loop load generator for requests that are several commands (MULTI ... EXEC), which
 //! redis-benchmark cannot send: `clients` connections, each sending `pipeline` requests at a time and
 //! waiting for all their replies. Latency is the round trip of a batch, counted for each request in it,
-//! as redis-benchmark counts it.
+//! as redis-benchmark counts it. Like redis-benchmark, every connection runs on one thread's event
+//! loop, so the generator takes one core at most and leaves the other to the server.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::fmt::Write as _;
 use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 pub struct Load {
     pub port: u16,
@@ -30,15 +32,55 @@ pub struct Measured {
 /// request, UUID-shaped) and the load's `vars`.
 pub type Request = &'static [&'static [&'static str]];
 
-fn encode(out: &mut Vec<u8>, request: Request, key: &str, id: &str, vars: &[(String, String)]) {
-    for command in request {
-        out.extend_from_slice(format!("*{}\r\n", command.len()).as_bytes());
-        for arg in *command {
-            let mut arg = arg.replace("{key}", key).replace("{id}", id);
-            for (name, value) in vars {
-                arg = arg.replace(name.as_str(), value);
+/// An argument with its `vars` filled in, and whether it is the key or the id.
+enum Part {
+    Fixed(Vec<u8>),
+    Key,
+    Id,
+}
+
+/// The request's commands as RESP pieces, the vars filled in once.
+fn template(request: Request, vars: &[(String, String)]) -> Vec<(usize, Vec<Part>)> {
+    request
+        .iter()
+        .map(|command| {
+            let parts = command
+                .iter()
+                .map(|arg| match *arg {
+                    "{key}" => Part::Key,
+                    "{id}" => Part::Id,
+                    _ => {
+                        let mut arg = arg.to_string();
+                        for (name, value) in vars {
+                            arg = arg.replace(name.as_str(), value);
+                        }
+                        Part::Fixed(arg.into_bytes())
+                    }
+                })
+                .collect();
+            (command.len(), parts)
+        })
+        .collect()
+}
+
+fn encode(out: &mut Vec<u8>, template: &[(usize, Vec<Part>)], key: &[u8], id: &[u8]) {
+    let bulk = |out: &mut Vec<u8>, arg: &[u8]| {
+        out.push(b'$');
+        out.extend_from_slice(arg.len().to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    };
+    for (len, parts) in template {
+        out.push(b'*');
+        out.extend_from_slice(len.to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for part in parts {
+            match part {
+                Part::Fixed(arg) => bulk(out, arg),
+                Part::Key => bulk(out, key),
+                Part::Id => bulk(out, id),
             }
-            out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
         }
     }
 }
@@ -80,12 +122,12 @@ impl XorShift {
 impl Load {
     pub fn run(&self, request: Request) -> Measured {
         let per_client = self.requests / self.clients;
+        let template = template(request, &self.vars);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("no runtime");
         let started = Instant::now();
-        let latencies: Vec<Vec<u32>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..self.clients)
-                .map(|c| scope.spawn(move || self.client(request, per_client, c as u64 + 1)))
-                .collect();
-            workers.into_iter().map(|w| w.join().expect("a load client failed")).collect()
+        let latencies: Vec<Vec<u32>> = runtime.block_on(async {
+            let clients = (0..self.clients).map(|c| self.client(&template, per_client, c as u64 + 1));
+            futures_util::future::join_all(clients).await
         });
         let elapsed = started.elapsed().as_secs_f64();
         let mut all: Vec<u32> = latencies.into_iter().flatten().collect();
@@ -102,40 +144,46 @@ impl Load {
     }
 
     /// One connection's loop; returns the latency of each request in microseconds.
-    fn client(&self, request: Request, count: usize, seed: u64) -> Vec<u32> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("cannot connect");
+    async fn client(&self, template: &[(usize, Vec<Part>)], count: usize, seed: u64) -> Vec<u32> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).await.expect("cannot connect");
         stream.set_nodelay(true).ok();
         let mut rng = XorShift(seed * 0x9E37_79B9_7F4A_7C15);
         let (mut out, mut inbuf) = (Vec::new(), Vec::with_capacity(1 << 16));
         let mut latencies = Vec::with_capacity(count);
         let mut chunk = vec![0u8; 1 << 16];
+        let (mut key, mut id) = (String::new(), String::new());
         let mut sent = 0;
         while sent < count {
             let batch = self.pipeline.min(count - sent);
             out.clear();
             for _ in 0..batch {
-                let key = match self.keyspace {
-                    Some(n) => format!("bench:{:012}", rng.next() % n),
-                    None => "bench:hot".to_string(),
-                };
+                key.clear();
+                match self.keyspace {
+                    Some(n) => write!(key, "bench:{:012}", rng.next() % n),
+                    None => write!(key, "bench:hot"),
+                }
+                .ok();
                 let (a, b) = (rng.next(), rng.next());
-                let id = format!(
+                id.clear();
+                write!(
+                    id,
                     "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
                     a >> 32,
                     (a >> 16) & 0xffff,
                     a & 0xffff,
                     b >> 48,
                     b & 0xffff_ffff_ffff
-                );
-                encode(&mut out, request, &key, &id, &self.vars);
+                )
+                .ok();
+                encode(&mut out, template, key.as_bytes(), id.as_bytes());
             }
             let t0 = Instant::now();
-            stream.write_all(&out).expect("write failed");
+            stream.write_all(&out).await.expect("write failed");
             let mut replies = 0;
-            let (mut pos, expected) = (0, batch * request.len());
+            let (mut pos, expected) = (0, batch * template.len());
             inbuf.clear();
             while replies < expected {
-                let n = stream.read(&mut chunk).expect("read failed");
+                let n = stream.read(&mut chunk).await.expect("read failed");
                 assert!(n > 0, "the server closed the connection");
                 inbuf.extend_from_slice(&chunk[..n]);
                 while let Some(end) = frame_end(&inbuf, pos) {
