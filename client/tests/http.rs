@@ -535,6 +535,55 @@ async fn an_application_can_shape_its_own_denial_response() {
     assert_eq!(body["type"], COST_EXCEEDS_LIMIT);
 }
 
+/// A concurrency denial shaped by the application: the hook sees the in-flight limit, and the
+/// layer adds Retry-After but no `RateLimit-*` fields (they describe the route's rate policy, which
+/// did not deny).
+#[tokio::test]
+async fn an_application_can_shape_its_own_concurrency_denial() {
+    use redis_ratelimit_client::http::DenialKind;
+    let server = Server::builder().single();
+    let layer = layer_on(&server, FailurePolicy::Closed)
+        .route("slow", "/slow", Policy::token_bucket(100, 100.0).unwrap())
+        .concurrency("slow", "/slow", Policy::concurrency(1, std::time::Duration::from_secs(30)).unwrap())
+        .on_denial(|denial| match denial.kind() {
+            DenialKind::ConcurrencyLimited => http::Response::builder()
+                .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::json!({
+                        "busy": denial.limit(),
+                        "in_flight": denial.in_flight_limit(),
+                        "free": denial.decision().remaining,
+                    })
+                    .to_string(),
+                )
+                .unwrap(),
+            _ => denial.default_response(),
+        })
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/slow/stream", get(|| async { axum::body::Body::new(Slow { sent: false }) }))
+        .route("/slow/quick", get(|| async { "quick" }))
+        .layer(layer);
+    let base = serve(app).await;
+    let client = reqwest::Client::new();
+    let mut holder = client.get(format!("{base}/slow/stream")).send().await.unwrap();
+    assert_eq!(holder.status(), 200);
+    assert_eq!(holder.chunk().await.unwrap().unwrap(), "first chunk");
+    let denied = client.get(format!("{base}/slow/quick")).send().await.unwrap();
+    assert_eq!(denied.status(), 503);
+    let h = denied.headers().clone();
+    let retry_after: u64 = header(&h, "retry-after").expect("added by the layer").parse().unwrap();
+    assert!((1..=30).contains(&retry_after), "at most the lease: {retry_after}");
+    for name in ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy", "ratelimit"] {
+        assert_eq!(header(&h, name), None, "{name} would describe the lease as a rate");
+    }
+    let body: serde_json::Value = denied.json().await.unwrap();
+    assert_eq!(body, serde_json::json!({"busy": "slow", "in_flight": 1, "free": 0}));
+    drop(holder);
+}
+
 /// Debug and accessors, as tower's middleware have them.
 #[tokio::test]
 async fn the_layer_and_its_service_show_what_they_hold() {

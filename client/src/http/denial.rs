@@ -67,9 +67,19 @@ impl Denial {
         self.cost
     }
 
-    /// The limiter's decision (`degraded` when Redis did not decide).
+    /// The limiter's decision (`degraded` when Redis did not decide). For a
+    /// [`DenialKind::ConcurrencyLimited`] denial it is the lease decision: `limit` is the number in
+    /// flight allowed, `remaining` the weight still free, and `retry_after` an upper bound (until
+    /// enough held leases expire; a release frees a slot sooner). [`Denial::in_flight_limit`] says
+    /// it in one call.
     pub fn decision(&self) -> &Decision {
         &self.decision
+    }
+
+    /// The concurrency limit that denied the request (requests in flight at most), or None when a
+    /// rate limit or an outage denied it.
+    pub fn in_flight_limit(&self) -> Option<u64> {
+        (self.kind == DenialKind::ConcurrencyLimited).then_some(self.decision.limit)
     }
 
     /// `Retry-After` in whole seconds; None when waiting would not help (the cost exceeds the limit).

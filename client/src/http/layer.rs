@@ -7,7 +7,7 @@ use super::body::LimitedBody;
 use super::caller::{default_caller, peer_ip, Caller, Principal, Tenant, TrustedProxies};
 use super::denial::{Denial, DenialKind};
 use super::error::LayerError;
-use super::response::{add_headers, forbidden, Described};
+use super::response::{add_headers, forbidden, Described, DEGRADED};
 use crate::command::Limit;
 use crate::decision::Decision;
 use crate::limiter::{FailurePolicy, Limiter};
@@ -619,10 +619,15 @@ where
     }
 }
 
-/// The application's denial answer, with the rate limit headers the layer always sends.
+/// The application's denial answer, with the rate limit headers the layer always sends (a
+/// concurrency denial has none: `RateLimit-*` describe rate policies, not work in flight).
 fn own_denial_response(mut response: Response<String>, denial: &Denial) -> Response<String> {
     let headers = response.headers_mut();
-    add_headers(headers, denial.decision(), &denial.described(), denial.structured);
+    if denial.kind != DenialKind::ConcurrencyLimited {
+        add_headers(headers, denial.decision(), &denial.described(), denial.structured);
+    } else if denial.decision().degraded {
+        headers.insert(DEGRADED, http::HeaderValue::from_static("true"));
+    }
     if let (false, Some(secs)) = (headers.contains_key(http::header::RETRY_AFTER), denial.retry_after_secs())
     {
         headers.insert(http::header::RETRY_AFTER, secs.into());
