@@ -121,11 +121,25 @@ async fn a_killed_holder_frees_its_slot_when_its_lease_ends() {
 async fn a_permit_renews_its_lease_and_says_when_it_was_lost() {
     let server = Server::builder().single();
     let key = unique_key("lease");
-    let policy = Policy::concurrency(1, Duration::from_millis(400)).unwrap();
+    let policy = Policy::concurrency(1, Duration::from_secs(2)).unwrap();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let permit = limiter.acquire(&key, &policy, 1).await.permit().expect("granted");
-    // Three leases long: held only because it was renewed.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Renewed while held (every half lease): the key's expiry moves on by itself. Watched, not timed,
+    // so a slow machine delays the check instead of failing it.
+    let expiry = |server: &Server| -> i64 {
+        redis::cmd("PEXPIRETIME").arg(&key).query(&mut server.conn()).unwrap()
+    };
+    let first = expiry(&server);
+    assert!(first > 0, "the lease key expires");
+    let mut renewed = false;
+    for _ in 0..1000 {
+        if expiry(&server) >= first + 500 {
+            renewed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(renewed, "the permit renewed its lease");
     assert!(!permit.lost());
     assert!(matches!(limiter.acquire(&key, &policy, 1).await, Acquired::Denied(_)), "still held");
     // Someone takes the slot from under it (here: the key is deleted): the next renew finds it gone.
