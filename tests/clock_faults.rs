@@ -1,6 +1,6 @@
 //! Time faults: a server clock that steps backwards never grants extra tokens or admits more than the
 //! limit, and state written by a clock that ran ahead (a primary before a failover) locks nobody out
-//! for longer than one refill or window.
+//! for longer than one refill, window or lease.
 
 mod common;
 
@@ -84,4 +84,29 @@ fn windows_never_admit_more_than_the_limit_when_the_clock_jumps() {
         admitted += (0..5).filter(|_| rl(&mut con, "RL.SLIDE", &["w", "4", "3600", "id"]).allowed).count();
     }
     assert_eq!(admitted, 4, "4 per hour, however far back the clock went");
+}
+
+#[test]
+fn leases_from_a_clock_that_ran_ahead_end_within_one_lease_and_a_step_back_frees_no_slot() {
+    let Some(s) = ShiftedServer::start() else { return };
+    let mut con = s.server.conn();
+    let int = |con: &mut redis::Connection, args: &[&str]| -> i64 {
+        redis::cmd(args[0]).arg(&args[1..]).query(con).unwrap()
+    };
+    // Acquired while the clock ran an hour ahead (an old primary, before a failover).
+    s.shift(3600);
+    assert!(rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "a"]).allowed);
+    // The right time again: the slot is still held, for one lease at most, not an hour.
+    s.shift(0);
+    let r = rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "b"]);
+    assert!(!r.allowed, "the lease still counts");
+    assert!(r.retry_after_ms <= 2000 && r.reset_after_ms <= 2000, "no hour-long lock-out: {r:?}");
+    let ttl = int(&mut con, &["PTTL", "l"]);
+    assert!(ttl > 0 && ttl <= 2000, "the denial stored the cut lease, and the key expires with it: {ttl}");
+    assert_eq!(int(&mut con, &["RL.RENEW", "l", "2", "a"]), 1, "its holder still holds it");
+    // The clock steps back a minute: nothing is freed early.
+    s.shift(-60);
+    assert!(!rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "b"]).allowed, "a step back frees no slot");
+    assert_eq!(int(&mut con, &["RL.RELEASE", "l", "a"]), 1);
+    assert!(rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "b"]).allowed);
 }

@@ -127,7 +127,78 @@ fn leases_survive_failover_and_reload_and_release_there() {
     assert_eq!(int(&mut r, "RL.RELEASE", &["job", "worker-1"]), 1, "the promoted replica knows the holder");
     assert_eq!(int(&mut r, "RL.RENEW", &["job", "60", "worker-2"]), 1);
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut r).unwrap();
+    assert_eq!(int(&mut r, "RL.RENEW", &["job", "60", "worker-2"]), 1, "after DEBUG RELOAD");
     assert_eq!(int(&mut r, "RL.RELEASE", &["job", "worker-2"]), 1, "after DEBUG RELOAD");
+}
+
+/// A holder keeps its lease through a restart from the RDB and through an AOF reload: RENEW and
+/// RELEASE of the same id work on the restarted server (the stored id is a hash that is the same in
+/// every process), and a stranger's id still does nothing.
+#[test]
+fn release_and_renew_work_after_a_restart_and_after_an_aof_reload() {
+    for (config, shutdown) in [
+        (&["--appendonly", "no"][..], "SAVE"),
+        (&["--appendonly", "yes", "--appendfsync", "always"][..], "NOSAVE"),
+    ] {
+        let Some(mut server) = Server::builder().args(config).own() else { return };
+        let mut con = server.conn();
+        assert!(acquire(&mut con, "job", 2, "60", "worker-1").allowed);
+        assert!(acquire(&mut con, "job", 2, "60", "worker-2").allowed);
+        let _: () = redis::cmd("RL.RENEW").arg("job").arg("30").arg("worker-2").query(&mut con).unwrap();
+        server.restart(shutdown);
+        let mut con = server.conn();
+        let how = if shutdown == "SAVE" { "after a restart from the RDB" } else { "after an AOF reload" };
+        assert!(!acquire(&mut con, "job", 2, "60", "worker-3").allowed, "{how}: both slots still held");
+        assert_eq!(int(&mut con, "RL.RELEASE", &["job", "stranger"]), 0, "{how}");
+        assert_eq!(int(&mut con, "RL.RENEW", &["job", "60", "worker-1"]), 1, "{how}");
+        assert_eq!(int(&mut con, "RL.RELEASE", &["job", "worker-2"]), 1, "{how}");
+        assert!(acquire(&mut con, "job", 2, "60", "worker-3").allowed, "{how}: the released slot is free");
+    }
+}
+
+/// Acquire outcomes are counted like any limiter's (INFO, its key classes, RL.TOP), and RL.INSPECT
+/// shows a lease key's soonest and latest expiry.
+#[test]
+fn acquires_are_counted_and_inspected_like_any_limiter() {
+    let Some(server) = Server::builder().own() else { return };
+    let mut con = server.conn();
+    assert!(acquire(&mut con, "jobs:tenant:1", 2, "10", "a").allowed);
+    assert!(acquire(&mut con, "jobs:tenant:1", 2, "30", "b").allowed);
+    for _ in 0..3 {
+        assert!(!acquire(&mut con, "jobs:tenant:1", 2, "30", "c").allowed);
+    }
+    let bad: redis::RedisResult<Vec<i64>> =
+        redis::cmd("RL.ACQUIRE").arg("jobs:tenant:1").arg(0).arg(10).arg("x").query(&mut con);
+    assert!(bad.is_err());
+    let field = |con: &mut Connection, name: &str| {
+        testkit::info_field(con, "ratelimit", name).and_then(|v| v.parse::<u64>().ok())
+    };
+    assert_eq!(field(&mut con, "ratelimit_acquire_allowed"), Some(2));
+    assert_eq!(field(&mut con, "ratelimit_acquire_denied"), Some(3));
+    assert_eq!(field(&mut con, "ratelimit_acquire_errors"), Some(1));
+    let info: String = redis::cmd("INFO").arg("ratelimit").query(&mut con).unwrap();
+    let class = info.lines().find(|l| l.contains("name=jobs:tenant,")).unwrap_or_else(|| panic!("{info}"));
+    assert!(
+        class.contains("allowed=2") && class.contains("denied=3") && class.contains("errors=1"),
+        "{class}"
+    );
+    let top: redis::Value = redis::cmd("RL.TOP").arg(1).query(&mut con).unwrap();
+    assert!(format!("{top:?}").contains("jobs:tenant:1"), "the denied lease key is on top: {top:?}");
+    // The soonest and the latest lease end, in Unix ms.
+    let now_ms: i64 = {
+        let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
+        s * 1000 + us / 1000
+    };
+    let fields: Vec<redis::Value> = redis::cmd("RL.INSPECT").arg("jobs:tenant:1").query(&mut con).unwrap();
+    let field = |name: &str| -> i64 {
+        let at = fields.iter().position(|v| *v == redis::Value::SimpleString(name.into())).expect(name);
+        redis::from_redis_value(fields[at + 1].clone()).unwrap()
+    };
+    let (next, last) = (field("next_expiry_ms"), field("last_expiry_ms"));
+    assert!((next - now_ms - 10_000).abs() <= 1_000, "a's lease ends in 10 s: {next} vs now {now_ms}");
+    assert!((last - now_ms - 30_000).abs() <= 1_000, "b's lease ends in 30 s: {last} vs now {now_ms}");
+    let pttl: i64 = redis::cmd("PTTL").arg("jobs:tenant:1").query(&mut con).unwrap();
+    assert!((pttl - (last - now_ms)).abs() <= 1_000, "the key expires with its last lease: {pttl}");
 }
 
 #[test]

@@ -101,6 +101,21 @@ fn live(stored: Option<&[u8]>, now_us: u64) -> Result<Vec<Lease>, StateError> {
     Ok(leases)
 }
 
+/// The leases alive at `now_us`, none ending later than `lease_us` from now: a lease stored further
+/// ahead than any call can grant came from a clock that ran ahead (or a call with a longer lease),
+/// and is treated as ending one lease from now, so nobody is locked out for longer than one lease.
+/// It is cut, never dropped: a slot is never freed early. True when one was cut.
+fn live_within(stored: Option<&[u8]>, now_us: u64, lease_us: u64) -> Result<(Vec<Lease>, bool), StateError> {
+    let mut leases = live(stored, now_us)?;
+    let latest = now_us.saturating_add(lease_us);
+    let mut cut = false;
+    for lease in leases.iter_mut().filter(|l| l.expires_us > latest) {
+        lease.expires_us = latest;
+        cut = true;
+    }
+    Ok((leases, cut))
+}
+
 /// The value that holds `leases` (all alive), expiring with the last of them; None when there are
 /// none (the key is deleted).
 fn write(leases: &[Lease]) -> Write {
@@ -180,10 +195,12 @@ impl Leases {
         id: LeaseId,
         lease_ns: Nanos,
     ) -> Result<(bool, Option<Write>), StateError> {
-        let now_us = now_us(now);
-        let mut held = live(stored, now_us)?;
-        let Some(lease) = held.iter_mut().find(|l| l.id == id) else { return Ok((false, None)) };
-        lease.expires_us = now_us.saturating_add((lease_ns.max(0) / 1000) as u64);
+        let (now_us, lease_us) = (now_us(now), (lease_ns.max(0) / 1000) as u64);
+        let (mut held, cut) = live_within(stored, now_us, lease_us)?;
+        let Some(lease) = held.iter_mut().find(|l| l.id == id) else {
+            return Ok((false, cut.then(|| write(&held))));
+        };
+        lease.expires_us = now_us.saturating_add(lease_us);
         Ok((true, Some(write(&held))))
     }
 }
@@ -194,7 +211,7 @@ impl Limiter for Leases {
 
     fn decide(&self, stored: Option<&[u8]>, now: Nanos, request: Acquire) -> Result<Outcome, StateError> {
         let now_us = now_us(now);
-        let mut held = live(stored, now_us)?;
+        let (mut held, cut) = live_within(stored, now_us, self.lease_us)?;
         let expires_us = now_us.saturating_add(self.lease_us);
         if let Some(lease) = held.iter_mut().find(|l| l.id == request.id) {
             // A retry of the same request: the same slot, for longer.
@@ -203,10 +220,11 @@ impl Limiter for Leases {
             let load: u64 = held.iter().map(|l| l.weight).sum();
             if load + request.weight > self.limit {
                 let retry = self.retry_after(&held, now_us, request.weight);
+                // A denial writes nothing but the repair of leases cut to one lease.
                 return Ok(Outcome {
                     verdict: self.verdict(false, &held, now_us, retry),
-                    write: None,
-                    repair: false,
+                    write: cut.then(|| write(&held)),
+                    repair: cut,
                 });
             }
             held.push(Lease { id: request.id, expires_us, weight: request.weight });
@@ -220,7 +238,7 @@ impl Limiter for Leases {
 
     fn peek(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Peek, StateError> {
         let now_us = now_us(now);
-        let held = live(stored, now_us)?;
+        let (held, _) = live_within(stored, now_us, self.lease_us)?;
         let load: u64 = held.iter().map(|l| l.weight).sum();
         let fits = load < self.limit;
         let one_retry = if fits { Some(0) } else { self.retry_after(&held, now_us, 1) };
@@ -328,6 +346,35 @@ mod tests {
         assert!(
             Leases::new(0, SEC).is_err() && Leases::new(100_001, SEC).is_err() && Leases::new(1, 0).is_err()
         );
+    }
+
+    #[test]
+    fn a_lease_further_ahead_than_one_lease_counts_as_ending_one_lease_from_now() {
+        let l = Leases::new(1, 10 * SEC).unwrap();
+        let mut v = None;
+        // Written by a clock an hour ahead (or by a call with an hour's lease).
+        acquire(&Leases::new(1, 3600 * SEC).unwrap(), &mut v, T0, "ahead", 1);
+        let denied = l.decide(v.as_deref(), T0, Acquire { id: LeaseId::of(b"b"), weight: 1 }).unwrap();
+        assert!(!denied.verdict.allowed, "still held: a cut lease is not dropped");
+        assert_eq!(denied.verdict.retry_after_ns, Some(10 * SEC), "one lease at most, not an hour");
+        assert_eq!(denied.verdict.reset_after_ns, 10 * SEC);
+        assert!(denied.repair, "the denial stores the cut");
+        store(&mut v, denied.write);
+        assert_eq!(live(v.as_deref(), now_us(T0)).unwrap()[0].expires_us, now_us(T0 + 10 * SEC));
+        assert_eq!(
+            l.decide(v.as_deref(), T0, Acquire { id: LeaseId::of(b"b"), weight: 1 }).unwrap().write,
+            None,
+            "once cut, a denial writes nothing"
+        );
+        assert!(!l.peek(v.as_deref(), T0 + 9 * SEC).unwrap().one.allowed, "never freed early");
+        assert!(acquire(&l, &mut v, T0 + 10 * SEC, "b", 1).allowed, "free one lease later");
+        // A renew cuts the others to its own lease too, and says 0 for a lease it does not hold.
+        let mut w = None;
+        acquire(&Leases::new(2, 3600 * SEC).unwrap(), &mut w, T0, "x", 1);
+        let (renewed, write) = Leases::renew(w.as_deref(), T0, LeaseId::of(b"y"), SEC).unwrap();
+        assert!(!renewed && write.is_some());
+        store(&mut w, write);
+        assert_eq!(live(w.as_deref(), now_us(T0)).unwrap()[0].expires_us, now_us(T0 + SEC));
     }
 
     proptest! {
