@@ -219,9 +219,11 @@ impl Limiter {
     /// RL.ALL otherwise): allowed only when every one allows, and then it takes from all of them; a
     /// denial takes from none. The decision describes the most restrictive limit (`limiting` says
     /// which). Never fails: when Redis cannot decide, the failure policy does and the decision says
-    /// `degraded`. A call that cannot be built (no limits, a sliding log with a cost other than 1) is
-    /// a programming error: it is logged at error level and decided by the failure policy too;
-    /// [`check_strict`](Self::check_strict) returns it as [`CallError::Usage`].
+    /// `degraded`. A call that cannot be built (no limits, a sliding log with a cost other than 1, a
+    /// concurrency limit, which has no release here: use [`acquire`](Self::acquire)) is a programming
+    /// error: it is logged at error level and refused whatever the failure policy, as a denial that
+    /// never fits (`retry_after` None, not `degraded`); [`check_strict`](Self::check_strict) returns
+    /// it as [`CallError::Usage`].
     pub async fn check_all(&self, limits: &[Limit<'_>]) -> Decision {
         let inner = &*self.inner;
         let precheck_key = inner.precheck.as_ref().map(|_| cache_key(limits));
@@ -234,6 +236,7 @@ impl Limiter {
         }
         let (decision, short_circuited) = match self.call(limits).await {
             Ok(d) => (d, false),
+            Err(CallError::Usage(reason)) => (self.refuse(limits, reason), false),
             Err(e) => {
                 let short = matches!(e, CallError::BreakerOpen);
                 (self.degrade(limits, &e), short)
@@ -415,6 +418,20 @@ impl Limiter {
             tracing::warn!(limiter = %inner.name, %error, policy = ?inner.failure, suppressed,
                 "Redis did not decide: degraded decision by the failure policy");
         });
+    }
+
+    /// A call that cannot be built: refused, whatever the failure policy (not an outage).
+    fn refuse(&self, limits: &[Limit<'_>], reason: &'static str) -> Decision {
+        tracing::error!(limiter = %self.inner.name, reason, "rate limit check cannot be sent: refused");
+        Decision {
+            allowed: false,
+            limit: limits.first().map_or(0, |l| l.policy.limit()),
+            remaining: 0,
+            retry_after: None,
+            reset_after: Duration::ZERO,
+            limiting: 0,
+            degraded: false,
+        }
     }
 
     fn degrade(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {

@@ -246,3 +246,70 @@ async fn a_call_after_an_unnoticed_restart_is_decided_by_redis() {
         assert_eq!(server.calls("rl.token"), 1, "round {round}: charged once");
     }
 }
+
+/// Acquire and release meet the deadline and the breaker like a check: a hung server answers
+/// neither, the failure policy decides the acquire (closed: a degraded denial), the release says
+/// `Deadline`, and once the breaker is open both are answered at once without reaching the server.
+#[tokio::test]
+async fn acquire_and_release_are_held_to_the_deadline_and_the_breaker() {
+    use redis_ratelimit_client::Acquired;
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = Limiter::builder(FailurePolicy::Closed)
+        .deadline(DEADLINE)
+        .breaker(2, Duration::from_secs(30))
+        .connect(server.url())
+        .unwrap();
+    let policy = Policy::concurrency(2, Duration::from_secs(60)).unwrap();
+    let key = unique_key("leases");
+    let held = limiter.acquire(&key, &policy, 1).await.permit().expect("granted");
+    let sent = |server: &Server| calls(server, "rl.all") + calls(server, "rl.acquire");
+    let before = sent(&server);
+    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(3000).arg("WRITE").query(&mut server.conn()).unwrap();
+    let start = Instant::now();
+    let acquired = limiter.acquire(&key, &policy, 1).await;
+    assert!(matches!(&acquired, Acquired::Denied(d) if d.degraded), "closed: a degraded denial");
+    assert!(start.elapsed() < DEADLINE + MARGIN, "within the deadline: {:?}", start.elapsed());
+    let start = Instant::now();
+    let released = held.release().await;
+    assert!(matches!(released, Err(CallError::Deadline(d)) if d == DEADLINE), "{released:?}");
+    assert!(start.elapsed() < DEADLINE + MARGIN, "within the deadline: {:?}", start.elapsed());
+    assert!(limiter.breaker_open(), "two failures open it");
+    let (short, start) = (limiter.counts().short_circuited, Instant::now());
+    let again = limiter.acquire(&key, &policy, 1).await;
+    assert!(matches!(&again, Acquired::Denied(d) if d.degraded));
+    assert!(start.elapsed() < DEADLINE, "the open breaker answers at once: {:?}", start.elapsed());
+    assert_eq!(limiter.counts().short_circuited, short + 1);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut server.conn()).unwrap();
+    // The server then runs what reached it: the acquire that waited for the deadline, not the one
+    // the breaker answered.
+    testkit::wait_until("the waiting acquire to run", || sent(&server) > before);
+    assert_eq!(sent(&server), before + 1);
+}
+
+/// A renew that Redis does not answer (a pause) neither hangs the permit nor calls the lease lost:
+/// it may still be held. Once Redis answers again, a lease that ended meanwhile is reported lost.
+#[tokio::test]
+async fn a_renew_is_held_to_the_deadline_and_a_lease_that_ended_in_an_outage_is_reported_lost() {
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = on(server.url(), FailurePolicy::Closed);
+    // Renewed every 200 ms; the pause outlasts the lease.
+    let policy = Policy::concurrency(1, Duration::from_millis(400)).unwrap();
+    let key = unique_key("renew");
+    let permit = limiter.acquire(&key, &policy, 1).await.permit().expect("granted");
+    let renews = |server: &Server| calls(server, "rl.renew");
+    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE").query(&mut server.conn()).unwrap();
+    // Renews are sent (every half lease) and give up at the deadline; the lease ends meanwhile.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!permit.lost(), "an unanswered renew does not know that the lease is gone");
+    let before = renews(&server);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut server.conn()).unwrap();
+    for _ in 0..1000 {
+        if permit.lost() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(permit.lost(), "the first answered renew found the lease gone");
+    assert!(renews(&server) > before);
+    assert!(!permit.release().await.unwrap(), "nothing was held any more");
+}

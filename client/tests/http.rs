@@ -576,7 +576,8 @@ async fn an_application_can_shape_its_own_concurrency_denial() {
     let h = denied.headers().clone();
     let retry_after: u64 = header(&h, "retry-after").expect("added by the layer").parse().unwrap();
     assert!((1..=30).contains(&retry_after), "at most the lease: {retry_after}");
-    for name in ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy", "ratelimit"] {
+    for name in ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy", "ratelimit"]
+    {
         assert_eq!(header(&h, name), None, "{name} would describe the lease as a rate");
     }
     let body: serde_json::Value = denied.json().await.unwrap();
@@ -729,4 +730,66 @@ async fn per_caller_and_global_concurrency_limits_hold_slots_per_plan_and_over_a
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert!(freed, "dropped bodies free their slots, per plan and over all routes");
+}
+
+/// A handler that panics drops the permit with its future: the slot is free again within
+/// milliseconds, not when the 60 s lease ends. The lease key has its own suffix, beside the rate key.
+#[tokio::test]
+async fn a_panicking_handler_frees_its_slot_at_once_and_lease_keys_have_their_own_suffix() {
+    let server = Server::builder().single();
+    let prefix = unique_key("rl");
+    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
+        .key_prefix(&prefix)
+        .route("work", "/work", Policy::token_bucket(100, 100.0).unwrap())
+        .concurrency("work", "/work", Policy::concurrency(1, std::time::Duration::from_secs(60)).unwrap());
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let waiter = std::sync::Arc::clone(&gate);
+    let app = Router::new()
+        .route(
+            "/work/panic",
+            get(|| async {
+                if std::hint::black_box(true) {
+                    panic!("a bug in the handler");
+                }
+                "never"
+            }),
+        )
+        .route(
+            "/work/wait",
+            get(move || async move {
+                waiter.notified().await;
+                "done"
+            }),
+        )
+        .route("/work/quick", get(|| async { "quick" }))
+        .layer(layer);
+    let base = serve(app).await;
+    let client = reqwest::Client::new();
+    let waiting = tokio::spawn(client.get(format!("{base}/work/wait")).send());
+    let mut keys: Vec<String> = vec![];
+    for _ in 0..500 {
+        keys = testkit::redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut server.conn()).unwrap();
+        if keys.iter().any(|k| k.ends_with(":lease")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    keys.sort();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys[0].ends_with(":work") && keys[1] == format!("{}:lease", keys[0]), "{keys:?}");
+    assert_eq!(client.get(format!("{base}/work/quick")).send().await.unwrap().status(), 429, "held");
+    gate.notify_one();
+    assert_eq!(waiting.await.unwrap().unwrap().status(), 200);
+    // The handler panics while it holds the one slot.
+    let panicked = client.get(format!("{base}/work/panic")).send().await;
+    assert!(panicked.map_or(true, |r| r.status() == 500), "no answer, or a 500");
+    let mut status = 0;
+    for _ in 0..500 {
+        status = client.get(format!("{base}/work/quick")).send().await.unwrap().status().as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(status, 200, "the panicking handler's slot was freed long before its lease ends");
 }

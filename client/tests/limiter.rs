@@ -158,16 +158,25 @@ async fn refunds_give_tokens_back() {
 #[tokio::test]
 async fn calls_that_cannot_be_built_are_usage_errors() {
     let server = Server::builder().single();
-    let limiter = limiter(&server, FailurePolicy::Closed);
     let token = Policy::token_bucket(10, 5.0).unwrap();
     let log = Policy::sliding_log(10, Duration::from_secs(1)).unwrap();
-    for limits in
-        [vec![Limit::new("a", &token, 1), Limit::new("c", &log, 2)], vec![Limit::new("c", &log, 2)], vec![]]
-    {
-        let err = limiter.check_strict(&limits).await.unwrap_err();
-        assert!(matches!(err, redis_ratelimit_client::CallError::Usage(_)), "{err:?}");
-        let d = limiter.check_all(&limits).await;
-        assert!(d.degraded && !d.allowed, "decided by the failure policy (closed): {d:?}");
+    let slots = Policy::concurrency(2, Duration::from_secs(10)).unwrap();
+    for failure in [FailurePolicy::Closed, FailurePolicy::Open] {
+        let limiter = limiter(&server, failure);
+        for limits in [
+            vec![Limit::new("a", &token, 1), Limit::new("c", &log, 2)],
+            vec![Limit::new("c", &log, 2)],
+            vec![Limit::new("s", &slots, 1)],
+            vec![],
+        ] {
+            let err = limiter.check_strict(&limits).await.unwrap_err();
+            assert!(matches!(err, redis_ratelimit_client::CallError::Usage(_)), "{err:?}");
+            let d = limiter.check_all(&limits).await;
+            assert!(
+                !d.allowed && !d.degraded && d.retry_after.is_none(),
+                "refused, never fits, whatever the failure policy ({failure:?}): {d:?}"
+            );
+        }
     }
 }
 
