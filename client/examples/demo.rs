@@ -156,6 +156,17 @@ async fn concurrency_scenario(server: &Server, limiter: &Limiter) -> Result<(), 
         while_held.decision().allowed,
         after.decision().allowed
     );
+    // The scenario's claims, checked: the demo fails when one does not hold.
+    let most = most.load(Ordering::SeqCst);
+    if most > 5 || ok == 0 || ok + limited != 20 || left != 0 {
+        return Err(format!(
+            "scenario 7: {most} inside at once, {ok} served, {limited} limited, {left} held after"
+        )
+        .into());
+    }
+    if while_held.decision().allowed || !after.decision().allowed {
+        return Err("scenario 7: the dead holder's slot was not held for its lease, then freed".into());
+    }
     if let Some(permit) = after.permit() {
         permit.release().await?;
     }
