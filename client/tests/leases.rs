@@ -126,9 +126,8 @@ async fn a_permit_renews_its_lease_and_says_when_it_was_lost() {
     let permit = limiter.acquire(&key, &policy, 1).await.permit().expect("granted");
     // Renewed while held (every half lease): the key's expiry moves on by itself. Watched, not timed,
     // so a slow machine delays the check instead of failing it.
-    let expiry = |server: &Server| -> i64 {
-        redis::cmd("PEXPIRETIME").arg(&key).query(&mut server.conn()).unwrap()
-    };
+    let expiry =
+        |server: &Server| -> i64 { redis::cmd("PEXPIRETIME").arg(&key).query(&mut server.conn()).unwrap() };
     let first = expiry(&server);
     assert!(first > 0, "the lease key expires");
     let mut renewed = false;
