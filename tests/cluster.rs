@@ -92,6 +92,7 @@ fn multi_key_calls_need_one_slot() {
     let mut routed = cluster.client();
     for user in 0..20 {
         let (route, global) = (format!("{{user:{user}}}:login"), format!("{{user:{user}}}:all"));
+        let lease = format!("{{user:{user}}}:lease");
         let r: Vec<i64> = redis::cmd("RL.ALL")
             .arg(&route)
             .arg("SLIDE")
@@ -103,9 +104,19 @@ fn multi_key_calls_need_one_slot() {
             .arg(10)
             .arg(1)
             .arg(1)
+            .arg(&lease)
+            .arg("ACQUIRE")
+            .arg(8)
+            .arg(60)
+            .arg("worker")
+            .arg("WEIGHT")
+            .arg(2)
             .query(&mut routed)
             .expect("routed to the slot's owner");
         assert_eq!(r, [1, 5, 4, 0, 60000, 1], "{route}");
+        let released: i64 =
+            redis::cmd("RL.RELEASE").arg(&lease).arg("worker").query(&mut routed).expect("routed RL.RELEASE");
+        assert_eq!(released, 1, "the lease was taken on the slot's owner, with the other limits");
     }
 }
 

@@ -102,16 +102,28 @@ fn argv() -> impl Strategy<Value = (usize, Vec<Vec<u8>>)> {
     let refund =
         (slot(vec!["TOKEN", "FIXED", "SLIDECOUNT"]), key(), limit(), slot(vec!["0.5", "1", "60"]), cost())
             .prop_map(|(kind, k, l, x, n)| (4, vec![kind, k, l, x, n]));
-    // RL.ALL: groups of any kind, the optional DEDUP anywhere a SLIDE group may end.
+    // RL.ALL: groups of any kind, the optional DEDUP or WEIGHT w anywhere a SLIDE or ACQUIRE group
+    // may end (and where it may not).
     let all_group = (
         key(),
         slot(vec!["TOKEN", "FIXED", "SLIDECOUNT", "SLIDE", "ACQUIRE"]),
         limit(),
         slot(vec!["0.5", "1", "60"]),
         slot(vec!["0", "1", "a"]),
-        proptest::option::of(slot(vec!["DEDUP"])),
+        proptest::option::of(
+            proptest::sample::select(vec![
+                vec!["DEDUP"],
+                vec!["WEIGHT", "2"],
+                vec!["WEIGHT", "0"],
+                vec!["WEIGHT"],
+            ])
+            .prop_map(|words| words.iter().map(|w| w.as_bytes().to_vec()).collect::<Vec<Vec<u8>>>()),
+        ),
     )
-        .prop_map(|(k, kind, a, b, c, dedup)| [vec![k, kind, a, b, c], dedup.into_iter().collect()].concat());
+        .prop_map(|(k, kind, a, b, c, option)| {
+            let option: Vec<Vec<u8>> = option.into_iter().flatten().collect();
+            [vec![k, kind, a, b, c], option].concat()
+        });
     let all = proptest::collection::vec(all_group, 1..4).prop_map(|groups| (5, groups.concat()));
     let take = (key(), limit(), slot(vec!["0.5", "5", "100"]), slot(vec!["1", "3", "100"]))
         .prop_map(|(k, c, r, m)| (6, vec![k, c, r, m]));

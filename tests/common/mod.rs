@@ -71,6 +71,13 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
             .arg(300)
             .arg("a")
             .arg("DEDUP")
+            .arg(format!("{prefix}:{{t}}:all-lease"))
+            .arg("ACQUIRE")
+            .arg(3)
+            .arg(300)
+            .arg("holder")
+            .arg("WEIGHT")
+            .arg(2)
             .query(con)
             .expect("RL.ALL failed");
     }
