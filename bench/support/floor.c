@@ -2,8 +2,11 @@
  * (a denial): open the key for writing, read its type and value, reply an array of five integers,
  * close it. rlfloor.write (an allowed request): the same, plus writing 8 bytes in place (creating the
  * key when missing, with an expiry) and replicating the effect as SET key value KEEPTTL. No decision,
- * no statistics. Loaded only by the benchmark (built with the system C compiler). Reaches
- * the module API through the pointer the server puts first in the context, as redismodule.h does. */
+ * no statistics. Both take RL.TOKEN's arguments (`key capacity rate cost`, ignored after the key) and
+ * declare its keys the same way (every fourth argument), so the server's work for the call (reading,
+ * parsing and freeing the arguments, finding the keys) is the same as for RL.TOKEN. Loaded only by the
+ * benchmark (built with the system C compiler). Reaches the module API through the pointer the server
+ * puts first in the context, as redismodule.h does. */
 #include <stddef.h>
 
 #define OK 0
@@ -24,7 +27,7 @@ static int (*set_expire)(void *, long long);
 static int (*replicate)(void *, const char *, const char *, ...);
 
 static int floor_command(void *ctx, void **argv, int argc) {
-    if (argc != 2) return OK;
+    if (argc < 2) return OK;
     void *key = open_key(ctx, argv[1], READ | WRITE);
     long long first = 0;
     if (key_type(key) == KEYTYPE_STRING) {
@@ -43,7 +46,7 @@ static int floor_command(void *ctx, void **argv, int argc) {
 }
 
 static int write_command(void *ctx, void **argv, int argc) {
-    if (argc != 2) return OK;
+    if (argc < 2) return OK;
     void *key = open_key(ctx, argv[1], READ | WRITE);
     int type = key_type(key);
     if (type != KEYTYPE_STRING) {
@@ -78,6 +81,6 @@ int RedisModule_OnLoad(void *ctx, void **argv, int argc) {
         get_api("RedisModule_ReplyWithLongLong", &reply_int) || get_api("RedisModule_StringTruncate", &string_truncate) ||
         get_api("RedisModule_SetExpire", &set_expire) || get_api("RedisModule_Replicate", &replicate))
         return ERR;
-    if (create_command(ctx, "rlfloor.openreply", floor_command, "write fast", 1, 1, 1) != OK) return ERR;
-    return create_command(ctx, "rlfloor.write", write_command, "write deny-oom fast", 1, 1, 1);
+    if (create_command(ctx, "rlfloor.openreply", floor_command, "write fast", 1, -1, 4) != OK) return ERR;
+    return create_command(ctx, "rlfloor.write", write_command, "write deny-oom fast", 1, -1, 4);
 }
