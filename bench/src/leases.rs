@@ -3,6 +3,7 @@
 //! acquire + release pairs per second at pipeline 16 on random keys, and memory per held lease with
 //! 1,000 leases per key.
 
+use crate::commandstat;
 use crate::loadgen::{Load, Request};
 use std::fmt::Write as _;
 use testkit::redis::{self, Connection};
@@ -31,17 +32,6 @@ const LUA: Request = &[
     &["EVALSHA", "{sha:acquire}", "1", "{key}", "10", "60000", "{id}"],
     &["EVALSHA", "{sha:release}", "1", "{key}", "{id}"],
 ];
-
-/// Total usec of `command` in INFO commandstats since the last CONFIG RESETSTAT (0 when never called).
-fn usec_total(con: &mut Connection, command: &str) -> f64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap_or_default();
-    let prefix = format!("cmdstat_{command}:");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').find_map(|f| f.strip_prefix("usec=")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
 
 fn used_memory(con: &mut Connection) -> f64 {
     info_field(con, "memory", "used_memory").and_then(|v| v.parse().ok()).expect("no used_memory in INFO")
@@ -98,7 +88,7 @@ pub fn run(scale: f64) -> String {
         let rps = load(vars).run(request).rps;
         let pairs = (requests / 50 * 50) as f64;
         let commands = if request == NATIVE { &["rl.acquire", "rl.release"][..] } else { &["evalsha"][..] };
-        (rps, commands.iter().map(|c| usec_total(con, c)).sum::<f64>() / pairs)
+        (rps, commands.iter().map(|c| commandstat(con, c, "usec").unwrap_or(0.0)).sum::<f64>() / pairs)
     };
     for _ in 0..ROUNDS {
         let (rps, us) = measure(&mut con, vec![], NATIVE);

@@ -165,13 +165,18 @@ fn configure(con: &mut redis::Connection, settings: &[(&str, &str)]) {
 
 /// usec_per_call of `command` in INFO commandstats since the last CONFIG RESETSTAT.
 fn us_per_call(con: &mut redis::Connection, command: String) -> f64 {
+    commandstat(con, &command, "usec_per_call").unwrap_or(f64::NAN)
+}
+
+/// One field (`usec`, `usec_per_call`, `calls`) of `command` in INFO commandstats; None when the
+/// command was not called since the last CONFIG RESETSTAT.
+fn commandstat(con: &mut redis::Connection, command: &str, field: &str) -> Option<f64> {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap_or_default();
-    let prefix = format!("cmdstat_{command}:");
+    let (prefix, field) = (format!("cmdstat_{command}:"), format!("{field}="));
     info.lines()
         .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').find_map(|f| f.strip_prefix("usec_per_call=")))
+        .and_then(|rest| rest.split(',').find_map(|f| f.strip_prefix(field.as_str())))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(f64::NAN)
 }
 
 fn expand(template: &str, random: bool, shas: &[(&str, String)]) -> String {

@@ -627,6 +627,19 @@ impl http_body::Body for Slow {
     }
 }
 
+/// GETs `url` until it is served (200), for up to 5 s; the last status.
+async fn status_once_served(client: &reqwest::Client, url: &str) -> u16 {
+    let mut status = 0;
+    for _ in 0..500 {
+        status = client.get(url).send().await.unwrap().status().as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    status
+}
+
 #[tokio::test]
 async fn a_concurrency_slot_is_held_until_the_body_is_gone_and_a_client_that_disconnects_frees_it() {
     use redis_ratelimit_client::http::CONCURRENCY_LIMITED;
@@ -654,14 +667,7 @@ async fn a_concurrency_slot_is_held_until_the_body_is_gone_and_a_client_that_dis
     assert_eq!((body["limit"].as_str(), body["in_flight_limit"].as_u64()), (Some("slow"), Some(1)));
     // The client goes away mid-body: the server drops the body, and the permit with it.
     drop(streaming);
-    let mut status = 0;
-    for _ in 0..500 {
-        status = client.get(format!("{base}/slow/quick")).send().await.unwrap().status().as_u16();
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let status = status_once_served(&client, &format!("{base}/slow/quick")).await;
     assert_eq!(status, 200, "the disconnected client's slot was freed");
 }
 
@@ -783,13 +789,6 @@ async fn a_panicking_handler_frees_its_slot_at_once_and_lease_keys_have_their_ow
     // The handler panics while it holds the one slot.
     let panicked = client.get(format!("{base}/work/panic")).send().await;
     assert!(panicked.map_or(true, |r| r.status() == 500), "no answer, or a 500");
-    let mut status = 0;
-    for _ in 0..500 {
-        status = client.get(format!("{base}/work/quick")).send().await.unwrap().status().as_u16();
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let status = status_once_served(&client, &format!("{base}/work/quick")).await;
     assert_eq!(status, 200, "the panicking handler's slot was freed long before its lease ends");
 }
