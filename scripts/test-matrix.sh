@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test-matrix: the module's integration suite (and the client's lease tests) on every server of the matrix that can be had here, with one
+# make test-matrix: the module's integration suite (and the client's lease and HTTP tests) on every server of the matrix that can be had here, with one
 # module binary. Servers that cannot be had are skipped with the reason; a failure on any server fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,9 +12,10 @@ for name in "${servers[@]}"; do
     continue
   fi
   echo "=== $name: $("$bin" --version | head -n 1)"
-  # The module's whole suite, and the client's permits (leases, RL.ALL) on the same server.
+  # The module's whole suite, and the client's permits (leases, RL.ALL) and HTTP layer (concurrency
+  # routes among them) on the same server.
   if RL_REDIS_SERVER="$bin" cargo test --release -p redis-ratelimit --tests &&
-    RL_REDIS_SERVER="$bin" cargo test --release -p redis-ratelimit-client --test leases; then
+    RL_REDIS_SERVER="$bin" cargo test --release -p redis-ratelimit-client --test leases --test http; then
     passed+=("$name")
   else
     failed+=("$name")

@@ -95,18 +95,18 @@ fn leases_from_a_clock_that_ran_ahead_end_within_one_lease_and_a_step_back_frees
     };
     // Acquired while the clock ran an hour ahead (an old primary, before a failover).
     s.shift(3600);
-    assert!(rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "a"]).allowed);
+    assert!(rl(&mut con, "RL.ACQUIRE", &["l", "1", "10", "a"]).allowed);
     // The right time again: the slot is still held, for one lease at most, not an hour.
     s.shift(0);
-    let r = rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "b"]);
+    let r = rl(&mut con, "RL.ACQUIRE", &["l", "1", "10", "b"]);
     assert!(!r.allowed, "the lease still counts");
-    assert!(r.retry_after_ms <= 2000 && r.reset_after_ms <= 2000, "no hour-long lock-out: {r:?}");
+    assert!(r.retry_after_ms <= 10_000 && r.reset_after_ms <= 10_000, "no hour-long lock-out: {r:?}");
     let ttl = int(&mut con, &["PTTL", "l"]);
-    assert!(ttl > 0 && ttl <= 2000, "the denial stored the cut lease, and the key expires with it: {ttl}");
-    assert_eq!(int(&mut con, &["RL.RENEW", "l", "2", "a"]), 1, "its holder still holds it");
+    assert!(ttl > 0 && ttl <= 10_000, "the denial stored the cut lease, and the key expires with it: {ttl}");
+    assert_eq!(int(&mut con, &["RL.RENEW", "l", "10", "a"]), 1, "its holder still holds it");
     // The clock steps back a minute: nothing is freed early.
     s.shift(-60);
-    assert!(!rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "b"]).allowed, "a step back frees no slot");
+    assert!(!rl(&mut con, "RL.ACQUIRE", &["l", "1", "10", "b"]).allowed, "a step back frees no slot");
     assert_eq!(int(&mut con, &["RL.RELEASE", "l", "a"]), 1);
-    assert!(rl(&mut con, "RL.ACQUIRE", &["l", "1", "2", "b"]).allowed);
+    assert!(rl(&mut con, "RL.ACQUIRE", &["l", "1", "10", "b"]).allowed);
 }

@@ -162,6 +162,11 @@ fn release_and_renew_work_after_a_restart_and_after_an_aof_reload() {
 fn acquires_are_counted_and_inspected_like_any_limiter() {
     let Some(server) = Server::builder().own() else { return };
     let mut con = server.conn();
+    let time_ms = |con: &mut Connection| -> i64 {
+        let (s, us): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+        s * 1000 + us / 1000
+    };
+    let before = time_ms(&mut con);
     assert!(acquire(&mut con, "jobs:tenant:1", 2, "10", "a").allowed);
     assert!(acquire(&mut con, "jobs:tenant:1", 2, "30", "b").allowed);
     for _ in 0..3 {
@@ -184,21 +189,20 @@ fn acquires_are_counted_and_inspected_like_any_limiter() {
     );
     let top: redis::Value = redis::cmd("RL.TOP").arg(1).query(&mut con).unwrap();
     assert!(format!("{top:?}").contains("jobs:tenant:1"), "the denied lease key is on top: {top:?}");
-    // The soonest and the latest lease end, in Unix ms.
-    let now_ms: i64 = {
-        let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
-        s * 1000 + us / 1000
-    };
+    // The soonest and the latest lease end, in Unix ms: 10 s and 30 s after their acquisition, which
+    // happened between `before` and `after`.
     let fields: Vec<redis::Value> = redis::cmd("RL.INSPECT").arg("jobs:tenant:1").query(&mut con).unwrap();
+    let pttl: i64 = redis::cmd("PTTL").arg("jobs:tenant:1").query(&mut con).unwrap();
+    let after = time_ms(&mut con);
     let field = |name: &str| -> i64 {
         let at = fields.iter().position(|v| *v == redis::Value::SimpleString(name.into())).expect(name);
         redis::from_redis_value(fields[at + 1].clone()).unwrap()
     };
     let (next, last) = (field("next_expiry_ms"), field("last_expiry_ms"));
-    assert!((next - now_ms - 10_000).abs() <= 1_000, "a's lease ends in 10 s: {next} vs now {now_ms}");
-    assert!((last - now_ms - 30_000).abs() <= 1_000, "b's lease ends in 30 s: {last} vs now {now_ms}");
-    let pttl: i64 = redis::cmd("PTTL").arg("jobs:tenant:1").query(&mut con).unwrap();
-    assert!((pttl - (last - now_ms)).abs() <= 1_000, "the key expires with its last lease: {pttl}");
+    assert!((before + 10_000..=after + 10_001).contains(&next), "a's lease: {next}, {before}..{after}");
+    assert!((before + 30_000..=after + 30_001).contains(&last), "b's lease: {last}, {before}..{after}");
+    assert!(pttl > 0 && before + pttl <= last + 1, "the key expires with its last lease: {pttl}");
+    assert!(after + pttl >= last - 1, "the key expires with its last lease: {pttl}");
 }
 
 #[test]

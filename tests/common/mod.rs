@@ -47,8 +47,9 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
     block.cmd("RL.SLIDE").arg(format!("{prefix}:{{t}}:multi-slide")).arg(5).arg(300).arg("m").ignore();
     block.cmd("RL.FIXED").arg(format!("{prefix}:{{t}}:multi-fixed")).arg(5).arg(300).ignore();
     block.exec(con).expect("MULTI/EXEC with RL.* failed");
-    // RL.ALL over every kind, allowed then denied by its window, replicates the effects of the first.
-    for _ in 0..2 {
+    // RL.ALL over every kind, allowed then denied by its window (and by the lease: weight 2 of 3 is
+    // held), replicates the effects of the first.
+    for round in 0..2 {
         let _: Vec<i64> = redis::cmd("RL.ALL")
             .arg(format!("{prefix}:{{t}}:all-token"))
             .arg("TOKEN")
@@ -75,7 +76,7 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
             .arg("ACQUIRE")
             .arg(3)
             .arg(300)
-            .arg("holder")
+            .arg(format!("holder-{round}"))
             .arg("WEIGHT")
             .arg(2)
             .query(con)

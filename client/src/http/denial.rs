@@ -28,6 +28,8 @@ pub struct Denial {
     pub(crate) limit: Arc<str>,
     pub(crate) window_secs: u64,
     pub(crate) cost: u64,
+    /// The limit that denied is a rate policy (not a concurrency limit): `RateLimit-*` describe it.
+    pub(crate) rate: bool,
     pub(crate) decision: Decision,
     /// How the default answer is written: the layer's header style and outage status.
     pub(crate) structured: bool,
@@ -101,6 +103,6 @@ impl Denial {
     }
 
     pub(crate) fn described(&self) -> Described<'_> {
-        Described { name: &self.limit, window_secs: self.window_secs, cost: self.cost }
+        Described { name: &self.limit, window_secs: self.window_secs, cost: self.cost, rate: self.rate }
     }
 }

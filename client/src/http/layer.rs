@@ -7,7 +7,7 @@ use super::body::LimitedBody;
 use super::caller::{default_caller, peer_ip, Caller, Principal, Tenant, TrustedProxies};
 use super::denial::{Denial, DenialKind};
 use super::error::LayerError;
-use super::response::{add_headers, forbidden, Described, DEGRADED};
+use super::response::{add_headers, forbidden, Described};
 use crate::command::Limit;
 use crate::decision::Decision;
 use crate::limiter::{FailurePolicy, Limiter};
@@ -588,6 +588,7 @@ where
                         limit: Arc::clone(&limiting.name),
                         window_secs,
                         cost: limiting.cost,
+                        rate: !limiting.policy.is_concurrency(),
                         decision,
                         structured: config.structured,
                         outage_status: config.outage_status,
@@ -611,7 +612,8 @@ where
             // The RateLimit-* fields describe rate limits; a lease that was the tightest has none.
             let rate_described = enforced_decision.filter(|(_, l, _)| !l.policy.is_concurrency());
             if let Some((decision, limiting, window_secs)) = rate_described {
-                let described = Described { name: &limiting.name, window_secs, cost: limiting.cost };
+                let described =
+                    Described { name: &limiting.name, window_secs, cost: limiting.cost, rate: true };
                 add_headers(response.headers_mut(), &decision, &described, config.structured);
             }
             Ok(response.map(|b| LimitedBody::new(b, permit)))
@@ -619,15 +621,11 @@ where
     }
 }
 
-/// The application's denial answer, with the rate limit headers the layer always sends (a
-/// concurrency denial has none: `RateLimit-*` describe rate policies, not work in flight).
+/// The application's denial answer, with the rate limit headers the layer always sends (none when a
+/// concurrency limit denied: `RateLimit-*` describe rate policies, not work in flight).
 fn own_denial_response(mut response: Response<String>, denial: &Denial) -> Response<String> {
     let headers = response.headers_mut();
-    if denial.kind != DenialKind::ConcurrencyLimited {
-        add_headers(headers, denial.decision(), &denial.described(), denial.structured);
-    } else if denial.decision().degraded {
-        headers.insert(DEGRADED, http::HeaderValue::from_static("true"));
-    }
+    add_headers(headers, denial.decision(), &denial.described(), denial.structured);
     if let (false, Some(secs)) = (headers.contains_key(http::header::RETRY_AFTER), denial.retry_after_secs())
     {
         headers.insert(http::header::RETRY_AFTER, secs.into());

@@ -30,6 +30,8 @@ pub(crate) struct Described<'a> {
     pub name: &'a str,
     pub window_secs: u64,
     pub cost: u64,
+    /// A rate policy: the `RateLimit-*` fields describe it. A concurrency limit has none of them.
+    pub rate: bool,
 }
 
 fn number(n: u64) -> HeaderValue {
@@ -39,6 +41,12 @@ fn number(n: u64) -> HeaderValue {
 /// Adds the rate limit headers of `d` to `headers`. A degraded decision was made without Redis: the
 /// policy is known, what is left of it and when it resets are not, so those headers are left out.
 pub(crate) fn add_headers(headers: &mut HeaderMap, d: &Decision, limit: &Described<'_>, structured: bool) {
+    if !limit.rate {
+        if d.degraded {
+            headers.insert(DEGRADED, HeaderValue::from_static("true"));
+        }
+        return;
+    }
     headers.insert(RATELIMIT_LIMIT, number(d.limit));
     if !d.degraded {
         headers.insert(RATELIMIT_REMAINING, number(d.remaining));
