@@ -111,3 +111,24 @@ fn leases_from_a_clock_that_ran_ahead_end_within_one_lease_and_a_step_back_frees
     assert_eq!(int(&mut con, &["RL.RELEASE", "l", "a"]), 1);
     assert!(rl(&mut con, "RL.ACQUIRE", &["l", "1", "10", "b"]).allowed);
 }
+
+/// A log that needs a clock-fault repair, inside an RL.ALL that another limit denies: the call
+/// records nothing (a repair is stored alone only by a write that records no request).
+#[test]
+fn a_denied_all_records_nothing_in_a_log_that_needed_repair() {
+    let Some(s) = ShiftedServer::start() else { return };
+    let mut con = s.server.conn();
+    s.shift(3600);
+    assert!(rl(&mut con, "RL.SLIDE", &["{a}log", "5", "10", "r1"]).allowed);
+    s.shift(0);
+    assert!(rl(&mut con, "RL.TOKEN", &["{a}bucket", "1", "0.001", "1"]).allowed, "now empty");
+    let get =
+        |con: &mut redis::Connection| -> Vec<u8> { redis::cmd("GET").arg("{a}log").query(con).unwrap() };
+    let before = get(&mut con);
+    let args = ["{a}log", "SLIDE", "5", "10", "r2", "{a}bucket", "TOKEN", "1", "0.001", "1"];
+    let r = rl(&mut con, "RL.ALL", &args);
+    assert_eq!((r.allowed, r.limiting), (false, Some(2)), "the bucket denies: {r:?}");
+    assert_eq!(get(&mut con), before, "the denied call recorded nothing in the log");
+    let alone = rl(&mut con, "RL.SLIDE", &["{a}log", "5", "10", "r2"]);
+    assert_eq!((alone.allowed, alone.remaining), (true, 3), "r1 (repaired to now) and r2 count");
+}

@@ -66,4 +66,32 @@ mod tests {
         assert!(second.outcomes.iter().all(|o| o.write.is_none()), "a denial takes nothing");
         assert!(all_or_nothing(vec![]).is_none());
     }
+
+    /// A limit whose state needs a clock-fault repair, allowed inside a denied combined request:
+    /// nothing of this request is recorded (only a repair alone is stored when denied).
+    #[test]
+    fn a_denied_combination_records_nothing_even_where_a_state_needed_repair() {
+        let log = SlidingLog::new(5, 1_000_000).unwrap();
+        let bucket = TokenBucket::new(1, crate::decimal::Decimal { mantissa: 1, exponent: 0 }).unwrap();
+        let id = |hash| RequestId { hash, dedup: false };
+        // A log written an hour ahead (a clock that ran ahead), and an empty bucket.
+        let ahead = log.decide(None, T0 + 3600 * SEC, id(1)).unwrap().write.unwrap();
+        let crate::limiter::Change::Set(ahead) = ahead.change else { panic!("a new log is written whole") };
+        let crate::limiter::Change::Set(empty) = bucket.decide(None, T0, 1).unwrap().write.unwrap().change
+        else {
+            panic!("a bucket is written whole")
+        };
+        let (repaired, taken) = (
+            log.decide(Some(ahead.as_ref()), T0, id(2)).unwrap(),
+            bucket.decide(Some(empty.as_ref()), T0, 1).unwrap(),
+        );
+        assert!(repaired.verdict.allowed && !repaired.repair, "allowed: the write records the request too");
+        let combined = all_or_nothing(vec![repaired, taken]).unwrap();
+        assert!(!combined.verdict.allowed);
+        assert!(combined.outcomes.iter().all(|o| o.write.is_none()), "the denied request is not recorded");
+        // Denied by the log itself, the repair alone is stored.
+        let full = SlidingLog::new(1, 1_000_000).unwrap();
+        let denied = full.decide(Some(ahead.as_ref()), T0, id(3)).unwrap();
+        assert!(!denied.verdict.allowed && denied.repair && denied.write.is_some());
+    }
 }

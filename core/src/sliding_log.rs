@@ -233,7 +233,8 @@ impl SlidingLog {
     /// A log whose newest entry lies in the future (a clock that stepped back, a primary whose clock
     /// ran ahead) is repaired first: entries from the future are moved to now (kept strictly
     /// increasing), so they still count but leave the window one window from now instead of when the
-    /// clock catches up. The repaired log is stored even when the request is denied.
+    /// clock catches up. The repaired log is stored even when the request is denied (alone: a
+    /// combined request that is denied records nothing).
     fn decide_repaired(&self, log: &Log<'_>, now_us: u64, id: RequestId) -> SlideDecision {
         let mut previous = 0u64;
         let entries: Vec<(u64, u64)> = log
@@ -249,6 +250,10 @@ impl SlidingLog {
             return self.decide_on(Some(*log), now_us, id);
         };
         let mut decision = self.decide_on(Some(parsed), now_us, id);
+        // Only a write that records nothing is a repair alone, stored even when a combined request is
+        // denied; one that also records this request is stored with the request or not at all (the
+        // next call repairs again).
+        decision.repair = decision.write.is_none();
         decision.write = Some(match decision.write.take() {
             Some(LogWrite::Rewrite(bytes)) => LogWrite::Rewrite(bytes),
             Some(slot) => {
@@ -257,7 +262,6 @@ impl SlidingLog {
             }
             None => LogWrite::Rewrite(repaired),
         });
-        decision.repair = true;
         decision
     }
 
