@@ -95,6 +95,31 @@ fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
         .collect())
 }
 
+/// Without decoding every lease: Some(the id of the one live lease, or None when none is live), or
+/// None when more than one is live.
+fn only_live_lease(stored: Option<&[u8]>, now_us: u64) -> Result<Option<Option<LeaseId>>, StateError> {
+    let Some(stored) = stored else { return Ok(Some(None)) };
+    let body = match stored.get(..TAG_LEN) {
+        Some(tag) if Kind::Leases.has_tag(tag) => &stored[TAG_LEN..],
+        _ => return Err(StateError),
+    };
+    if !body.len().is_multiple_of(ENTRY) {
+        return Err(StateError);
+    }
+    let mut found = None;
+    for e in body.chunks_exact(ENTRY) {
+        if u64::from_le_bytes(e[16..24].try_into().unwrap_or([0; 8])) > now_us {
+            if found.is_some() {
+                return Ok(None);
+            }
+            let mut id = [0u8; 16];
+            id.copy_from_slice(&e[..16]);
+            found = Some(LeaseId(id));
+        }
+    }
+    Ok(Some(found))
+}
+
 fn live(stored: Option<&[u8]>, now_us: u64) -> Result<Vec<Lease>, StateError> {
     let mut leases = stored.map(decode).transpose()?.unwrap_or_default();
     leases.retain(|l| l.expires_us > now_us);
@@ -122,15 +147,25 @@ fn write(leases: &[Lease]) -> Write {
     let Some(last) = leases.iter().map(|l| l.expires_us).max() else {
         return Write { change: Change::Delete, expiry: Expiry::Within { at_least_ms: 0, slack_ms: 0 } };
     };
-    let mut value = Vec::with_capacity(TAG_LEN + leases.len() * ENTRY);
-    value.extend_from_slice(&Kind::Leases.tag().unwrap_or_default());
-    for l in leases {
-        value.extend_from_slice(&l.id.0);
-        value.extend_from_slice(&l.expires_us.to_le_bytes());
-        value.extend_from_slice(&(l.weight as u32).to_le_bytes());
-    }
+    let entry = |l: &Lease| {
+        let mut e = [0u8; ENTRY];
+        e[..16].copy_from_slice(&l.id.0);
+        e[16..24].copy_from_slice(&l.expires_us.to_le_bytes());
+        e[24..].copy_from_slice(&(l.weight as u32).to_le_bytes());
+        e
+    };
+    let bytes = match leases {
+        // One lease fits the inline buffer: no allocation for the commonest value.
+        [only] => Bytes::tagged(Kind::Leases, &entry(only)),
+        _ => {
+            let mut value = Vec::with_capacity(TAG_LEN + leases.len() * ENTRY);
+            value.extend_from_slice(&Kind::Leases.tag().unwrap_or_default());
+            leases.iter().for_each(|l| value.extend_from_slice(&entry(l)));
+            Bytes::Heap(value)
+        }
+    };
     let at_least_ms = i64::try_from(last.div_ceil(1000)).unwrap_or(i64::MAX);
-    Write { change: Change::Set(Bytes::Heap(value)), expiry: Expiry::Within { at_least_ms, slack_ms: 0 } }
+    Write { change: Change::Set(bytes), expiry: Expiry::Within { at_least_ms, slack_ms: 0 } }
 }
 
 impl Leases {
@@ -181,7 +216,12 @@ impl Leases {
         now: Nanos,
         id: LeaseId,
     ) -> Result<(bool, Option<Write>), StateError> {
-        let mut held = live(stored, now_us(now))?;
+        let now_us = now_us(now);
+        if let Some(last) = only_live_lease(stored, now_us)? {
+            // The commonest release: the key's one live lease, or nothing to release.
+            return Ok(if last == Some(id) { (true, Some(write(&[]))) } else { (false, None) });
+        }
+        let mut held = live(stored, now_us)?;
         let before = held.len();
         held.retain(|l| l.id != id);
         Ok(if held.len() < before { (true, Some(write(&held))) } else { (false, None) })

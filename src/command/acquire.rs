@@ -9,6 +9,7 @@
 //! `reset_after_ms` the time until the last held lease ends.
 
 use super::limit;
+use super::memo::Memo;
 use super::parse::{split, whole, window};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;
@@ -41,10 +42,15 @@ pub fn parse(limit: &Arg, lease: &Arg, id: &Arg, options: &[Arg]) -> Result<(Lea
         [_, _] => return Err(RlError::Syntax),
         _ => return Err(RlError::WrongArity),
     };
-    let limit = whole(limit.bytes(), LIMIT.field, 1, LIMIT.expected)?;
-    let leases = Leases::new(limit, lease_ns(lease)?)?;
+    let leases = LAST_LEASES.get_or(&[limit.bytes(), lease.bytes()], || {
+        let limit = whole(limit.bytes(), LIMIT.field, 1, LIMIT.expected)?;
+        Ok::<_, RlError>(Leases::new(limit, lease_ns(lease)?)?)
+    })?;
     Ok((leases, Acquire { id: lease_id(id)?, weight }))
 }
+
+/// The last lease parameters parsed.
+static LAST_LEASES: Memo<Leases> = Memo::new();
 
 /// A lease length: like a window, with the field named `lease`.
 pub fn lease_ns(lease: &Arg) -> Result<i64, RlError> {
