@@ -583,11 +583,7 @@ async fn an_application_can_shape_its_own_concurrency_denial() {
         })
         .build()
         .unwrap();
-    let app = Router::new()
-        .route("/slow/stream", get(|| async { axum::body::Body::new(Slow { sent: false }) }))
-        .route("/slow/quick", get(|| async { "quick" }))
-        .layer(layer);
-    let base = serve(app).await;
+    let base = serve(slow_app(layer)).await;
     let client = reqwest::Client::new();
     let mut holder = client.get(format!("{base}/slow/stream")).send().await.unwrap();
     assert_eq!(holder.status(), 200);
@@ -648,6 +644,14 @@ impl http_body::Body for Slow {
     }
 }
 
+/// `/slow/stream` holds its body open after the first chunk; `/slow/quick` answers at once.
+fn slow_app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/slow/stream", get(|| async { axum::body::Body::new(Slow { sent: false }) }))
+        .route("/slow/quick", get(|| async { "quick" }))
+        .layer(layer)
+}
+
 /// GETs `url` until it is served (200), for up to 5 s; the last status.
 async fn status_once_served(client: &reqwest::Client, url: &str) -> u16 {
     let mut status = 0;
@@ -668,11 +672,7 @@ async fn a_concurrency_slot_is_held_until_the_body_is_gone_and_a_client_that_dis
     let layer = layer_on(&server, FailurePolicy::Closed)
         .route("slow", "/slow", Policy::token_bucket(100, 100.0).unwrap())
         .concurrency("slow", "/slow", Policy::concurrency(1, std::time::Duration::from_secs(60)).unwrap());
-    let app = Router::new()
-        .route("/slow/stream", get(|| async { axum::body::Body::new(Slow { sent: false }) }))
-        .route("/slow/quick", get(|| async { "quick" }))
-        .layer(layer);
-    let base = serve(app).await;
+    let base = serve(slow_app(layer)).await;
     let client = reqwest::Client::new();
     let mut streaming = client.get(format!("{base}/slow/stream")).send().await.unwrap();
     assert_eq!(streaming.status(), 200);
