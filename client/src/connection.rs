@@ -19,7 +19,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{Cmd, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
+use redis::{
+    Cmd, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, ServerErrorKind,
+    Value,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -215,15 +218,13 @@ impl Clustered {
     }
 }
 
-/// The node a MOVED error names (also inside a pipeline's error).
+/// The node a MOVED error names (also inside a pipeline's error): its detail is `<slot> <host:port>`.
 fn moved_to(e: &RedisError) -> Option<(String, u16)> {
-    let text = e.to_string();
-    let rest = &text[text.find("Moved: ")? + "Moved: ".len()..];
-    let mut words = rest.split_whitespace();
-    words.next()?; // the slot
-    let address = words.next()?.trim_end_matches([')', ']', ',']);
+    let errors = e.clone().into_server_errors()?;
+    let (_, moved) = errors.iter().find(|(_, s)| s.kind() == Some(ServerErrorKind::Moved))?;
+    let address = moved.details()?.split_whitespace().nth(1)?;
     let (host, port) = address.rsplit_once(':')?;
-    Some((host.to_string(), port.parse().ok()?))
+    Some((host.trim_matches(['[', ']']).to_string(), port.parse().ok()?))
 }
 
 impl Watched {
@@ -352,4 +353,21 @@ pub(crate) fn is_connection_failure(e: &RedisError) -> bool {
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moved_to;
+
+    fn error(reply: &[u8]) -> redis::RedisError {
+        redis::parse_redis_value(reply).unwrap().extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn a_moved_answer_names_its_node() {
+        assert_eq!(moved_to(&error(b"-MOVED 3999 127.0.0.1:6381\r\n")), Some(("127.0.0.1".into(), 6381)));
+        assert_eq!(moved_to(&error(b"-MOVED 3999 [::1]:7000\r\n")), Some(("::1".into(), 7000)));
+        assert_eq!(moved_to(&error(b"-ERR MOVED 3999 127.0.0.1:6381\r\n")), None, "not a MOVED answer");
+        assert_eq!(moved_to(&error(b"-MOVED 3999\r\n")), None, "no address");
+    }
 }

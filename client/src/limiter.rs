@@ -421,7 +421,7 @@ impl Limiter {
     }
 
     /// A call that cannot be built: refused, whatever the failure policy (not an outage).
-    fn refuse(&self, limits: &[Limit<'_>], reason: &'static str) -> Decision {
+    pub(crate) fn refuse(&self, limits: &[Limit<'_>], reason: &'static str) -> Decision {
         tracing::error!(limiter = %self.inner.name, reason, "rate limit check cannot be sent: refused");
         Decision {
             allowed: false,

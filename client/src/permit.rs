@@ -173,7 +173,9 @@ impl Limiter {
     /// them as leases of one permit: allowed only when all allow, and then all are taken; a denial
     /// takes nothing. The cost of a concurrency limit is its lease's weight. When Redis cannot
     /// decide, the failure policy does (`degraded`): `Open` grants a permit that holds nothing,
-    /// `Closed` denies, `LocalFallback` holds a lease of the in-process semaphore.
+    /// `Closed` denies, `LocalFallback` holds a lease of the in-process semaphore. A call that cannot
+    /// be built (a weight of 0, no limits) is refused whatever the failure policy, as by
+    /// [`check_all`](Self::check_all).
     pub async fn acquire_all(&self, limits: &[Limit<'_>]) -> Acquired {
         let id = new_id();
         let local = match self.backend() {
@@ -204,6 +206,8 @@ impl Limiter {
                 (d, false)
             }
             Ok(d) => (d, false),
+            // Cannot be built (a weight of 0, a sliding log with a cost of 2): refused, as by check.
+            Err(CallError::Usage(reason)) => (self.refuse(limits, reason), false),
             Err(e) => {
                 let unanswered = matches!(&e, CallError::Deadline(_))
                     || matches!(&e, CallError::Redis(r) if is_connection_failure(r));

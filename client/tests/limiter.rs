@@ -177,6 +177,20 @@ async fn calls_that_cannot_be_built_are_usage_errors() {
                 "refused, never fits, whatever the failure policy ({failure:?}): {d:?}"
             );
         }
+        // The same for acquisitions that cannot be built (a weight of 0, a sliding log's cost of 2).
+        for limits in
+            [vec![Limit::new("s", &slots, 0)], vec![Limit::new("s", &slots, 1), Limit::new("c", &log, 2)]]
+        {
+            match limiter.acquire_all(&limits).await {
+                redis_ratelimit_client::Acquired::Denied(d) => assert!(
+                    !d.degraded && d.retry_after.is_none(),
+                    "refused whatever the failure policy ({failure:?}): {d:?}"
+                ),
+                redis_ratelimit_client::Acquired::Granted(p) => {
+                    panic!("granted ({failure:?}): {:?}", p.decision())
+                }
+            }
+        }
     }
 }
 

@@ -74,8 +74,8 @@ fn now_us(now: Nanos) -> u64 {
     (now.max(0) / 1000) as u64
 }
 
-/// The leases of a stored value (all of them, expired or not).
-fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
+/// The stored value's entries, one per lease (expired or not).
+fn entries(stored: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>, StateError> {
     let body = match stored.get(..TAG_LEN) {
         Some(tag) if Kind::Leases.has_tag(tag) => &stored[TAG_LEN..],
         _ => return Err(StateError),
@@ -83,12 +83,20 @@ fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
     if !body.len().is_multiple_of(ENTRY) {
         return Err(StateError);
     }
-    Ok(body
-        .chunks_exact(ENTRY)
+    Ok(body.chunks_exact(ENTRY))
+}
+
+fn expires_us(entry: &[u8]) -> u64 {
+    u64::from_le_bytes(entry[16..24].try_into().unwrap_or([0; 8]))
+}
+
+/// The leases of a stored value (all of them, expired or not).
+fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
+    Ok(entries(stored)?
         .map(|e| {
             let mut id = [0u8; 16];
             id.copy_from_slice(&e[..16]);
-            let expires_us = u64::from_le_bytes(e[16..24].try_into().unwrap_or([0; 8]));
+            let expires_us = expires_us(e);
             let weight = u64::from(u32::from_le_bytes(e[24..28].try_into().unwrap_or([0; 4])));
             Lease { id: LeaseId(id), expires_us, weight }
         })
@@ -99,16 +107,9 @@ fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
 /// None when more than one is live.
 fn only_live_lease(stored: Option<&[u8]>, now_us: u64) -> Result<Option<Option<LeaseId>>, StateError> {
     let Some(stored) = stored else { return Ok(Some(None)) };
-    let body = match stored.get(..TAG_LEN) {
-        Some(tag) if Kind::Leases.has_tag(tag) => &stored[TAG_LEN..],
-        _ => return Err(StateError),
-    };
-    if !body.len().is_multiple_of(ENTRY) {
-        return Err(StateError);
-    }
     let mut found = None;
-    for e in body.chunks_exact(ENTRY) {
-        if u64::from_le_bytes(e[16..24].try_into().unwrap_or([0; 8])) > now_us {
+    for e in entries(stored)? {
+        if expires_us(e) > now_us {
             if found.is_some() {
                 return Ok(None);
             }
