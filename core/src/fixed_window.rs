@@ -5,18 +5,23 @@
 //! stored as two little-endian words (u64 count, i64 Unix ns) behind the tag `RLF\x01`.
 
 use crate::error::StateError;
-use crate::format::{word, words, Kind};
+use crate::format::{word, words, Layout};
 use crate::limiter::{Change, Expiry, Field, Write};
 use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos};
 use crate::verdict::Verdict;
-use crate::window::Windowed;
+use crate::window::{WindowAlgorithm, Windowed};
 
 pub use crate::window::{LIMIT, WINDOW};
 
 /// The fixed window's algorithm (see `window::Windowed`).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Fixed {}
+
+impl WindowAlgorithm for Fixed {
+    const GROUP: &'static str = "FIXED";
+    const COMMAND: &'static str = "RL.FIXED";
+}
 
 /// Valid fixed window parameters.
 pub type FixedWindow = Windowed<Fixed>;
@@ -82,11 +87,11 @@ impl FixedWindow {
 
 impl SmallState for FixedWindow {
     type State = WindowState;
-    const KIND: Kind = Kind::FixedWindow;
+    const LAYOUT: Layout = Layout::FixedWindow;
 
     #[inline]
     fn decode(stored: &[u8]) -> Result<WindowState, StateError> {
-        let p = Kind::FixedWindow.payload(stored).ok_or(StateError)?;
+        let p = Layout::FixedWindow.payload(stored).ok_or(StateError)?;
         let count = word(p, 0).ok_or(StateError)?;
         Ok(WindowState { count, ends_at: word(p, 1).ok_or(StateError)? as Nanos })
     }
@@ -102,7 +107,7 @@ impl SmallState for FixedWindow {
     #[inline]
     fn write(&self, state: &WindowState, _previous: Option<&WindowState>, _now: Nanos) -> Write {
         Write {
-            change: Change::Set(words(Kind::FixedWindow, &[state.count, state.ends_at as u64])),
+            change: Change::Set(words(Layout::FixedWindow, &[state.count, state.ends_at as u64])),
             expiry: Expiry::Within { at_least_ms: ceil_ms(state.ends_at), slack_ms: 0 },
         }
     }

@@ -14,150 +14,212 @@
 //! tagged values: upgrade replicas before their primary (see the README's upgrade notes).
 //!
 //! One format is not ours and has no tag: redis-cell's, the TAT in Unix nanoseconds as decimal digits,
-//! which `CL.THROTTLE` reads and keeps writing (see `dialect::cell`).
+//! which `CL.THROTTLE` reads and keeps writing (see `dialect::cell`): `Layout::DecimalTat`.
 
-/// Which limiter a stored value belongs to.
+use crate::time::Nanos;
+
+/// A stored value's layout: which limiter wrote it, and how its bytes are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum Layout {
     TokenBucket,
     FixedWindow,
     SlidingCounter,
     SlidingLog,
     Leases,
-    /// redis-cell's decimal TAT (`CL.THROTTLE`): untagged.
-    Throttle,
+    /// redis-cell's TAT as decimal digits of Unix nanoseconds (`CL.THROTTLE`): untagged.
+    DecimalTat,
 }
 
 /// The tag's length: every tagged value starts with this many bytes of tag.
 pub const TAG_LEN: usize = 4;
 
-impl Kind {
-    /// The kinds whose values are tagged.
-    pub const ALL: [Kind; 5] =
-        [Kind::TokenBucket, Kind::FixedWindow, Kind::SlidingCounter, Kind::SlidingLog, Kind::Leases];
+/// How long a value of a layout is after its tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Length {
+    /// This many little-endian u64 words (release 0.1 wrote them without the tag).
+    Words(usize),
+    /// The sliding log: the rest of its 8-byte header, then at least one 8-byte slot.
+    LogSlots,
+    /// Leases: records of `LEASE_RECORD` bytes, at least one.
+    LeaseRecords,
+    /// Decimal digits, untagged.
+    Digits,
+}
 
-    /// The first bytes of every value of this kind (None: redis-cell's format has no tag).
-    #[inline]
-    pub const fn tag(self) -> Option<[u8; TAG_LEN]> {
-        Some(match self {
-            Kind::TokenBucket => *b"RLT\x01",
-            Kind::FixedWindow => *b"RLF\x01",
-            Kind::SlidingCounter => *b"RLC\x01",
-            Kind::SlidingLog => *b"RLS\x01",
-            Kind::Leases => *b"RLA\x01",
-            Kind::Throttle => return None,
-        })
+/// The bytes of one lease record (see `leases`).
+pub const LEASE_RECORD: usize = 28;
+
+impl Layout {
+    /// The layouts whose values are tagged.
+    pub const TAGGED: [Layout; 5] =
+        [Layout::TokenBucket, Layout::FixedWindow, Layout::SlidingCounter, Layout::SlidingLog, Layout::Leases];
+
+    /// The first bytes of every value of this layout, and the length rule of the rest.
+    const fn spec(self) -> (Option<[u8; TAG_LEN]>, Length) {
+        match self {
+            Layout::TokenBucket => (Some(*b"RLT\x01"), Length::Words(1)),
+            Layout::FixedWindow => (Some(*b"RLF\x01"), Length::Words(2)),
+            Layout::SlidingCounter => (Some(*b"RLC\x01"), Length::Words(3)),
+            Layout::SlidingLog => (Some(*b"RLS\x01"), Length::LogSlots),
+            Layout::Leases => (Some(*b"RLA\x01"), Length::LeaseRecords),
+            Layout::DecimalTat => (None, Length::Digits),
+        }
     }
 
-    /// Whether `bytes` are this kind's tag.
+    /// The first bytes of every value of this layout (None: redis-cell's format has no tag).
+    #[inline]
+    pub const fn tag(self) -> Option<[u8; TAG_LEN]> {
+        self.spec().0
+    }
+
+    /// Whether `bytes` are this layout's tag.
     #[inline]
     pub fn has_tag(self, bytes: &[u8]) -> bool {
         self.tag().is_some_and(|tag| tag[..] == *bytes)
     }
 
-    /// The command that writes this kind of value.
-    pub const fn command(self) -> &'static str {
-        match self {
-            Kind::TokenBucket => "RL.TOKEN",
-            Kind::FixedWindow => "RL.FIXED",
-            Kind::SlidingCounter => "RL.SLIDECOUNT",
-            Kind::SlidingLog => "RL.SLIDE",
-            Kind::Leases => "RL.ACQUIRE",
-            Kind::Throttle => "CL.THROTTLE",
-        }
-    }
-
-    /// The payload length of a fixed-size state (after the tag); None for the sliding log's
-    /// variable-length slots.
-    const fn payload_len(self) -> Option<usize> {
-        match self {
-            Kind::TokenBucket => Some(8),
-            Kind::FixedWindow => Some(16),
-            Kind::SlidingCounter => Some(24),
-            Kind::SlidingLog | Kind::Leases | Kind::Throttle => None,
+    /// The length of release 0.1's untagged value of this layout, if it wrote one.
+    const fn untagged_len(self) -> Option<usize> {
+        match self.spec().1 {
+            Length::Words(n) => Some(n * 8),
+            _ => None,
         }
     }
 
     #[inline]
     fn tagged_len_fits(self, len: usize) -> bool {
-        match self.payload_len() {
-            None if self == Kind::Throttle => false,
-            Some(payload) => len == TAG_LEN + payload,
+        match self.spec().1 {
+            Length::Words(n) => len == TAG_LEN + n * 8,
             // The log's header is 8 bytes (tag, slot width, padding), then at least one 8-byte slot.
-            None if self == Kind::SlidingLog => len >= 16 && len.is_multiple_of(8),
-            // Leases: the tag, then 28 bytes per lease.
-            None => len > TAG_LEN && (len - TAG_LEN).is_multiple_of(28),
+            Length::LogSlots => len >= 16 && len.is_multiple_of(8),
+            Length::LeaseRecords => len > TAG_LEN && (len - TAG_LEN).is_multiple_of(LEASE_RECORD),
+            Length::Digits => false,
         }
     }
 
-    /// Which limiter wrote `bytes`: by its tag, or else by the length of release 0.1's untagged
+    /// Which layout `bytes` have: by their tag, or else by the length of release 0.1's untagged
     /// formats, or else as redis-cell's decimal TAT. None for anything else.
-    pub fn of(bytes: &[u8]) -> Option<Kind> {
+    pub fn of(bytes: &[u8]) -> Option<Layout> {
         if let Some(tag) = bytes.get(..TAG_LEN) {
-            let tagged = Kind::ALL.into_iter().find(|k| k.has_tag(tag) && k.tagged_len_fits(bytes.len()));
+            let tagged =
+                Layout::TAGGED.into_iter().find(|l| l.has_tag(tag) && l.tagged_len_fits(bytes.len()));
             if tagged.is_some() {
                 return tagged;
             }
         }
-        let untagged = Kind::ALL.into_iter().find(|k| k.payload_len() == Some(bytes.len()));
-        untagged.or_else(|| crate::dialect::cell::decimal_tat(bytes).is_some().then_some(Kind::Throttle))
+        let untagged = Layout::TAGGED.into_iter().find(|l| l.untagged_len() == Some(bytes.len()));
+        untagged.or_else(|| decimal_tat(bytes).is_some().then_some(Layout::DecimalTat))
     }
 
-    /// The state's payload in `bytes` when this kind wrote them (tagged, or untagged from 0.1).
+    /// The state's payload in `bytes` when they have this layout (tagged, or untagged from 0.1).
     #[inline]
     pub fn payload(self, bytes: &[u8]) -> Option<&[u8]> {
-        // The common case first: this kind's tag and length.
+        // The common case first: this layout's tag and length.
         if let (true, Some(tag)) = (self.tagged_len_fits(bytes.len()), bytes.get(..TAG_LEN)) {
             if self.has_tag(tag) {
                 return bytes.get(TAG_LEN..);
             }
         }
-        match Kind::of(bytes) {
-            Some(kind) if kind == self && bytes.len() == self.payload_len()? => Some(bytes),
-            Some(kind) if kind == self => bytes.get(TAG_LEN..),
+        match Layout::of(bytes) {
+            Some(layout) if layout == self && Some(bytes.len()) == self.untagged_len() => Some(bytes),
+            Some(layout) if layout == self && self.tag().is_some() => bytes.get(TAG_LEN..),
+            Some(layout) if layout == self => Some(bytes),
             _ => None,
         }
     }
+}
+
+/// redis-cell's stored TAT: decimal digits of Unix nanoseconds (as Rust parses a `u64`: an optional
+/// `+`, then digits). None for anything else, or a TAT beyond the clock's range.
+pub fn decimal_tat(bytes: &[u8]) -> Option<Nanos> {
+    let digits = bytes.strip_prefix(b"+").unwrap_or(bytes);
+    if digits.is_empty() || digits.len() > 20 {
+        return None;
+    }
+    // By hand: every call reads one, and a u64 of 20 digits fits in a u128 without overflow checks.
+    let mut value: u128 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + u128::from(d - b'0');
+    }
+    u64::try_from(value).ok().and_then(|n| Nanos::try_from(n).ok())
+}
+
+/// The decimal digits of a (non-negative) TAT, as redis-cell stores it.
+pub fn decimal_tat_bytes(tat: Nanos) -> Bytes {
+    let mut buf = [0u8; 20];
+    let mut n = tat.max(0) as u64;
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    Bytes::copy(&buf[i..])
 }
 
 /// The longest value written without a heap allocation.
 pub const INLINE: usize = 32;
 
 /// Bytes to store: small ones inline (every fixed-size state, a log slot), whole logs on the heap.
+/// Opaque: built only by the constructors below, so its length always fits its buffer.
 #[derive(Clone, PartialEq, Eq)]
-pub enum Bytes {
+pub struct Bytes(Repr);
+
+#[derive(Clone, PartialEq, Eq)]
+enum Repr {
     Inline { buf: [u8; INLINE], len: u8 },
     Heap(Vec<u8>),
 }
 
 impl Bytes {
-    /// `kind`'s tag followed by `payload` (at most `INLINE - TAG_LEN` bytes).
+    /// `layout`'s tag followed by `payload` (at most `INLINE - TAG_LEN` bytes; a longer payload is
+    /// stored on the heap).
     #[inline]
-    pub fn tagged(kind: Kind, payload: &[u8]) -> Bytes {
-        let mut buf = [0u8; INLINE];
-        buf[..TAG_LEN].copy_from_slice(&kind.tag().unwrap_or_default());
+    pub fn tagged(layout: Layout, payload: &[u8]) -> Bytes {
+        let tag = layout.tag().unwrap_or_default();
         let len = TAG_LEN + payload.len();
+        if len > INLINE {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(&tag);
+            v.extend_from_slice(payload);
+            return Bytes(Repr::Heap(v));
+        }
+        let mut buf = [0u8; INLINE];
+        buf[..TAG_LEN].copy_from_slice(&tag);
         buf[TAG_LEN..len].copy_from_slice(payload);
-        Bytes::Inline { buf, len: len as u8 }
+        Bytes(Repr::Inline { buf, len: len as u8 })
     }
 
     /// A copy of `bytes`, inline when it fits.
     pub fn copy(bytes: &[u8]) -> Bytes {
         if bytes.len() > INLINE {
-            return Bytes::Heap(bytes.to_vec());
+            return Bytes(Repr::Heap(bytes.to_vec()));
         }
         let mut buf = [0u8; INLINE];
         buf[..bytes.len()].copy_from_slice(bytes);
-        Bytes::Inline { buf, len: bytes.len() as u8 }
+        Bytes(Repr::Inline { buf, len: bytes.len() as u8 })
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    /// A whole value built elsewhere (a log, a list of leases), kept where it is.
+    fn from(v: Vec<u8>) -> Bytes {
+        Bytes(Repr::Heap(v))
     }
 }
 
 impl AsRef<[u8]> for Bytes {
     #[inline]
     fn as_ref(&self) -> &[u8] {
-        match self {
-            Bytes::Inline { buf, len } => &buf[..*len as usize],
-            Bytes::Heap(v) => v,
+        match &self.0 {
+            Repr::Inline { buf, len } => &buf[..*len as usize],
+            Repr::Heap(v) => v,
         }
     }
 }
@@ -176,12 +238,12 @@ pub(crate) fn word(payload: &[u8], i: usize) -> Option<u64> {
 
 /// Little-endian words as a tagged value.
 #[inline]
-pub(crate) fn words(kind: Kind, words: &[u64]) -> Bytes {
+pub(crate) fn words(layout: Layout, words: &[u64]) -> Bytes {
     let mut payload = [0u8; INLINE - TAG_LEN];
     for (i, w) in words.iter().enumerate() {
         payload[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
     }
-    Bytes::tagged(kind, &payload[..words.len() * 8])
+    Bytes::tagged(layout, &payload[..words.len() * 8])
 }
 
 #[cfg(test)]
@@ -190,28 +252,46 @@ mod tests {
 
     #[test]
     fn tags_never_start_a_decimal_number_and_differ() {
-        for k in Kind::ALL {
+        for k in Layout::TAGGED {
             let tag = k.tag().unwrap();
             assert!(!tag[0].is_ascii_digit() && !b"+-. ".contains(&tag[0]));
-            assert_eq!(Kind::ALL.iter().filter(|o| o.tag() == k.tag()).count(), 1);
+            assert_eq!(Layout::TAGGED.iter().filter(|o| o.tag() == k.tag()).count(), 1);
         }
     }
 
     #[test]
     fn tagged_and_untagged_values_are_told_apart() {
-        let token = words(Kind::TokenBucket, &[42]);
-        assert_eq!(Kind::of(token.as_ref()), Some(Kind::TokenBucket));
-        assert_eq!(Kind::TokenBucket.payload(token.as_ref()), Some(&42u64.to_le_bytes()[..]));
-        assert_eq!(Kind::of(&[7; 8]), Some(Kind::TokenBucket), "0.1's 8-byte TAT");
-        assert_eq!(Kind::of(&[7; 16]), Some(Kind::FixedWindow), "0.1's fixed window");
-        assert_eq!(Kind::of(&[7; 24]), Some(Kind::SlidingCounter), "0.1's sliding counter");
+        let token = words(Layout::TokenBucket, &[42]);
+        assert_eq!(Layout::of(token.as_ref()), Some(Layout::TokenBucket));
+        assert_eq!(Layout::TokenBucket.payload(token.as_ref()), Some(&42u64.to_le_bytes()[..]));
+        assert_eq!(Layout::of(&[7; 8]), Some(Layout::TokenBucket), "0.1's 8-byte TAT");
+        assert_eq!(Layout::of(&[7; 16]), Some(Layout::FixedWindow), "0.1's fixed window");
+        assert_eq!(Layout::of(&[7; 24]), Some(Layout::SlidingCounter), "0.1's sliding counter");
         let mut log = b"RLS\x01\x08\0\0\0".to_vec();
         log.extend_from_slice(&5u64.to_le_bytes());
-        assert_eq!(Kind::of(&log), Some(Kind::SlidingLog), "a one-slot log is 16 bytes, tag first");
-        assert_eq!(Kind::FixedWindow.payload(&log), None);
-        assert_eq!(Kind::of(b"1700000000000000000"), Some(Kind::Throttle), "redis-cell's decimal TAT");
-        assert_eq!(Kind::of(b"17000x0000000000000"), None);
-        assert_eq!(Kind::of(b"RLT\x01\0\0"), None, "a tag with the wrong length");
-        assert_eq!(Kind::FixedWindow.payload(token.as_ref()), None);
+        assert_eq!(Layout::of(&log), Some(Layout::SlidingLog), "a one-slot log is 16 bytes, tag first");
+        assert_eq!(Layout::FixedWindow.payload(&log), None);
+        assert_eq!(Layout::of(b"1700000000000000000"), Some(Layout::DecimalTat), "redis-cell's decimal TAT");
+        assert_eq!(Layout::of(b"17000x0000000000000"), None);
+        assert_eq!(Layout::of(b"RLT\x01\0\0"), None, "a tag with the wrong length");
+        assert_eq!(Layout::FixedWindow.payload(token.as_ref()), None);
+        assert_eq!(Layout::DecimalTat.payload(b"17"), Some(&b"17"[..]));
+    }
+
+    #[test]
+    fn decimal_tats() {
+        assert_eq!(decimal_tat(b"1732456789123456789"), Some(1_732_456_789_123_456_789));
+        assert_eq!(decimal_tat(b"+7"), Some(7));
+        assert_eq!(decimal_tat(b"-5"), None);
+        assert_eq!(decimal_tat(b"99999999999999999999"), None);
+        assert_eq!(decimal_tat_bytes(1_732_456_789).as_ref(), b"1732456789");
+    }
+
+    #[test]
+    fn bytes_hold_what_they_were_given() {
+        let long = [7u8; 40];
+        assert_eq!(Bytes::tagged(Layout::Leases, &long).as_ref().len(), 44);
+        assert_eq!(Bytes::copy(&long).as_ref(), &long[..]);
+        assert_eq!(Bytes::from(vec![1, 2]).as_ref(), &[1, 2]);
     }
 }

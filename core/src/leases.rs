@@ -15,8 +15,10 @@
 //! leased, and no caller can craft another caller's digest), its expiry in Unix microseconds (u64) and
 //! its weight (u32), little-endian, in no particular order.
 
+use crate::args::{whole, whole_for, window_ns, ArgError};
 use crate::error::{ParamError, StateError};
-use crate::format::{Bytes, Kind, TAG_LEN};
+use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
+use crate::format::{Bytes, Layout, TAG_LEN};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS};
 use crate::time::{ceil_ms, us_to_ns, Nanos};
@@ -77,7 +79,7 @@ fn now_us(now: Nanos) -> u64 {
 /// The stored value's entries, one per lease (expired or not).
 fn entries(stored: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>, StateError> {
     let body = match stored.get(..TAG_LEN) {
-        Some(tag) if Kind::Leases.has_tag(tag) => &stored[TAG_LEN..],
+        Some(tag) if Layout::Leases.has_tag(tag) => &stored[TAG_LEN..],
         _ => return Err(StateError),
     };
     if !body.len().is_multiple_of(ENTRY) {
@@ -157,12 +159,12 @@ fn write(leases: &[Lease]) -> Write {
     };
     let bytes = match leases {
         // One lease fits the inline buffer: no allocation for the commonest value.
-        [only] => Bytes::tagged(Kind::Leases, &entry(only)),
+        [only] => Bytes::tagged(Layout::Leases, &entry(only)),
         _ => {
             let mut value = Vec::with_capacity(TAG_LEN + leases.len() * ENTRY);
-            value.extend_from_slice(&Kind::Leases.tag().unwrap_or_default());
+            value.extend_from_slice(&Layout::Leases.tag().unwrap_or_default());
             leases.iter().for_each(|l| value.extend_from_slice(&entry(l)));
-            Bytes::Heap(value)
+            Bytes::from(value)
         }
     };
     let at_least_ms = i64::try_from(last.div_ceil(1000)).unwrap_or(i64::MAX);
@@ -248,7 +250,7 @@ impl Leases {
 
 impl Limiter for Leases {
     type Request = Acquire;
-    const KIND: Kind = Kind::Leases;
+    const LAYOUT: Layout = Layout::Leases;
 
     fn decide(&self, stored: Option<&[u8]>, now: Nanos, request: Acquire) -> Result<Outcome, StateError> {
         let now_us = now_us(now);
@@ -308,6 +310,56 @@ impl Limiter for Leases {
 pub fn lease_end_ms(now: Nanos, lease_ns: Nanos) -> i64 {
     ceil_ms(now.saturating_add(lease_ns))
 }
+
+impl Declare for Leases {
+    const GROUP: &'static str = "ACQUIRE";
+    const COMMAND: &'static str = "RL.ACQUIRE";
+    const REQUEST: RequestForm = RequestForm::Lease;
+
+    /// `limit lease`.
+    fn parse([limit, lease]: [&[u8]; 2]) -> Result<Leases, ArgError> {
+        let limit = whole_for(limit, LIMIT, 1)?;
+        Ok(Leases::new(limit, lease_ns(lease)?)?)
+    }
+
+    /// `id [WEIGHT w]`.
+    fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<Acquire, ArgError> {
+        let RequestArgs::Lease { id, weight } = args else { return Err(ArgError::Syntax) };
+        let weight = weight.map_or(Ok(1), parse_weight)?;
+        Ok(Acquire { id: holder(id)?, weight })
+    }
+
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn period_ns(&self) -> Nanos {
+        us_to_ns(self.lease_us)
+    }
+
+    fn share(&self, n: u64) -> Leases {
+        Leases { limit: (self.limit / n).max(1), ..*self }
+    }
+}
+
+/// A lease length: like a window, with the field named `lease`.
+pub fn lease_ns(lease: &[u8]) -> Result<Nanos, ParamError> {
+    window_ns(lease).map_err(|_| LEASE)
+}
+
+/// A lease's weight as written after `WEIGHT`.
+pub fn parse_weight(weight: &[u8]) -> Result<u64, ParamError> {
+    Leases::weight(whole(weight, WEIGHT.field, 1, WEIGHT.expected)?)
+}
+
+/// A holder's id: binary-safe, not empty.
+pub fn holder(id: &[u8]) -> Result<LeaseId, ParamError> {
+    if id.is_empty() {
+        return Err(EMPTY_ID);
+    }
+    Ok(LeaseId::of(id))
+}
+
 
 #[cfg(test)]
 mod tests {

@@ -6,12 +6,14 @@
 //! [`limiter::Limiter`] over the bytes it stores (`format` tags them); `combine` decides several limits
 //! of any kinds as one request; `limits` holds the bounds that the module and the client share.
 
+pub mod args;
 pub mod combine;
 pub mod decimal;
 pub mod dialect;
 pub mod error;
 pub mod fixed_window;
 pub mod format;
+pub mod kind;
 pub mod leases;
 pub mod limiter;
 pub mod limits;

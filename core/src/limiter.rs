@@ -4,7 +4,7 @@
 //! and replies with the [`Verdict`]; it knows nothing of any one algorithm.
 
 use crate::error::StateError;
-use crate::format::{Bytes, Kind};
+use crate::format::{Bytes, Layout};
 use crate::time::Nanos;
 use crate::verdict::Verdict;
 
@@ -13,7 +13,7 @@ pub trait Limiter {
     /// What one request asks for: a cost in units, or a request id.
     type Request: Copy;
     /// The kind of value it stores (its tag).
-    const KIND: Kind;
+    const LAYOUT: Layout;
 
     /// Decides `request` at `now` against the stored value (None: no key, the initial state).
     fn decide(

@@ -17,16 +17,21 @@
 //! tag `RLC\x01`; the key expires at the end of the window after the current one.
 
 use crate::error::StateError;
-use crate::format::{word, words, Kind};
+use crate::format::{word, words, Layout};
 use crate::limiter::{Change, Expiry, Field, Write};
 use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos};
 use crate::verdict::Verdict;
-use crate::window::Windowed;
+use crate::window::{WindowAlgorithm, Windowed};
 
 /// The sliding counter's algorithm (see `window::Windowed`).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Counter {}
+
+impl WindowAlgorithm for Counter {
+    const GROUP: &'static str = "SLIDECOUNT";
+    const COMMAND: &'static str = "RL.SLIDECOUNT";
+}
 
 /// Valid sliding counter parameters.
 pub type SlidingCounter = Windowed<Counter>;
@@ -136,11 +141,11 @@ impl SlidingCounter {
 
 impl SmallState for SlidingCounter {
     type State = CounterState;
-    const KIND: Kind = Kind::SlidingCounter;
+    const LAYOUT: Layout = Layout::SlidingCounter;
 
     #[inline]
     fn decode(stored: &[u8]) -> Result<CounterState, StateError> {
-        let p = Kind::SlidingCounter.payload(stored).ok_or(StateError)?;
+        let p = Layout::SlidingCounter.payload(stored).ok_or(StateError)?;
         let w = |i| word(p, i).ok_or(StateError);
         Ok(CounterState { window: w(0)?, current: w(1)?, previous: w(2)? })
     }
@@ -157,7 +162,7 @@ impl SmallState for SlidingCounter {
     fn write(&self, state: &CounterState, _previous: Option<&CounterState>, now: Nanos) -> Write {
         let expires_at = self.decide_counts(Some(*state), now, 0).expires_at;
         Write {
-            change: Change::Set(words(Kind::SlidingCounter, &[state.window, state.current, state.previous])),
+            change: Change::Set(words(Layout::SlidingCounter, &[state.window, state.current, state.previous])),
             expiry: Expiry::Within { at_least_ms: ceil_ms(expires_at), slack_ms: 0 },
         }
     }

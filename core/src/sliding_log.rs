@@ -15,9 +15,11 @@
 //! Memory: 8 bytes per slot (16 with ids), at most a quarter of the slots unused after growth.
 //! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
 
+use crate::args::{whole_for, window_ns, ArgError};
 use crate::error::{ParamError, StateError};
-use crate::format::{Bytes, Kind};
-use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
+use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
+use crate::format::{Bytes, Layout};
+use crate::limiter::{apply, Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS, MAX_LOG_LIMIT};
 use crate::time::{us_to_ns, Nanos};
 use crate::verdict::Verdict;
@@ -71,19 +73,11 @@ pub struct Log<'a> {
     pivot: usize,
 }
 
-/// A change to the stored log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogWrite {
-    /// Overwrite `bytes` at byte `offset` of the value.
-    Slot { offset: usize, bytes: Bytes },
-    /// Replace the whole value.
-    Rewrite(Vec<u8>),
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlideDecision {
     pub verdict: Verdict,
-    pub write: Option<LogWrite>,
+    /// The change to the stored log: one slot in place (`Change::Range`) or the whole log (`Change::Set`).
+    pub write: Option<Change>,
     /// When the newest recorded request leaves the window, after this request (us); None when the log
     /// is empty.
     pub empty_at_us: Option<u64>,
@@ -255,12 +249,12 @@ impl SlidingLog {
         // next call repairs again).
         decision.repair = decision.write.is_none();
         decision.write = Some(match decision.write.take() {
-            Some(LogWrite::Rewrite(bytes)) => LogWrite::Rewrite(bytes),
-            Some(slot) => {
-                apply(&mut repaired, &slot);
-                LogWrite::Rewrite(repaired)
+            Some(Change::Range { offset, bytes }) => {
+                apply(&mut repaired, &Change::Range { offset, bytes });
+                Change::Set(repaired.into())
             }
-            None => LogWrite::Rewrite(repaired),
+            Some(whole) => whole,
+            None => Change::Set(repaired.into()),
         });
         decision
     }
@@ -276,7 +270,7 @@ impl SlidingLog {
             reset_after_ns: newest.map_or(0, wait),
         };
         let Some(log) = log else {
-            let write = LogWrite::Rewrite(build(width_for(id), 1, &[(now_us, id.hash)]));
+            let write = Change::Set(build(width_for(id), 1, &[(now_us, id.hash)]).into());
             return SlideDecision {
                 verdict: verdict(true, 1, Some(0), Some(now_us)),
                 write: Some(write),
@@ -315,13 +309,13 @@ impl SlidingLog {
             if entry_width != log.width || live as usize == log.n || self.should_shrink(&log, live_after) {
                 let mut entries: Vec<(u64, u64)> = log.entries_from(first_live).collect();
                 entries.push((stamp, id.hash));
-                LogWrite::Rewrite(build(entry_width, self.slots_for(&log, live_after), &entries))
+                Change::Set(build(entry_width, self.slots_for(&log, live_after), &entries).into())
             } else {
                 let mut slot = [0u8; 16];
                 slot[..8].copy_from_slice(&stamp.to_le_bytes());
                 slot[8..].copy_from_slice(&id.hash.to_le_bytes());
                 let bytes = Bytes::copy(&slot[..log.width as usize]);
-                LogWrite::Slot { offset: HEADER_LEN + log.pivot * log.width as usize, bytes }
+                Change::Range { offset: HEADER_LEN + log.pivot * log.width as usize, bytes }
             };
         SlideDecision {
             verdict: verdict(true, live + 1, Some(0), Some(stamp)),
@@ -367,18 +361,6 @@ impl Width {
     }
 }
 
-/// Applies a write to a stored value (what the command layer does through the key API); for tests and
-/// for anything that keeps a log outside Redis.
-pub fn apply(value: &mut Vec<u8>, write: &LogWrite) {
-    match write {
-        LogWrite::Rewrite(bytes) => *value = bytes.clone(),
-        LogWrite::Slot { offset, bytes } => {
-            let bytes = bytes.as_ref();
-            value[*offset..*offset + bytes.len()].copy_from_slice(bytes)
-        }
-    }
-}
-
 fn now_us(now: Nanos) -> u64 {
     (now.max(0) / 1000) as u64
 }
@@ -389,17 +371,13 @@ fn parse(stored: Option<&[u8]>) -> Result<Option<Log<'_>>, StateError> {
 
 impl Limiter for SlidingLog {
     type Request = RequestId;
-    const KIND: Kind = Kind::SlidingLog;
+    const LAYOUT: Layout = Layout::SlidingLog;
 
     fn decide(&self, stored: Option<&[u8]>, now: Nanos, id: RequestId) -> Result<Outcome, StateError> {
         let d = self.decide_log(parse(stored)?, now_us(now), id);
         let write = match (d.write, d.empty_at_us) {
-            (Some(write), Some(empty_at_us)) => {
+            (Some(change), Some(empty_at_us)) => {
                 let at_least_ms = i64::try_from(empty_at_us.div_ceil(1000)).unwrap_or(i64::MAX);
-                let change = match write {
-                    LogWrite::Slot { offset, bytes } => Change::Range { offset, bytes },
-                    LogWrite::Rewrite(bytes) => Change::Set(Bytes::Heap(bytes)),
-                };
                 Some(Write { change, expiry: Expiry::Within { at_least_ms, slack_ms: EXPIRY_SLACK_MS } })
             }
             _ => None,
@@ -442,6 +420,44 @@ impl Limiter for SlidingLog {
         ])
     }
 }
+
+impl Declare for SlidingLog {
+    const GROUP: &'static str = "SLIDE";
+    const COMMAND: &'static str = "RL.SLIDE";
+    const REQUEST: RequestForm = RequestForm::Id;
+
+    /// `limit window`.
+    fn parse([limit, window]: [&[u8]; 2]) -> Result<SlidingLog, ArgError> {
+        let limit = whole_for(limit, LIMIT, 1)?;
+        if limit > MAX_LIMIT {
+            return Err(LIMIT.into());
+        }
+        let window_us = (window_ns(window)? / 1000) as u64;
+        Ok(SlidingLog::new(limit, window_us)?)
+    }
+
+    /// `id [DEDUP]`: the id is stored as `ids` hashes it.
+    fn request(&self, args: RequestArgs<'_>, ids: IdHash) -> Result<RequestId, ArgError> {
+        match args {
+            RequestArgs::Id { id: [], .. } => Err(EMPTY_ID.into()),
+            RequestArgs::Id { id, dedup } => Ok(RequestId { hash: ids(id), dedup }),
+            _ => Err(ArgError::Syntax),
+        }
+    }
+
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn period_ns(&self) -> Nanos {
+        us_to_ns(self.window_us)
+    }
+
+    fn share(&self, n: u64) -> SlidingLog {
+        SlidingLog { limit: (self.limit / n).max(1), ..*self }
+    }
+}
+
 
 #[cfg(test)]
 mod tests {
@@ -509,7 +525,7 @@ mod tests {
         }
         let slots = Log::parse(value.as_ref().unwrap()).unwrap().slots();
         let d = run(&log, &mut value, T0 + 2 * S, PLAIN);
-        assert!(matches!(d.write, Some(LogWrite::Slot { ref bytes, .. }) if bytes.as_ref().len() == 8));
+        assert!(matches!(d.write, Some(Change::Range { ref bytes, .. }) if bytes.as_ref().len() == 8));
         assert_eq!(Log::parse(value.as_ref().unwrap()).unwrap().slots(), slots);
     }
 
@@ -579,7 +595,7 @@ mod tests {
         // The clock is an hour behind the log: both entries still count...
         let d = run(&log, &mut value, T0, PLAIN);
         assert!(!d.verdict.allowed);
-        assert!(matches!(d.write, Some(LogWrite::Rewrite(_))), "repaired even on a denial");
+        assert!(matches!(d.write, Some(Change::Set(_))), "repaired even on a denial");
         // ...but leave one window from now, not in an hour.
         assert!(d.verdict.retry_after_ns.unwrap() <= 10_000_000_000);
         assert!(run(&log, &mut value, T0 + 10 * S + 10, PLAIN).verdict.allowed);

@@ -3,7 +3,7 @@
 //! and `Refund` contracts follow from them here, once.
 
 use crate::error::StateError;
-use crate::format::Kind;
+use crate::format::Layout;
 use crate::limiter::{Field, Limiter, Outcome, Peek, Refund, Write};
 use crate::time::Nanos;
 use crate::verdict::Verdict;
@@ -11,7 +11,7 @@ use crate::verdict::Verdict;
 /// A limiter over one small typed state.
 pub trait SmallState {
     type State: Copy;
-    const KIND: Kind;
+    const LAYOUT: Layout;
 
     /// The state in a stored value (tagged, or release 0.1's untagged form).
     fn decode(stored: &[u8]) -> Result<Self::State, StateError>;
@@ -41,7 +41,7 @@ fn read<T: SmallState>(stored: Option<&[u8]>) -> Result<Option<T::State>, StateE
 impl<T: SmallState> Limiter for T {
     /// Units to take (0: a peek).
     type Request = u64;
-    const KIND: Kind = <T as SmallState>::KIND;
+    const LAYOUT: Layout = <T as SmallState>::LAYOUT;
 
     #[inline]
     fn decide(&self, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Result<Outcome, StateError> {

@@ -21,9 +21,11 @@
 //! Stored as the TAT (Unix ns, i64 little-endian) behind the tag `RLT\x01` (see `format`); the key
 //! expires on the whole second after the bucket is full again.
 
+use crate::args::{positive_decimal, whole_for, ArgError};
 use crate::decimal::Decimal;
 use crate::error::{ParamError, StateError};
-use crate::format::{word, words, Kind};
+use crate::format::{word, words, Layout};
+use crate::kind::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::limiter::{Change, Expiry, Field, Outcome, Write};
 use crate::limits::MAX_HORIZON_NS;
 use crate::state::{SmallState, Step};
@@ -212,11 +214,11 @@ impl TokenBucket {
 impl SmallState for TokenBucket {
     /// The TAT.
     type State = Nanos;
-    const KIND: Kind = Kind::TokenBucket;
+    const LAYOUT: Layout = Layout::TokenBucket;
 
     #[inline]
     fn decode(stored: &[u8]) -> Result<Nanos, StateError> {
-        Kind::TokenBucket.payload(stored).and_then(|p| word(p, 0)).map(|w| w as Nanos).ok_or(StateError)
+        Layout::TokenBucket.payload(stored).and_then(|p| word(p, 0)).map(|w| w as Nanos).ok_or(StateError)
     }
 
     #[inline]
@@ -229,7 +231,7 @@ impl SmallState for TokenBucket {
     #[inline]
     fn write(&self, tat: &Nanos, previous: Option<&Nanos>, _now: Nanos) -> Write {
         Write {
-            change: Change::Set(words(Kind::TokenBucket, &[*tat as u64])),
+            change: Change::Set(words(Layout::TokenBucket, &[*tat as u64])),
             expiry: Expiry::Derived { at_ms: expiry_ms(*tat), previous_ms: previous.map(|p| expiry_ms(*p)) },
         }
     }
@@ -242,6 +244,50 @@ impl SmallState for TokenBucket {
         self.refund_tat(tat, now, tokens)
     }
 }
+
+impl Declare for TokenBucket {
+    const GROUP: &'static str = "TOKEN";
+    const COMMAND: &'static str = "RL.TOKEN";
+    const REQUEST: RequestForm = RequestForm::Cost;
+    const REFUNDS: bool = true;
+
+    /// `capacity rate`.
+    #[inline]
+    fn parse([capacity, rate]: [&[u8]; 2]) -> Result<TokenBucket, ArgError> {
+        Ok(TokenBucket::new(whole_for(capacity, CAPACITY, 1)?, positive_decimal(rate, RATE)?)?)
+    }
+
+    fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<u64, ArgError> {
+        cost_of(args)
+    }
+
+    fn limit(&self) -> u64 {
+        self.capacity
+    }
+
+    /// A full refill: `capacity / rate`, rounded up to the nanosecond.
+    fn period_ns(&self) -> Nanos {
+        self.tau_ns - self.slack_ns
+    }
+
+    /// `capacity / n` tokens refilled `n` times slower.
+    fn share(&self, n: u64) -> TokenBucket {
+        let capacity = (self.capacity / n).max(1);
+        let interval = (self.interval_ns as u128).saturating_mul(u128::from(n));
+        let exact = interval.saturating_mul(u128::from(capacity));
+        TokenBucket::build(capacity, interval, exact).unwrap_or(*self)
+    }
+
+    fn refund_units(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        units: u64,
+    ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
+        refunded(self, stored, now, units)
+    }
+}
+
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,11 @@
 //! `SlidingCounter` are this one parameter type with different algorithms (`Windowed<Fixed>`,
 //! `Windowed<Counter>`).
 
-use crate::error::ParamError;
-use crate::limiter::{Limiter, WindowLimiter};
+use crate::args::{whole_for, window_ns, ArgError};
+use crate::error::{ParamError, StateError};
+use crate::kind::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::limiter::{Limiter, Refund, WindowLimiter, Write};
+use crate::verdict::Verdict;
 use crate::limits::MAX_HORIZON_NS;
 use crate::time::Nanos;
 use std::marker::PhantomData;
@@ -48,6 +51,53 @@ pub(crate) fn check(window_ns: Nanos) -> Result<(), ParamError> {
         return Err(WINDOW);
     }
     Ok(())
+}
+
+/// A window algorithm's names (its marker type declares them in its own file).
+pub trait WindowAlgorithm {
+    const GROUP: &'static str;
+    const COMMAND: &'static str;
+}
+
+impl<A: WindowAlgorithm> Declare for Windowed<A>
+where
+    Windowed<A>: Refund<Request = u64>,
+{
+    const GROUP: &'static str = A::GROUP;
+    const COMMAND: &'static str = A::COMMAND;
+    const REQUEST: RequestForm = RequestForm::Cost;
+    const REFUNDS: bool = true;
+
+    /// `limit window`.
+    #[inline]
+    fn parse([limit, window]: [&[u8]; 2]) -> Result<Self, ArgError> {
+        Ok(Self::new(whole_for(limit, LIMIT, 1)?, window_ns(window)?)?)
+    }
+
+    fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<u64, ArgError> {
+        cost_of(args)
+    }
+
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn period_ns(&self) -> Nanos {
+        self.window_ns
+    }
+
+    fn share(&self, n: u64) -> Self {
+        Windowed { limit: (self.limit / n).max(1), ..*self }
+    }
+
+    fn refund_units(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        units: u64,
+    ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
+        refunded(self, stored, now, units)
+    }
 }
 
 impl<A> WindowLimiter for Windowed<A>

@@ -10,10 +10,11 @@
 
 use super::limit;
 use super::memo::Memo;
-use super::parse::{split, whole, window};
+use super::parse::{bytes, split};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;
-use ratelimit_core::leases::{Acquire, LeaseId, Leases, LIMIT};
+use ratelimit_core::kind::{Declare, RequestArgs, RequestForm};
+use ratelimit_core::leases::{self, parse_weight, Acquire, LeaseId, Leases};
 use redis_module::Context;
 
 /// Its counters in INFO ratelimit (`acquire_allowed`, `acquire_denied`, `acquire_errors`).
@@ -26,27 +27,28 @@ impl Command for AcquireLease {
     const SPEC: Spec = Spec::limiter(c"rl.acquire", c"write deny-oom", Keys::FIRST, &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        let ([key, limit, lease, id], rest) = split::<4>(args)?;
-        let (leases, acquire) = parse(limit, lease, id, rest)?;
+        let ([key, limit, lease], rest) = split::<3>(args)?;
+        let (request, n) = bytes::<4>(rest).ok_or(RlError::WrongArity)?;
+        let request = RequestForm::Lease.parse_whole(&request[..n])?;
+        let (leases, acquire) = parse(limit, lease, request)?;
         limit::decide(ctx, key, &leases, acquire)
     }
 }
 
-/// `limit lease id [WEIGHT w]` (RL.ACQUIRE's, and an RL.ALL ACQUIRE group's).
-pub fn parse(limit: &Arg, lease: &Arg, id: &Arg, options: &[Arg]) -> Result<(Leases, Acquire), RlError> {
-    let weight = match options {
-        [] => 1,
-        [option, w] if option.bytes().eq_ignore_ascii_case(b"WEIGHT") => {
-            Leases::weight(whole(w.bytes(), "weight", 1, ratelimit_core::leases::WEIGHT.expected)?)?
-        }
-        [_, _] => return Err(RlError::Syntax),
-        _ => return Err(RlError::WrongArity),
-    };
+/// `limit lease` and the request `id [WEIGHT w]` (RL.ACQUIRE's): the weight is checked first.
+fn parse(limit: &Arg, lease: &Arg, request: RequestArgs<'_>) -> Result<(Leases, Acquire), RlError> {
+    if let RequestArgs::Lease { weight: Some(weight), .. } = request {
+        parse_weight(weight)?;
+    }
     let leases = LAST_LEASES.get_or(&[limit.bytes(), lease.bytes()], || {
-        let limit = whole(limit.bytes(), LIMIT.field, 1, LIMIT.expected)?;
-        Ok::<_, RlError>(Leases::new(limit, lease_ns(lease)?)?)
+        Ok::<_, RlError>(Leases::parse([limit.bytes(), lease.bytes()])?)
     })?;
-    Ok((leases, Acquire { id: lease_id(id)?, weight }))
+    Ok((leases, leases.request(request, no_ids)?))
+}
+
+/// Leases hash their holders' ids themselves.
+fn no_ids(_: &[u8]) -> u64 {
+    0
 }
 
 /// The last lease parameters parsed.
@@ -54,13 +56,10 @@ static LAST_LEASES: Memo<Leases> = Memo::new();
 
 /// A lease length: like a window, with the field named `lease`.
 pub fn lease_ns(lease: &Arg) -> Result<i64, RlError> {
-    window(lease.bytes()).map_err(|_| RlError::from(ratelimit_core::leases::LEASE))
+    Ok(leases::lease_ns(lease.bytes())?)
 }
 
 /// A holder's id: binary-safe, not empty.
 pub fn lease_id(id: &Arg) -> Result<LeaseId, RlError> {
-    if id.bytes().is_empty() {
-        return Err(RlError::invalid("id", "must not be empty"));
-    }
-    Ok(LeaseId::of(id.bytes()))
+    Ok(leases::holder(id.bytes())?)
 }

@@ -7,7 +7,7 @@
 
 use super::limit;
 use super::memo::Memo;
-use crate::server::{Arg, Command, Dialect, Keys, Reply, RlError, Spec, FAST_WRITE};
+use crate::server::{Arg, Command, Dialect, DialectError, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::cell::{self, Throttle, ThrottleError};
 use redis_module::Context;
@@ -22,7 +22,7 @@ impl Command for ClThrottle {
         Spec::limiter(c"cl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_dialect(Dialect::Yes);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        throttle(ctx, args, |e| RlError::Dialect(e.cell_message()))
+        throttle(ctx, args, |e| RlError::Dialect(DialectError::Cell(e)))
     }
 }
 
@@ -46,7 +46,7 @@ pub fn throttle(
     let params = &bytes[..rest.len()];
     let throttle = LAST.get_or(params, || Throttle::parse(params)).map_err(error)?;
     let reply = limit::decide(ctx, key, &throttle, throttle.quantity).map_err(|e| match e {
-        RlError::BadState => RlError::Dialect("ERR value is not an integer or out of range".to_string()),
+        RlError::BadState => RlError::Dialect(DialectError::Text("ERR value is not an integer or out of range")),
         other => other,
     })?;
     Ok(limit::dialect(reply, cell::reply))

@@ -7,10 +7,10 @@
 
 use super::limit;
 use super::memo::Memo;
-use crate::server::{Arg, Command, Dialect, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
+use crate::server::{Arg, Command, Dialect, DialectError, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::gcra::{self, Numbers, Parsed};
-use ratelimit_core::format::Kind;
+use ratelimit_core::kind::LimiterKind;
 use redis_module::Context;
 
 /// Its counters in INFO ratelimit (`gcra_allowed`, ...).
@@ -33,7 +33,7 @@ impl Command for Gcra {
         for (b, a) in bytes.iter_mut().zip(rest) {
             *b = a.bytes();
         }
-        let text = |t: &str| RlError::Dialect(t.to_string());
+        let text = |t: &'static str| RlError::Dialect(DialectError::Text(t));
         let params = &bytes[..rest.len()];
         let request = LAST.get_or(params, || {
             let parsed = Parsed::parse(params, &ServerNumbers(rest)).map_err(text)?;
@@ -57,7 +57,7 @@ fn wrong_type(ctx: &Context, key: &Arg) -> Option<RlError> {
         Err(e) => return Some(e),
     };
     match state.read() {
-        Ok(Some(bytes)) if Kind::of(bytes) != Some(Kind::TokenBucket) => Some(RlError::WrongType),
+        Ok(Some(bytes)) if LimiterKind::of(bytes) != Some(LimiterKind::TokenBucket) => Some(RlError::WrongType),
         _ => None,
     }
 }

@@ -5,7 +5,8 @@
 use super::parse::CountArgs;
 use crate::server::{clock, Arg, Command, Reply, RlError, Spec, StateKey};
 use ratelimit_core::combine::all_or_nothing;
-use ratelimit_core::limiter::{Limiter, Outcome, Refund, WindowLimiter};
+use ratelimit_core::kind::{AnyLimiter, Declare};
+use ratelimit_core::limiter::{Limiter, Outcome};
 use ratelimit_core::time::Nanos;
 use ratelimit_core::token_bucket::TokenBucket;
 use ratelimit_core::verdict::Verdict;
@@ -14,7 +15,7 @@ use std::marker::PhantomData;
 
 /// A window-counting limiter's command, `key limit window [cost]` (RL.FIXED, RL.SLIDECOUNT): its
 /// declaration in its own file, its body here.
-pub trait Counting: WindowLimiter {
+pub trait Counting: Declare<Request = u64> {
     const SPEC: Spec;
 }
 
@@ -25,15 +26,9 @@ impl<L: Counting> Command for Count<L> {
     const SPEC: Spec = L::SPEC;
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        let a = CountArgs::parse(args)?;
-        decide(ctx, a.key, &L::with_window(a.limit, a.window_ns)?, a.cost)
+        let a = CountArgs::<L>::parse(args)?;
+        decide(ctx, a.key, &a.limiter, a.cost)
     }
-}
-
-/// `RL.REFUND <kind> key limit window units` for a [`Counting`] limiter.
-pub fn refund_count<L: Counting + Refund>(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-    let a = CountArgs::parse(args)?;
-    refund(ctx, a.key, &L::with_window(a.limit, a.window_ns)?, a.cost)
 }
 
 /// One request on one key.
@@ -96,10 +91,10 @@ pub fn take(ctx: &Context, key: &Arg, bucket: &TokenBucket, max: u64) -> Result<
 }
 
 /// Gives `units` back on one key; replies with the state after the refund, as a peek would.
-pub fn refund<L: Refund>(ctx: &Context, key: &Arg, limiter: &L, units: u64) -> Result<Reply, RlError> {
+pub fn refund(ctx: &Context, key: &Arg, limiter: &AnyLimiter, units: u64) -> Result<Reply, RlError> {
     let now = clock::now_ns();
     let mut state = StateKey::open(ctx, key)?;
-    let (write, verdict) = limiter.refund(state.read()?, now, units)?;
+    let (write, verdict) = limiter.refund(state.read()?, now, units).ok_or(RlError::Syntax)??;
     if let Some(write) = &write {
         state.apply(write)?;
     }

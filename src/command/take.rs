@@ -6,7 +6,8 @@
 //! the number taken. The same keys and state as RL.TOKEN. Not an option of RL.TOKEN, whose key
 //! positions (every fourth argument) would read an option as a key.
 
-use super::parse::{split, whole};
+use super::parse::split;
+use ratelimit_core::args::whole;
 use super::{limit, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;

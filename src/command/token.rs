@@ -5,11 +5,12 @@
 
 use super::limit;
 use super::memo::Memo;
-use super::parse::{cost, positive_decimal, whole};
+use ratelimit_core::args::cost;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::limiter::Limiter;
-use ratelimit_core::token_bucket::{TokenBucket, CAPACITY, RATE};
+use ratelimit_core::kind::Declare;
+use ratelimit_core::token_bucket::TokenBucket;
 use redis_module::Context;
 
 const GROUP: usize = 4;
@@ -58,12 +59,7 @@ static LAST_BUCKET: Memo<TokenBucket> = Memo::new();
 /// A bucket from its `capacity` and `rate` arguments.
 pub fn parse_bucket(capacity: &Arg, rate: &Arg) -> Result<TokenBucket, RlError> {
     let (capacity, rate) = (capacity.bytes(), rate.bytes());
-    LAST_BUCKET.get_or(&[capacity, rate], || {
-        Ok(TokenBucket::new(
-            whole(capacity, CAPACITY.field, 1, CAPACITY.expected)?,
-            positive_decimal(rate, RATE.field, RATE.expected)?,
-        )?)
-    })
+    LAST_BUCKET.get_or(&[capacity, rate], || Ok(TokenBucket::parse([capacity, rate])?))
 }
 
 /// Parses the key groups; every key at most once.

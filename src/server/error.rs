@@ -1,9 +1,12 @@
 //! The module's errors, and the one place that turns them into reply strings. Every reply string
 //! starts with an error code (`ERR`, `WRONGTYPE`), as clients expect.
 
+use ratelimit_core::args::ArgError;
+use ratelimit_core::dialect::cell::ThrottleError;
 use ratelimit_core::error::{ParamError, StateError};
 use redis_module::{raw, Context};
 use std::ffi::CString;
+use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RlError {
@@ -21,20 +24,33 @@ pub enum RlError {
     BadState,
     /// A bug: a panic caught at the FFI boundary, or an API missing from the server.
     Internal(&'static str),
-    /// A dialect's own error text, to the letter (it starts with its code: `ERR`, or redis-cell's
-    /// `Cell error:`).
-    Dialect(String),
+    /// A dialect's own error, worded to the letter.
+    Dialect(DialectError),
 }
 
-impl RlError {
-    pub fn invalid(arg: &'static str, expected: &'static str) -> RlError {
-        RlError::InvalidArg { arg, expected }
-    }
+/// A dialect's error, in its own words (it starts with its code: `ERR`, or redis-cell's
+/// `Cell error:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DialectError {
+    /// redis-cell's (CL.THROTTLE).
+    Cell(ThrottleError),
+    /// A fixed text (core's GCRA, Dragonfly's answers).
+    Text(&'static str),
 }
 
 impl From<ParamError> for RlError {
     fn from(e: ParamError) -> RlError {
         RlError::InvalidArg { arg: e.field, expected: e.expected }
+    }
+}
+
+impl From<ArgError> for RlError {
+    fn from(e: ArgError) -> RlError {
+        match e {
+            ArgError::WrongArity => RlError::WrongArity,
+            ArgError::Syntax => RlError::Syntax,
+            ArgError::Invalid(p) => p.into(),
+        }
     }
 }
 
@@ -44,23 +60,26 @@ impl From<StateError> for RlError {
     }
 }
 
-impl RlError {
-    /// The reply string, starting with its error code.
-    pub fn message(&self) -> String {
+/// The reply string, starting with its error code.
+impl fmt::Display for RlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RlError::WrongArity => "ERR wrong number of arguments".to_string(),
-            RlError::WrongType => {
-                "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
-            }
-            RlError::InvalidArg { arg, expected } => format!("ERR invalid {arg}: {expected}"),
-            RlError::DuplicateKey => "ERR the same key appears more than once".to_string(),
-            RlError::Syntax => "ERR syntax error".to_string(),
-            RlError::BadState => "ERR the key holds a value that is not this limiter's state".to_string(),
-            RlError::Internal(what) => format!("ERR internal error: {what}"),
-            RlError::Dialect(text) => text.clone(),
+            RlError::WrongArity => f.write_str("ERR wrong number of arguments"),
+            RlError::WrongType => f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            RlError::InvalidArg { arg, expected } => write!(f, "ERR invalid {arg}: {expected}"),
+            RlError::DuplicateKey => f.write_str("ERR the same key appears more than once"),
+            RlError::Syntax => f.write_str("ERR syntax error"),
+            RlError::BadState => f.write_str("ERR the key holds a value that is not this limiter's state"),
+            RlError::Internal(what) => write!(f, "ERR internal error: {what}"),
+            RlError::Dialect(DialectError::Cell(e)) => e.fmt(f),
+            RlError::Dialect(DialectError::Text(text)) => f.write_str(text),
         }
     }
+}
 
+impl std::error::Error for RlError {}
+
+impl RlError {
     /// Sends the error as the command's reply: Redis' own arity message for WrongArity.
     pub fn send(&self, ctx: &Context) {
         // SAFETY: reply functions of the server, called with the command's own context; the message
@@ -70,7 +89,7 @@ impl RlError {
                 wrong_arity(ctx.ctx);
                 return;
             }
-            let text = self.message().replace(['\r', '\n', '\0'], " ");
+            let text = self.to_string().replace(['\r', '\n', '\0'], " ");
             let message = CString::new(text).unwrap_or_default();
             if let Some(reply_error) = raw::RedisModule_ReplyWithError {
                 reply_error(ctx.ctx, message.as_ptr());

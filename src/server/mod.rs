@@ -19,6 +19,6 @@ pub mod store;
 
 pub use arg::Arg;
 pub use command::{Acl, Command, Dialect, Keys, Spec, FAST_WRITE};
-pub use error::RlError;
+pub use error::{DialectError, RlError};
 pub use reply::{Reply, Value};
 pub use store::StateKey;

@@ -21,7 +21,7 @@
 //! like RL.TOKEN's (redis-cell: on the millisecond).
 
 use crate::error::{ParamError, StateError};
-use crate::format::{Bytes, Kind};
+use crate::format::{decimal_tat, decimal_tat_bytes, Layout};
 use crate::limiter::{Change, Expiry, Field, Write};
 use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos, NANOS_PER_MS, NANOS_PER_SEC};
@@ -44,26 +44,29 @@ pub enum ThrottleError {
     TooSlow,
 }
 
+/// The error reply as redis-cell words it (without the leading `-`): `Cell error: Store error: ...`.
+impl std::fmt::Display for ThrottleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cell error: Store error: ")?;
+        match self {
+            ThrottleError::Usage => f.write_str(USAGE),
+            ThrottleError::NotAnInteger { given, .. } => {
+                write!(f, "Couldn't parse as integer: {}", String::from_utf8_lossy(given))
+            }
+            ThrottleError::Negative { field } => write!(f, "Negative values are not supported: {field}"),
+            ThrottleError::ZeroRate => f.write_str("Zero rates are not supported"),
+            ThrottleError::TooSlow => f.write_str(
+                "Rates this slow are not supported: a full burst must refill within 3000000000 seconds",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ThrottleError {}
+
 const USAGE: &str = "Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
 
 impl ThrottleError {
-    /// The error reply as redis-cell words it (without the leading `-`): `Cell error: Store error: ...`.
-    pub fn cell_message(&self) -> String {
-        let message = match self {
-            ThrottleError::Usage => USAGE.to_string(),
-            ThrottleError::NotAnInteger { given, .. } => {
-                format!("Couldn't parse as integer: {}", String::from_utf8_lossy(given))
-            }
-            ThrottleError::Negative { field } => format!("Negative values are not supported: {field}"),
-            ThrottleError::ZeroRate => "Zero rates are not supported".to_string(),
-            ThrottleError::TooSlow => {
-                "Rates this slow are not supported: a full burst must refill within 3000000000 seconds"
-                    .to_string()
-            }
-        };
-        format!("Cell error: Store error: {message}")
-    }
-
     /// The error as this module words its own commands' (RL.THROTTLE); None for the arity error.
     pub fn param(&self) -> Option<ParamError> {
         Some(match self {
@@ -148,43 +151,9 @@ pub fn reply(verdict: &Verdict) -> super::Reply {
     ]
 }
 
-/// redis-cell's stored TAT: decimal digits of Unix nanoseconds (as Rust parses a `u64`: an optional
-/// `+`, then digits). None for anything else, or a TAT beyond the clock's range.
-pub fn decimal_tat(bytes: &[u8]) -> Option<Nanos> {
-    let digits = bytes.strip_prefix(b"+").unwrap_or(bytes);
-    if digits.is_empty() || digits.len() > 20 {
-        return None;
-    }
-    // By hand: every call reads one, and a u64 of 20 digits fits in a u128 without overflow checks.
-    let mut value: u128 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        value = value * 10 + u128::from(d - b'0');
-    }
-    u64::try_from(value).ok().and_then(|n| Nanos::try_from(n).ok())
-}
-
-/// The decimal digits of a (non-negative) TAT.
-fn decimal(tat: Nanos) -> Bytes {
-    let mut buf = [0u8; 20];
-    let mut n = tat.max(0) as u64;
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    Bytes::copy(&buf[i..])
-}
-
 impl SmallState for Throttle {
     type State = Nanos;
-    const KIND: Kind = Kind::Throttle;
+    const LAYOUT: Layout = Layout::DecimalTat;
 
     /// redis-cell's decimal TAT; a token bucket's own value (RL.TOKEN's) is read too.
     fn decode(stored: &[u8]) -> Result<Nanos, StateError> {
@@ -198,7 +167,7 @@ impl SmallState for Throttle {
 
     fn write(&self, tat: &Nanos, previous: Option<&Nanos>, _now: Nanos) -> Write {
         Write {
-            change: Change::Set(decimal(*tat)),
+            change: Change::Set(decimal_tat_bytes(*tat)),
             expiry: Expiry::Derived { at_ms: expiry_ms(*tat), previous_ms: previous.map(|p| expiry_ms(*p)) },
         }
     }
@@ -253,7 +222,7 @@ mod tests {
 
     #[test]
     fn errors_in_redis_cells_words_and_order() {
-        let text = |args: &str| parse(args).unwrap_err().cell_message();
+        let text = |args: &str| parse(args).unwrap_err().to_string();
         assert_eq!(text("1 2"), format!("Cell error: Store error: {USAGE}"));
         assert_eq!(text("1 2 3 4 5"), format!("Cell error: Store error: {USAGE}"));
         assert_eq!(text("x 1 1"), "Cell error: Store error: Couldn't parse as integer: x");
@@ -280,10 +249,6 @@ mod tests {
 
     #[test]
     fn reads_redis_cells_values_and_never_refills_faster_than_asked() {
-        assert_eq!(decimal_tat(b"1732456789123456789"), Some(1_732_456_789_123_456_789));
-        assert_eq!(decimal_tat(b"+7"), Some(7));
-        assert_eq!(decimal_tat(b"-5"), None);
-        assert_eq!(decimal_tat(b"99999999999999999999"), None);
         let t = parse("2 1 1").unwrap();
         let mut stored = Some(format!("{}", T0 + 3 * SEC).into_bytes());
         assert_eq!(call(&t, &mut stored, T0), [1, 3, 0, 1, 3], "a TAT that redis-cell wrote carries on");
