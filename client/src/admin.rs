@@ -4,7 +4,7 @@
 
 use crate::error::CallError;
 use crate::limiter::Limiter;
-use crate::policy::{Kind, Policy};
+use crate::policy::Policy;
 use redis::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -63,15 +63,10 @@ impl Limiter {
     /// `RL.INSPECT key [params]`: what `key` holds, and with `policy`, what a request would meet now.
     /// None when the key does not exist (a full bucket, an empty window).
     pub async fn inspect(&self, key: &str, policy: Option<&Policy>) -> Result<Option<Inspection>, CallError> {
-        let mut cmd = redis::cmd("RL.INSPECT");
-        cmd.arg(key);
-        match policy.map(Policy::kind) {
-            Some(Kind::Token { capacity, rate }) => cmd.arg(*capacity).arg(&*rate.text),
-            Some(Kind::Window { limit, window, .. }) => {
-                cmd.arg(*limit).arg(format!("{}.{:03}", window.as_secs(), window.subsec_millis()))
-            }
-            // A lease key is read without parameters: its holders, weight held and expiries.
-            Some(Kind::Lease { .. }) | None => &mut cmd,
+        // With the policy's parameters, as its command takes them: what a request would meet now.
+        let cmd = match policy {
+            Some(policy) => crate::command::with_params("RL.INSPECT", key, policy),
+            None => redis::cmd("RL.INSPECT").arg(key).clone(),
         };
         let reply = self.query(&cmd).await?;
         if reply == Value::Nil {

@@ -1,7 +1,9 @@
 //! RL.* commands as redis-rs values: one place that turns limits into arguments.
 
 use crate::error::CallError;
-use crate::policy::{Kind, Policy, Window};
+use crate::policy::Policy;
+use ratelimit_core::args::seconds;
+use ratelimit_core::kind::LimiterKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -31,106 +33,62 @@ pub(crate) fn acquire(limits: &[Limit<'_>], id: &str) -> Result<redis::Cmd, Call
     build(limits, Some(id))
 }
 
-/// The refusal of a concurrency limit where nothing would release it.
-const NO_RELEASE: &str =
-    "a concurrency limit is taken with Limiter::acquire, which releases it: check has no release";
-
 fn build(limits: &[Limit<'_>], lease_id: Option<&str>) -> Result<redis::Cmd, CallError> {
     match limits {
         [] => Err(CallError::Usage("no limits to check")),
-        [one] => single(one, lease_id),
-        many if many.iter().all(|l| matches!(l.policy.kind(), Kind::Token { .. })) => {
-            let mut cmd = redis::cmd("RL.TOKEN");
+        [one] => {
+            let mut cmd = redis::cmd(one.policy.kind().command());
+            cmd.arg(one.key);
+            arguments(&mut cmd, one, lease_id)?;
+            Ok(cmd)
+        }
+        // RL.TOKEN takes several buckets itself.
+        many if many.iter().all(|l| l.policy.kind() == LimiterKind::TokenBucket) => {
+            let mut cmd = redis::cmd(LimiterKind::TokenBucket.command());
             for limit in many {
-                if let Kind::Token { capacity, rate } = limit.policy.kind() {
-                    cmd.arg(limit.key).arg(*capacity).arg(&*rate.text).arg(limit.cost);
-                }
+                cmd.arg(limit.key);
+                arguments(&mut cmd, limit, lease_id)?;
             }
             Ok(cmd)
         }
         many => {
             let mut cmd = redis::cmd("RL.ALL");
             for limit in many {
-                group(&mut cmd, limit, lease_id)?;
+                cmd.arg(limit.key).arg(limit.policy.kind().group());
+                arguments(&mut cmd, limit, lease_id)?;
             }
             Ok(cmd)
         }
     }
 }
 
-/// One `key KIND args` group of RL.ALL.
-fn group(cmd: &mut redis::Cmd, limit: &Limit<'_>, lease_id: Option<&str>) -> Result<(), CallError> {
-    if let Kind::Lease { limit: n, lease } = limit.policy.kind() {
-        let id = lease_id.ok_or(CallError::Usage(NO_RELEASE))?;
-        cmd.arg(limit.key).arg("ACQUIRE").arg(*n).arg(seconds(*lease)).arg(id);
-        cmd.arg("WEIGHT").arg(weight(limit)?);
-        return Ok(());
-    }
-    cmd.arg(limit.key);
-    match limit.policy.kind() {
-        Kind::Token { capacity, rate } => cmd.arg("TOKEN").arg(*capacity).arg(&*rate.text).arg(limit.cost),
-        Kind::Window { algorithm: Window::SlidingLog, limit: n, window } => {
-            if limit.cost != 1 {
-                return Err(CallError::Usage("a sliding log counts requests: the cost must be 1"));
-            }
-            cmd.arg("SLIDE").arg(*n).arg(seconds(*window)).arg(request_id())
-        }
-        Kind::Window { algorithm, limit: n, window } => {
-            let kind = if *algorithm == Window::Fixed { "FIXED" } else { "SLIDECOUNT" };
-            cmd.arg(kind).arg(*n).arg(seconds(*window)).arg(limit.cost)
-        }
-        Kind::Lease { .. } => return Err(CallError::Usage(NO_RELEASE)),
-    };
-    Ok(())
-}
-
-/// A lease's weight: what the request costs, at least 1 (a lease of weight 0 would hold nothing).
-fn weight(limit: &Limit<'_>) -> Result<u64, CallError> {
-    match limit.cost {
-        0 => Err(CallError::Usage("a concurrency limit is held with a weight of at least 1")),
-        w => Ok(w),
-    }
-}
-
-fn single(limit: &Limit<'_>, lease_id: Option<&str>) -> Result<redis::Cmd, CallError> {
-    let cmd = match limit.policy.kind() {
-        Kind::Lease { limit: n, lease } => {
-            let id = lease_id.ok_or(CallError::Usage(NO_RELEASE))?;
-            let mut cmd = redis::cmd("RL.ACQUIRE");
-            cmd.arg(limit.key).arg(*n).arg(seconds(*lease)).arg(id).arg("WEIGHT").arg(weight(limit)?);
-            cmd
-        }
-        Kind::Token { capacity, rate } => {
-            let mut cmd = redis::cmd("RL.TOKEN");
-            cmd.arg(limit.key).arg(*capacity).arg(&*rate.text).arg(limit.cost);
-            cmd
-        }
-        Kind::Window { algorithm: Window::SlidingLog, limit: n, window } => {
-            if limit.cost != 1 {
-                return Err(CallError::Usage("a sliding log counts requests: the cost must be 1"));
-            }
-            let mut cmd = redis::cmd("RL.SLIDE");
-            cmd.arg(limit.key).arg(*n).arg(seconds(*window)).arg(request_id());
-            cmd
-        }
-        Kind::Window { algorithm, limit: n, window } => {
-            let name = if *algorithm == Window::Fixed { "RL.FIXED" } else { "RL.SLIDECOUNT" };
-            let mut cmd = redis::cmd(name);
-            cmd.arg(limit.key).arg(*n).arg(seconds(*window)).arg(limit.cost);
-            cmd
-        }
-    };
-    Ok(cmd)
+/// A limit's arguments after its key, in its kind's grammar (`ratelimit_core::kind`): its two
+/// parameters, then its request.
+fn arguments(cmd: &mut redis::Cmd, limit: &Limit<'_>, lease_id: Option<&str>) -> Result<(), CallError> {
+    let [p1, p2] = limit.policy.params();
+    cmd.arg(p1).arg(p2);
+    let form = limit.policy.kind().request_form();
+    form.render(limit.cost, lease_id, request_id, |a| {
+        cmd.arg(a);
+    })
+    .map_err(CallError::Usage)
 }
 
 /// `RL.REFUND TOKEN key capacity rate tokens`: gives tokens back to a bucket.
 pub(crate) fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<redis::Cmd, CallError> {
-    let Kind::Token { capacity, rate } = policy.kind() else {
+    if policy.kind() != LimiterKind::TokenBucket {
         return Err(CallError::Usage("only token buckets take refunds of reserved tokens"));
-    };
+    }
     let mut cmd = redis::cmd("RL.REFUND");
-    cmd.arg("TOKEN").arg(key).arg(*capacity).arg(&*rate.text).arg(tokens);
+    cmd.arg(policy.kind().group()).arg(key).arg(policy.params()).arg(tokens);
     Ok(cmd)
+}
+
+/// A command on `key` with `policy`'s parameters after it (`RL.TAKE`, `RL.INSPECT`).
+pub(crate) fn with_params(name: &str, key: &str, policy: &Policy) -> redis::Cmd {
+    let mut cmd = redis::cmd(name);
+    cmd.arg(key).arg(policy.params());
+    cmd
 }
 
 /// `RL.RELEASE key id`.
@@ -143,13 +101,8 @@ pub(crate) fn release(key: &str, id: &str) -> redis::Cmd {
 /// `RL.RENEW key lease id`.
 pub(crate) fn renew(key: &str, lease: Duration, id: &str) -> redis::Cmd {
     let mut cmd = redis::cmd("RL.RENEW");
-    cmd.arg(key).arg(seconds(lease)).arg(id);
+    cmd.arg(key).arg(seconds(lease.as_nanos())).arg(id);
     cmd
-}
-
-/// A window as the module's decimal seconds, exact to the millisecond.
-fn seconds(window: Duration) -> String {
-    format!("{}.{:03}", window.as_secs(), window.subsec_millis())
 }
 
 /// A request id unique to this process run and call, for RL.SLIDE.

@@ -6,15 +6,12 @@
 
 use crate::command::Limit;
 use crate::decision::Decision;
-use crate::policy::{Kind, Policy, Window};
 use ratelimit_core::combine::all_or_nothing;
-use ratelimit_core::decimal::Decimal;
-use ratelimit_core::fixed_window::FixedWindow;
-use ratelimit_core::leases::{Acquire, LeaseId, Leases};
-use ratelimit_core::limiter::{apply, Change, Limiter, Outcome, Write};
+use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare};
+use ratelimit_core::leases::{LeaseId, Leases};
+use ratelimit_core::limiter::{apply, Change, Outcome, Write};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS};
-use ratelimit_core::token_bucket::TokenBucket;
 use ratelimit_core::verdict::Verdict;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -90,7 +87,7 @@ impl LocalLimiter {
             .iter()
             .map(|l| {
                 let stored = entries.get(l.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
-                decide(&l.policy.share(self.instances), stored, now, l.cost, id)
+                decide(l.policy.limiter().share(u64::from(self.instances)), stored, now, l.cost, id)
             })
             .collect();
         let Some(combined) = all_or_nothing(outcomes) else {
@@ -140,49 +137,20 @@ fn decision(v: Verdict, limiting: usize, degraded: bool) -> Decision {
     }
 }
 
-/// One limit's outcome from the core limiter its policy builds; a concurrency limit takes a lease
-/// for `id`.
-fn decide(policy: &Policy, stored: Option<&[u8]>, now: Nanos, cost: u64, id: Option<&str>) -> Outcome {
-    let window_ns = |w: &Duration| Nanos::try_from(w.as_nanos()).unwrap_or(Nanos::MAX);
-    let limit = policy.limit();
-    match policy.kind() {
-        Kind::Token { capacity, rate } => {
-            match Decimal::parse(rate.text.as_bytes()).ok().and_then(|r| TokenBucket::new(*capacity, r).ok())
-            {
-                Some(bucket) => run(&bucket, stored, now, cost),
-                None => never(limit),
-            }
-        }
-        Kind::Window { algorithm: Window::Fixed, window, .. } => {
-            match FixedWindow::new(limit, window_ns(window)) {
-                Ok(fixed) => run(&fixed, stored, now, cost),
-                Err(_) => never(limit),
-            }
-        }
-        Kind::Lease { lease, .. } => {
-            let lease_ns = Nanos::try_from(lease.as_nanos()).unwrap_or(Nanos::MAX);
-            match (id, Leases::new(limit, lease_ns)) {
-                (Some(id), Ok(leases)) => {
-                    let acquire = Acquire { id: LeaseId::of(id.as_bytes()), weight: cost.max(1) };
-                    leases.decide(stored, now, acquire).unwrap_or_else(|_| never(limit))
-                }
-                _ => never(limit),
-            }
-        }
-        // The sliding log is approximated by the sliding counter: O(1) memory per key in the process.
-        Kind::Window { window, .. } => match SlidingCounter::new(limit, window_ns(window)) {
-            Ok(counter) => run(&counter, stored, now, cost),
-            Err(_) => never(limit),
-        },
-    }
-}
-
-/// A value of another kind (the key's policy changed) counts as none.
-fn run<L: Limiter<Request = u64>>(limiter: &L, stored: Option<&[u8]>, now: Nanos, cost: u64) -> Outcome {
-    limiter
-        .decide(stored, now, cost)
-        .or_else(|_| limiter.decide(None, now, cost))
-        .unwrap_or_else(|_| never(0))
+/// One limit's outcome from its policy's core limiter, at this instance's share; a concurrency
+/// limit takes a lease for `id`.
+fn decide(limiter: AnyLimiter, stored: Option<&[u8]>, now: Nanos, cost: u64, id: Option<&str>) -> Outcome {
+    let limit = match limiter {
+        // The sliding log, which keeps every request, is approximated by the sliding counter: O(1)
+        // memory per key in the process.
+        AnyLimiter::SlidingLog(log) => SlidingCounter::new(log.limit(), log.period_ns())
+            .ok()
+            .map(|counter| AnyLimit::SlidingCounter(counter, cost)),
+        other => other.request_of(cost, id.map(str::as_bytes)),
+    };
+    let Some(limit) = limit else { return never(limiter.limit()) };
+    // A value of another kind (the key's policy changed) counts as none.
+    limit.decide(stored, now).or_else(|_| limit.decide(None, now)).unwrap_or_else(|_| never(limiter.limit()))
 }
 
 /// A share that cannot be computed (a rate divided below what the clock expresses): deny.
@@ -197,6 +165,7 @@ fn never(limit: u64) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Policy;
 
     #[test]
     fn each_instance_gets_its_share_and_limits_are_checked_together() {

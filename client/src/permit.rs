@@ -9,7 +9,6 @@ use crate::connection::{is_connection_failure, Backend};
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::{now_ns, FailurePolicy, Limiter};
-use crate::policy::Kind;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -189,10 +188,8 @@ impl Limiter {
         };
         let leases: Vec<(String, Duration)> = limits
             .iter()
-            .filter_map(|l| match l.policy.kind() {
-                Kind::Lease { lease, .. } => Some((l.key.to_string(), *lease)),
-                _ => None,
-            })
+            .filter(|l| l.policy.is_concurrency())
+            .map(|l| (l.key.to_string(), l.policy.window_length()))
             .collect();
         let (decision, short_circuited) = match result {
             // Taken on the primary but refused because too few replicas acknowledged it

@@ -1,34 +1,23 @@
-//! Limiter policies: which algorithm, with which parameters. Validated when built, so a request never
-//! meets an invalid one: `Policy::token_bucket(0, 5.0)` is an error that names `capacity`.
+//! Limiter policies: which algorithm, with which parameters. A policy is core's validated limiter
+//! (`ratelimit_core::kind::AnyLimiter`) with its parameters as the module's commands take them: the
+//! constructors write the parameters and have core's grammar parse them back, so a policy is valid
+//! exactly when the module would accept it, and an invalid one names the field in core's words:
+//! `Policy::token_bucket(0, 5.0)` is an error that names `capacity`.
 
 use crate::error::PolicyError;
-use ratelimit_core::decimal::Decimal;
-use ratelimit_core::limits::{MAX_HORIZON_SECS as MAX_SECONDS, MAX_LOG_LIMIT, MAX_RATE_PER_SEC};
-use ratelimit_core::token_bucket::TokenBucket;
+use ratelimit_core::args::seconds;
+use ratelimit_core::error::ParamError;
+use ratelimit_core::kind::{AnyLimiter, LimiterKind, RequestForm};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// RL.ACQUIRE's largest limit.
-const MAX_LEASE_LIMIT: u64 = 100_000;
-
-/// The highest rate the module's nanosecond clock can express.
-const MAX_RATE: f64 = MAX_RATE_PER_SEC as f64;
-
 /// One limit's algorithm and parameters; which module command decides it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
-    kind: Kind,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Kind {
-    /// RL.TOKEN: a bucket of `capacity` tokens refilled at `rate` per second.
-    Token { capacity: u64, rate: Rate },
-    /// RL.SLIDE, RL.FIXED, RL.SLIDECOUNT: `limit` units per `window`.
-    Window { algorithm: Window, limit: u64, window: Duration },
-    /// RL.ACQUIRE: at most `limit` weight of leases held at once, each ending `lease` after it was
-    /// taken or last renewed.
-    Lease { limit: u64, lease: Duration },
+    limiter: AnyLimiter,
+    /// Its two parameters as the commands take them (`capacity rate`, `limit window`, `limit
+    /// lease`). Shared: a policy is cloned per request (per-caller lookups), its text is not copied.
+    params: Arc<[String; 2]>,
 }
 
 /// The window algorithms of the module.
@@ -42,56 +31,39 @@ pub enum Window {
     SlidingCounter,
 }
 
-/// A validated rate in tokens per second, kept as the decimal text sent to Redis.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Rate {
-    pub per_second: f64,
-    /// Shared: a policy is cloned per request (per-caller lookups), its text is not copied.
-    pub text: Arc<str>,
+impl From<ParamError> for PolicyError {
+    fn from(e: ParamError) -> PolicyError {
+        PolicyError::new(e.field, e.expected)
+    }
 }
 
 impl Policy {
-    /// A token bucket (RL.TOKEN): bursts of up to `capacity`, `per_second` tokens per second on average.
-    pub fn token_bucket(capacity: u64, per_second: f64) -> Result<Policy, PolicyError> {
-        if capacity == 0 {
-            return Err(PolicyError::new("capacity", "must be at least 1"));
-        }
-        if !per_second.is_finite() || per_second <= 0.0 {
-            return Err(PolicyError::new(
-                "rate",
-                format!("must be a number > 0 tokens per second, got {per_second}"),
-            ));
-        }
-        if per_second > MAX_RATE {
-            return Err(PolicyError::new("rate", "must be at most 1e9 tokens per second"));
-        }
-        // Rust prints the shortest decimal that reads back as the same f64: exact for the module's parser.
-        let text = format!("{per_second}");
-        let decimal =
-            Decimal::parse(text.as_bytes()).map_err(|_| PolicyError::new("rate", "is not a decimal"))?;
-        // What is left to refuse is the refill time, with the module's own words.
-        TokenBucket::new(capacity, decimal).map_err(|e| PolicyError::new(e.field, e.expected))?;
-        Ok(Policy { kind: Kind::Token { capacity, rate: Rate { per_second, text: text.into() } } })
+    /// `kind`'s policy from its two parameters as its command takes them, validated by core.
+    fn parse(kind: LimiterKind, params: [String; 2]) -> Result<Policy, PolicyError> {
+        let limiter =
+            AnyLimiter::parse(kind, [params[0].as_bytes(), params[1].as_bytes()]).map_err(|e| match e {
+                ratelimit_core::args::ArgError::Invalid(p) => p.into(),
+                other => PolicyError::new("policy", other.to_string()),
+            })?;
+        Ok(Policy { limiter, params: Arc::new(params) })
     }
 
-    /// `limit` requests (or units) per `window` with the given window algorithm.
+    /// A token bucket (RL.TOKEN): bursts of up to `capacity`, `per_second` tokens per second on average.
+    pub fn token_bucket(capacity: u64, per_second: f64) -> Result<Policy, PolicyError> {
+        // Rust prints the shortest decimal that reads back as the same f64: exact for the module's
+        // parser (which refuses NaN, infinities and anything <= 0 as it refuses them from any client).
+        Self::parse(LimiterKind::TokenBucket, [capacity.to_string(), format!("{per_second}")])
+    }
+
+    /// `limit` requests (or units) per `window` with the given window algorithm (positive whole
+    /// milliseconds).
     pub fn window(algorithm: Window, limit: u64, window: Duration) -> Result<Policy, PolicyError> {
-        if limit == 0 {
-            return Err(PolicyError::new("limit", "must be at least 1"));
-        }
-        if algorithm == Window::SlidingLog && limit > MAX_LOG_LIMIT {
-            return Err(PolicyError::new(
-                "limit",
-                format!("a sliding log holds at most {MAX_LOG_LIMIT}; use Window::SlidingCounter"),
-            ));
-        }
-        if window.is_zero() || !window.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(PolicyError::new("window", "must be a positive whole number of milliseconds"));
-        }
-        if window.as_secs() > MAX_SECONDS {
-            return Err(PolicyError::new("window", format!("must be at most {MAX_SECONDS} seconds")));
-        }
-        Ok(Policy { kind: Kind::Window { algorithm, limit, window } })
+        let kind = match algorithm {
+            Window::SlidingLog => LimiterKind::SlidingLog,
+            Window::Fixed => LimiterKind::FixedWindow,
+            Window::SlidingCounter => LimiterKind::SlidingCounter,
+        };
+        Self::parse(kind, [limit.to_string(), seconds(window.as_nanos())])
     }
 
     /// The exact sliding window (RL.SLIDE).
@@ -114,69 +86,44 @@ impl Policy {
     /// renews while it lives, so a crashed holder's slot comes back when the lease ends. Taken with
     /// [`Limiter::acquire`](crate::Limiter::acquire), never with `check` (it has to be released).
     pub fn concurrency(limit: u64, lease: Duration) -> Result<Policy, PolicyError> {
-        if limit == 0 || limit > MAX_LEASE_LIMIT {
-            return Err(PolicyError::new("limit", format!("must be from 1 to {MAX_LEASE_LIMIT}")));
-        }
-        if lease.is_zero() || !lease.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(PolicyError::new("lease", "must be a positive whole number of milliseconds"));
-        }
-        if lease.as_secs() > MAX_SECONDS {
-            return Err(PolicyError::new("lease", format!("must be at most {MAX_SECONDS} seconds")));
-        }
-        Ok(Policy { kind: Kind::Lease { limit, lease } })
+        Self::parse(LimiterKind::Leases, [limit.to_string(), seconds(lease.as_nanos())])
     }
 
     /// True when a request of cost 0 reads this limit without taking anything (a sliding log
     /// counts requests: it has no cost 0).
     pub(crate) fn kind_is_peekable(&self) -> bool {
-        !matches!(self.kind, Kind::Window { algorithm: Window::SlidingLog, .. })
+        self.kind().request_form() == RequestForm::Cost
     }
 
     /// True for a concurrency limit ([`Policy::concurrency`]).
     pub fn is_concurrency(&self) -> bool {
-        matches!(self.kind, Kind::Lease { .. })
+        self.kind().request_form() == RequestForm::Lease
     }
 
     /// The capacity or limit: what `RateLimit-Limit` says.
     pub fn limit(&self) -> u64 {
-        match &self.kind {
-            Kind::Token { capacity, .. } => *capacity,
-            Kind::Window { limit, .. } | Kind::Lease { limit, .. } => *limit,
-        }
+        self.limiter.limit()
     }
 
     /// The time the limit is measured over: the window, or a token bucket's full refill time
     /// (`capacity / rate`), a concurrency limit's lease. The IETF draft's `w` parameter.
     pub fn window_length(&self) -> Duration {
-        match &self.kind {
-            Kind::Token { capacity, rate } => Duration::from_secs_f64(*capacity as f64 / rate.per_second),
-            Kind::Window { window, .. } => *window,
-            Kind::Lease { lease, .. } => *lease,
-        }
+        Duration::from_nanos(u64::try_from(self.limiter.period_ns()).unwrap_or(0))
     }
 
-    pub(crate) fn kind(&self) -> &Kind {
-        &self.kind
+    /// Which kind of limiter this is.
+    pub fn kind(&self) -> LimiterKind {
+        self.limiter.kind()
     }
 
-    /// This policy with its limit (and rate) divided by `instances`, at least 1: the share of one
-    /// application instance when each decides alone (the local fallback).
-    pub(crate) fn share(&self, instances: u32) -> Policy {
-        let n = u64::from(instances.max(1));
-        let kind = match &self.kind {
-            Kind::Token { capacity, rate } => {
-                let per_second = rate.per_second / n as f64;
-                Kind::Token {
-                    capacity: (capacity / n).max(1),
-                    rate: Rate { per_second, text: format!("{per_second}").into() },
-                }
-            }
-            Kind::Window { algorithm, limit, window } => {
-                Kind::Window { algorithm: *algorithm, limit: (limit / n).max(1), window: *window }
-            }
-            Kind::Lease { limit, lease } => Kind::Lease { limit: (limit / n).max(1), lease: *lease },
-        };
-        Policy { kind }
+    /// The validated core limiter.
+    pub fn limiter(&self) -> &AnyLimiter {
+        &self.limiter
+    }
+
+    /// Its two parameters as its command takes them after the key.
+    pub(crate) fn params(&self) -> &[String; 2] {
+        &self.params
     }
 }
 
@@ -203,7 +150,7 @@ mod tests {
             assert_eq!(Policy::concurrency(5, lease).unwrap_err().field, "lease", "{lease:?}");
         }
         let message = Policy::token_bucket(0, 5.0).unwrap_err().to_string();
-        assert_eq!(message, "invalid capacity: must be at least 1");
+        assert_eq!(message, "invalid capacity: must be a whole number >= 1");
     }
 
     #[test]
@@ -213,11 +160,34 @@ mod tests {
         let w = Policy::sliding_log(5, Duration::from_millis(900_000)).unwrap();
         assert_eq!((w.limit(), w.window_length()), (5, Duration::from_secs(900)));
         assert_eq!(
-            Policy::token_bucket(10, 5.0).unwrap().share(3),
-            Policy::token_bucket(3, 5.0 / 3.0).unwrap()
+            Policy::token_bucket(10, 5.0).unwrap().limiter().share(3),
+            *Policy::token_bucket(3, 5.0 / 3.0).unwrap().limiter()
         );
-        assert_eq!(Policy::fixed_window(2, Duration::from_secs(1)).unwrap().share(5).limit(), 1);
+        assert_eq!(Policy::fixed_window(2, Duration::from_secs(1)).unwrap().limiter().share(5).limit(), 1);
         let c = Policy::concurrency(5, Duration::from_millis(1500)).unwrap();
-        assert_eq!((c.limit(), c.window_length(), c.share(2).limit()), (5, Duration::from_millis(1500), 2));
+        assert_eq!(
+            (c.limit(), c.window_length(), c.limiter().share(2).limit()),
+            (5, Duration::from_millis(1500), 2)
+        );
+    }
+
+    #[test]
+    fn every_kind_has_a_policy() {
+        let one = Duration::from_secs(1);
+        for kind in LimiterKind::ALL {
+            // A kind added to core's registry without a constructor here fails to compile.
+            let policy = match kind {
+                LimiterKind::TokenBucket => Policy::token_bucket(2, 1.0),
+                LimiterKind::FixedWindow => Policy::fixed_window(2, one),
+                LimiterKind::SlidingCounter => Policy::sliding_counter(2, one),
+                LimiterKind::SlidingLog => Policy::sliding_log(2, one),
+                LimiterKind::Leases => Policy::concurrency(2, one),
+            };
+            let policy = policy.unwrap();
+            assert_eq!(
+                (policy.kind(), policy.limit(), policy.window_length()),
+                (*kind, 2, Duration::from_secs([2, 1][usize::from(*kind != LimiterKind::TokenBucket)]))
+            );
+        }
     }
 }

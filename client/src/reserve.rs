@@ -45,7 +45,7 @@ impl TokenReserve {
         if batch == 0 || batch > policy.limit() {
             return Err(PolicyError::new("batch", "must be between 1 and the capacity"));
         }
-        if !matches!(policy.kind(), crate::policy::Kind::Token { .. }) {
+        if policy.kind() != ratelimit_core::kind::LimiterKind::TokenBucket {
             return Err(PolicyError::new("policy", "batches are reserved from token buckets only"));
         }
         Ok(TokenReserve { limiter, policy, batch, lease, held: Mutex::new(HashMap::new()) })

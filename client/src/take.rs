@@ -4,7 +4,8 @@
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::Limiter;
-use crate::policy::{Kind, Policy};
+use crate::policy::Policy;
+use ratelimit_core::kind::LimiterKind;
 
 /// What a partial grant took.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,14 +23,14 @@ impl Limiter {
     /// (`RL.TAKE`). The same key and state as [`check`](Limiter::check) with that policy. No failure
     /// policy applies: when Redis cannot decide, the error says why (a batch can wait and try again).
     pub async fn take(&self, key: &str, policy: &Policy, max: u64) -> Result<Taken, CallError> {
-        let Kind::Token { capacity, rate } = policy.kind() else {
+        if policy.kind() != LimiterKind::TokenBucket {
             return Err(CallError::Usage("partial grants are taken from token buckets"));
-        };
+        }
         if max == 0 {
             return Err(CallError::Usage("take at least one token (max >= 1)"));
         }
-        let mut cmd = redis::cmd("RL.TAKE");
-        cmd.arg(key).arg(*capacity).arg(&*rate.text).arg(max);
+        let mut cmd = crate::command::with_params("RL.TAKE", key, policy);
+        cmd.arg(max);
         let value = self.query(&cmd).await?;
         let reply: Vec<i64> = redis::from_redis_value(value).map_err(|e| CallError::Reply(e.to_string()))?;
         let (Some(decision), Some(&taken)) = (reply.get(..5).and_then(Decision::from_reply), reply.get(5))

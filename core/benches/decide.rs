@@ -3,8 +3,8 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use ratelimit_core::decimal::Decimal;
 use ratelimit_core::fixed_window::{FixedWindow, WindowState};
-use ratelimit_core::sliding_counter::{CounterState, SlidingCounter};
 use ratelimit_core::limiter::apply;
+use ratelimit_core::sliding_counter::{CounterState, SlidingCounter};
 use ratelimit_core::sliding_log::{Log, RequestId, SlidingLog};
 use ratelimit_core::time::NANOS_PER_SEC;
 use ratelimit_core::token_bucket::TokenBucket;

@@ -51,8 +51,13 @@ pub const LEASE_RECORD: usize = 28;
 
 impl Layout {
     /// The layouts whose values are tagged.
-    pub const TAGGED: [Layout; 5] =
-        [Layout::TokenBucket, Layout::FixedWindow, Layout::SlidingCounter, Layout::SlidingLog, Layout::Leases];
+    pub const TAGGED: [Layout; 5] = [
+        Layout::TokenBucket,
+        Layout::FixedWindow,
+        Layout::SlidingCounter,
+        Layout::SlidingLog,
+        Layout::Leases,
+    ];
 
     /// The first bytes of every value of this layout, and the length rule of the rest.
     const fn spec(self) -> (Option<[u8; TAG_LEN]>, Length) {

@@ -148,6 +148,10 @@ pub trait Declare: Limiter + Copy {
     /// The time the limit is measured over: a window, a full refill, a lease.
     fn period_ns(&self) -> Nanos;
 
+    /// A request of `units` as an in-process caller makes it (a lease: held by `holder`, of weight
+    /// `units`); None where the kind needs what is not given (a named request, a lease's holder).
+    fn request_of(&self, units: u64, holder: Option<&[u8]>) -> Option<Self::Request>;
+
     /// Its share of the limit when `n` instances each decide alone: the limit (and rate) divided by
     /// `n`, at least 1.
     fn share(&self, n: u64) -> Self;
@@ -240,6 +244,11 @@ macro_rules! kinds {
             /// A request of this limiter, validated.
             pub fn request(&self, args: RequestArgs<'_>, ids: IdHash) -> Result<AnyLimit, ArgError> {
                 match self { $(AnyLimiter::$kind(l) => Ok(AnyLimit::$kind(*l, l.request(args, ids)?))),* }
+            }
+
+            /// A request of `units` as an in-process caller makes it (see [`Declare::request_of`]).
+            pub fn request_of(&self, units: u64, holder: Option<&[u8]>) -> Option<AnyLimit> {
+                match self { $(AnyLimiter::$kind(l) => Some(AnyLimit::$kind(*l, l.request_of(units, holder)?))),* }
             }
 
             pub fn limit(&self) -> u64 {
@@ -357,7 +366,10 @@ mod tests {
     fn request_forms_take_their_options() {
         let args = |s: &'static str| s.split(' ').map(str::as_bytes).collect::<Vec<_>>();
         assert_eq!(RequestForm::Cost.parse(&args("3 k")), Ok((RequestArgs::Cost(b"3"), 1)));
-        assert_eq!(RequestForm::Id.parse(&args("r dedup k")), Ok((RequestArgs::Id { id: b"r", dedup: true }, 2)));
+        assert_eq!(
+            RequestForm::Id.parse(&args("r dedup k")),
+            Ok((RequestArgs::Id { id: b"r", dedup: true }, 2))
+        );
         assert_eq!(
             RequestForm::Lease.parse(&args("h WEIGHT 2")),
             Ok((RequestArgs::Lease { id: b"h", weight: Some(b"2") }, 3))

@@ -17,8 +17,8 @@
 
 use crate::args::{whole, whole_for, window_ns, ArgError};
 use crate::error::{ParamError, StateError};
-use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::format::{Bytes, Layout, TAG_LEN};
+use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS};
 use crate::time::{ceil_ms, us_to_ns, Nanos};
@@ -329,6 +329,10 @@ impl Declare for Leases {
         Ok(Acquire { id: holder(id)?, weight })
     }
 
+    fn request_of(&self, units: u64, holder: Option<&[u8]>) -> Option<Acquire> {
+        holder.map(|h| Acquire { id: LeaseId::of(h), weight: units.max(1) })
+    }
+
     fn limit(&self) -> u64 {
         self.limit
     }
@@ -359,7 +363,6 @@ pub fn holder(id: &[u8]) -> Result<LeaseId, ParamError> {
     }
     Ok(LeaseId::of(id))
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -162,7 +162,10 @@ impl SmallState for SlidingCounter {
     fn write(&self, state: &CounterState, _previous: Option<&CounterState>, now: Nanos) -> Write {
         let expires_at = self.decide_counts(Some(*state), now, 0).expires_at;
         Write {
-            change: Change::Set(words(Layout::SlidingCounter, &[state.window, state.current, state.previous])),
+            change: Change::Set(words(
+                Layout::SlidingCounter,
+                &[state.window, state.current, state.previous],
+            )),
             expiry: Expiry::Within { at_least_ms: ceil_ms(expires_at), slack_ms: 0 },
         }
     }

@@ -17,8 +17,8 @@
 
 use crate::args::{whole_for, window_ns, ArgError};
 use crate::error::{ParamError, StateError};
-use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::format::{Bytes, Layout};
+use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::limiter::{apply, Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS, MAX_LOG_LIMIT};
 use crate::time::{us_to_ns, Nanos};
@@ -445,6 +445,10 @@ impl Declare for SlidingLog {
         }
     }
 
+    fn request_of(&self, _units: u64, _holder: Option<&[u8]>) -> Option<RequestId> {
+        None
+    }
+
     fn limit(&self) -> u64 {
         self.limit
     }
@@ -457,7 +461,6 @@ impl Declare for SlidingLog {
         SlidingLog { limit: (self.limit / n).max(1), ..*self }
     }
 }
-
 
 #[cfg(test)]
 mod tests {

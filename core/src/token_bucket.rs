@@ -261,6 +261,10 @@ impl Declare for TokenBucket {
         cost_of(args)
     }
 
+    fn request_of(&self, units: u64, _holder: Option<&[u8]>) -> Option<u64> {
+        Some(units)
+    }
+
     fn limit(&self) -> u64 {
         self.capacity
     }
@@ -287,7 +291,6 @@ impl Declare for TokenBucket {
         refunded(self, stored, now, units)
     }
 }
-
 
 #[cfg(test)]
 mod tests {

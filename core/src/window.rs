@@ -6,9 +6,9 @@ use crate::args::{whole_for, window_ns, ArgError};
 use crate::error::{ParamError, StateError};
 use crate::kind::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::limiter::{Limiter, Refund, WindowLimiter, Write};
-use crate::verdict::Verdict;
 use crate::limits::MAX_HORIZON_NS;
 use crate::time::Nanos;
+use crate::verdict::Verdict;
 use std::marker::PhantomData;
 
 /// A limit of zero never admits anything.
@@ -76,6 +76,10 @@ where
 
     fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<u64, ArgError> {
         cost_of(args)
+    }
+
+    fn request_of(&self, units: u64, _holder: Option<&[u8]>) -> Option<u64> {
+        Some(units)
     }
 
     fn limit(&self) -> u64 {

@@ -5,8 +5,9 @@
 use proptest::prelude::*;
 use ratelimit_core::decimal::Decimal;
 use ratelimit_core::fixed_window::{FixedWindow, WindowState};
+use ratelimit_core::limiter::apply;
 use ratelimit_core::sliding_counter::{CounterState, SlidingCounter};
-use ratelimit_core::sliding_log::{apply, Log, RequestId, SlidingLog};
+use ratelimit_core::sliding_log::{Log, RequestId, SlidingLog};
 use ratelimit_core::token_bucket::TokenBucket;
 use ratelimit_core::verdict::Verdict;
 
@@ -115,40 +116,40 @@ proptest! {
         }
     }
 
-    /// Every limiter, through the contract the adapters use, on any stored bytes: an error or a
-    /// well-formed verdict, never a panic; a write it asks for is applied and read back.
+    /// Every limiter kind of the registry, through the contract the adapters use, on any stored
+    /// bytes: an error or a well-formed verdict, never a panic; a write it asks for is applied and
+    /// read back as that kind's.
     #[test]
     fn every_limiter_on_any_stored_bytes(
         stored in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
-        tagged in any::<bool>(), kind in 0usize..5, now in any_time(), cost in 0u64..20,
+        tagged in any::<bool>(), index in any::<prop::sample::Index>(), now in any_time(), cost in 0u64..20,
     ) {
-        use ratelimit_core::format::Kind;
-        use ratelimit_core::limiter::{apply, Limiter};
+        use ratelimit_core::kind::{AnyLimiter, LimiterKind, RequestArgs};
+        use ratelimit_core::limiter::Change;
+        let kind = LimiterKind::ALL[index.index(LimiterKind::ALL.len())];
         let mut value = stored.map(|mut v| {
             if tagged && v.len() >= 4 {
-                v[..4].copy_from_slice(&Kind::ALL[kind].tag().unwrap_or_default());
+                v[..4].copy_from_slice(&kind.layout().tag().unwrap_or_default());
             }
             v
         });
-        let rate = Decimal { mantissa: 5, exponent: 0 };
-        let outcome = match kind {
-            0 => TokenBucket::new(10, rate).unwrap().decide(value.as_deref(), now, cost),
-            1 => FixedWindow::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, cost),
-            2 => SlidingCounter::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, cost),
-            3 => SlidingLog::new(10, 1_000_000).unwrap().decide(value.as_deref(), now, RequestId { hash: cost, dedup: cost % 2 == 0 }),
-            _ => {
-                let id = ratelimit_core::leases::LeaseId::of(&cost.to_le_bytes());
-                let acquire = ratelimit_core::leases::Acquire { id, weight: cost.max(1) };
-                ratelimit_core::leases::Leases::new(10, 1_000_000_000).unwrap().decide(value.as_deref(), now, acquire)
-            }
+        let limiter = AnyLimiter::parse(kind, [b"10", b"1"]).unwrap();
+        let cost_text = cost.to_string();
+        let id = cost.to_le_bytes();
+        let weight = cost.max(1).to_string();
+        let request = match kind.request_form() {
+            ratelimit_core::kind::RequestForm::Cost => RequestArgs::Cost(cost_text.as_bytes()),
+            ratelimit_core::kind::RequestForm::Id => RequestArgs::Id { id: &id, dedup: cost % 2 == 0 },
+            ratelimit_core::kind::RequestForm::Lease => RequestArgs::Lease { id: &id, weight: Some(weight.as_bytes()) },
         };
-        if let Ok(o) = outcome {
+        let limit = limiter.request(request, |id| id.iter().map(|b| u64::from(*b)).sum()).unwrap();
+        if let Ok(o) = limit.decide(value.as_deref(), now) {
             well_formed(&o.verdict)?;
             if let Some(w) = o.write {
                 let v = value.get_or_insert_with(Vec::new);
                 apply(v, &w.change);
-                if w.change != ratelimit_core::limiter::Change::Delete {
-                    prop_assert_eq!(Kind::of(v), Some(Kind::ALL[kind]));
+                if w.change != Change::Delete {
+                    prop_assert_eq!(LimiterKind::of(v), Some(kind));
                 }
             }
         }

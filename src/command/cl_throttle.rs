@@ -46,7 +46,9 @@ pub fn throttle(
     let params = &bytes[..rest.len()];
     let throttle = LAST.get_or(params, || Throttle::parse(params)).map_err(error)?;
     let reply = limit::decide(ctx, key, &throttle, throttle.quantity).map_err(|e| match e {
-        RlError::BadState => RlError::Dialect(DialectError::Text("ERR value is not an integer or out of range")),
+        RlError::BadState => {
+            RlError::Dialect(DialectError::Text("ERR value is not an integer or out of range"))
+        }
         other => other,
     })?;
     Ok(limit::dialect(reply, cell::reply))

@@ -57,7 +57,9 @@ fn wrong_type(ctx: &Context, key: &Arg) -> Option<RlError> {
         Err(e) => return Some(e),
     };
     match state.read() {
-        Ok(Some(bytes)) if LimiterKind::of(bytes) != Some(LimiterKind::TokenBucket) => Some(RlError::WrongType),
+        Ok(Some(bytes)) if LimiterKind::of(bytes) != Some(LimiterKind::TokenBucket) => {
+            Some(RlError::WrongType)
+        }
         _ => None,
     }
 }

@@ -39,29 +39,28 @@ impl Command for Inspect {
         };
         let ttl_ms = key.expire_at_ms()?.map_or(-1, |at| (at - now / NANOS_PER_MS).max(0));
         let params: Option<Vec<&[u8]>> = params.map(|p| p.iter().map(Arg::bytes).collect());
-        let (command, fields, peek): (&'static str, Vec<Field>, Option<Peek>) =
-            match LimiterKind::of(bytes) {
-                Some(kind) => {
-                    let peek = match params.as_deref() {
-                        Some(&[p1, p2]) => Some(AnyLimiter::parse(kind, [p1, p2])?.peek(Some(bytes), now)?),
-                        Some(_) => return Err(RlError::WrongArity),
-                        None => None,
-                    };
-                    (kind.command(), kind.describe(bytes, now)?, peek)
-                }
-                // redis-cell's decimal TAT: `max_burst count_per_period period`, as CL.THROTTLE takes them.
-                None if Layout::of(bytes) == Some(Layout::DecimalTat) => {
-                    let peek = params
-                        .map(|p| {
-                            let throttle = Throttle::parse(&p)
-                                .map_err(|e| e.param().map_or(RlError::WrongArity, RlError::from))?;
-                            Ok::<_, RlError>(throttle.peek(Some(bytes), now)?)
-                        })
-                        .transpose()?;
-                    ("CL.THROTTLE", Throttle::describe(bytes, now)?, peek)
-                }
-                None => return Err(RlError::BadState),
-            };
+        let (command, fields, peek): (&'static str, Vec<Field>, Option<Peek>) = match LimiterKind::of(bytes) {
+            Some(kind) => {
+                let peek = match params.as_deref() {
+                    Some(&[p1, p2]) => Some(AnyLimiter::parse(kind, [p1, p2])?.peek(Some(bytes), now)?),
+                    Some(_) => return Err(RlError::WrongArity),
+                    None => None,
+                };
+                (kind.command(), kind.describe(bytes, now)?, peek)
+            }
+            // redis-cell's decimal TAT: `max_burst count_per_period period`, as CL.THROTTLE takes them.
+            None if Layout::of(bytes) == Some(Layout::DecimalTat) => {
+                let peek = params
+                    .map(|p| {
+                        let throttle = Throttle::parse(&p)
+                            .map_err(|e| e.param().map_or(RlError::WrongArity, RlError::from))?;
+                        Ok::<_, RlError>(throttle.peek(Some(bytes), now)?)
+                    })
+                    .transpose()?;
+                ("CL.THROTTLE", Throttle::describe(bytes, now)?, peek)
+            }
+            None => return Err(RlError::BadState),
+        };
         let mut map = vec![("limiter", Value::Status(command))];
         map.extend(fields.into_iter().map(|(name, v)| (name, v.map_or(Value::Null, Value::Int))));
         map.push(("ttl_ms", Value::Int(ttl_ms)));

@@ -7,10 +7,10 @@
 //! positions (every fourth argument) would read an option as a key.
 
 use super::parse::split;
-use ratelimit_core::args::whole;
 use super::{limit, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
+use ratelimit_core::args::whole;
 use redis_module::Context;
 
 /// Its counters in INFO ratelimit (`take_allowed`, `take_denied`, `take_errors`).

@@ -5,11 +5,11 @@
 
 use super::limit;
 use super::memo::Memo;
-use ratelimit_core::args::cost;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
-use ratelimit_core::limiter::Limiter;
+use ratelimit_core::args::cost;
 use ratelimit_core::kind::Declare;
+use ratelimit_core::limiter::Limiter;
 use ratelimit_core::token_bucket::TokenBucket;
 use redis_module::Context;
 

@@ -4,8 +4,8 @@
 //! `last_denied_ms`, and `denied_for_ms` (from first to last: a client denied for a long time is
 //! usually stuck in a retry loop). A map per entry for RESP3 clients, a flat field/value array for RESP2.
 
-use ratelimit_core::args::whole;
 use crate::server::{observed, Acl, Arg, Command, Reply, RlError, Spec, Value};
+use ratelimit_core::args::whole;
 use redis_module::Context;
 
 pub struct Top;

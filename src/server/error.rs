@@ -65,7 +65,9 @@ impl fmt::Display for RlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RlError::WrongArity => f.write_str("ERR wrong number of arguments"),
-            RlError::WrongType => f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            RlError::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
             RlError::InvalidArg { arg, expected } => write!(f, "ERR invalid {arg}: {expected}"),
             RlError::DuplicateKey => f.write_str("ERR the same key appears more than once"),
             RlError::Syntax => f.write_str("ERR syntax error"),
