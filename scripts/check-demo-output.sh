@@ -7,7 +7,8 @@
 # Masked, nothing else: the server's version and port (first line), the times the admin endpoint
 # reports (denied_for_ms, reset_after_ms, retry_after_ms: they depend on how long the requests before
 # took), how long an outage decision took (`in N ms`) and how long the 100 requests behind the open
-# breaker took (`answered in N ms in all`).
+# breaker took (`answered in N ms in all`). And the order of the `GET /admin/metrics` lines, which is the
+# order the Prometheus exporter lists its series in and changes from run to run: they are compared sorted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 page=${1:-README.md}
@@ -17,11 +18,30 @@ demo=$target/release/examples/demo
 export RL_MODULE=${RL_MODULE:-$target/release/libredis_ratelimit.so}
 
 mask() {
-  sed -E \
-    -e 's/^redis-server [^ ]+ on 127\.0\.0\.1:[0-9]+ /redis-server <version> on 127.0.0.1:<port> /' \
-    -e '/^GET \/admin\/ratelimit\//s/"(denied_for_ms|reset_after_ms|retry_after_ms)":[0-9]+/"\1":<ms>/g' \
-    -e '/^redis (stopped|hung) /s/ in [0-9]+ ms / in <ms> ms /' \
-    -e '/^breaker open after /s/ answered in [0-9.]+ ms in all/ answered in <ms> ms in all/'
+  python3 <(cat <<'PY'
+import re, sys
+rules = [  # (which line, what in it, replaced by)
+    (r"^redis-server ", r"^redis-server \S+ on 127\.0\.0\.1:\d+ ", "redis-server <version> on 127.0.0.1:<port> "),
+    (r"^GET /admin/ratelimit/", r'"(denied_for_ms|reset_after_ms|retry_after_ms)":\d+', r'"\1":<ms>'),
+    (r"^redis (stopped|hung) ", r" in \d+ ms ", " in <ms> ms "),
+    (r"^breaker open after ", r" answered in [\d.]+ ms in all", " answered in <ms> ms in all"),
+]
+out, metrics = [], []
+for line in sys.stdin.read().splitlines() + [None]:
+    if line is not None and line.startswith("GET /admin/metrics -> "):
+        metrics.append(line)
+        continue
+    out += sorted(metrics)
+    metrics = []
+    if line is None:
+        break
+    for which, what, by in rules:
+        if re.search(which, line):
+            line = re.sub(what, by, line)
+    out.append(line)
+print("\n".join(out))
+PY
+  )
 }
 
 shown=$(awk '/^<!-- demo-output/{on=1; next} /^<!-- \/demo-output -->/{on=0} on && !/^```/' "$page")
