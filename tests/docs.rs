@@ -159,7 +159,10 @@ fn dead_links(root: &Path, page: &Path) -> (usize, Vec<String>) {
             if !headings.contains(anchor) {
                 let mut known: Vec<_> = headings.into_iter().collect();
                 known.sort();
-                dead.push(format!("{name}: {target}: no heading with that anchor (there are: {})", known.join(", ")));
+                dead.push(format!(
+                    "{name}: {target}: no heading with that anchor (there are: {})",
+                    known.join(", ")
+                ));
             }
         }
     }
@@ -184,12 +187,23 @@ fn every_relative_link_between_the_pages_resolves() {
 
 #[test]
 fn the_slug_is_githubs() {
-    assert_eq!(slug("Migrating from redis-cell, Dragonfly or core GCRA"), "migrating-from-redis-cell-dragonfly-or-core-gcra");
-    assert_eq!(slug("RL.TOKEN key capacity rate cost [key capacity rate cost ...]"), "rltoken-key-capacity-rate-cost-key-capacity-rate-cost-");
+    assert_eq!(
+        slug("Migrating from redis-cell, Dragonfly or core GCRA"),
+        "migrating-from-redis-cell-dragonfly-or-core-gcra"
+    );
+    assert_eq!(
+        slug("RL.TOKEN key capacity rate cost [key capacity rate cost ...]"),
+        "rltoken-key-capacity-rate-cost-key-capacity-rate-cost-"
+    );
     assert_eq!(slug("Upgrading: stored formats"), "upgrading-stored-formats");
-    assert_eq!(slug("The Rust client and HTTP middleware (`client/`, crate `redis-ratelimit-client`)"), "the-rust-client-and-http-middleware-client-crate-redis-ratelimit-client");
+    assert_eq!(
+        slug("The Rust client and HTTP middleware (`client/`, crate `redis-ratelimit-client`)"),
+        "the-rust-client-and-http-middleware-client-crate-redis-ratelimit-client"
+    );
     assert_eq!(slug("See [the guide](docs/x.md) now"), "see-the-guide-now");
     let repeated = anchors("# A\n## Notes\n```\n# not a heading\n```\n## Notes\n");
-    assert!(repeated.contains("notes") && repeated.contains("notes-1") && !repeated.contains("not-a-heading"));
+    assert!(
+        repeated.contains("notes") && repeated.contains("notes-1") && !repeated.contains("not-a-heading")
+    );
     assert_eq!(link_targets("see [a](b.md#c), `[x](nope.md)` and ![i](p.png \"t\")"), ["b.md#c", "p.png"]);
 }
