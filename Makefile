@@ -50,7 +50,7 @@ docker-test: build
 compose-test: build
 	scripts/containers.sh compose
 
-# The Python, Node.js and Go examples against a throwaway module-enabled server; README snippets checked.
+# The Python, Node.js and Go examples against a throwaway module-enabled server; docs/client.md's snippets checked.
 examples: build
 	scripts/examples.sh
 

@@ -3,7 +3,8 @@
 # run against a throwaway module-enabled redis-server on a free loopback port, with their client
 # libraries installed locally (a virtualenv, node_modules) under ${RL_EXAMPLES_CACHE:-~/.cache/...}.
 # A language whose toolchain cannot be had is skipped with the reason; a failure fails. Then checks
-# that the README's snippets are the examples' marked regions, so they cannot drift.
+# that the snippets of docs/client.md ("Any other language") are the examples' marked regions, so they
+# cannot drift.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -72,23 +73,23 @@ else
   skipped+=("go: no Go toolchain or go-redis package (apt-get install golang-go golang-gopkg-redis.v5-dev)")
 fi
 
-# The README's snippets are the regions between [readme:<lang>] markers, verbatim.
-echo "=== README snippets"
+# docs/client.md's snippets are the regions between [readme:<lang>] markers, verbatim.
+echo "=== docs/client.md snippets"
 drift=0
 for f in examples/python/ratelimit_example.py examples/node/ratelimit_example.js examples/go/main.go; do
   snippet=$(awk '/\[readme:/{on=1; next} /\[\/readme:/{on=0} on' "$f")
   if ! python3 - "$snippet" <<'PY'
 import sys
 snippet = sys.argv[1]
-readme = open("README.md").read()
-sys.exit(0 if snippet.strip() and snippet in readme else 1)
+page = open("docs/client.md").read()
+sys.exit(0 if snippet.strip() and snippet in page else 1)
 PY
   then
-    echo "README.md does not contain the marked region of $f verbatim"
+    echo "docs/client.md does not contain the marked region of $f verbatim"
     drift=1
   fi
 done
-[ $drift -eq 0 ] && echo "README snippets match the examples" || failed+=("README snippets")
+[ $drift -eq 0 ] && echo "docs/client.md snippets match the examples" || failed+=("docs/client.md snippets")
 
 echo "=== examples: passed: ${passed[*]:-none}; failed: ${failed[*]:-none}; skipped: ${skipped[*]:-none}"
 [ ${#failed[@]} -eq 0 ] && [ ${#passed[@]} -gt 0 ]

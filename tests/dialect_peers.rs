@@ -220,7 +220,7 @@ fn a_dataset_that_redis_cell_wrote_carries_on_under_this_module() {
         }
         if persistence == "aof" {
             // redis-cell's AOF holds its commands, which a reload would run again at reload time:
-            // rewritten first, it holds the values (the README's migration steps).
+            // rewritten first, it holds the values (docs/migrating.md's steps).
             let _: () = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
             common::wait_until("the AOF rewrite", || {
                 testkit::info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref()

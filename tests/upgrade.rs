@@ -1,7 +1,7 @@
 //! Upgrading in place: `MODULE UNLOAD ratelimit` and `MODULE LOAD` of another build keep every bucket,
 //! window, log, lease and dialect key, because the state is plain strings and the module holds no
 //! timers, threads, data types or blocked clients that would make the server refuse the unload. What
-//! does not survive is stated in the README: INFO counters, RL.TOP, configs set with CONFIG SET.
+//! does not survive is stated in docs/deployment.md: INFO counters, RL.TOP, configs set with CONFIG SET.
 //!
 //! The build loaded second is this one copied to another path (a server maps a loaded file, so an
 //! upgrade always loads a new file). `RL_UPGRADE_FROM` names an older build to upgrade *from* (0.1, for

@@ -252,12 +252,12 @@ pub fn run(scale: f64) -> String {
         .map_or(binary.clone(), |n| n.to_string_lossy().into_owned());
     let _ = writeln!(out, "One server process (`{shown}`, redis_version {version}) with every module loaded; redis-benchmark, 50 clients, pipeline 16, {requests} requests per run; the median of {repeat} interleaved runs. us/call is the server's time per call (INFO commandstats), steadier than req/s on a shared machine.\n");
     if gcra.is_none() {
-        let _ = writeln!(out, "- GCRA (core): skipped: set RL_BENCH_GCRA_SERVER to a redis-server built with the core GCRA command (see the README).");
+        let _ = writeln!(out, "- GCRA (core): skipped: set RL_BENCH_GCRA_SERVER to a redis-server built with the core GCRA command (see docs/performance.md).");
     }
     if cell.is_none() {
         let _ = writeln!(
             out,
-            "- CL.THROTTLE: skipped: set RL_BENCH_CELL_MODULE to redis-cell's module (see the README)."
+            "- CL.THROTTLE: skipped: set RL_BENCH_CELL_MODULE to redis-cell's module (see docs/performance.md)."
         );
     }
     let _ = writeln!(

@@ -1,6 +1,6 @@
-//! The README's axum example as a complete program (`cargo run --release -p redis-ratelimit-client
-//! --example axum_app`, with a module-enabled Redis at `REDIS_URL`). The region between the
-//! `readme:rust` markers is shown in the README verbatim; `tests/readme.rs` checks that it is.
+//! The axum example of the README and docs/client.md as a complete program (`cargo run --release -p
+//! redis-ratelimit-client --example axum_app`, with a module-enabled Redis at `REDIS_URL`). The region
+//! between the `readme:rust` markers is shown in both pages verbatim; `tests/readme.rs` checks that it is.
 
 // [readme:rust]
 use axum::{routing::get, Router};

@@ -1,14 +1,14 @@
 //! The start-up check: is the module loaded on the server the limiter talks to, which version, and
-//! do its commands answer for this connection's user. Works for the least-privileged user the README
-//! recommends (`~rl:* +@ratelimit`), which cannot run `MODULE LIST`: the commands prove the module,
-//! and the version is read only where the user may.
+//! do its commands answer for this connection's user. Works for the least-privileged user that
+//! docs/deployment.md recommends (`~rl:* +@ratelimit`), which cannot run `MODULE LIST`: the commands
+//! prove the module, and the version is read only where the user may.
 
 use crate::error::CallError;
 use crate::limiter::Limiter;
 use redis::Value;
 use std::fmt;
 
-/// The key the check reads and peeks at (nothing is written): inside the README's `~rl:*`.
+/// The key the check reads and peeks at (nothing is written): inside docs/deployment.md's `~rl:*`.
 const VERIFY_KEY: &str = "rl:verify";
 
 /// What [`Limiter::verify`] found.

@@ -142,7 +142,7 @@ async fn ten_thousand_spoofed_headers_from_an_untrusted_peer_share_one_bucket() 
     assert_eq!(found, HashSet::from([format!("{prefix}:{{ip:127.0.0.1}}:api")]), "one key for one peer");
 }
 
-/// Behind a trusted proxy (loopback here), the forwarding headers are read as the README says:
+/// Behind a trusted proxy (loopback here), the forwarding headers are read as docs/client.md says:
 /// each row charges the bucket of the address it names, and only those buckets exist.
 #[tokio::test]
 async fn forwarding_headers_through_a_trusted_proxy_are_read_as_documented() {

@@ -114,7 +114,7 @@ async fn skipped_routes_are_never_limited() {
     }
 }
 
-/// A sliding-log route with a global token bucket (the README's advice for login) limits, in one
+/// A sliding-log route with a global token bucket (docs/client.md's advice for login) limits, in one
 /// atomic RL.ALL call: neither degraded nor unlimited, and a denied log takes no global token.
 #[tokio::test]
 async fn a_sliding_log_route_and_a_global_bucket_limit_together() {
@@ -460,7 +460,7 @@ async fn a_dual_stack_listener_keys_ipv4_clients_by_their_ipv4_address() {
     assert!(exists, "{key}");
 }
 
-/// What the README says: a path no route matches, a 404 included, counts against the global limit.
+/// What docs/client.md says: a path no route matches, a 404 included, counts against the global limit.
 #[tokio::test]
 async fn unrouted_paths_count_against_the_global_limit() {
     let server = Server::builder().single();

@@ -1,5 +1,6 @@
-//! The README's Rust example is `examples/axum_app.rs`'s marked region, verbatim: the example is
-//! compiled (and linted) with the crate, so the README's program compiles too.
+//! The axum example shown in README.md and in docs/client.md is `examples/axum_app.rs`'s marked
+//! region, verbatim: the example is compiled (and linted) with the crate, so the pages' program
+//! compiles too.
 
 use std::path::Path;
 
@@ -11,15 +12,17 @@ fn region(source: &str, lang: &str) -> String {
 }
 
 #[test]
-fn the_readme_shows_the_axum_example_verbatim() {
+fn the_readme_and_the_client_guide_show_the_axum_example_verbatim() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let example = std::fs::read_to_string(root.join("examples/axum_app.rs")).unwrap();
-    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
     let snippet = region(&example, "rust");
     assert!(snippet.contains("fn main"), "the region is the whole program");
-    assert!(
-        readme.contains(&format!("```rust\n{snippet}```\n")),
-        "README.md does not show examples/axum_app.rs's marked region verbatim (a ```rust block); \
-         copy it from there:\n{snippet}"
-    );
+    for page in ["../README.md", "../docs/client.md"] {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        assert!(
+            text.contains(&format!("```rust\n{snippet}```\n")),
+            "{page} does not show examples/axum_app.rs's marked region verbatim (a ```rust block); \
+             copy it from there:\n{snippet}"
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! Mistakes are loud at start-up: `Limiter::verify` against real servers (module loaded or not, the
-//! README's least-privileged ACL user, a user without the limiter commands, nothing listening), a URL
-//! without a scheme, and the layer's `build` refusing configurations that cannot work.
+//! least-privileged ACL user of docs/deployment.md, a user without the limiter commands, nothing
+//! listening), a URL without a scheme, and the layer's `build` refusing configurations that cannot work.
 
 mod support;
 

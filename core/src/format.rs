@@ -11,7 +11,7 @@
 //! happens to begin with a log's 8-byte header would be misread, a chance of about 2^-64), so keys
 //! written before an upgrade
 //! go on working; the first write after the upgrade stores the tagged form. Release 0.1 cannot read
-//! tagged values: upgrade replicas before their primary (see the README's upgrade notes).
+//! tagged values: upgrade replicas before their primary (see docs/deployment.md, Upgrading).
 //!
 //! One format is not ours and has no tag: redis-cell's, the TAT in Unix nanoseconds as decimal digits,
 //! which `CL.THROTTLE` reads and keeps writing (see `dialect::cell`): `Layout::DecimalTat`.

@@ -7,7 +7,7 @@
 //! rest is at least a millisecond. `retry_after` is -1 when allowed, and when the quantity is above
 //! the limit (it never fits).
 //!
-//! Where redis-cell and this engine differ (see the README's migration section):
+//! Where redis-cell and this engine differ (see docs/migrating.md):
 //! - the emission interval: redis-cell truncates `period / count` to whole nanoseconds, so it may
 //!   refill faster than asked (by less than 1 ns per token); this engine rounds it up, never faster;
 //! - `remaining`: redis-cell divides truncated microseconds in floating point, which is off when the

@@ -7,7 +7,7 @@
 //! -1 when allowed, and when `n` is above `max_burst + 1`) and `full_burst_after` (seconds, rounded
 //! up).
 //!
-//! Where core and this engine differ (see the README's migration section): core rounds the emission
+//! Where core and this engine differ (see docs/migrating.md): core rounds the emission
 //! interval to the nearest microsecond (at least 1 us); this engine rounds it up to the nanosecond, so
 //! it never refills faster than asked. Core accepts bursts that take up to 2^63 us to refill; here a
 //! burst must refill within `limits::MAX_HORIZON_SECS`, and a longer one gets core's own overflow error.
