@@ -15,6 +15,7 @@ fn replica_digest_equals_primary_after_mixed_traffic() {
     let (mut p, mut r) = (primary.conn(), replica.conn());
     let (allowed, denied) = mixed_token_traffic(&mut p, "rep", 400, 25);
     assert!(allowed > 50 && denied > 50, "the mix must have both: {allowed} allowed, {denied} denied");
+    assert_every_kind_written(&mut p, "rep");
     wait_in_sync(&mut p, &mut r);
     assert!(dbsize(&mut p) > 0);
     assert_eq!(dump_strings(&mut p), dump_strings(&mut r));

@@ -26,7 +26,7 @@
 //! ```
 //! use redis_ratelimit_client::Policy;
 //! let err = Policy::token_bucket(0, 5.0).unwrap_err();
-//! assert_eq!(err.to_string(), "invalid capacity: must be at least 1");
+//! assert_eq!(err.to_string(), "invalid capacity: must be a whole number >= 1");
 //! ```
 
 mod admin;

@@ -6,7 +6,6 @@ use crate::decimal::{Decimal, DecimalError};
 use crate::error::ParamError;
 use crate::limits::MAX_HORIZON_NS;
 use crate::time::{Nanos, NANOS_PER_MS};
-use crate::window::WINDOW;
 use std::fmt;
 
 /// Why a command's arguments do not build a request.
@@ -82,12 +81,6 @@ pub fn seconds_ns(bytes: &[u8], param: ParamError) -> Result<Nanos, ParamError> 
     ns.map(|ns| ns as Nanos).ok_or(param)
 }
 
-/// A window length (see [`seconds_ns`]).
-#[inline]
-pub fn window_ns(bytes: &[u8]) -> Result<Nanos, ParamError> {
-    seconds_ns(bytes, WINDOW)
-}
-
 /// A cost or a number of units: a whole number >= 0.
 #[inline]
 pub fn cost(bytes: &[u8]) -> Result<u64, ParamError> {
@@ -115,6 +108,8 @@ pub fn is_option(arg: Option<&&[u8]>, name: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    const WINDOW: ParamError = ParamError::new("window", "must be seconds");
+
     #[test]
     fn whole_numbers() {
         let parse = |s: &str| whole(s.as_bytes(), "cost", 0, "must be a whole number >= 0");
@@ -132,7 +127,8 @@ mod tests {
     }
 
     #[test]
-    fn windows_are_whole_milliseconds_and_render_back() {
+    fn lengths_are_whole_milliseconds_and_render_back() {
+        let window_ns = |b: &[u8]| seconds_ns(b, WINDOW);
         assert_eq!(window_ns(b"1.5"), Ok(1_500_000_000));
         assert_eq!(window_ns(b"0.001"), Ok(1_000_000));
         for bad in [&b"0"[..], b"0.0005", b"-1", b"abc", b"3000000001"] {

@@ -28,12 +28,14 @@ pub type FixedWindow = Windowed<Fixed>;
 
 /// A window in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct WindowState {
     pub count: u64,
     pub ends_at: Nanos,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct FixedDecision {
     pub verdict: Verdict,
     /// The state to store: when the request counted, or when an impossible state was repaired.
@@ -47,6 +49,7 @@ impl FixedWindow {
     /// A window that ends further ahead than one window (a clock that stepped back, a primary whose
     /// clock ran ahead) is repaired: its count is kept and it ends one window from now, so a clock
     /// fault neither forgets what was counted nor locks a client out for longer than one window.
+    #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn decide_window(&self, state: Option<WindowState>, now: Nanos, cost: u64) -> FixedDecision {
         let latest_end = now.saturating_add(self.window_ns);
         let stored = state.filter(|s| s.ends_at > now);
@@ -79,6 +82,7 @@ impl FixedWindow {
 
     /// The state after giving back `units` at `now`: None when nothing changes (no window open, or
     /// nothing counted). The count never goes below zero.
+    #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn refund_window(&self, state: Option<WindowState>, now: Nanos, units: u64) -> Option<WindowState> {
         let s = state.filter(|s| s.ends_at > now && s.count > 0 && units > 0)?;
         Some(WindowState { count: s.count.saturating_sub(units), ends_at: s.ends_at })

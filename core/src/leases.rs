@@ -15,10 +15,11 @@
 //! leased, and no caller can craft another caller's digest), its expiry in Unix microseconds (u64) and
 //! its weight (u32), little-endian, in no particular order.
 
-use crate::args::{whole, whole_for, window_ns, ArgError};
+use crate::args::{whole, whole_for, ArgError};
+use crate::window::window_ns;
 use crate::error::{ParamError, StateError};
-use crate::format::{Bytes, Layout, TAG_LEN};
-use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
+use crate::format::{Bytes, Layout, LEASE_RECORD, TAG_LEN};
+use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS};
 use crate::time::{ceil_ms, us_to_ns, Nanos};
@@ -35,7 +36,7 @@ pub const LEASE: ParamError =
 /// A weight of zero, or above what any limit allows.
 pub const WEIGHT: ParamError = ParamError::new("weight", "must be a whole number from 1 to 100000");
 
-const ENTRY: usize = 28;
+const ENTRY: usize = LEASE_RECORD;
 
 /// Valid lease parameters: how many may be held and for how long each lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 pub mod args;
 pub mod combine;
 pub mod decimal;
+pub mod declare;
 pub mod dialect;
 pub mod error;
 pub mod fixed_window;

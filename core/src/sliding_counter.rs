@@ -38,6 +38,7 @@ pub type SlidingCounter = Windowed<Counter>;
 
 /// Counts of the window with index `window` (since the epoch) and of the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct CounterState {
     pub window: u64,
     pub current: u64,
@@ -45,6 +46,7 @@ pub struct CounterState {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct CounterDecision {
     pub verdict: Verdict,
     pub new_state: Option<CounterState>,
@@ -53,6 +55,7 @@ pub struct CounterDecision {
 }
 
 impl SlidingCounter {
+    #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn decide_counts(&self, state: Option<CounterState>, now: Nanos, cost: u64) -> CounterDecision {
         let w = self.window_ns as u128;
         let index_now = (now.max(0) / self.window_ns) as u64;
@@ -132,6 +135,7 @@ impl SlidingCounter {
 
     /// The state after giving back `units` from the current window (never below zero); None when
     /// nothing changes.
+    #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn refund_counts(&self, state: Option<CounterState>, now: Nanos, units: u64) -> Option<CounterState> {
         let index_now = (now.max(0) / self.window_ns) as u64;
         let s = state.filter(|s| s.window >= index_now && s.current > 0 && units > 0)?;

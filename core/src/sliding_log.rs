@@ -15,19 +15,20 @@
 //! Memory: 8 bytes per slot (16 with ids), at most a quarter of the slots unused after growth.
 //! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
 
-use crate::args::{whole_for, window_ns, ArgError};
+use crate::args::{whole_for, ArgError};
 use crate::error::{ParamError, StateError};
 use crate::format::{Bytes, Layout};
-use crate::kind::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
+use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::limiter::{apply, Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS, MAX_LOG_LIMIT};
 use crate::time::{us_to_ns, Nanos};
 use crate::verdict::Verdict;
-use crate::window::WINDOW;
+use crate::window::{window_ns, WINDOW};
 
 // The tag of every format (see `format`): `RLS` and the version.
 const MAGIC: &[u8; 3] = b"RLS";
 const VERSION: u8 = 1;
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub const HEADER_LEN: usize = 8;
 /// Timestamps at or below this are fillers, never live (2^32 us is in 1970).
 const FILLER_CEILING: u64 = 1 << 32;
@@ -49,6 +50,7 @@ const MIN_SHRINK_SLOTS: usize = 16;
 
 /// Slot layout: timestamps only, or timestamps with request-id hashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub enum Width {
     Plain = 8,
     WithIds = 16,
@@ -62,10 +64,12 @@ pub struct SlidingLog {
 
 /// The stored bytes do not form a log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct NotALog;
 
 /// A parsed view of a stored log.
 #[derive(Debug, Clone, Copy)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct Log<'a> {
     slots: &'a [u8],
     width: Width,
@@ -74,6 +78,7 @@ pub struct Log<'a> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct SlideDecision {
     pub verdict: Verdict,
     /// The change to the stored log: one slot in place (`Change::Range`) or the whole log (`Change::Set`).
@@ -186,6 +191,7 @@ impl<'a> Log<'a> {
 }
 
 /// A log laid out oldest first: fillers, then `entries`, in `slots` slots of `width`.
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub fn build(width: Width, slots: usize, entries: &[(u64, u64)]) -> Vec<u8> {
     let w = width as usize;
     let mut out = Vec::with_capacity(HEADER_LEN + slots * w);
@@ -215,6 +221,7 @@ impl SlidingLog {
     }
 
     /// Decides one request at `now_us` against the stored log (None: no key).
+    #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn decide_log(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
         match log {
             Some(log) if log.newest() > now_us.saturating_add(FUTURE_TOLERANCE_US) => {

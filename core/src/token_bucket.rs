@@ -25,7 +25,7 @@ use crate::args::{positive_decimal, whole_for, ArgError};
 use crate::decimal::Decimal;
 use crate::error::{ParamError, StateError};
 use crate::format::{word, words, Layout};
-use crate::kind::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::declare::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::limiter::{Change, Expiry, Field, Outcome, Write};
 use crate::limits::MAX_HORIZON_NS;
 use crate::state::{SmallState, Step};
@@ -57,6 +57,7 @@ pub struct TokenBucket {
 /// The outcome of one request against a bucket: remaining counts whole tokens, reset_after is the
 /// time until the bucket is full again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)] // public for the benches and the fuzz tests
 pub struct TokenDecision {
     pub verdict: Verdict,
     /// The state to store, when the request changed it (allowed with cost > 0), or when the stored
@@ -133,6 +134,7 @@ impl TokenBucket {
     /// key, which is a full bucket). A TAT more than a full refill ahead of `now` (written by a clock
     /// that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock fault
     /// never grants extra tokens and never locks a client out for longer than one refill.
+    #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn decide_tat(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
         let depth = self.depth();
         let stored = tat.map_or(0, |t| t.saturating_sub(now)).max(0);
@@ -171,6 +173,7 @@ impl TokenBucket {
 
     /// The TAT after giving `tokens` back at `now`: never more tokens than capacity. None when nothing
     /// changes (the bucket is already full, or nothing is refunded).
+    #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn refund_tat(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
         let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.depth());
         if backlog == 0 || tokens == 0 {

@@ -2,9 +2,9 @@
 //! `SlidingCounter` are this one parameter type with different algorithms (`Windowed<Fixed>`,
 //! `Windowed<Counter>`).
 
-use crate::args::{whole_for, window_ns, ArgError};
+use crate::args::{seconds_ns, whole_for, ArgError};
 use crate::error::{ParamError, StateError};
-use crate::kind::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::declare::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::limiter::{Limiter, Refund, WindowLimiter, Write};
 use crate::limits::MAX_HORIZON_NS;
 use crate::time::Nanos;
@@ -43,6 +43,12 @@ impl<A> Windowed<A> {
         check(window_ns)?;
         Ok(Windowed { limit, window_ns, algorithm: PhantomData })
     }
+}
+
+/// A window length as the commands write it: seconds, decimal, in whole milliseconds.
+#[inline]
+pub fn window_ns(bytes: &[u8]) -> Result<Nanos, ParamError> {
+    seconds_ns(bytes, WINDOW)
 }
 
 /// A window length: positive and within the horizon.

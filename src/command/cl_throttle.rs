@@ -7,7 +7,7 @@
 
 use super::limit;
 use super::memo::Memo;
-use crate::server::{Arg, Command, Dialect, DialectError, Keys, Reply, RlError, Spec, FAST_WRITE};
+use crate::server::{Arg, Command, Origin, DialectError, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::cell::{self, Throttle, ThrottleError};
 use redis_module::Context;
@@ -19,7 +19,7 @@ pub struct ClThrottle;
 
 impl Command for ClThrottle {
     const SPEC: Spec =
-        Spec::limiter(c"cl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_dialect(Dialect::Yes);
+        Spec::limiter(c"cl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_origin(Origin::Dialect);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         throttle(ctx, args, |e| RlError::Dialect(DialectError::Cell(e)))

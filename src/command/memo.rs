@@ -2,7 +2,7 @@
 //! building a limiter costs number parsing and 128-bit divisions. One per command; a miss (other
 //! arguments, or arguments too long to keep) just builds.
 
-use crate::server::cell::TryCell;
+use crate::server::try_cell::TryCell;
 
 /// Argument bytes kept: enough for every common call.
 const KEPT: usize = 48;

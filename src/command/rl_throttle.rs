@@ -5,7 +5,7 @@
 //! commands word theirs.
 
 use super::cl_throttle::throttle;
-use crate::server::{Arg, Command, Dialect, Keys, Reply, RlError, Spec, FAST_WRITE};
+use crate::server::{Arg, Command, Origin, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use redis_module::Context;
 
@@ -16,7 +16,7 @@ pub struct RlThrottle;
 
 impl Command for RlThrottle {
     const SPEC: Spec =
-        Spec::limiter(c"rl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_dialect(Dialect::Yes);
+        Spec::limiter(c"rl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_origin(Origin::Dialect);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         throttle(ctx, args, |e| e.param().map_or(RlError::WrongArity, RlError::from))

@@ -5,7 +5,7 @@
 //! line, and so is GCRA on a server that has core's own GCRA under any name (renamed with
 //! `rename-command`, registering the original name would trip an assertion in the server).
 
-use super::command::{Dialect, Spec};
+use super::spec::{Origin, Spec};
 use redis_module::configuration::ConfigurationContext;
 use redis_module::{ConfigurationValue, Context, RedisError, RedisString, RedisValue};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
@@ -100,13 +100,13 @@ impl Plan {
     pub fn skip_reason(&self, spec: &Spec) -> Option<String> {
         let name = spec.name.to_string_lossy();
         let listed = NAMES.iter().position(|n| *n == name).is_some_and(|i| self.listed & (1 << i) != 0);
-        match spec.dialect {
-            Dialect::No => None,
+        match spec.origin {
+            Origin::Own => None,
             _ if !listed => Some(format!("{name} is not in ratelimit.dialects ({})", render(self.listed))),
-            Dialect::BuiltIn => self.builtin.as_ref().map(|other| {
+            Origin::DialectUnlessBuiltIn => self.builtin.as_ref().map(|other| {
                 format!("the server has a built-in rate limit command ('{other}' in @ratelimit): {name} is skipped")
             }),
-            Dialect::Yes => None,
+            Origin::Dialect => None,
         }
     }
 }

@@ -29,7 +29,7 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             return;
         };
         section(ctx, c"stats".as_ptr());
-        for counters in super::command::registered_stats() {
+        for counters in super::observed::registered_stats() {
             for (what, count) in counters.fields() {
                 if let Ok(name) = CString::new(format!("{}_{what}", counters.name())) {
                     field(ctx, name.as_ptr(), count);

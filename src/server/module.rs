@@ -3,7 +3,8 @@
 //! the commands it is given and the INFO callback. lib.rs invokes it with the list of commands.
 
 use super::acl::{add_category, Category};
-use super::command::{set_registered, Registration, Spec};
+use super::observed::set_registered;
+use super::spec::{Registration, Spec};
 use super::dialects::Plan;
 use redis_module::{raw, Context, Status};
 

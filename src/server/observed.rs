@@ -1,7 +1,9 @@
 //! The one instance of the key classes and heavy hitters (`stats::Observed`), in a `TryCell` taken
 //! once per limiter call on the server's main thread (never contended).
 
-use super::cell::TryCell;
+use super::spec::Spec;
+use super::try_cell::TryCell;
+use crate::stats::CommandStats;
 use crate::stats::{self, Observed, Outcome};
 
 static OBSERVED: TryCell<Option<Observed>> = TryCell::new(None);
@@ -18,6 +20,19 @@ pub fn record<'a>(outcome: Outcome, key: impl Fn(usize) -> Option<&'a [u8]>, now
 
 /// Zeroes the counters and forgets the classes and the heavy hitters (RL.RESETSTATS).
 pub fn reset() {
-    super::command::registered_stats().for_each(|counters| counters.reset());
+    registered_stats().for_each(|counters| counters.reset());
     OBSERVED.with(|o| *o = None);
+}
+
+/// The commands this module registered, in order (set once at load): INFO and RL.RESETSTATS go
+/// through their counters.
+static REGISTERED: std::sync::OnceLock<Vec<&'static Spec>> = std::sync::OnceLock::new();
+
+pub fn set_registered(specs: Vec<&'static Spec>) {
+    let _ = REGISTERED.set(specs);
+}
+
+/// The per-command counters of the registered commands, in order.
+pub fn registered_stats() -> impl Iterator<Item = &'static CommandStats> {
+    REGISTERED.get().map_or(&[][..], Vec::as_slice).iter().filter_map(|spec| spec.stats)
 }

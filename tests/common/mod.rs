@@ -11,6 +11,25 @@ pub mod shim;
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, Server};
 
+/// Fails unless the keys under `prefix` hold a value of every limiter kind of core's registry (as
+/// RL.INSPECT names them): a kind added to core but not to the traffic mix is not replicated, reloaded
+/// or digested by the tests that use the mix.
+pub fn assert_every_kind_written(con: &mut Connection, prefix: &str) {
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}:*")).query(con).expect("KEYS");
+    let mut written = std::collections::BTreeSet::new();
+    for key in keys {
+        // RESP2: the map as a flat array, `limiter` first.
+        if let Ok(Value::Array(fields)) = redis::cmd("RL.INSPECT").arg(&key).query::<Value>(con) {
+            if let Some(Value::SimpleString(limiter)) = fields.get(1) {
+                written.insert(limiter.clone());
+            }
+        }
+    }
+    for kind in ratelimit_core::kind::LimiterKind::ALL {
+        assert!(written.contains(kind.command()), "the traffic mix wrote no {} key: {written:?}", kind.command());
+    }
+}
+
 /// Runs a deterministic mix of allowed and denied calls of every RL.* command (multi-key RL.TOKEN,
 /// peeks, over-limit costs, refunds, RL.SLIDE logs that grow) over `keys` keys per command, and returns
 /// how many were allowed and denied.

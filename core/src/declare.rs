@@ -1,0 +1,176 @@
+//! What a limiter kind declares, in its own file: its names, its argument grammar (two parameters,
+//! then a request of one of three forms), its share of a limit, and whether it takes refunds. The
+//! registry (`kind`) lists the kinds that declare it.
+
+use crate::args::{is_option, ArgError};
+use crate::error::{ParamError, StateError};
+use crate::limiter::{Limiter, Refund, Write};
+use crate::time::Nanos;
+use crate::verdict::Verdict;
+
+/// How a request's id is stored as a 64-bit hash (the sliding log's ids): the adapter's choice.
+pub type IdHash = fn(&[u8]) -> u64;
+
+/// An empty request or lease id.
+pub const EMPTY_ID: ParamError = ParamError::new("id", "must not be empty");
+
+/// How a request is written after a limiter's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestForm {
+    /// `cost`: units, 0 to peek.
+    Cost,
+    /// `id [DEDUP]`: one request, named.
+    Id,
+    /// `id [WEIGHT w]`: a lease held by `id`.
+    Lease,
+}
+
+/// A request's arguments as written, before its kind validates them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestArgs<'a> {
+    Cost(&'a [u8]),
+    Id { id: &'a [u8], dedup: bool },
+    Lease { id: &'a [u8], weight: Option<&'a [u8]> },
+}
+
+/// Why a client cannot write a request of some form.
+pub type RenderError = &'static str;
+
+impl RequestForm {
+    /// The option word this form may end with, and how many values follow it.
+    const fn option(self) -> Option<(&'static [u8], usize)> {
+        match self {
+            RequestForm::Cost => None,
+            RequestForm::Id => Some((b"DEDUP", 0)),
+            RequestForm::Lease => Some((b"WEIGHT", 1)),
+        }
+    }
+
+    /// How many arguments at the start of `args` the request takes: its value, and its option when
+    /// the next argument names it (inside RL.ALL, a key right after a group cannot be the option's
+    /// name).
+    #[inline]
+    pub fn len(self, args: &[&[u8]]) -> usize {
+        match self.option() {
+            Some((name, values)) if is_option(args.get(1), name) => 2 + values,
+            _ => 1,
+        }
+    }
+
+    /// The request at the start of `args` and how many arguments it took (see [`RequestForm::len`]).
+    pub fn parse<'a>(self, args: &[&'a [u8]]) -> Result<(RequestArgs<'a>, usize), ArgError> {
+        let len = self.len(args);
+        let taken = args.get(..len).ok_or(ArgError::WrongArity)?;
+        let request = match (self, taken) {
+            (RequestForm::Cost, [cost]) => RequestArgs::Cost(cost),
+            (RequestForm::Id, [id, ..]) => RequestArgs::Id { id, dedup: len == 2 },
+            (RequestForm::Lease, [id]) => RequestArgs::Lease { id, weight: None },
+            (RequestForm::Lease, [id, _, weight]) => RequestArgs::Lease { id, weight: Some(weight) },
+            _ => return Err(ArgError::WrongArity),
+        };
+        Ok((request, len))
+    }
+
+    /// What a command whose request ends it (not inside RL.ALL) does with arguments left after the
+    /// request: one unknown option is a syntax error, more are the wrong number.
+    pub fn parse_whole<'a>(self, args: &[&'a [u8]]) -> Result<RequestArgs<'a>, ArgError> {
+        let (request, len) = self.parse(args)?;
+        match (self.option(), &args[len..]) {
+            (_, []) => Ok(request),
+            (Some((_, values)), rest) if len == 1 && rest.len() == 1 + values => Err(ArgError::Syntax),
+            _ => Err(ArgError::WrongArity),
+        }
+    }
+
+    /// Writes a request of `cost` in this form: a request id from `fresh_id` (a sliding log, which
+    /// counts requests: the cost must be 1), or a lease held by `lease_id` with the weight `cost`.
+    pub fn render(
+        self,
+        cost: u64,
+        lease_id: Option<&str>,
+        fresh_id: impl FnOnce() -> String,
+        mut arg: impl FnMut(&str),
+    ) -> Result<(), RenderError> {
+        match self {
+            RequestForm::Cost => arg(&cost.to_string()),
+            RequestForm::Id if cost != 1 => return Err("a sliding log counts requests: the cost must be 1"),
+            RequestForm::Id => arg(&fresh_id()),
+            RequestForm::Lease => {
+                let id = lease_id.ok_or(NO_RELEASE)?;
+                if cost == 0 {
+                    return Err("a concurrency limit is held with a weight of at least 1");
+                }
+                arg(id);
+                arg("WEIGHT");
+                arg(&cost.to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The refusal of a lease where nothing would release it.
+pub const NO_RELEASE: RenderError =
+    "a concurrency limit is taken with Limiter::acquire, which releases it: check has no release";
+
+/// A limiter kind's declaration, in its own file.
+pub trait Declare: Limiter + Copy {
+    /// Its group in RL.ALL (`TOKEN`) and RL.REFUND, and its own command (`RL.TOKEN`).
+    const GROUP: &'static str;
+    const COMMAND: &'static str;
+    /// How its request is written after its parameters.
+    const REQUEST: RequestForm;
+    /// Whether units can be given back (RL.REFUND).
+    const REFUNDS: bool = false;
+
+    /// Its two parameters after the key, as its command takes them (`capacity rate`, `limit window`,
+    /// `limit lease`).
+    fn parse(params: [&[u8]; 2]) -> Result<Self, ArgError>;
+
+    /// Its request, validated.
+    fn request(&self, args: RequestArgs<'_>, ids: IdHash) -> Result<Self::Request, ArgError>;
+
+    /// The limit it enforces (a capacity, a number per window, a weight in flight).
+    fn limit(&self) -> u64;
+
+    /// The time the limit is measured over: a window, a full refill, a lease.
+    fn period_ns(&self) -> Nanos;
+
+    /// A request of `units` as an in-process caller makes it (a lease: held by `holder`, of weight
+    /// `units`); None where the kind needs what is not given (a named request, a lease's holder).
+    fn request_of(&self, units: u64, holder: Option<&[u8]>) -> Option<Self::Request>;
+
+    /// Its share of the limit when `n` instances each decide alone: the limit (and rate) divided by
+    /// `n`, at least 1.
+    fn share(&self, n: u64) -> Self;
+
+    /// Gives `units` back (see [`Refund`]); None for a kind that takes no refunds.
+    fn refund_units(
+        &self,
+        _stored: Option<&[u8]>,
+        _now: Nanos,
+        _units: u64,
+    ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
+        None
+    }
+}
+
+/// A request of units (`RequestForm::Cost`).
+#[inline]
+pub fn cost_of(args: RequestArgs<'_>) -> Result<u64, ArgError> {
+    match args {
+        RequestArgs::Cost(cost) => Ok(crate::args::cost(cost)?),
+        _ => Err(ArgError::Syntax),
+    }
+}
+
+/// The refund of a kind that takes refunds (its `refund_units`).
+pub fn refunded<L: Refund>(
+    limiter: &L,
+    stored: Option<&[u8]>,
+    now: Nanos,
+    units: u64,
+) -> Option<Result<(Option<Write>, Verdict), StateError>> {
+    Some(limiter.refund(stored, now, units))
+}
+
