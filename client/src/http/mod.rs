@@ -30,17 +30,24 @@
 mod access;
 mod body;
 mod caller;
+mod check;
+mod config;
 mod denial;
 mod error;
 mod forwarded;
+pub mod future;
 mod layer;
+mod metrics;
+mod plan;
 mod response;
+mod service;
 
 pub use access::{Access, AccessLists};
 pub use body::LimitedBody;
-pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies, MAX_CALLER_KEY_BYTES};
+pub use caller::{Caller, PeerAddr, Principal, Tenant, MAX_CALLER_KEY_BYTES};
 pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
-pub use forwarded::MAX_HOPS;
-pub use layer::{RateLimit, RateLimitLayer};
+pub use forwarded::{TrustedProxies, MAX_HOPS};
+pub use layer::RateLimitLayer;
 pub use response::{CONCURRENCY_LIMITED, COST_EXCEEDS_LIMIT, DENIED, RATE_LIMITED, UNAVAILABLE};
+pub use service::RateLimit;
