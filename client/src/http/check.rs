@@ -25,8 +25,8 @@ pub(super) enum Verdict {
     Served { headers: Option<RateHeaders>, permit: Option<Permit> },
 }
 
-/// The checks of one request, boxed: the one allocation a limited request adds (an async fn's
-/// future has no name to store it by).
+/// The checks of one request, boxed (an async fn's future has no name to store it by): the one boxed
+/// future of a limited request; a request the layer does not limit has none.
 pub(super) type Checks = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 
 /// Checks the request `plan` describes: the enforced limits first; after they allowed, in a call of

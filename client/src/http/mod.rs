@@ -26,6 +26,8 @@
 //!   flight on a route, checked with the route's rate limits in one RL.ALL call; the slot is held
 //!   until the response body has been sent or dropped ([`LimitedBody`]). A denial is a 429 with
 //!   `Retry-After` and a body of type [`CONCURRENCY_LIMITED`].
+//! - Built as tower-http's middleware are: [`RateLimitLayer`] and its builder, the [`RateLimit`]
+//!   service with its accessors, and its named future, [`future::ResponseFuture`].
 
 mod access;
 mod body;
