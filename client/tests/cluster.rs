@@ -5,6 +5,7 @@
 mod support;
 
 use redis_ratelimit_client::{FailurePolicy, Limit, Limiter, Policy};
+use support::wait_until;
 use testkit::cluster::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,22 +81,18 @@ async fn cluster_failover(label: &str, lagging: bool) -> Vec<u64> {
         support::failover::signal(replica_pid, "CONT");
     }
     let promoted = cluster.nodes.iter().find(|n| n.port == replica).unwrap();
-    tokio::task::block_in_place(|| {
-        testkit::wait_until("the replica to take over", || {
-            testkit::cluster::role(&mut promoted.conn()) == "master"
-        })
-    });
+    wait_until("the replica to take over", async || testkit::cluster::role(&mut promoted.conn()) == "master")
+        .await;
     eprintln!("{label}: the replica took over {:?} after the kill", killed_at.elapsed());
     if lagging {
         // A waited decision needs a replica: the old primary comes back as one (its nodes.conf).
         cluster.nodes.iter_mut().find(|n| n.port == owner).unwrap().start_again();
         let promoted = cluster.nodes.iter().find(|n| n.port == replica).unwrap();
-        tokio::task::block_in_place(|| {
-            testkit::wait_until("the old primary to rejoin as a replica", || {
-                testkit::info_field(&mut promoted.conn(), "replication", "connected_slaves").as_deref()
-                    == Some("1")
-            })
-        });
+        wait_until("the old primary to rejoin as a replica", async || {
+            testkit::info_field(&mut promoted.conn(), "replication", "connected_slaves").as_deref()
+                == Some("1")
+        })
+        .await;
     }
     // Waited decisions come back more slowly (each waits for the returning replica): longer.
     tokio::time::sleep(std::time::Duration::from_secs(if lagging { 8 } else { 4 })).await;

@@ -5,7 +5,7 @@ mod support;
 
 use redis_ratelimit_client::{CallError, Decision, FailurePolicy, Limit, Limiter, Policy};
 use std::time::{Duration, Instant};
-use support::{calls, closed_port, DEADLINE, MARGIN};
+use support::{calls, closed_port, wait_until, DEADLINE, MARGIN};
 use testkit::redis;
 use testkit::{unique_key, Server};
 
@@ -110,7 +110,7 @@ async fn the_breaker_keeps_calls_off_a_hung_server_then_probes_it_back() {
     );
     assert_eq!(limiter.counts().short_circuited, 50);
     // The pause ends by itself; the server then runs what reached it: the 3 calls, not the 50.
-    testkit::wait_until("the pause to end", || calls(&server, "rl.token") >= before + 3);
+    wait_until("the pause to end", async || calls(&server, "rl.token") >= before + 3).await;
     assert_eq!(calls(&server, "rl.token"), before + 3);
 
     // After the cool-down one probe reaches Redis and closes the breaker.
@@ -142,15 +142,12 @@ async fn a_restarted_server_is_used_again_after_the_cool_down() {
     server.start_again();
     assert_eq!(server.port, port);
     let mut back = None;
-    for _ in 0..40 {
-        tokio::time::sleep(cooldown / 4).await;
-        let d = limiter.check("rl:back", &policy, 1).await;
-        if !d.degraded {
-            back = Some(d);
-            break;
-        }
-    }
-    let d = back.expect("Redis decides again once it is back");
+    wait_until("Redis to decide again once it is back", async || {
+        back = Some(limiter.check("rl:back", &policy, 1).await).filter(|d| !d.degraded);
+        back.is_some()
+    })
+    .await;
+    let d = back.unwrap();
     assert!(d.allowed && !limiter.breaker_open());
 }
 
@@ -182,15 +179,14 @@ async fn the_probe_after_the_cool_down_finds_a_killed_and_restarted_server() {
     let failed_before = failed_calls(&limiter);
     server.start_again();
     let restarted = Instant::now();
-    // Checks every 50 ms: short-circuited until the cool-down ends, then the probe.
-    let first = loop {
-        let d = limiter.check(&key, &policy, 1).await;
-        if !d.degraded {
-            break d;
-        }
-        assert!(restarted.elapsed() < Duration::from_secs(20), "Redis never decided again");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    // Checks again and again: short-circuited until the cool-down ends, then the probe.
+    let mut first = None;
+    wait_until("Redis to decide again", async || {
+        first = Some(limiter.check(&key, &policy, 1).await).filter(|d| !d.degraded);
+        first.is_some()
+    })
+    .await;
+    let first = first.unwrap();
     eprintln!("first decision from Redis {:?} after the restart", restarted.elapsed());
     assert_eq!(failed_calls(&limiter) - failed_before, 0, "the probe itself reached the restarted server");
     assert!(first.allowed && !limiter.breaker_open());
@@ -292,7 +288,7 @@ async fn acquire_and_release_are_held_to_the_deadline_and_the_breaker() {
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut server.conn()).unwrap();
     // The server then runs what reached it: the acquire that waited for the deadline, not the one
     // the breaker answered.
-    testkit::wait_until("the waiting acquire to run", || sent(&server) > before);
+    wait_until("the waiting acquire to run", async || sent(&server) > before).await;
     assert_eq!(sent(&server), before + 1);
 }
 
@@ -313,13 +309,7 @@ async fn a_renew_is_held_to_the_deadline_and_a_lease_that_ended_in_an_outage_is_
     assert!(!permit.lost(), "an unanswered renew does not know that the lease is gone");
     let before = renews(&server);
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut server.conn()).unwrap();
-    for _ in 0..1000 {
-        if permit.lost() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(permit.lost(), "the first answered renew found the lease gone");
+    wait_until("the first answered renew to find the lease gone", async || permit.lost()).await;
     assert!(renews(&server) > before);
     assert!(!permit.release().await.unwrap(), "nothing was held any more");
 }

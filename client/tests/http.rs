@@ -12,8 +12,8 @@ use redis_ratelimit_client::http::{
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use reqwest::header::HeaderMap;
 use std::net::SocketAddr;
-use support::closed_port;
 use support::web::{get as get_with, logs, serve};
+use support::{closed_port, wait_until};
 use testkit::{unique_key, Server};
 
 fn app(layer: RateLimitLayer) -> Router {
@@ -652,17 +652,9 @@ fn slow_app(layer: RateLimitLayer) -> Router {
         .layer(layer)
 }
 
-/// GETs `url` until it is served (200), for up to 5 s; the last status.
-async fn status_once_served(client: &reqwest::Client, url: &str) -> u16 {
-    let mut status = 0;
-    for _ in 0..500 {
-        status = client.get(url).send().await.unwrap().status().as_u16();
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    status
+/// True when a GET of `url` is served (200).
+async fn served(client: &reqwest::Client, url: &str) -> bool {
+    client.get(url).send().await.unwrap().status() == 200
 }
 
 #[tokio::test]
@@ -688,8 +680,8 @@ async fn a_concurrency_slot_is_held_until_the_body_is_gone_and_a_client_that_dis
     assert_eq!((body["limit"].as_str(), body["in_flight_limit"].as_u64()), (Some("slow"), Some(1)));
     // The client goes away mid-body: the server drops the body, and the permit with it.
     drop(streaming);
-    let status = status_once_served(&client, &format!("{base}/slow/quick")).await;
-    assert_eq!(status, 200, "the disconnected client's slot was freed");
+    let url = format!("{base}/slow/quick");
+    wait_until("the disconnected client's slot to be freed", async || served(&client, &url).await).await;
 }
 
 #[tokio::test]
@@ -747,16 +739,11 @@ async fn per_caller_and_global_concurrency_limits_hold_slots_per_plan_and_over_a
     assert_eq!(open("/other/quick", &free).await.status(), 200);
     // The slots are held until the bodies are gone.
     drop((free_job, gold_jobs, gold_other));
-    let mut freed = false;
-    for _ in 0..500 {
+    wait_until("dropped bodies to free their slots, per plan and over all routes", async || {
         let (a, b) = (open("/jobs/quick", &free).await.status(), open("/other/quick", &gold).await.status());
-        if a == 200 && b == 200 {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(freed, "dropped bodies free their slots, per plan and over all routes");
+        a == 200 && b == 200
+    })
+    .await;
 }
 
 /// A handler that panics drops the permit with its future: the slot is free again within
@@ -794,13 +781,11 @@ async fn a_panicking_handler_frees_its_slot_at_once_and_lease_keys_have_their_ow
     let client = reqwest::Client::new();
     let waiting = tokio::spawn(client.get(format!("{base}/work/wait")).send());
     let mut keys: Vec<String> = vec![];
-    for _ in 0..500 {
+    wait_until("the waiting request's lease", async || {
         keys = testkit::redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut server.conn()).unwrap();
-        if keys.iter().any(|k| k.ends_with(":lease")) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+        keys.iter().any(|k| k.ends_with(":lease"))
+    })
+    .await;
     keys.sort();
     assert_eq!(keys.len(), 2, "{keys:?}");
     assert!(keys[0].ends_with(":work") && keys[1] == format!("{}:lease", keys[0]), "{keys:?}");
@@ -809,22 +794,18 @@ async fn a_panicking_handler_frees_its_slot_at_once_and_lease_keys_have_their_ow
     assert_eq!(waiting.await.unwrap().unwrap().status(), 200);
     // The handler panics while it holds the one slot (a 429 means the last holder's background
     // release has not landed yet: the panicking handler did not run; try again).
-    let mut panicked = false;
-    for _ in 0..500 {
+    wait_until("the panicking handler to run", async || {
         match client.get(format!("{base}/work/panic")).send().await {
-            Ok(r) if r.status() == 429 => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            Ok(r) if r.status() == 429 => false,
             Ok(r) => {
                 assert_eq!(r.status(), 500, "a panic is no answer or a 500");
-                panicked = true;
-                break;
+                true
             }
-            Err(_) => {
-                panicked = true;
-                break;
-            }
+            Err(_) => true,
         }
-    }
-    assert!(panicked, "the panicking handler ran");
-    let status = status_once_served(&client, &format!("{base}/work/quick")).await;
-    assert_eq!(status, 200, "the panicking handler's slot was freed long before its lease ends");
+    })
+    .await;
+    let url = format!("{base}/work/quick");
+    let what = "the panicking handler's slot to be freed long before its lease ends";
+    wait_until(what, async || served(&client, &url).await).await;
 }

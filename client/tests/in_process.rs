@@ -1,6 +1,8 @@
 //! The HTTP layer without Redis: a limiter that decides in this process (`in_process`), driven with
 //! tower's `oneshot` on an axum router, no socket. The real-socket tests against Redis are in http.rs.
 
+mod support;
+
 use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
@@ -8,6 +10,7 @@ use http::{Request, StatusCode};
 use redis_ratelimit_client::http::{AccessLists, PeerAddr, RateLimitLayer, DENIED, RATE_LIMITED};
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use std::net::SocketAddr;
+use support::wait_until;
 use tower::ServiceExt;
 
 fn request(path: &str, peer: &str) -> Request<Body> {
@@ -128,13 +131,9 @@ async fn a_concurrency_route_holds_its_slot_in_process_until_the_body_is_dropped
     assert_eq!(other.status(), StatusCode::OK);
     // Sending the body to its end frees the slot.
     assert_eq!(axum::body::to_bytes(first.into_body(), 1 << 16).await.unwrap(), "done");
-    let mut status = StatusCode::TOO_MANY_REQUESTS;
-    for _ in 0..100 {
-        status = app.clone().oneshot(request("/export/run", "192.0.2.1:5000")).await.unwrap().status();
-        if status == StatusCode::OK {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert_eq!(status, StatusCode::OK, "the slot was freed with the body");
+    wait_until("the slot to be freed with the body", async || {
+        app.clone().oneshot(request("/export/run", "192.0.2.1:5000")).await.unwrap().status()
+            == StatusCode::OK
+    })
+    .await;
 }

@@ -8,22 +8,11 @@ use redis_ratelimit_client::{Acquired, CallError, FailurePolicy, Limit, Limiter,
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{closed_port, limiter};
+use support::{closed_port, limiter, wait_until};
 use testkit::{redis, unique_key, Server};
 
 fn exists(server: &Server, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query::<i64>(&mut server.conn()).unwrap() == 1
-}
-
-/// Polls (every 10 ms, at most 5 s) until `key` is gone; true when it went.
-async fn gone(server: &Server, key: &str) -> bool {
-    for _ in 0..500 {
-        if !exists(server, key) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -94,7 +83,7 @@ async fn a_dropped_permit_is_released_in_the_background() {
     });
     cancelled.abort();
     assert!(cancelled.await.unwrap_err().is_cancelled());
-    assert!(gone(&server, &key).await, "the dropped permit released its lease");
+    wait_until("the dropped permit to release its lease", async || !exists(&server, &key)).await;
     let again = limiter.acquire(&key, &policy, 1).await;
     assert!(matches!(again, Acquired::Granted(_)), "the slot is free again");
 }
@@ -120,7 +109,7 @@ async fn a_killed_holder_frees_its_slot_when_its_lease_ends() {
         Acquired::Denied(d) => assert!(d.retry_after.unwrap() <= Duration::from_secs(2)),
         Acquired::Granted(_) => panic!("the leaked lease still holds the slot"),
     }
-    assert!(gone(&server, &key).await, "the lease ended by itself");
+    wait_until("the lease to end by itself", async || !exists(&server, &key)).await;
     assert!(matches!(limiter.acquire(&key, &policy, 1).await, Acquired::Granted(_)));
 }
 
@@ -137,26 +126,12 @@ async fn a_permit_renews_its_lease_and_says_when_it_was_lost() {
         |server: &Server| -> i64 { redis::cmd("PEXPIRETIME").arg(&key).query(&mut server.conn()).unwrap() };
     let first = expiry(&server);
     assert!(first > 0, "the lease key expires");
-    let mut renewed = false;
-    for _ in 0..1000 {
-        if expiry(&server) >= first + 500 {
-            renewed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(renewed, "the permit renewed its lease");
+    wait_until("the permit to renew its lease", async || expiry(&server) >= first + 500).await;
     assert!(!permit.lost());
     assert!(matches!(limiter.acquire(&key, &policy, 1).await, Acquired::Denied(_)), "still held");
     // Someone takes the slot from under it (here: the key is deleted): the next renew finds it gone.
     let _: i64 = redis::cmd("DEL").arg(&key).query(&mut server.conn()).unwrap();
-    for _ in 0..500 {
-        if permit.lost() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(permit.lost(), "a renew found the lease gone");
+    wait_until("a renew to find the lease gone", async || permit.lost()).await;
     assert!(!permit.release().await.unwrap(), "nothing was held any more");
 }
 
@@ -209,13 +184,8 @@ async fn an_in_process_limiter_holds_leases_itself() {
     assert!(!permit.decision().degraded);
     assert!(matches!(limiter.acquire("k", &policy, 1).await, Acquired::Denied(_)));
     drop(permit);
-    let mut granted = false;
-    for _ in 0..500 {
-        if let Acquired::Granted(_) = limiter.acquire("k", &policy, 1).await {
-            granted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(granted, "the dropped permit was released");
+    wait_until("the dropped permit to be released", async || {
+        matches!(limiter.acquire("k", &policy, 1).await, Acquired::Granted(_))
+    })
+    .await;
 }

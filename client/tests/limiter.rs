@@ -5,7 +5,7 @@ mod support;
 
 use redis_ratelimit_client::{FailurePolicy, Limit, Limiter, Policy, TokenReserve};
 use std::time::Duration;
-use support::{calls, limiter};
+use support::{calls, limiter, wait_until};
 use testkit::{unique_key, Server};
 
 #[tokio::test]
@@ -262,14 +262,9 @@ async fn without_enough_replicas_the_wait_timeout_policy_decides() {
     let lease_key = unique_key("rl:wait:lease");
     assert!(matches!(deny.acquire(&lease_key, &leases, 1).await, Acquired::Denied(d) if d.degraded));
     let mut con = server.conn();
-    let mut given_back = false;
-    for _ in 0..200 {
-        if testkit::redis::cmd("EXISTS").arg(&lease_key).query::<i64>(&mut con).unwrap() == 0 {
-            given_back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(given_back, "the refused acquisition's lease was given back");
+    wait_until("the refused acquisition's lease to be given back", async || {
+        testkit::redis::cmd("EXISTS").arg(&lease_key).query::<i64>(&mut con).unwrap() == 0
+    })
+    .await;
     assert!(matches!(allow.acquire(&lease_key, &leases, 1).await, Acquired::Granted(_)));
 }

@@ -11,7 +11,7 @@ mod support;
 
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy, WaitTimeout};
 use std::time::{Duration, Instant};
-use support::failover;
+use support::{failover, wait_until};
 use testkit::redis;
 use testkit::sentinel::{Sentinels, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, SERVICE};
 
@@ -222,22 +222,22 @@ async fn a_demoted_primary_answering_readonly_is_an_outage_that_re_resolves() {
     // what it will do now, so the limiter meets a demoted primary at once.
     let mut demoted = topology.node(old).unwrap().conn();
     let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(new).query(&mut demoted).unwrap();
-    testkit::wait_until("the old primary to be a replica", || {
+    wait_until("the old primary to be a replica", async || {
         testkit::info_field(&mut demoted, "replication", "role").as_deref() == Some("slave")
-    });
-    let started = Instant::now();
+    })
+    .await;
     let (mut first_redis, mut outages) = (None, 0);
-    while started.elapsed() < Duration::from_secs(10) {
+    wait_until("the limiter to re-resolve the primary", async || {
         let d = limiter.check("rl:sentinel:ro", &policy, 1).await;
-        if !d.degraded {
-            first_redis = Some(d);
-            break;
+        if d.degraded {
+            outages += 1;
+            assert!(!d.allowed, "closed: a READONLY answer is an outage, decided by the policy");
         }
-        outages += 1;
-        assert!(!d.allowed, "closed: a READONLY answer is an outage, decided by the policy");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let d = first_redis.expect("the limiter re-resolved the primary");
+        first_redis = Some(d).filter(|d| !d.degraded);
+        first_redis.is_some()
+    })
+    .await;
+    let d = first_redis.unwrap();
     assert!(outages >= 1, "the limiter's first call met the demoted primary's READONLY");
     assert_eq!(d.remaining, 3, "the bucket carried on on the new primary (port {new}): {d:?}");
 }

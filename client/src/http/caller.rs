@@ -2,15 +2,13 @@
 //! authenticated principal, then the tenant, then the client's IP address. The IP is read from
 //! `X-Forwarded-For` / `Forwarded` only when the connection comes from a configured trusted proxy:
 //! those headers are written by the client otherwise, and a client that could choose its own key
-//! could pick a fresh one for every request.
+//! could pick a fresh one for every request ([`TrustedProxies`](super::TrustedProxies)).
 //!
 //! The caller's part of a key ([`Caller::key_part`]) is the whole of the key's hash tag, whatever the
 //! caller sent: ids with braces are escaped and ids too long for [`MAX_CALLER_KEY_BYTES`] hashed, so
 //! no id can end the tag early, share another caller's tag or make a key of unbounded length.
 
-use super::forwarded::{hops, MAX_HOPS};
-use http::{Extensions, HeaderMap};
-use ipnet::IpNet;
+use http::Extensions;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -109,47 +107,6 @@ impl fmt::Display for Caller {
     }
 }
 
-/// Proxies whose forwarding headers are believed.
-#[derive(Debug, Clone, Default)]
-pub struct TrustedProxies(Vec<IpNet>);
-
-impl TrustedProxies {
-    pub fn new(nets: impl IntoIterator<Item = IpNet>) -> TrustedProxies {
-        TrustedProxies(nets.into_iter().collect())
-    }
-
-    fn contains(&self, ip: &IpAddr) -> bool {
-        self.0.iter().any(|net| net.contains(ip))
-    }
-
-    /// The client's address: the peer's, or, when the peer is a trusted proxy, the nearest address in
-    /// the forwarding chain that is not a trusted proxy (read from the right: entries to the left of
-    /// an untrusted hop were written by someone we do not trust).
-    /// IPv4-mapped addresses are read as IPv4 (a dual-stack socket's IPv4 peers).
-    ///
-    /// The chain is `Forwarded`'s `for=` values when the request has a `Forwarded` header, else
-    /// `X-Forwarded-For`, every line, from the right. An entry may be `192.0.2.1`, `192.0.2.1:80`,
-    /// `2001:db8::1`, `[2001:db8::1]:443`, quoted, with an IPv6 zone id (`fe80::1%eth0`, dropped). An
-    /// entry that is not an address (`unknown`, an obfuscated name, garbage, bytes that are not
-    /// ASCII, an empty entry) ends the reading: the last trusted hop is the best we know. At most
-    /// [`MAX_HOPS`] (32) hops are read; after 32 trusted ones, the 32nd counts. A peer that is not a
-    /// trusted proxy is never read past: whatever it sends, it is its own address.
-    pub fn client_ip(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
-        let mut client = peer?.to_canonical();
-        if !self.contains(&client) {
-            return Some(client);
-        }
-        for hop in hops(headers).take(MAX_HOPS) {
-            let Some(ip) = hop else { break };
-            client = ip.to_canonical();
-            if !self.contains(&client) {
-                break;
-            }
-        }
-        Some(client)
-    }
-}
-
 /// The standard key choice: principal, tenant, then the client IP.
 pub(crate) fn default_caller(extensions: &Extensions, client_ip: Option<IpAddr>) -> Caller {
     if let Some(Principal(p)) = extensions.get::<Principal>() {
@@ -174,37 +131,28 @@ pub(crate) fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
     None
 }
 
+/// `<prefix>:{<caller's key part>}`, the start of every key of the caller: the hash tag is the whole
+/// caller, whatever it sent (braces escaped, long ids hashed: [`Caller::key_part`]).
+pub(crate) fn caller_tag(prefix: &str, caller: &Caller) -> String {
+    format!("{prefix}:{{{}}}", caller.key_part())
+}
+
+/// The address a caller is counted under: IPv4 as it is (also when written IPv4-mapped), IPv6 as
+/// its network of `prefix` bits.
+pub(crate) fn group_ip(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u32::from(prefix.min(128));
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
-        }
-        h
-    }
-
-    #[test]
-    fn forwarding_headers_count_only_through_trusted_proxies() {
-        let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap()]);
-        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
-        let spoofed = headers(&[("x-forwarded-for", "1.2.3.4")]);
-        // A client connecting directly cannot choose its address.
-        assert_eq!(trusted.client_ip(ip("198.51.100.9"), &spoofed), ip("198.51.100.9"));
-        // Through our proxy: the address the proxy saw, not what the client prepended.
-        let chain = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.7, 10.0.0.2")]);
-        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &chain), ip("203.0.113.7"));
-        let forwarded = headers(&[("forwarded", r#"for=1.2.3.4, for="[2001:db8::7]:443";proto=https"#)]);
-        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &forwarded), ip("2001:db8::7"));
-        // Garbage where an address should be: the last trusted hop is the best we know.
-        let garbage = headers(&[("x-forwarded-for", "1.2.3.4, nonsense")]);
-        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &garbage), ip("10.0.0.1"));
-        assert_eq!(trusted.client_ip(None, &chain), None);
-        // A dual-stack socket's IPv4 proxy is still the trusted proxy.
-        assert_eq!(trusted.client_ip(ip("::ffff:10.0.0.1"), &chain), ip("203.0.113.7"));
-    }
 
     #[test]
     fn key_parts_escape_braces_and_hash_long_ids_and_leave_the_rest_as_it_was() {
@@ -244,92 +192,6 @@ mod tests {
     }
 
     #[test]
-    fn hostile_forwarding_headers_are_read_as_documented() {
-        let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()]);
-        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
-        let proxy = ip("10.0.0.1");
-        let raw = |pairs: &[(&str, &[u8])]| {
-            let mut h = HeaderMap::new();
-            for (k, v) in pairs {
-                let name = http::HeaderName::from_bytes(k.as_bytes()).unwrap();
-                h.append(name, http::HeaderValue::from_bytes(v).unwrap());
-            }
-            h
-        };
-        let cases: &[(&[u8], Option<IpAddr>)] = &[
-            (b"203.0.113.7:8080", ip("203.0.113.7")),
-            (b"[2001:db8::1]:443", ip("2001:db8::1")),
-            (b"fe80::1%eth0", ip("fe80::1")),
-            (b"::ffff:203.0.113.9", ip("203.0.113.9")),
-            (b"203.0.113.9, ::ffff:10.0.0.5", ip("203.0.113.9")),
-            (b"203.0.113.9, [fd00::1%2]:80", ip("203.0.113.9")),
-            (b"\xff\xfe", proxy),
-            (b"\xff, 203.0.113.11", ip("203.0.113.11")),
-            (b"203.0.113.12, \xff", proxy),
-            (b"", proxy),
-            (b"203.0.113.13,", proxy),
-            (b"unknown", proxy),
-        ];
-        for (xff, expected) in cases {
-            let h = raw(&[("x-forwarded-for", xff)]);
-            assert_eq!(trusted.client_ip(proxy, &h), *expected, "{}", String::from_utf8_lossy(xff));
-        }
-        let fwd = raw(&[("forwarded", b"for=198.51.100.1, FOR=\"[fe80::2%25eth0]:80\";proto=https")]);
-        assert_eq!(trusted.client_ip(proxy, &fwd), ip("fe80::2"));
-        let fwd = raw(&[("forwarded", b"for=_hidden"), ("x-forwarded-for", b"203.0.113.1")]);
-        assert_eq!(trusted.client_ip(proxy, &fwd), proxy, "Forwarded alone is read when present");
-    }
-
-    #[test]
-    fn ten_thousand_hops_cost_at_most_max_hops() {
-        let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap()]);
-        let proxy = Some("10.0.0.1".parse().unwrap());
-        // Spoofed on the left, the proxy's view on the right: one hop read.
-        let mut chain: Vec<String> =
-            (0..10_000).map(|i| format!("198.51.{}.{}", i / 256 % 256, i % 256)).collect();
-        chain.push("203.0.113.7".into());
-        let h = headers(&[("x-forwarded-for", &chain.join(", "))]);
-        assert_eq!(trusted.client_ip(proxy, &h), Some("203.0.113.7".parse().unwrap()));
-        // 10,000 trusted hops with an untrusted one beyond the 32nd: reading stopped at the 32nd.
-        let mut chain: Vec<String> =
-            (0..10_000).map(|i| format!("10.0.{}.{}", i / 256 % 256, i % 256)).collect();
-        chain[10_000 - MAX_HOPS - 1] = "203.0.113.8".into();
-        let h = headers(&[("x-forwarded-for", &chain.join(","))]);
-        assert_eq!(trusted.client_ip(proxy, &h), Some(chain[10_000 - MAX_HOPS].parse().unwrap()));
-        chain[10_000 - MAX_HOPS] = "203.0.113.9".into();
-        let h = headers(&[("x-forwarded-for", &chain.join(","))]);
-        assert_eq!(trusted.client_ip(proxy, &h), Some("203.0.113.9".parse().unwrap()), "the 32nd is read");
-        // Hops spread over many lines count the same.
-        let lines: Vec<(&str, &str)> = chain.iter().map(|hop| ("x-forwarded-for", hop.as_str())).collect();
-        assert_eq!(trusted.client_ip(proxy, &headers(&lines)), Some("203.0.113.9".parse().unwrap()));
-    }
-
-    proptest::proptest! {
-        /// A peer that is not a trusted proxy is its own address, whatever it sends; a trusted one
-        /// gets an address, never a panic.
-        #[test]
-        fn an_untrusted_peer_is_its_address_whatever_it_sends(
-            xff in proptest::collection::vec(0x20u8..=0xff, 0..300),
-            fwd in proptest::collection::vec(0x20u8..=0xff, 0..300),
-            with_fwd in proptest::bool::ANY,
-            peer in proptest::prelude::any::<std::net::Ipv6Addr>(),
-        ) {
-            let clean = |v: Vec<u8>| http::HeaderValue::from_bytes(&v.into_iter().filter(|&b| b != 0x7f).collect::<Vec<_>>()).unwrap();
-            let mut h = HeaderMap::new();
-            h.append("x-forwarded-for", clean(xff));
-            if with_fwd {
-                h.append("forwarded", clean(fwd));
-            }
-            let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap()]);
-            let peer = IpAddr::V6(peer).to_canonical();
-            if !matches!(peer, IpAddr::V4(v4) if v4.octets()[0] == 10) {
-                proptest::prop_assert_eq!(trusted.client_ip(Some(peer), &h), Some(peer));
-            }
-            proptest::prop_assert!(trusted.client_ip(Some("10.0.0.1".parse().unwrap()), &h).is_some());
-        }
-    }
-
-    #[test]
     fn principal_before_tenant_before_ip() {
         let mut ext = Extensions::new();
         let ip = Some("192.0.2.1".parse().unwrap());
@@ -339,5 +201,120 @@ mod tests {
         assert_eq!(default_caller(&ext, ip).to_string(), "tenant:acme");
         ext.insert(Principal("ada".into()));
         assert_eq!(default_caller(&ext, ip).to_string(), "user:ada");
+    }
+
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    /// The key of a route `api` of `caller` under the default prefix, as `plan` builds it.
+    fn key(caller: &Caller) -> String {
+        format!("{}:api", caller_tag("rl", caller))
+    }
+
+    /// The hash tag Redis Cluster hashes: from the first `{` to the first `}` after it, when not empty.
+    fn redis_hash_tag(key: &str) -> Option<&str> {
+        let open = key.find('{')?;
+        let close = key[open + 1..].find('}')? + open + 1;
+        (close > open + 1).then(|| &key[open + 1..close])
+    }
+
+    /// Ids as callers send them: plain, with braces and `%`, unicode, the other forms' markers,
+    /// around the bound, and far over it.
+    fn id() -> impl Strategy<Value = String> {
+        let near = MAX_CALLER_KEY_BYTES - 8..MAX_CALLER_KEY_BYTES + 8;
+        prop_oneof![
+            "[a-z0-9:._-]{0,16}",
+            "[a-z{}%:.]{0,16}",
+            "(\\{|\\}|%|%7B|%7D|\\.esc:|\\.sha256:|user|:|x){0,12}",
+            any::<String>(),
+            proptest::collection::vec(any::<char>(), 0..200).prop_map(String::from_iter),
+            (near, "[a-z{}]{0,2}").prop_map(|(n, end)| "y".repeat(n) + &end),
+            ("[a-z{}]{0,3}", 1_000usize..70_000, "[a-z{}]{0,3}")
+                .prop_map(|(start, n, end)| start + &"z".repeat(n) + &end),
+        ]
+    }
+
+    fn caller() -> impl Strategy<Value = Caller> {
+        prop_oneof![id().prop_map(Caller::Principal), id().prop_map(Caller::Tenant)]
+    }
+
+    /// The id and its kind, when its part is today's `kind:id` (no brace, under the bound).
+    fn as_today(caller: &Caller) -> Option<String> {
+        let today = caller.to_string();
+        let id = match caller {
+            Caller::Principal(id) | Caller::Tenant(id) => id,
+            _ => return Some(today),
+        };
+        (!id.contains(['{', '}']) && today.len() <= MAX_CALLER_KEY_BYTES).then_some(today)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// (1) `rl:` first, (2) exactly one brace pair, the hash tag being the whole caller part,
+        /// (3) the part within the bound, (5) today's key whenever the id has no brace and fits.
+        #[test]
+        fn a_key_is_prefixed_tagged_by_the_whole_caller_bounded_and_unchanged_when_it_can_be(c in caller()) {
+            let key = key(&c);
+            let part = c.key_part();
+            prop_assert!(key.starts_with("rl:"), "{}", key);
+            prop_assert_eq!(key.matches('{').count(), 1, "{}", key);
+            prop_assert_eq!(key.matches('}').count(), 1, "{}", key);
+            prop_assert_eq!(redis_hash_tag(&key), Some(part.as_str()));
+            prop_assert_eq!(key.clone(), format!("rl:{{{part}}}:api"));
+            prop_assert!(part.len() <= MAX_CALLER_KEY_BYTES, "{} bytes", part.len());
+            match as_today(&c) {
+                Some(today) => prop_assert_eq!(key, format!("rl:{{{today}}}:api")),
+                None => prop_assert!(part.contains(".esc:") || part.contains(".sha256:"), "{}", part),
+            }
+        }
+
+        /// (4) Distinct callers, distinct keys (and so distinct tags): over generated sets that
+        /// also hold, for each id, its part's text written as a plain id (with and without the
+        /// markers), the id with its `%7D`, `%7B`, `%25` decoded, and all of them as the other kind.
+        #[test]
+        fn distinct_callers_have_distinct_keys(ids in proptest::collection::vec(caller(), 1..40)) {
+            let mut callers: HashSet<Caller> = HashSet::new();
+            for c in ids {
+                let (Caller::Principal(id) | Caller::Tenant(id)) = &c else { unreachable!() };
+                let part = c.key_part();
+                let tail = part.split_once(':').map_or("", |(_, t)| t).to_string();
+                let decoded = id.replace("%7D", "}").replace("%7B", "{").replace("%25", "%");
+                let forgeries = [id.clone(), decoded, tail.clone(), format!(".esc:{tail}"), format!(".sha256:{tail}")];
+                for forged in forgeries {
+                    callers.insert(Caller::Principal(forged.clone()));
+                    callers.insert(Caller::Tenant(forged));
+                }
+                callers.insert(c);
+            }
+            callers.insert(Caller::Unknown);
+            callers.insert(Caller::Ip("192.0.2.1".parse().unwrap()));
+            let keys: HashSet<String> = callers.iter().map(key).collect();
+            prop_assert_eq!(keys.len(), callers.len());
+        }
+    }
+
+    #[test]
+    fn braces_no_longer_cut_the_tag_short() {
+        let a1 = key(&Caller::Principal("a}x1".into()));
+        let a2 = key(&Caller::Principal("a}x2".into()));
+        // Before: rl:{user:a}x1}:api and rl:{user:a}x2}:api, both tagged `user:a`.
+        assert_eq!(a1, "rl:{user.esc:a%7Dx1}:api");
+        assert_ne!(redis_hash_tag(&a1), redis_hash_tag(&a2));
+        assert_eq!(key(&Caller::Tenant("{x}".into())), "rl:{tenant.esc:%7Bx%7D}:api");
+        // A principal cannot write itself into another caller's key.
+        assert_ne!(key(&Caller::Principal("a}:api:{user:b".into())), key(&Caller::Principal("b".into())));
+        assert_eq!(key(&Caller::Principal("ada".into())), "rl:{user:ada}:api");
+    }
+
+    #[test]
+    fn ipv6_is_grouped_and_mapped_ipv4_is_ipv4() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(group_ip(ip("2001:db8:1:2:aaaa::1"), 64), ip("2001:db8:1:2::"));
+        assert_eq!(group_ip(ip("2001:db8:1:2:aaaa::1"), 48), ip("2001:db8:1::"));
+        assert_eq!(group_ip(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+        assert_eq!(group_ip(ip("2001:db8::1"), 0), ip("::"));
+        assert_eq!(group_ip(ip("::ffff:203.0.113.7"), 64), ip("203.0.113.7"));
+        assert_eq!(group_ip(ip("203.0.113.7"), 64), ip("203.0.113.7"));
     }
 }

@@ -1,10 +1,22 @@
 //! A request the layer turns away, as a value: the application can shape the answer itself
 //! ([`RateLimitLayer::on_denial`](super::RateLimitLayer::on_denial)) or take the default one.
 
-use super::response::{concurrency_limited, denied, unavailable, Described};
+use super::response::{add_headers, concurrency_limited, denied, unavailable, Described};
 use crate::decision::Decision;
+use crate::policy::Policy;
+use http::header::RETRY_AFTER;
 use http::{Response, StatusCode};
 use std::sync::Arc;
+
+/// The application's own answer to a denial ([`RateLimitLayer::on_denial`](super::RateLimitLayer::on_denial)).
+pub(crate) type DenialFn = Arc<dyn Fn(&Denial) -> Response<String> + Send + Sync>;
+
+/// How the layer writes its answers, as configured: the header style and the status of an outage.
+#[derive(Clone, Copy)]
+pub(crate) struct AnswerStyle {
+    pub structured: bool,
+    pub outage_status: StatusCode,
+}
 
 /// Why a request was denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +62,55 @@ impl DenialKind {
 }
 
 impl Denial {
+    /// The denial of a request to `route` by the limit `limit` of `policy`, where the request cost
+    /// `cost`; `outage` when the failure policy denied it because Redis could not decide.
+    pub(crate) fn new(
+        route: Arc<str>,
+        limit: Arc<str>,
+        policy: &Policy,
+        cost: u64,
+        decision: Decision,
+        outage: bool,
+        style: AnswerStyle,
+    ) -> Denial {
+        let rate = !policy.is_concurrency();
+        let kind = match DenialKind::of(&decision, outage) {
+            DenialKind::RateLimited if !rate => DenialKind::ConcurrencyLimited,
+            kind => kind,
+        };
+        Denial {
+            kind,
+            route,
+            limit,
+            window_secs: policy.window_length().as_secs().max(1),
+            cost,
+            rate,
+            decision,
+            structured: style.structured,
+            outage_status: style.outage_status,
+        }
+    }
+
+    /// The answer: the application's own (`on_denial`) with the rate limit headers the layer always
+    /// sends, or else the layer's [`default_response`](Self::default_response).
+    pub(crate) fn answer(&self, on_denial: Option<&DenialFn>) -> Response<String> {
+        match on_denial {
+            Some(respond) => self.with_headers(respond(self)),
+            None => self.default_response(),
+        }
+    }
+
+    /// The application's answer with the rate limit headers (none when a concurrency limit denied:
+    /// `RateLimit-*` describe rate policies, not work in flight), and `Retry-After` unless it has one.
+    fn with_headers(&self, mut response: Response<String>) -> Response<String> {
+        let headers = response.headers_mut();
+        add_headers(headers, self.decision(), &self.described(), self.structured);
+        if let (false, Some(secs)) = (headers.contains_key(RETRY_AFTER), self.retry_after_secs()) {
+            headers.insert(RETRY_AFTER, secs.into());
+        }
+        response
+    }
+
     pub fn kind(&self) -> DenialKind {
         self.kind
     }

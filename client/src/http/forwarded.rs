@@ -2,9 +2,11 @@
 //! lazily: the caller reads only as many hops as it believes (at most [`MAX_HOPS`]), so a header of
 //! 10,000 hops costs no more than one of 32. Never panics: a hop that is not an address (`unknown`,
 //! an obfuscated name, garbage, bytes that are not ASCII, an entry over [`MAX_NODE_BYTES`]) is None.
+//! The chain is believed only as far as [`TrustedProxies`] say: the client's address is read from it.
 
 use http::header::{HeaderName, FORWARDED};
 use http::HeaderMap;
+use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The most hops read from the right of a forwarding chain. More trusted proxies in a row than this
@@ -72,6 +74,47 @@ fn parse_addr(text: &str) -> Option<IpAddr> {
 
 fn is_port(text: &str) -> bool {
     (1..=5).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) && text.parse::<u16>().is_ok()
+}
+
+/// Proxies whose forwarding headers are believed.
+#[derive(Debug, Clone, Default)]
+pub struct TrustedProxies(Vec<IpNet>);
+
+impl TrustedProxies {
+    pub fn new(nets: impl IntoIterator<Item = IpNet>) -> TrustedProxies {
+        TrustedProxies(nets.into_iter().collect())
+    }
+
+    fn contains(&self, ip: &IpAddr) -> bool {
+        self.0.iter().any(|net| net.contains(ip))
+    }
+
+    /// The client's address: the peer's, or, when the peer is a trusted proxy, the nearest address in
+    /// the forwarding chain that is not a trusted proxy (read from the right: entries to the left of
+    /// an untrusted hop were written by someone we do not trust).
+    /// IPv4-mapped addresses are read as IPv4 (a dual-stack socket's IPv4 peers).
+    ///
+    /// The chain is `Forwarded`'s `for=` values when the request has a `Forwarded` header, else
+    /// `X-Forwarded-For`, every line, from the right. An entry may be `192.0.2.1`, `192.0.2.1:80`,
+    /// `2001:db8::1`, `[2001:db8::1]:443`, quoted, with an IPv6 zone id (`fe80::1%eth0`, dropped). An
+    /// entry that is not an address (`unknown`, an obfuscated name, garbage, bytes that are not
+    /// ASCII, an empty entry) ends the reading: the last trusted hop is the best we know. At most
+    /// [`MAX_HOPS`] (32) hops are read; after 32 trusted ones, the 32nd counts. A peer that is not a
+    /// trusted proxy is never read past: whatever it sends, it is its own address.
+    pub fn client_ip(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
+        let mut client = peer?.to_canonical();
+        if !self.contains(&client) {
+            return Some(client);
+        }
+        for hop in hops(headers).take(MAX_HOPS) {
+            let Some(ip) = hop else { break };
+            client = ip.to_canonical();
+            if !self.contains(&client) {
+                break;
+            }
+        }
+        Some(client)
+    }
 }
 
 #[cfg(test)]
@@ -167,6 +210,118 @@ mod tests {
             } else {
                 prop_assert_eq!(hops(&h).count(), xff.split(|&b| b == b',').count());
             }
+        }
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn forwarding_headers_count_only_through_trusted_proxies() {
+        let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap()]);
+        let spoofed = headers(&[("x-forwarded-for", "1.2.3.4")]);
+        // A client connecting directly cannot choose its address.
+        assert_eq!(trusted.client_ip(ip("198.51.100.9"), &spoofed), ip("198.51.100.9"));
+        // Through our proxy: the address the proxy saw, not what the client prepended.
+        let chain = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.7, 10.0.0.2")]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &chain), ip("203.0.113.7"));
+        let forwarded = headers(&[("forwarded", r#"for=1.2.3.4, for="[2001:db8::7]:443";proto=https"#)]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &forwarded), ip("2001:db8::7"));
+        // Garbage where an address should be: the last trusted hop is the best we know.
+        let garbage = headers(&[("x-forwarded-for", "1.2.3.4, nonsense")]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &garbage), ip("10.0.0.1"));
+        assert_eq!(trusted.client_ip(None, &chain), None);
+        // A dual-stack socket's IPv4 proxy is still the trusted proxy.
+        assert_eq!(trusted.client_ip(ip("::ffff:10.0.0.1"), &chain), ip("203.0.113.7"));
+    }
+
+    #[test]
+    fn hostile_forwarding_headers_are_read_as_documented() {
+        let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()]);
+        let proxy = ip("10.0.0.1");
+        let raw = |pairs: &[(&str, &[u8])]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                let name = http::HeaderName::from_bytes(k.as_bytes()).unwrap();
+                h.append(name, http::HeaderValue::from_bytes(v).unwrap());
+            }
+            h
+        };
+        let cases: &[(&[u8], Option<IpAddr>)] = &[
+            (b"203.0.113.7:8080", ip("203.0.113.7")),
+            (b"[2001:db8::1]:443", ip("2001:db8::1")),
+            (b"fe80::1%eth0", ip("fe80::1")),
+            (b"::ffff:203.0.113.9", ip("203.0.113.9")),
+            (b"203.0.113.9, ::ffff:10.0.0.5", ip("203.0.113.9")),
+            (b"203.0.113.9, [fd00::1%2]:80", ip("203.0.113.9")),
+            (b"\xff\xfe", proxy),
+            (b"\xff, 203.0.113.11", ip("203.0.113.11")),
+            (b"203.0.113.12, \xff", proxy),
+            (b"", proxy),
+            (b"203.0.113.13,", proxy),
+            (b"unknown", proxy),
+        ];
+        for (xff, expected) in cases {
+            let h = raw(&[("x-forwarded-for", xff)]);
+            assert_eq!(trusted.client_ip(proxy, &h), *expected, "{}", String::from_utf8_lossy(xff));
+        }
+        let fwd = raw(&[("forwarded", b"for=198.51.100.1, FOR=\"[fe80::2%25eth0]:80\";proto=https")]);
+        assert_eq!(trusted.client_ip(proxy, &fwd), ip("fe80::2"));
+        let fwd = raw(&[("forwarded", b"for=_hidden"), ("x-forwarded-for", b"203.0.113.1")]);
+        assert_eq!(trusted.client_ip(proxy, &fwd), proxy, "Forwarded alone is read when present");
+    }
+
+    #[test]
+    fn ten_thousand_hops_cost_at_most_max_hops() {
+        let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap()]);
+        let proxy = Some("10.0.0.1".parse().unwrap());
+        // Spoofed on the left, the proxy's view on the right: one hop read.
+        let mut chain: Vec<String> =
+            (0..10_000).map(|i| format!("198.51.{}.{}", i / 256 % 256, i % 256)).collect();
+        chain.push("203.0.113.7".into());
+        let h = headers(&[("x-forwarded-for", &chain.join(", "))]);
+        assert_eq!(trusted.client_ip(proxy, &h), Some("203.0.113.7".parse().unwrap()));
+        // 10,000 trusted hops with an untrusted one beyond the 32nd: reading stopped at the 32nd.
+        let mut chain: Vec<String> =
+            (0..10_000).map(|i| format!("10.0.{}.{}", i / 256 % 256, i % 256)).collect();
+        chain[10_000 - MAX_HOPS - 1] = "203.0.113.8".into();
+        let h = headers(&[("x-forwarded-for", &chain.join(","))]);
+        assert_eq!(trusted.client_ip(proxy, &h), Some(chain[10_000 - MAX_HOPS].parse().unwrap()));
+        chain[10_000 - MAX_HOPS] = "203.0.113.9".into();
+        let h = headers(&[("x-forwarded-for", &chain.join(","))]);
+        assert_eq!(trusted.client_ip(proxy, &h), Some("203.0.113.9".parse().unwrap()), "the 32nd is read");
+        // Hops spread over many lines count the same.
+        let lines: Vec<(&str, &str)> = chain.iter().map(|hop| ("x-forwarded-for", hop.as_str())).collect();
+        assert_eq!(trusted.client_ip(proxy, &headers(&lines)), Some("203.0.113.9".parse().unwrap()));
+    }
+
+    proptest::proptest! {
+        /// A peer that is not a trusted proxy is its own address, whatever it sends; a trusted one
+        /// gets an address, never a panic.
+        #[test]
+        fn an_untrusted_peer_is_its_address_whatever_it_sends(
+            xff in proptest::collection::vec(0x20u8..=0xff, 0..300),
+            fwd in proptest::collection::vec(0x20u8..=0xff, 0..300),
+            with_fwd in proptest::bool::ANY,
+            peer in proptest::prelude::any::<std::net::Ipv6Addr>(),
+        ) {
+            let clean = |v: Vec<u8>| http::HeaderValue::from_bytes(&v.into_iter().filter(|&b| b != 0x7f).collect::<Vec<_>>()).unwrap();
+            let mut h = HeaderMap::new();
+            h.append("x-forwarded-for", clean(xff));
+            if with_fwd {
+                h.append("forwarded", clean(fwd));
+            }
+            let trusted = TrustedProxies::new(["10.0.0.0/8".parse().unwrap()]);
+            let peer = IpAddr::V6(peer).to_canonical();
+            if !matches!(peer, IpAddr::V4(v4) if v4.octets()[0] == 10) {
+                proptest::prop_assert_eq!(trusted.client_ip(Some(peer), &h), Some(peer));
+            }
+            proptest::prop_assert!(trusted.client_ip(Some("10.0.0.1".parse().unwrap()), &h).is_some());
         }
     }
 }

@@ -26,21 +26,30 @@
 //!   flight on a route, checked with the route's rate limits in one RL.ALL call; the slot is held
 //!   until the response body has been sent or dropped ([`LimitedBody`]). A denial is a 429 with
 //!   `Retry-After` and a body of type [`CONCURRENCY_LIMITED`].
+//! - Built as tower-http's middleware are: [`RateLimitLayer`] and its builder, the [`RateLimit`]
+//!   service with its accessors, and its named future, [`future::ResponseFuture`].
 
 mod access;
 mod body;
 mod caller;
+mod check;
+mod config;
 mod denial;
 mod error;
 mod forwarded;
+pub mod future;
 mod layer;
+mod metrics;
+mod plan;
 mod response;
+mod service;
 
 pub use access::{Access, AccessLists};
 pub use body::LimitedBody;
-pub use caller::{Caller, PeerAddr, Principal, Tenant, TrustedProxies, MAX_CALLER_KEY_BYTES};
+pub use caller::{Caller, PeerAddr, Principal, Tenant, MAX_CALLER_KEY_BYTES};
 pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
-pub use forwarded::MAX_HOPS;
-pub use layer::{RateLimit, RateLimitLayer};
+pub use forwarded::{TrustedProxies, MAX_HOPS};
+pub use layer::RateLimitLayer;
 pub use response::{CONCURRENCY_LIMITED, COST_EXCEEDS_LIMIT, DENIED, RATE_LIMITED, UNAVAILABLE};
+pub use service::RateLimit;

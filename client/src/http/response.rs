@@ -4,6 +4,7 @@
 use crate::decision::Decision;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
+use std::sync::Arc;
 
 pub const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
 pub const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
@@ -32,6 +33,24 @@ pub(crate) struct Described<'a> {
     pub cost: u64,
     /// A rate policy: the `RateLimit-*` fields describe it. A concurrency limit has none of them.
     pub rate: bool,
+}
+
+/// The `RateLimit-*` fields of a served request: the decision of the rate limit it was held to,
+/// written onto the response once the service has answered.
+pub(crate) struct RateHeaders {
+    pub decision: Decision,
+    pub limit: Arc<str>,
+    pub window_secs: u64,
+    pub cost: u64,
+    pub structured: bool,
+}
+
+impl RateHeaders {
+    pub(crate) fn add_to(&self, headers: &mut HeaderMap) {
+        let described =
+            Described { name: &self.limit, window_secs: self.window_secs, cost: self.cost, rate: true };
+        add_headers(headers, &self.decision, &described, self.structured);
+    }
 }
 
 fn number(n: u64) -> HeaderValue {

@@ -26,6 +26,16 @@ pub fn closed_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Waits until `done` says so, asking every 10 ms, for async tests: the runtime's other tasks (a
+/// server, a release in the background) run while it waits. Panics naming `what` after 30 s.
+pub async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "timed out after 30 s waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Generous bounds for "answered within the deadline": the deadline plus scheduling slack.
 pub const DEADLINE: Duration = Duration::from_millis(100);
 pub const MARGIN: Duration = Duration::from_millis(150);
