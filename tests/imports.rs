@@ -211,7 +211,8 @@ fn cycle(root: &Path) -> Option<Vec<String>> {
     for (module, source) in &modules {
         let code = code(source);
         // A `mod.rs` re-exporting its files is their facade, not an arrow.
-        let code: String = code.split(';').filter(|s| !s.trim().starts_with("pub use ")).collect::<Vec<_>>().join(";");
+        let code: String =
+            code.split(';').filter(|s| !s.trim().starts_with("pub use ")).collect::<Vec<_>>().join(";");
         for path in paths(&code) {
             if let Some(target) = resolve(module, &path, &modules, &exports) {
                 // The crate root and a file's own ancestors (their `mod` lines) are not arrows.
@@ -270,7 +271,8 @@ fn a_cycle_is_found_through_groups_supers_and_reexports() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("server")).unwrap();
     std::fs::write(dir.join("lib.rs"), "mod server;\nmod stats;\n").unwrap();
-    std::fs::write(dir.join("server/mod.rs"), "pub mod a;\npub mod b;\npub use a::{Alpha, Other};\n").unwrap();
+    std::fs::write(dir.join("server/mod.rs"), "pub mod a;\npub mod b;\npub use a::{Alpha, Other};\n")
+        .unwrap();
     std::fs::write(dir.join("server/a.rs"), "use super::b::Beta; // crate::stats in a comment\n").unwrap();
     std::fs::write(dir.join("server/b.rs"), "use crate::{stats::S, server::Alpha};\n").unwrap();
     std::fs::write(dir.join("stats.rs"), "fn f() { let s = \"crate::server::a\"; }\n").unwrap();

@@ -173,4 +173,3 @@ pub fn refunded<L: Refund>(
 ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
     Some(limiter.refund(stored, now, units))
 }
-

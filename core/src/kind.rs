@@ -8,8 +8,8 @@
 //! through which RL.ALL, RL.INSPECT, RL.REFUND, the client's commands, its admin calls and its local
 //! fallback dispatch. A kind missing from this line is missing everywhere, and `tests` says so.
 
-pub use crate::declare::{Declare, IdHash, RequestArgs, RequestForm};
 use crate::args::ArgError;
+pub use crate::declare::{Declare, IdHash, RequestArgs, RequestForm};
 use crate::error::StateError;
 use crate::fixed_window::FixedWindow;
 use crate::format::Layout;

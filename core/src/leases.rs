@@ -16,14 +16,14 @@
 //! its weight (u32), little-endian, in no particular order.
 
 use crate::args::{whole, whole_for, ArgError};
-use crate::window::window_ns;
+use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::error::{ParamError, StateError};
 use crate::format::{Bytes, Layout, LEASE_RECORD, TAG_LEN};
-use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS};
 use crate::time::{ceil_ms, us_to_ns, Nanos};
 use crate::verdict::Verdict;
+use crate::window::window_ns;
 use sha2::{Digest, Sha256};
 
 /// The largest concurrency limit: each held lease costs an entry of the key's value.

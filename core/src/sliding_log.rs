@@ -16,9 +16,9 @@
 //! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
 
 use crate::args::{whole_for, ArgError};
+use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::error::{ParamError, StateError};
 use crate::format::{Bytes, Layout};
-use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
 use crate::limiter::{apply, Change, Expiry, Field, Limiter, Outcome, Peek, Write};
 use crate::limits::{in_range, MAX_HORIZON_NS, MAX_LOG_LIMIT};
 use crate::time::{us_to_ns, Nanos};

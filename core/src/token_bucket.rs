@@ -23,9 +23,9 @@
 
 use crate::args::{positive_decimal, whole_for, ArgError};
 use crate::decimal::Decimal;
+use crate::declare::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::error::{ParamError, StateError};
 use crate::format::{word, words, Layout};
-use crate::declare::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::limiter::{Change, Expiry, Field, Outcome, Write};
 use crate::limits::MAX_HORIZON_NS;
 use crate::state::{SmallState, Step};

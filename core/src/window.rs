@@ -3,8 +3,8 @@
 //! `Windowed<Counter>`).
 
 use crate::args::{seconds_ns, whole_for, ArgError};
-use crate::error::{ParamError, StateError};
 use crate::declare::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::error::{ParamError, StateError};
 use crate::limiter::{Limiter, Refund, WindowLimiter, Write};
 use crate::limits::MAX_HORIZON_NS;
 use crate::time::Nanos;

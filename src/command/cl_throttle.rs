@@ -7,7 +7,7 @@
 
 use super::limit;
 use super::memo::Memo;
-use crate::server::{Arg, Command, Origin, DialectError, Keys, Reply, RlError, Spec, FAST_WRITE};
+use crate::server::{Arg, Command, DialectError, Keys, Origin, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::cell::{self, Throttle, ThrottleError};
 use redis_module::Context;

@@ -7,7 +7,7 @@
 
 use super::limit;
 use super::memo::Memo;
-use crate::server::{Arg, Command, Origin, DialectError, Keys, Reply, RlError, Spec, StateKey, FAST_WRITE};
+use crate::server::{Arg, Command, DialectError, Keys, Origin, Reply, RlError, Spec, StateKey, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::gcra::{self, Numbers, Parsed};
 use ratelimit_core::kind::LimiterKind;
@@ -22,7 +22,8 @@ pub struct Gcra;
 static LAST: Memo<gcra::Gcra> = Memo::new();
 
 impl Command for Gcra {
-    const SPEC: Spec = Spec::limiter(c"gcra", FAST_WRITE, Keys::FIRST, &STATS).with_origin(Origin::DialectUnlessBuiltIn);
+    const SPEC: Spec =
+        Spec::limiter(c"gcra", FAST_WRITE, Keys::FIRST, &STATS).with_origin(Origin::DialectUnlessBuiltIn);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let (key, rest) = match args.split_first() {

@@ -5,7 +5,7 @@
 //! commands word theirs.
 
 use super::cl_throttle::throttle;
-use crate::server::{Arg, Command, Origin, Keys, Reply, RlError, Spec, FAST_WRITE};
+use crate::server::{Arg, Command, Keys, Origin, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use redis_module::Context;
 

@@ -8,7 +8,7 @@ use super::reply::Reply;
 use super::spec::{Command, Keys, Origin, Registration};
 use crate::stats::Outcome;
 use redis_module::{raw, Context, Status};
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

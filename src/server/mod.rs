@@ -19,7 +19,7 @@ pub mod store;
 pub mod try_cell;
 
 pub use arg::Arg;
-pub use spec::{Acl, Command, Keys, Origin, Spec, FAST_WRITE};
 pub use error::{DialectError, RlError};
 pub use reply::{Reply, Value};
+pub use spec::{Acl, Command, Keys, Origin, Spec, FAST_WRITE};
 pub use store::StateKey;

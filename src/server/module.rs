@@ -3,9 +3,9 @@
 //! the commands it is given and the INFO callback. lib.rs invokes it with the list of commands.
 
 use super::acl::{add_category, Category};
+use super::dialects::Plan;
 use super::observed::set_registered;
 use super::spec::{Registration, Spec};
-use super::dialects::Plan;
 use redis_module::{raw, Context, Status};
 
 /// A decimal digit string (Cargo's version parts) as a number, at compile time.

@@ -26,7 +26,11 @@ pub fn assert_every_kind_written(con: &mut Connection, prefix: &str) {
         }
     }
     for kind in ratelimit_core::kind::LimiterKind::ALL {
-        assert!(written.contains(kind.command()), "the traffic mix wrote no {} key: {written:?}", kind.command());
+        assert!(
+            written.contains(kind.command()),
+            "the traffic mix wrote no {} key: {written:?}",
+            kind.command()
+        );
     }
 }
 
