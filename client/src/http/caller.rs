@@ -295,10 +295,10 @@ mod tests {
     }
 
     #[test]
-    fn braces_no_longer_cut_the_tag_short() {
+    fn braces_never_cut_the_tag_short() {
         let a1 = key(&Caller::Principal("a}x1".into()));
         let a2 = key(&Caller::Principal("a}x2".into()));
-        // Before: rl:{user:a}x1}:api and rl:{user:a}x2}:api, both tagged `user:a`.
+        // Unescaped, both would be tagged `user:a` (rl:{user:a}x1}:api, rl:{user:a}x2}:api).
         assert_eq!(a1, "rl:{user.esc:a%7Dx1}:api");
         assert_ne!(redis_hash_tag(&a1), redis_hash_tag(&a2));
         assert_eq!(key(&Caller::Tenant("{x}".into())), "rl:{tenant.esc:%7Bx%7D}:api");
