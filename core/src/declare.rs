@@ -164,6 +164,30 @@ pub fn cost_of(args: RequestArgs<'_>) -> Result<u64, ArgError> {
     }
 }
 
+/// The request methods of a kind whose requests are costs (`RequestForm::Cost`) and which takes
+/// refunds (its `Refund`), written once for the kinds that share them.
+macro_rules! cost_requests {
+    () => {
+        fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<u64, ArgError> {
+            cost_of(args)
+        }
+
+        fn request_of(&self, units: u64, _holder: Option<&[u8]>) -> Option<u64> {
+            Some(units)
+        }
+
+        fn refund_units(
+            &self,
+            stored: Option<&[u8]>,
+            now: Nanos,
+            units: u64,
+        ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
+            refunded(self, stored, now, units)
+        }
+    };
+}
+pub(crate) use cost_requests;
+
 /// The refund of a kind that takes refunds (its `refund_units`).
 pub fn refunded<L: Refund>(
     limiter: &L,

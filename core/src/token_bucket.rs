@@ -23,7 +23,7 @@
 
 use crate::args::{positive_decimal, whole_for, ArgError};
 use crate::decimal::Decimal;
-use crate::declare::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::declare::{cost_of, cost_requests, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::error::{ParamError, StateError};
 use crate::format::{word, words, Layout};
 use crate::limiter::{Change, Expiry, Field, Outcome, Write};
@@ -260,13 +260,7 @@ impl Declare for TokenBucket {
         Ok(TokenBucket::new(whole_for(capacity, CAPACITY, 1)?, positive_decimal(rate, RATE)?)?)
     }
 
-    fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<u64, ArgError> {
-        cost_of(args)
-    }
-
-    fn request_of(&self, units: u64, _holder: Option<&[u8]>) -> Option<u64> {
-        Some(units)
-    }
+    cost_requests!();
 
     fn limit(&self) -> u64 {
         self.capacity
@@ -283,15 +277,6 @@ impl Declare for TokenBucket {
         let interval = (self.interval_ns as u128).saturating_mul(u128::from(n));
         let exact = interval.saturating_mul(u128::from(capacity));
         TokenBucket::build(capacity, interval, exact).unwrap_or(*self)
-    }
-
-    fn refund_units(
-        &self,
-        stored: Option<&[u8]>,
-        now: Nanos,
-        units: u64,
-    ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
-        refunded(self, stored, now, units)
     }
 }
 

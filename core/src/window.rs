@@ -3,7 +3,7 @@
 //! `Windowed<Counter>`).
 
 use crate::args::{seconds_ns, whole_for, ArgError};
-use crate::declare::{cost_of, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::declare::{cost_of, cost_requests, refunded, Declare, IdHash, RequestArgs, RequestForm};
 use crate::error::{ParamError, StateError};
 use crate::limiter::{Limiter, Refund, WindowLimiter, Write};
 use crate::limits::MAX_HORIZON_NS;
@@ -80,13 +80,7 @@ where
         Ok(Self::new(whole_for(limit, LIMIT, 1)?, window_ns(window)?)?)
     }
 
-    fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<u64, ArgError> {
-        cost_of(args)
-    }
-
-    fn request_of(&self, units: u64, _holder: Option<&[u8]>) -> Option<u64> {
-        Some(units)
-    }
+    cost_requests!();
 
     fn limit(&self) -> u64 {
         self.limit
@@ -98,15 +92,6 @@ where
 
     fn share(&self, n: u64) -> Self {
         Windowed { limit: (self.limit / n).max(1), ..*self }
-    }
-
-    fn refund_units(
-        &self,
-        stored: Option<&[u8]>,
-        now: Nanos,
-        units: u64,
-    ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
-        refunded(self, stored, now, units)
     }
 }
 
