@@ -64,6 +64,7 @@ pub fn whole(bytes: &[u8], field: &'static str, min: u64, expected: &'static str
 }
 
 /// A decimal number `> 0`, parsed exactly.
+#[inline]
 pub fn positive_decimal(bytes: &[u8], param: ParamError) -> Result<Decimal, ParamError> {
     match Decimal::parse(bytes) {
         Ok(d) if !d.is_zero() => Ok(d),
@@ -74,6 +75,7 @@ pub fn positive_decimal(bytes: &[u8], param: ParamError) -> Result<Decimal, Para
 
 /// A length in seconds (decimal, whole milliseconds, within the horizon), as nanoseconds; `param`
 /// names it (a window, a lease).
+#[inline]
 pub fn seconds_ns(bytes: &[u8], param: ParamError) -> Result<Nanos, ParamError> {
     let seconds = positive_decimal(bytes, param)?;
     let ms = seconds.mul_exact(1000).ok_or(param)?;

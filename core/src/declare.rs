@@ -58,6 +58,7 @@ impl RequestForm {
     }
 
     /// The request at the start of `args` and how many arguments it took (see [`RequestForm::len`]).
+    #[inline]
     pub fn parse<'a>(self, args: &[&'a [u8]]) -> Result<(RequestArgs<'a>, usize), ArgError> {
         let len = self.len(args);
         let taken = args.get(..len).ok_or(ArgError::WrongArity)?;
@@ -73,11 +74,12 @@ impl RequestForm {
 
     /// What a command whose request ends it (not inside RL.ALL) does with arguments left after the
     /// request: one unknown option is a syntax error, more are the wrong number.
+    #[inline]
     pub fn parse_whole<'a>(self, args: &[&'a [u8]]) -> Result<RequestArgs<'a>, ArgError> {
         let (request, len) = self.parse(args)?;
-        match (self.option(), &args[len..]) {
-            (_, []) => Ok(request),
-            (Some((_, values)), rest) if len == 1 && rest.len() == 1 + values => Err(ArgError::Syntax),
+        match (self.option(), args.len() - len) {
+            (_, 0) => Ok(request),
+            (Some((_, values)), left) if len == 1 && left == 1 + values => Err(ArgError::Syntax),
             _ => Err(ArgError::WrongArity),
         }
     }

@@ -22,7 +22,7 @@ impl Command for ClThrottle {
         Spec::limiter(c"cl.throttle", FAST_WRITE, Keys::FIRST, &STATS).with_origin(Origin::Dialect);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        throttle(ctx, args, |e| RlError::Dialect(DialectError::Cell(e)))
+        throttle(ctx, args, |e| RlError::Dialect(DialectError::Cell(Box::new(e))))
     }
 }
 

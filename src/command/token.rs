@@ -46,6 +46,7 @@ pub struct Request<'a> {
 }
 
 /// `key capacity rate cost`.
+#[inline]
 pub fn parse_group(args: &[Arg]) -> Result<Request<'_>, RlError> {
     let [key, capacity, rate, units] = args else {
         return Err(RlError::WrongArity);

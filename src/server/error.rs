@@ -33,7 +33,7 @@ pub enum RlError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DialectError {
     /// redis-cell's (CL.THROTTLE).
-    Cell(ThrottleError),
+    Cell(Box<ThrottleError>),
     /// A fixed text (core's GCRA, Dragonfly's answers).
     Text(&'static str),
 }
