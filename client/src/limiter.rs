@@ -366,10 +366,10 @@ impl Limiter {
                 breaker::Outcome::Failed
             }
             Err(CallError::Redis(e)) if is_configuration_fault(e) => {
-                let command = cmd.args_iter().next().map_or_else(String::new, |arg| match arg {
-                    redis::Arg::Simple(name) => String::from_utf8_lossy(name).into_owned(),
-                    redis::Arg::Cursor => String::new(),
-                });
+                let command = match cmd.args_iter().next() {
+                    Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).into_owned(),
+                    _ => String::new(),
+                };
                 inner.outages.fault(&inner.name, &command, e, now);
                 breaker::Outcome::Fault
             }
