@@ -279,7 +279,11 @@ impl Watched {
         let now = client.get_connection_info().addr().clone();
         let single = Single::new(client.get_connection_info().clone(), self.deadline)?;
         let result = single.query_alone(cmd).await;
-        let in_use = self.primary.read().ok().and_then(|p| p.as_ref().map(|p| p.client.get_connection_info().addr().clone()));
+        let in_use = self
+            .primary
+            .read()
+            .ok()
+            .and_then(|p| p.as_ref().map(|p| p.client.get_connection_info().addr().clone()));
         if result.is_ok() && in_use.is_some_and(|addr| addr != now) {
             if let Ok(mut slot) = self.primary.write() {
                 *slot = None;

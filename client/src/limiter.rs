@@ -470,9 +470,16 @@ impl Limiter {
     /// grants all `max`, `Closed` takes none, `LocalFallback` takes as many whole tokens as the
     /// in-process bucket's share holds, up to `max`. Degraded, logged and counted as an outage's
     /// decision, like [`degrade`](Self::degrade).
-    pub(crate) fn degrade_take(&self, key: &str, policy: &crate::Policy, max: u64, error: &CallError) -> Taken {
+    pub(crate) fn degrade_take(
+        &self,
+        key: &str,
+        policy: &crate::Policy,
+        max: u64,
+        error: &CallError,
+    ) -> Taken {
         let limit = Limit::new(key, policy, max);
-        if let (FailurePolicy::LocalFallback { .. }, Some(local)) = (self.inner.failure, &self.inner.fallback) {
+        if let (FailurePolicy::LocalFallback { .. }, Some(local)) = (self.inner.failure, &self.inner.fallback)
+        {
             let taken = local.take(&limit, now_ns(), true);
             self.policy_decided(&taken.decision, error);
             return taken;

@@ -74,13 +74,19 @@ impl Outages {
         self.fault_log.maybe(now, |suppressed| {
             let fix = what_to_fix(command, error);
             tracing::error!(limiter = %limiter, %error, suppressed,
-                "rate limiter misconfigured, not a Redis outage: {fix}; meanwhile the failure policy decides");
+                "rate limiter misconfigured (Redis answers: this is no outage); {fix}; meanwhile the failure policy decides");
         });
     }
 
     /// The failure policy decided (`allowed` or not) a call Redis did not decide: counted in the
     /// outage under way; outside one (a fault, an unexpected reply), a warning at most every 10 s.
-    pub(crate) fn decided(&self, limiter: &Arc<str>, allowed: bool, error: &CallError, policy: FailurePolicy) {
+    pub(crate) fn decided(
+        &self,
+        limiter: &Arc<str>,
+        allowed: bool,
+        error: &CallError,
+        policy: FailurePolicy,
+    ) {
         let mut current = self.current();
         if let Some(outage) = current.as_mut() {
             outage.decisions += 1;

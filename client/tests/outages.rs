@@ -167,8 +167,11 @@ async fn a_server_without_the_module_is_a_configuration_fault_not_an_outage() {
     let _ = (logs(), prometheus());
     let Some(plain) = support::Killable::start_plain() else { return };
     let name = "nomodule";
-    let limiter =
-        Limiter::builder(FailurePolicy::Closed).breaker(3, COOLDOWN).name(name).connect(&plain.url()).unwrap();
+    let limiter = Limiter::builder(FailurePolicy::Closed)
+        .breaker(3, COOLDOWN)
+        .name(name)
+        .connect(&plain.url())
+        .unwrap();
     let d = limiter.check("rl:k", &bucket(), 1).await;
     assert!(d.degraded && !d.allowed, "{d:?}");
     assert!(limiter.breaker_open(), "opened by one unknown command, not three");
@@ -178,7 +181,8 @@ async fn a_server_without_the_module_is_a_configuration_fault_not_an_outage() {
     let fault = lines(name, "misconfigured");
     assert_eq!(fault.len(), 1, "{fault:?}");
     assert!(fault[0].contains("--loadmodule") && fault[0].contains("RL.TOKEN"), "what to fix: {fault:?}");
-    assert!(lines(name, "Redis outage").is_empty(), "not an outage");
+    let outage = [lines(name, "Redis outage:"), lines(name, "outage over")].concat();
+    assert!(outage.is_empty(), "not an outage: {outage:?}");
     assert_eq!(series(&format!(r#"ratelimit_configuration_faults_total{{limiter="{name}"}}"#)), 1.0);
     assert_eq!(series(&format!(r#"ratelimit_outages_total{{limiter="{name}"}}"#)), 0.0);
     // The breaker stays open (no probe: Redis answering does not fix the fault).
@@ -202,7 +206,8 @@ async fn a_refused_command_is_a_configuration_fault_that_says_which_grant_is_mis
         .unwrap();
     let url = format!("redis://noperm:secret@127.0.0.1:{}/", server.port);
     let name = "noperm";
-    let limiter = Limiter::builder(FailurePolicy::Open).breaker(3, COOLDOWN).name(name).connect(&url).unwrap();
+    let limiter =
+        Limiter::builder(FailurePolicy::Open).breaker(3, COOLDOWN).name(name).connect(&url).unwrap();
     let d = limiter.check("rl:k", &bucket(), 1).await;
     assert!(d.degraded && d.allowed, "open: allowed, degraded: {d:?}");
     assert!(limiter.breaker_open() && limiter.misconfigured());
