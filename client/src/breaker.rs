@@ -1,6 +1,9 @@
 //! A circuit breaker: after `threshold` failures in a row, Redis is not called for a cool-down, so an
-//! outage costs no request a timeout; then one request (and only one) probes it, and its outcome closes
-//! the breaker or opens it for another cool-down.
+//! outage costs no request a timeout; then one request (and only one) tries it, and its outcome closes
+//! the breaker or opens it for another cool-down. While it is open for an outage, the limiter's
+//! background probe (`probe.rs`) ends the cool-down as soon as Redis answers again
+//! ([`Breaker::redis_answered`]). A configuration fault (an unknown command, a refused one) opens it
+//! at once and is left to the cool-down: Redis answering says nothing about the fault being fixed.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -16,10 +19,12 @@ enum State {
     Closed {
         failures: u32,
     },
+    /// `fault`: opened by a configuration fault, not an outage.
     Open {
         until: Instant,
+        fault: bool,
     },
-    /// One probe is under way; everyone else is turned away until it reports.
+    /// One call is trying Redis; everyone else is turned away until it reports.
     Probing,
 }
 
@@ -33,38 +38,74 @@ pub(crate) enum Admission {
     Reject(Duration),
 }
 
+/// How a call that went to Redis ended, for the breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Redis answered (a decision, or an error reply such as a bad argument).
+    Answered,
+    /// No answer: the deadline, a broken connection, a demoted primary.
+    Failed,
+    /// An answer that says the limiter cannot work with this server as configured (the module
+    /// absent, a renamed command, a refused permission).
+    Fault,
+}
+
 impl Breaker {
     pub(crate) fn new(threshold: u32, cooldown: Duration) -> Breaker {
         Breaker { state: Mutex::new(State::Closed { failures: 0 }), threshold: threshold.max(1), cooldown }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn admit(&self, now: Instant) -> Admission {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
         match *state {
             State::Closed { .. } => Admission::Call,
-            State::Open { until } if now >= until => {
+            State::Open { until, .. } if now >= until => {
                 *state = State::Probing;
                 Admission::Probe
             }
-            State::Open { until } => Admission::Reject(until - now),
+            State::Open { until, .. } => Admission::Reject(until - now),
             State::Probing => Admission::Reject(Duration::ZERO),
         }
     }
 
-    /// Reports a call's outcome (a probe's, or an ordinary call's).
-    pub(crate) fn record(&self, ok: bool, now: Instant) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        *state = match (*state, ok) {
-            (_, true) => State::Closed { failures: 0 },
-            (State::Closed { failures }, false) if failures + 1 < self.threshold => {
+    /// Reports a call's outcome (a probe's, or an ordinary call's). True when it opened the breaker
+    /// for an outage (from closed, or after a failed probe): the background probe has work.
+    pub(crate) fn record(&self, outcome: Outcome, now: Instant) -> bool {
+        let mut state = self.lock();
+        let next = match (*state, outcome) {
+            (_, Outcome::Answered) => State::Closed { failures: 0 },
+            (_, Outcome::Fault) => State::Open { until: now + self.cooldown, fault: true },
+            (State::Closed { failures }, Outcome::Failed) if failures + 1 < self.threshold => {
                 State::Closed { failures: failures + 1 }
             }
-            (_, false) => State::Open { until: now + self.cooldown },
+            (_, Outcome::Failed) => State::Open { until: now + self.cooldown, fault: false },
         };
+        let opened = matches!(next, State::Open { fault: false, .. })
+            && !matches!(*state, State::Open { fault: false, .. });
+        *state = next;
+        opened
+    }
+
+    /// The background probe heard Redis answer: an outage's cool-down ends now, so the next call
+    /// tries Redis (one call, as after a cool-down). A configuration fault's cool-down runs on.
+    pub(crate) fn redis_answered(&self, now: Instant) {
+        let mut state = self.lock();
+        if let State::Open { until, fault: false } = *state {
+            *state = State::Open { until: until.min(now), fault: false };
+        }
+    }
+
+    /// True while the breaker is open for an outage and its cool-down runs: what the probe is for.
+    pub(crate) fn awaits_redis(&self, now: Instant) -> bool {
+        matches!(*self.lock(), State::Open { until, fault: false } if now < until)
     }
 
     pub(crate) fn is_open(&self) -> bool {
-        !matches!(*self.state.lock().unwrap_or_else(|e| e.into_inner()), State::Closed { .. })
+        !matches!(*self.lock(), State::Closed { .. })
     }
 }
 
@@ -78,25 +119,43 @@ mod tests {
         let t = Instant::now();
         for _ in 0..2 {
             assert_eq!(b.admit(t), Admission::Call);
-            b.record(false, t);
+            assert!(!b.record(Outcome::Failed, t));
         }
         assert!(!b.is_open());
-        b.record(false, t);
+        assert!(b.record(Outcome::Failed, t), "the third failure opens it");
         assert!(b.is_open());
         assert_eq!(b.admit(t + Duration::from_secs(1)), Admission::Reject(Duration::from_secs(4)));
         let later = t + Duration::from_secs(5);
         assert_eq!(b.admit(later), Admission::Probe);
         assert_eq!(b.admit(later), Admission::Reject(Duration::ZERO), "only one probe at a time");
-        b.record(false, later);
+        assert!(b.record(Outcome::Failed, later), "a failed probe opens it again");
         assert_eq!(b.admit(later + Duration::from_secs(1)), Admission::Reject(Duration::from_secs(4)));
         assert_eq!(b.admit(later + Duration::from_secs(5)), Admission::Probe);
-        b.record(true, later + Duration::from_secs(5));
+        b.record(Outcome::Answered, later + Duration::from_secs(5));
         assert_eq!(b.admit(later + Duration::from_secs(5)), Admission::Call);
         // A success resets the count of failures in a row.
-        b.record(false, t);
-        b.record(true, t);
-        b.record(false, t);
-        b.record(false, t);
+        b.record(Outcome::Failed, t);
+        b.record(Outcome::Answered, t);
+        b.record(Outcome::Failed, t);
+        b.record(Outcome::Failed, t);
         assert!(!b.is_open());
+    }
+
+    #[test]
+    fn redis_answering_ends_an_outage_s_cool_down_but_not_a_fault_s() {
+        let b = Breaker::new(1, Duration::from_secs(30));
+        let t = Instant::now();
+        assert!(b.record(Outcome::Failed, t));
+        assert!(b.awaits_redis(t + Duration::from_secs(1)));
+        b.redis_answered(t + Duration::from_secs(1));
+        assert!(!b.awaits_redis(t + Duration::from_secs(1)));
+        assert_eq!(b.admit(t + Duration::from_secs(1)), Admission::Probe, "the next call tries Redis");
+        b.record(Outcome::Answered, t + Duration::from_secs(1));
+        assert!(!b.is_open());
+
+        assert!(!b.record(Outcome::Fault, t), "a fault opens it at once, with no probe to run");
+        assert!(b.is_open() && !b.awaits_redis(t));
+        b.redis_answered(t + Duration::from_secs(1));
+        assert_eq!(b.admit(t + Duration::from_secs(1)), Admission::Reject(Duration::from_secs(29)));
     }
 }

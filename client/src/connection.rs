@@ -138,6 +138,31 @@ impl Backend {
             ))),
         }
     }
+
+    /// The background probe's question while the breaker is open: does Redis answer again? One
+    /// command on a connection of its own (a new one each time; in a cluster, the cluster client's),
+    /// never a decision: `RL.RELEASE` of a lease nobody holds, which writes nothing. Not PING: a server
+    /// paused for writes (`CLIENT PAUSE WRITE`, as a failover does) and a demoted primary answer PING
+    /// but cannot decide; they hold or refuse RL.RELEASE as they hold or refuse the decisions. The
+    /// least-privileged user (`~rl:* +@ratelimit`) may run it. True when the server answered, an
+    /// error reply included (only a missing answer, or READONLY, is an outage).
+    pub(crate) async fn answers(&self) -> bool {
+        let probe = probe_command();
+        let result = match self {
+            Backend::Single(single) => single.query_alone(&probe).await,
+            Backend::Sentinel(watched) => watched.query_alone(&probe).await,
+            Backend::Cluster(cluster) => probe.query_async::<Value>(&mut cluster.con.clone()).await,
+            Backend::Local(_) => return true,
+        };
+        !result.is_err_and(|e| is_connection_failure(&e))
+    }
+}
+
+/// `RL.RELEASE rl:probe probe`: a lease that is never taken (writes nothing, replies 0).
+fn probe_command() -> Cmd {
+    let mut cmd = redis::cmd("RL.RELEASE");
+    cmd.arg("rl:probe").arg("probe");
+    cmd
 }
 
 impl Clustered {
@@ -247,6 +272,26 @@ impl Watched {
         Ok(primary)
     }
 
+    /// `cmd` on a connection of its own to the primary Sentinel names now (asked again each time);
+    /// when it answers and is not the primary in use, the next call asks Sentinel too.
+    async fn query_alone(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let client = self.sentinel.lock().await.async_get_client().await?;
+        let now = client.get_connection_info().addr().clone();
+        let single = Single::new(client.get_connection_info().clone(), self.deadline)?;
+        let result = single.query_alone(cmd).await;
+        let in_use = self
+            .primary
+            .read()
+            .ok()
+            .and_then(|p| p.as_ref().map(|p| p.client.get_connection_info().addr().clone()));
+        if result.is_ok() && in_use.is_some_and(|addr| addr != now) {
+            if let Ok(mut slot) = self.primary.write() {
+                *slot = None;
+            }
+        }
+        result
+    }
+
     /// `call` on the primary; after no answer, or READONLY (the primary was demoted), the next call
     /// asks Sentinel again.
     async fn on_primary<T>(&self, call: impl AsyncFnOnce(&Single) -> RedisResult<T>) -> RedisResult<T> {
@@ -308,6 +353,16 @@ impl Single {
         result
     }
 
+    /// `cmd` on a new connection of its own, dropped after: the probe's, which must not wait behind
+    /// (or break) the connection the decisions use.
+    async fn query_alone(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.deadline))
+            .set_response_timeout(None);
+        let mut con = self.client.get_multiplexed_async_connection_with_config(&config).await?;
+        cmd.query_async(&mut con).await
+    }
+
     async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
         if check_first || self.suspect.load(Ordering::Relaxed) {
             if let Err(e) = self.check().await {
@@ -353,6 +408,17 @@ pub(crate) fn is_connection_failure(e: &RedisError) -> bool {
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
+}
+
+/// An answer that says the limiter cannot work with this server as it is configured: the module's
+/// command unknown (the module not loaded, the command renamed) or refused to this user (NOPERM).
+/// Not an outage: waiting does not fix it.
+pub(crate) fn is_configuration_fault(e: &RedisError) -> bool {
+    match e.code() {
+        Some("NOPERM") => true,
+        Some("ERR") => e.detail().is_some_and(|d| d.contains("unknown command")),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
 //! Counts of decisions, kept per limiter (for tests and status pages) and exported through the
 //! `metrics` facade as `ratelimit_client_decisions_total{limiter, outcome}` (outcome: allowed, denied,
 //! degraded_allowed, degraded_denied), where any metrics recorder (Prometheus, StatsD, ...) picks them up.
+//! Outages (`outage.rs`) as events beside them: `ratelimit_outages_total{limiter}` (outages started),
+//! `ratelimit_outage_decisions_total{limiter, allowed}` (decisions the failure policy made during
+//! one; `allowed` is `true` or `false`) and `ratelimit_configuration_faults_total{limiter}` (calls
+//! answered with an unknown or refused command).
 
 use crate::decision::Decision;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -34,8 +38,7 @@ impl Counters {
             (false, true) => "degraded_denied",
         };
         // An Arc label: shared, not copied per decision.
-        let limiter = metrics::SharedString::from(Arc::clone(limiter));
-        metrics::counter!("ratelimit_client_decisions_total", "limiter" => limiter, "outcome" => outcome)
+        metrics::counter!("ratelimit_client_decisions_total", "limiter" => label(limiter), "outcome" => outcome)
             .increment(1);
         let counter = if d.allowed { &self.allowed } else { &self.denied };
         counter.fetch_add(1, Relaxed);
@@ -55,4 +58,25 @@ impl Counters {
             short_circuited: self.short_circuited.load(Relaxed),
         }
     }
+}
+
+fn label(limiter: &Arc<str>) -> metrics::SharedString {
+    metrics::SharedString::from(Arc::clone(limiter))
+}
+
+/// An outage started.
+pub(crate) fn outage_started(limiter: &Arc<str>) {
+    metrics::counter!("ratelimit_outages_total", "limiter" => label(limiter)).increment(1);
+}
+
+/// The failure policy decided during an outage.
+pub(crate) fn outage_decision(limiter: &Arc<str>, allowed: bool) {
+    let allowed = if allowed { "true" } else { "false" };
+    metrics::counter!("ratelimit_outage_decisions_total", "limiter" => label(limiter), "allowed" => allowed)
+        .increment(1);
+}
+
+/// A call was answered with a configuration fault.
+pub(crate) fn configuration_fault(limiter: &Arc<str>) {
+    metrics::counter!("ratelimit_configuration_faults_total", "limiter" => label(limiter)).increment(1);
 }

@@ -6,6 +6,7 @@
 
 use crate::command::Limit;
 use crate::decision::Decision;
+use crate::take::Taken;
 use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare};
 use ratelimit_core::leases::{LeaseId, Leases};
@@ -79,6 +80,24 @@ impl LocalLimiter {
         self.decide_for(limits, None, now, degraded)
     }
 
+    /// Takes as many whole tokens as the token bucket of `limit` holds at this instance's share,
+    /// up to `limit.cost`, as RL.TAKE does: a peek for what is there, then that many taken (at
+    /// least one asked, so an empty bucket answers a denial with its wait for one token).
+    pub(crate) fn take(&self, limit: &Limit<'_>, now: Nanos, degraded: bool) -> Taken {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let share = limit.policy.limiter().share(u64::from(self.instances));
+        let stored = entries.get(limit.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
+        let there = decide(share, stored, now, 0, None).verdict.remaining;
+        let want = there.min(limit.cost).max(1);
+        let outcome = decide(share, stored, now, want, None);
+        if let (true, Some(write)) = (outcome.verdict.allowed, &outcome.write) {
+            make_room(&mut entries, 1, now);
+            store(&mut entries, limit.key, write, now);
+        }
+        let taken = if outcome.verdict.allowed { want } else { 0 };
+        Taken { decision: decision(outcome.verdict, 0, degraded), taken }
+    }
+
     /// `decide`, with the leases of concurrency limits held by `id` (none without an id: a check
     /// cannot take a lease it could never release).
     fn decide_for(&self, limits: &[Limit<'_>], id: Option<&str>, now: Nanos, degraded: bool) -> Decision {
@@ -95,18 +114,23 @@ impl LocalLimiter {
                 Verdict { allowed: true, limit: 0, remaining: 0, retry_after_ns: Some(0), reset_after_ns: 0 };
             return decision(nothing, 0, degraded);
         };
-        if entries.len() + limits.len() > MAX_KEYS {
-            entries.retain(|_, e| e.expires_at > now);
-            if entries.len() + limits.len() > MAX_KEYS {
-                entries.clear();
-            }
-        }
+        make_room(&mut entries, limits.len(), now);
         for (limit, outcome) in limits.iter().zip(&combined.outcomes) {
             if let Some(write) = &outcome.write {
                 store(&mut entries, limit.key, write, now);
             }
         }
         decision(combined.verdict, combined.limiting, degraded)
+    }
+}
+
+/// Room for `more` keys within `MAX_KEYS`: expired state goes first, then everything.
+fn make_room(entries: &mut HashMap<String, Entry>, more: usize, now: Nanos) {
+    if entries.len() + more > MAX_KEYS {
+        entries.retain(|_, e| e.expires_at > now);
+        if entries.len() + more > MAX_KEYS {
+            entries.clear();
+        }
     }
 }
 
@@ -210,5 +234,22 @@ mod tests {
         assert!(local.acquire(&both, "g", now, true).allowed);
         assert!(!local.acquire(&both, "h", now, true).allowed, "the bucket is empty: no lease taken");
         assert!(!local.release("k2", "h", now), "the denied request holds nothing");
+    }
+
+    #[test]
+    fn take_takes_what_the_share_holds_up_to_max_and_then_says_when_one_is_back() {
+        let local = LocalLimiter::new(2);
+        let bucket = Policy::token_bucket(10, 1.0).unwrap();
+        let now = 1_700_000_000_000_000_000;
+        let take = |max: u64, at: Nanos| local.take(&Limit::new("w", &bucket, max), at, true);
+        let first = take(3, now);
+        assert_eq!((first.taken, first.decision.remaining), (3, 2), "3 of the share of 5");
+        assert!(first.decision.allowed && first.decision.degraded);
+        assert_eq!(take(100, now).taken, 2, "what is left, not the 100 asked");
+        let empty = take(4, now);
+        assert_eq!(empty.taken, 0);
+        assert!(!empty.decision.allowed);
+        assert_eq!(empty.decision.retry_after, Some(Duration::from_secs(2)), "one token at half the rate");
+        assert_eq!(take(4, now + 4_000_000_000).taken, 2, "refilled at 0.5 per second");
     }
 }

@@ -1,15 +1,18 @@
 //! The limiter: sends one RL.* call per check under a deadline, and when Redis cannot decide, lets the
 //! failure policy decide, visibly (`degraded`), behind a circuit breaker.
 
-use crate::breaker::{Admission, Breaker};
+use crate::breaker::{self, Admission, Breaker};
 use crate::command::{self, Limit};
-use crate::connection::{is_connection_failure, Backend};
+use crate::connection::{is_configuration_fault, is_connection_failure, Backend};
 use crate::counters::{Counters, Counts};
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::fallback::LocalLimiter;
 use crate::log_throttle::LogThrottle;
+use crate::outage::Outages;
 use crate::precheck::DenialCache;
+use crate::probe::{Probe, Watched};
+use crate::take::Taken;
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -67,7 +70,11 @@ impl LimiterBuilder {
     }
 
     /// The breaker opens after `failures` failed calls in a row and stays open for `cooldown`
-    /// (defaults: 3 and 5 s); then one call probes Redis.
+    /// (defaults: 3 and 5 s); then one call probes Redis. While it is open, a background task asks
+    /// Redis every 50 ms whether it answers again (one command on its own connection, never a
+    /// decision) and ends the cool-down as soon as it does: the cool-down bounds an outage's end
+    /// only where the probe cannot run (no tokio runtime) and after a configuration fault (an
+    /// unknown or refused command opens the breaker at once, whatever `failures`).
     pub fn breaker(mut self, failures: u32, cooldown: Duration) -> Self {
         self.breaker_threshold = failures;
         self.breaker_cooldown = cooldown;
@@ -157,6 +164,8 @@ impl LimiterBuilder {
                 precheck: self.precheck.then(DenialCache::new),
                 counters: Counters::default(),
                 log: LogThrottle::new(Duration::from_secs(10)),
+                outages: Outages::new(),
+                probe: Probe::default(),
                 name: self.name.into(),
                 wait: self.wait,
             }),
@@ -191,9 +200,23 @@ struct Inner {
     fallback: Option<LocalLimiter>,
     precheck: Option<DenialCache>,
     counters: Counters,
+    /// Replica-wait warnings.
     log: LogThrottle,
+    outages: Outages,
+    /// The breaker's background probe (aborted when the limiter is dropped).
+    probe: Probe,
     name: Arc<str>,
     wait: Option<ReplicaWait>,
+}
+
+impl Watched for Inner {
+    fn awaits_redis(&self, now: Instant) -> bool {
+        self.breaker.awaits_redis(now)
+    }
+
+    fn redis_answered(&self, now: Instant) {
+        self.breaker.redis_answered(now);
+    }
 }
 
 impl Limiter {
@@ -281,6 +304,13 @@ impl Limiter {
         self.inner.breaker.is_open()
     }
 
+    /// True since Redis answered that the limiter cannot work with it as configured (the module's
+    /// command unknown: not loaded, or renamed; or refused to this user by its ACL), until Redis
+    /// decides again. The failure policy decides meanwhile, and the log says what to fix.
+    pub fn misconfigured(&self) -> bool {
+        self.inner.outages.misconfigured()
+    }
+
     /// Sends a command through the limiter's connection, breaker and deadline.
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<Value, CallError> {
         self.query_inner(cmd, None).await.map(|(value, _)| value)
@@ -316,11 +346,41 @@ impl Limiter {
             Ok(Err(e)) => Err(CallError::Redis(e)),
             Ok(Ok(v)) => Ok(v),
         };
-        // An error reply (a bad argument) is Redis answering: only a missing answer counts against it.
-        let failed = matches!(&result, Err(CallError::Deadline(_)))
-            || matches!(&result, Err(CallError::Redis(e)) if is_connection_failure(e));
-        inner.breaker.record(!failed, Instant::now());
+        self.observe(cmd, &result);
         result
+    }
+
+    /// Tells the breaker and the outage log how a call that went to Redis ended. An error reply (a
+    /// bad argument) is Redis answering: only a missing answer counts against it, and an answer
+    /// saying the limiter is misconfigured opens the breaker at once (not an outage).
+    fn observe<T>(&self, cmd: &redis::Cmd, result: &Result<T, CallError>) {
+        let inner = &*self.inner;
+        let now = Instant::now();
+        let outcome = match result {
+            Err(e @ CallError::Deadline(_)) => {
+                inner.outages.failed(&inner.name, e, inner.failure, now);
+                breaker::Outcome::Failed
+            }
+            Err(CallError::Redis(e)) if is_connection_failure(e) => {
+                inner.outages.failed(&inner.name, &CallError::Redis(e.clone()), inner.failure, now);
+                breaker::Outcome::Failed
+            }
+            Err(CallError::Redis(e)) if is_configuration_fault(e) => {
+                let command = match cmd.args_iter().next() {
+                    Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).into_owned(),
+                    _ => String::new(),
+                };
+                inner.outages.fault(&inner.name, &command, e, now);
+                breaker::Outcome::Fault
+            }
+            _ => {
+                inner.outages.answered(&inner.name, now);
+                breaker::Outcome::Answered
+            }
+        };
+        if inner.breaker.record(outcome, now) {
+            inner.probe.start(Arc::downgrade(&self.inner), inner.backend.clone());
+        }
     }
 
     async fn call(&self, limits: &[Limit<'_>]) -> Result<Decision, CallError> {
@@ -397,27 +457,49 @@ impl Limiter {
     pub(crate) fn degrade_acquire(&self, limits: &[Limit<'_>], id: &str, error: &CallError) -> Decision {
         match (self.inner.failure, &self.inner.fallback) {
             (FailurePolicy::LocalFallback { .. }, Some(local)) => {
-                self.warn_degraded(error);
-                local.acquire(limits, id, now_ns(), true)
+                let decision = local.acquire(limits, id, now_ns(), true);
+                self.policy_decided(&decision, error);
+                decision
             }
             _ => self.degrade(limits, error),
         }
+    }
+
+    /// The failure policy's answer to a partial grant ([`take`](Self::take), and any batch of up
+    /// to `max` tokens of the token bucket `policy` at `key`) that Redis did not decide: `Open`
+    /// grants all `max`, `Closed` takes none, `LocalFallback` takes as many whole tokens as the
+    /// in-process bucket's share holds, up to `max`. Degraded, logged and counted as an outage's
+    /// decision, like [`degrade`](Self::degrade).
+    pub(crate) fn degrade_take(
+        &self,
+        key: &str,
+        policy: &crate::Policy,
+        max: u64,
+        error: &CallError,
+    ) -> Taken {
+        let limit = Limit::new(key, policy, max);
+        if let (FailurePolicy::LocalFallback { .. }, Some(local)) = (self.inner.failure, &self.inner.fallback)
+        {
+            let taken = local.take(&limit, now_ns(), true);
+            self.policy_decided(&taken.decision, error);
+            return taken;
+        }
+        let decision = self.degrade(&[limit], error);
+        Taken { taken: if decision.allowed { max } else { 0 }, decision }
     }
 
     pub(crate) async fn send(&self, cmd: &redis::Cmd) -> Result<Decision, CallError> {
         parse_decision(self.query(cmd).await?)
     }
 
-    fn warn_degraded(&self, error: &CallError) {
+    /// The failure policy made `decision` because of `error`: logged and counted (`outage.rs`).
+    fn policy_decided(&self, decision: &Decision, error: &CallError) {
         let inner = &*self.inner;
         if let CallError::Usage(_) | CallError::Reply(_) = error {
             // A programming error, not an outage: visible, and decided by the policy like an outage.
             tracing::error!(limiter = %inner.name, %error, "rate limit check cannot be sent");
         }
-        inner.log.maybe(Instant::now(), |suppressed| {
-            tracing::warn!(limiter = %inner.name, %error, policy = ?inner.failure, suppressed,
-                "Redis did not decide: degraded decision by the failure policy");
-        });
+        inner.outages.decided(&inner.name, decision.allowed, error, inner.failure);
     }
 
     /// A call that cannot be built: refused, whatever the failure policy (not an outage).
@@ -434,9 +516,11 @@ impl Limiter {
         }
     }
 
-    fn degrade(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
+    /// The failure policy's answer to a decision over `limits` that Redis did not make (`error`
+    /// says why): `Open` allows, `Closed` denies (retry after 1 s), `LocalFallback` decides in the
+    /// process; degraded, logged and counted as an outage's decision.
+    pub(crate) fn degrade(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
         let inner = &*self.inner;
-        self.warn_degraded(error);
         let limit = limits.first().map_or(0, |l| l.policy.limit());
         let degraded = |allowed: bool, remaining: u64, retry_after: Option<Duration>| Decision {
             allowed,
@@ -447,11 +531,13 @@ impl Limiter {
             limiting: 0,
             degraded: true,
         };
-        match (inner.failure, &inner.fallback) {
+        let decision = match (inner.failure, &inner.fallback) {
             (FailurePolicy::LocalFallback { .. }, Some(local)) => local.check(limits, now_ns()),
             (FailurePolicy::Closed, _) => degraded(false, 0, Some(Duration::from_secs(1))),
             _ => degraded(true, limit, Some(Duration::ZERO)),
-        }
+        };
+        self.policy_decided(&decision, error);
+        decision
     }
 }
 

@@ -27,6 +27,12 @@ impl LogThrottle {
             }
         }
     }
+
+    /// A line of its own was just logged (an outage's first): the next is due `every` from now,
+    /// and it counts only what is held back from now on, not what an earlier episode held back.
+    pub(crate) fn restart(&self, now: Instant) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (Some(now), 0);
+    }
 }
 
 #[cfg(test)]
@@ -42,5 +48,20 @@ mod tests {
             throttle.maybe(t + Duration::from_secs(s), |held_back| lines.push((s, held_back)));
         }
         assert_eq!(lines, [(0, 0), (10, 3), (25, 1)]);
+    }
+
+    #[test]
+    fn a_restart_forgets_what_the_previous_episode_held_back() {
+        let throttle = LogThrottle::new(Duration::from_secs(10));
+        let t = Instant::now();
+        let mut lines = vec![];
+        for s in [0, 1, 2, 3] {
+            throttle.maybe(t + Duration::from_secs(s), |held_back| lines.push((s, held_back)));
+        }
+        throttle.restart(t + Duration::from_secs(100));
+        for s in [101, 111] {
+            throttle.maybe(t + Duration::from_secs(s), |held_back| lines.push((s, held_back)));
+        }
+        assert_eq!(lines, [(0, 0), (111, 1)], "the new episode's line counts its own one held back");
     }
 }

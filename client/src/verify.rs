@@ -3,6 +3,7 @@
 //! docs/deployment.md recommends (`~rl:* +@ratelimit`), which cannot run `MODULE LIST`: the commands
 //! prove the module, and the version is read only where the user may.
 
+use crate::connection::is_configuration_fault;
 use crate::error::CallError;
 use crate::limiter::Limiter;
 use redis::Value;
@@ -42,8 +43,9 @@ impl fmt::Display for ModuleVersion {
     }
 }
 
-/// Why the start-up check failed.
-#[derive(Debug, thiserror::Error)]
+/// Why the start-up check failed. Its `Debug` is its sentence too, so `fn main() -> Result<(),
+/// Box<dyn Error>>` that returns it prints what to fix, not the variant's fields.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
     #[error("the ratelimit module is not loaded on this server ({command} is an unknown command): load it with --loadmodule /path/to/libredis_ratelimit.so")]
@@ -54,6 +56,12 @@ pub enum VerifyError {
     UnexpectedReply { command: &'static str, reply: String },
     #[error("Redis could not be asked: {0}")]
     Unreachable(#[source] CallError),
+}
+
+impl fmt::Debug for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 impl Limiter {
@@ -115,17 +123,13 @@ fn unexpected(command: &'static str, reply: &Value) -> VerifyError {
 }
 
 fn classify(command: &'static str, e: CallError) -> VerifyError {
-    if let CallError::Redis(r) = &e {
-        let detail = r.detail().unwrap_or_default().to_string();
-        match r.code() {
-            Some("NOPERM") => return VerifyError::NoPermission { command, detail },
-            Some("ERR") if detail.contains("unknown command") => {
-                return VerifyError::ModuleNotLoaded { command }
-            }
-            _ => {}
+    match &e {
+        CallError::Redis(r) if r.code() == Some("NOPERM") => {
+            VerifyError::NoPermission { command, detail: r.detail().unwrap_or_default().to_string() }
         }
+        CallError::Redis(r) if is_configuration_fault(r) => VerifyError::ModuleNotLoaded { command },
+        _ => VerifyError::Unreachable(e),
     }
-    VerifyError::Unreachable(e)
 }
 
 #[cfg(test)]
@@ -137,5 +141,14 @@ mod tests {
         assert_eq!(ModuleVersion::from_number(100).to_string(), "0.1.0");
         assert_eq!(ModuleVersion::from_number(10203).to_string(), "1.2.3");
         assert_eq!(ModuleVersion::from_number(200).to_string(), "0.2.0");
+    }
+
+    #[test]
+    fn an_error_returned_from_main_prints_its_sentence() {
+        let err = VerifyError::ModuleNotLoaded { command: "RL.INSPECT" };
+        assert_eq!(format!("{err:?}"), err.to_string());
+        assert!(format!("{err:?}").contains("--loadmodule"), "{err:?}");
+        let boxed: Box<dyn std::error::Error> = Box::new(err);
+        assert_eq!(format!("{boxed:?}"), boxed.to_string(), "what main prints for Err(e)");
     }
 }

@@ -56,6 +56,34 @@ async fn a_stopped_server_is_answered_by_each_policy_within_the_deadline() {
     }
 }
 
+/// `take` follows the failure policy like `check`: `Open` grants all asked, `Closed` none,
+/// `LocalFallback` what the in-process share holds; all degraded. `take_strict` returns the error.
+#[tokio::test]
+async fn take_on_a_stopped_server_follows_each_policy_and_take_strict_returns_the_error() {
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let policy = Policy::token_bucket(10, 0.001).unwrap();
+    for failure in POLICIES {
+        let limiter = on(&url, failure);
+        let mut taken = 0;
+        for _ in 0..3 {
+            let grant = limiter.take("rl:down", &policy, 4).await;
+            assert!(grant.decision.degraded, "{grant:?}");
+            assert_eq!(grant.decision.allowed, grant.taken > 0, "{grant:?}");
+            taken += grant.taken;
+        }
+        let expected = match failure {
+            FailurePolicy::Open => 12,
+            FailurePolicy::Closed => 0,
+            // Capacity 10 over 2 instances: 4, then the 1 left, then none.
+            FailurePolicy::LocalFallback { .. } => 5,
+        };
+        assert_eq!(taken, expected, "{failure:?}");
+        assert_eq!(limiter.counts().degraded, 3);
+        let strict = limiter.take_strict("rl:down", &policy, 4).await;
+        assert!(matches!(strict, Err(CallError::Redis(_)) | Err(CallError::Deadline(_))), "{strict:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_hung_server_is_answered_by_each_policy_within_the_deadline() {
     let Some(server) = Server::builder().own() else { return };

@@ -3,7 +3,7 @@
 
 mod support;
 
-use redis_ratelimit_client::{FailurePolicy, Limit, Limiter, Policy, TokenReserve};
+use redis_ratelimit_client::{CallError, FailurePolicy, Limit, Limiter, Policy, TokenReserve};
 use std::time::Duration;
 use support::{calls, limiter, wait_until};
 use testkit::{unique_key, Server};
@@ -222,15 +222,19 @@ async fn take_grants_what_a_bucket_holds_up_to_max() {
     let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let key = testkit::unique_key("rl:take");
     let bucket = Policy::token_bucket(10, 0.01).unwrap();
-    let first = limiter.take(&key, &bucket, 4).await.unwrap();
+    let first = limiter.take(&key, &bucket, 4).await;
     assert_eq!((first.taken, first.decision.allowed, first.decision.remaining), (4, true, 6));
-    let rest = limiter.take(&key, &bucket, 100).await.unwrap();
+    let rest = limiter.take(&key, &bucket, 100).await;
     assert_eq!((rest.taken, rest.decision.remaining), (6, 0));
-    let none = limiter.take(&key, &bucket, 1).await.unwrap();
-    assert_eq!((none.taken, none.decision.allowed), (0, false));
+    let none = limiter.take(&key, &bucket, 1).await;
+    assert_eq!((none.taken, none.decision.allowed, none.decision.degraded), (0, false, false));
     assert!(none.decision.retry_after.is_some());
     let window = Policy::fixed_window(5, std::time::Duration::from_secs(1)).unwrap();
-    assert!(limiter.take(&key, &window, 1).await.is_err(), "only token buckets");
+    let refused = limiter.take(&key, &window, 1).await;
+    assert!(refused.taken == 0 && refused.decision.never_fits() && !refused.decision.degraded, "{refused:?}");
+    let strict = limiter.take_strict(&key, &window, 1).await;
+    assert!(matches!(strict, Err(CallError::Usage(_))), "only token buckets: {strict:?}");
+    assert!(matches!(limiter.take_strict(&key, &bucket, 0).await, Err(CallError::Usage(_))), "max >= 1");
 }
 
 /// `wait_for_replicas` on a server with no replica: WAIT times out, and `on_timeout` decides. An

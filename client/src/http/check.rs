@@ -2,7 +2,7 @@
 //! call, then, if they let it through, its shadow limits in another, counted and never enforced.
 
 use super::config::Config;
-use super::denial::{AnswerStyle, Denial};
+use super::denial::{AnswerStyle, Denial, DenialKind};
 use super::metrics::{outcome_of, record};
 use super::plan::{Plan, PlannedLimit};
 use super::response::RateHeaders;
@@ -40,7 +40,16 @@ pub(super) async fn enforce(config: Arc<Config>, plan: Plan) -> Verdict {
         let (decision, limiting, held) = config.check_or_acquire(&enforced).await;
         record(&plan.route_name, &limiting.name, outcome_of(&decision, false));
         if !decision.allowed {
-            let outage = decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
+            let closed = decision.degraded && config.limiter.failure_policy() == FailurePolicy::Closed;
+            let outage = closed.then(|| match config.limiter.misconfigured() {
+                true => DenialKind::Misconfigured,
+                false => DenialKind::Unavailable,
+            });
+            // None of them could be checked: name the route's own limit, not the global one.
+            let limiting = match outage {
+                Some(_) => enforced.iter().copied().find(|l| l.name == plan.route_name).unwrap_or(limiting),
+                None => limiting,
+            };
             let style = AnswerStyle { structured: config.structured, outage_status: config.outage_status };
             let name = Arc::clone(&limiting.name);
             let denial =

@@ -28,6 +28,10 @@ pub enum DenialKind {
     CostExceedsLimit,
     /// Redis could not decide and the limiter fails closed: not the caller's overuse.
     Unavailable,
+    /// Redis answers that the limiter cannot work with it as configured (the module not loaded, a
+    /// renamed command, a refused permission) and the limiter fails closed: not an outage, and not
+    /// the caller's overuse ([`Limiter::misconfigured`](crate::Limiter::misconfigured)).
+    Misconfigured,
     /// A concurrency limit: too many of the caller's requests in flight.
     ConcurrencyLimited,
 }
@@ -49,10 +53,11 @@ pub struct Denial {
 }
 
 impl DenialKind {
-    /// Why `decision` (a denial) denied; `outage` when the failure policy denied because Redis could not.
-    pub(crate) fn of(decision: &Decision, outage: bool) -> DenialKind {
-        if outage {
-            DenialKind::Unavailable
+    /// Why `decision` (a denial) denied; `outage` when the failure policy denied because Redis could
+    /// not (`Unavailable` or `Misconfigured`).
+    pub(crate) fn of(decision: &Decision, outage: Option<DenialKind>) -> DenialKind {
+        if let Some(outage) = outage {
+            outage
         } else if decision.never_fits() {
             DenialKind::CostExceedsLimit
         } else {
@@ -63,14 +68,15 @@ impl DenialKind {
 
 impl Denial {
     /// The denial of a request to `route` by the limit `limit` of `policy`, where the request cost
-    /// `cost`; `outage` when the failure policy denied it because Redis could not decide.
+    /// `cost`; `outage` (`Unavailable` or `Misconfigured`) when the failure policy denied it because
+    /// Redis could not decide.
     pub(crate) fn new(
         route: Arc<str>,
         limit: Arc<str>,
         policy: &Policy,
         cost: u64,
         decision: Decision,
-        outage: bool,
+        outage: Option<DenialKind>,
         style: AnswerStyle,
     ) -> Denial {
         let rate = !policy.is_concurrency();
@@ -120,7 +126,9 @@ impl Denial {
         &self.route
     }
 
-    /// The limit that denied it: the route's name or `all` (the global limit).
+    /// The limit that denied it: the route's name or `all` (the global limit). When Redis could not
+    /// decide, the most specific limit that could not be checked: the route's (its rate limit, else
+    /// its concurrency limit) rather than `all`.
     pub fn limit(&self) -> &str {
         &self.limit
     }
@@ -155,8 +163,9 @@ impl Denial {
     pub fn default_response(&self) -> Response<String> {
         let described = self.described();
         match self.kind {
-            DenialKind::Unavailable => {
-                unavailable(&self.decision, &described, self.structured, self.outage_status)
+            DenialKind::Unavailable | DenialKind::Misconfigured => {
+                let misconfigured = self.kind == DenialKind::Misconfigured;
+                unavailable(&self.decision, &described, self.structured, self.outage_status, misconfigured)
             }
             DenialKind::ConcurrencyLimited => concurrency_limited(&self.decision, &described),
             _ => denied(&self.decision, &described, self.structured),

@@ -18,6 +18,8 @@
 //!   `Retry-After` and a body of type [`COST_EXCEEDS_LIMIT`], so clients do not retry it.
 //! - A denial because Redis could not decide and the limiter fails closed is of type [`UNAVAILABLE`],
 //!   429 or, with [`RateLimitLayer::outage_status`], 503: callers can tell an outage from overuse.
+//!   When Redis answers that the limiter is misconfigured (the module not loaded, a renamed or refused
+//!   command), the same denial is of type [`MISCONFIGURED`]: not an outage either.
 //! - Rolling limits out: [`RateLimitLayer::shadow`] makes a route's limit (or the global one) a dry
 //!   run, decided and counted but never enforced; [`AccessLists`] (allow and deny lists by principal,
 //!   tenant or network, changed while the layer runs) let some callers through unlimited and turn
@@ -51,5 +53,7 @@ pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
 pub use forwarded::{TrustedProxies, MAX_HOPS};
 pub use layer::RateLimitLayer;
-pub use response::{CONCURRENCY_LIMITED, COST_EXCEEDS_LIMIT, DENIED, RATE_LIMITED, UNAVAILABLE};
+pub use response::{
+    CONCURRENCY_LIMITED, COST_EXCEEDS_LIMIT, DENIED, MISCONFIGURED, RATE_LIMITED, UNAVAILABLE,
+};
 pub use service::RateLimit;

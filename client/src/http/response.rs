@@ -20,6 +20,11 @@ pub const COST_EXCEEDS_LIMIT: &str = "urn:redis-ratelimit:cost-exceeds-limit";
 /// The problem type of a denial by [`FailurePolicy::Closed`](crate::FailurePolicy::Closed): Redis
 /// could not decide, so the request was not checked at all. Not the caller's overuse.
 pub const UNAVAILABLE: &str = "urn:redis-ratelimit:unavailable";
+/// The problem type of a denial by [`FailurePolicy::Closed`](crate::FailurePolicy::Closed) while Redis
+/// answers that the limiter cannot work with it as configured (the module not loaded, a renamed
+/// command, an ACL that refuses it): not an outage, and not the caller's overuse. The operator has
+/// something to fix; the limiter's log says what.
+pub const MISCONFIGURED: &str = "urn:redis-ratelimit:misconfigured";
 /// The problem type of a denial by a concurrency limit: too many of the caller's requests in flight.
 pub const CONCURRENCY_LIMITED: &str = "urn:redis-ratelimit:concurrency-limited";
 /// The problem type of a request from a caller on the deny list ([`AccessLists`](super::AccessLists)):
@@ -149,17 +154,20 @@ pub(crate) fn unavailable<B: From<String>>(
     limit: &Described<'_>,
     structured: bool,
     status: StatusCode,
+    misconfigured: bool,
 ) -> Response<B> {
     let secs = d.retry_after_secs().unwrap_or(1);
+    let what = if limit.rate { "rate limit" } else { "concurrency limit" };
+    let (kind, title, why) = if misconfigured {
+        (MISCONFIGURED, "Rate limiter misconfigured", "the rate limiter is misconfigured and fails closed")
+    } else {
+        (UNAVAILABLE, "Rate limiter unavailable", "the rate limiter is unavailable and fails closed")
+    };
     let body = serde_json::json!({
-        "type": UNAVAILABLE,
-        "title": "Rate limiter unavailable",
+        "type": kind,
+        "title": title,
         "status": status.as_u16(),
-        "detail": format!(
-            "rate limit '{}' could not be checked: the rate limiter is unavailable and fails closed; \
-             retry in {secs} s",
-            limit.name
-        ),
+        "detail": format!("{what} '{}' could not be checked: {why}; retry in {secs} s", limit.name),
         "limit": limit.name,
         "retry_after_seconds": secs,
     });

@@ -1,0 +1,132 @@
+//! Outages as events. An outage starts when a call gets no answer from Redis and ends when a call is
+//! answered again: one log line (warning) at each end, the start saying what failed and which policy
+//! decides, the end how long it lasted and how many decisions the failure policy made, of which
+//! allowed; between them, at most one reminder per 10 s, whose count of lines held back is this
+//! outage's own. The same events as counters (`counters.rs`).
+//!
+//! A configuration fault (the module's command unknown or refused to this user) is not an outage:
+//! Redis answers, and waiting does not help. It is logged at error level, saying what to fix, at
+//! most once a minute, and [`Outages::misconfigured`] says so until Redis decides again.
+
+use crate::counters;
+use crate::error::CallError;
+use crate::limiter::FailurePolicy;
+use crate::log_throttle::LogThrottle;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub(crate) struct Outages {
+    current: Mutex<Option<Outage>>,
+    reminder: LogThrottle,
+    fault_log: LogThrottle,
+    misconfigured: AtomicBool,
+}
+
+/// The outage under way.
+struct Outage {
+    since: Instant,
+    decisions: u64,
+    allowed: u64,
+}
+
+impl Outages {
+    pub(crate) fn new() -> Outages {
+        Outages {
+            current: Mutex::new(None),
+            reminder: LogThrottle::new(Duration::from_secs(10)),
+            fault_log: LogThrottle::new(Duration::from_secs(60)),
+            misconfigured: AtomicBool::new(false),
+        }
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<Outage>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A call got no answer (`error`): the start of an outage, unless one is under way.
+    pub(crate) fn failed(&self, limiter: &Arc<str>, error: &CallError, policy: FailurePolicy, now: Instant) {
+        let mut current = self.current();
+        if current.is_some() {
+            return;
+        }
+        *current = Some(Outage { since: now, decisions: 0, allowed: 0 });
+        drop(current);
+        self.reminder.restart(now);
+        counters::outage_started(limiter);
+        tracing::warn!(limiter = %limiter, %error, ?policy,
+            "Redis outage: no answer from Redis; the failure policy decides until it answers again");
+    }
+
+    /// A call was answered: the end of the outage under way, if any, and of a configuration fault.
+    pub(crate) fn answered(&self, limiter: &Arc<str>, now: Instant) {
+        self.misconfigured.store(false, Relaxed);
+        let Some(outage) = self.current().take() else { return };
+        let lasted = now.saturating_duration_since(outage.since);
+        tracing::warn!(limiter = %limiter, ?lasted, decisions = outage.decisions, allowed = outage.allowed,
+            "Redis outage over: Redis answers again and decides");
+    }
+
+    /// An answer that says the limiter cannot work with this server as configured.
+    pub(crate) fn fault(&self, limiter: &Arc<str>, command: &str, error: &redis::RedisError, now: Instant) {
+        self.misconfigured.store(true, Relaxed);
+        counters::configuration_fault(limiter);
+        self.fault_log.maybe(now, |suppressed| {
+            let fix = what_to_fix(command, error);
+            tracing::error!(limiter = %limiter, %error, suppressed,
+                "rate limiter misconfigured (Redis answers: this is no outage); {fix}; meanwhile the failure policy decides");
+        });
+    }
+
+    /// The failure policy decided (`allowed` or not) a call Redis did not decide: counted in the
+    /// outage under way; outside one (a fault, an unexpected reply), a warning at most every 10 s.
+    pub(crate) fn decided(
+        &self,
+        limiter: &Arc<str>,
+        allowed: bool,
+        error: &CallError,
+        policy: FailurePolicy,
+    ) {
+        let mut current = self.current();
+        if let Some(outage) = current.as_mut() {
+            outage.decisions += 1;
+            outage.allowed += u64::from(allowed);
+            let (decisions, since) = (outage.decisions, outage.since);
+            drop(current);
+            counters::outage_decision(limiter, allowed);
+            self.reminder.maybe(Instant::now(), |suppressed| {
+                tracing::warn!(limiter = %limiter, %error, ?policy, decisions, lasting = ?since.elapsed(),
+                    suppressed, "Redis outage goes on: degraded decisions by the failure policy");
+            });
+            return;
+        }
+        drop(current);
+        if self.misconfigured() {
+            return;
+        }
+        self.reminder.maybe(Instant::now(), |suppressed| {
+            tracing::warn!(limiter = %limiter, %error, ?policy, suppressed,
+                "Redis did not decide: degraded decision by the failure policy");
+        });
+    }
+
+    /// True since an answer said the limiter is misconfigured, until Redis decides again.
+    pub(crate) fn misconfigured(&self) -> bool {
+        self.misconfigured.load(Relaxed)
+    }
+}
+
+/// What to change, for a fault on `command`.
+fn what_to_fix(command: &str, error: &redis::RedisError) -> String {
+    if error.code() == Some("NOPERM") {
+        format!(
+            "this Redis user may not run {command}: grant it the module's commands, e.g. \
+             ACL SETUSER <user> ~rl:* +@ratelimit"
+        )
+    } else {
+        format!(
+            "this server does not know {command}: load the ratelimit module (--loadmodule \
+             /path/to/libredis_ratelimit.so), or undo a rename-command of it"
+        )
+    }
+}
