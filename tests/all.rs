@@ -142,3 +142,19 @@ fn bad_groups_get_a_clear_error_and_change_nothing() {
     );
     assert!(!exists(&mut con, &a) && !exists(&mut con, &b), "nothing was written");
 }
+
+/// The command each kind of core's registry names is the one the module registers.
+#[test]
+fn every_limiter_kind_registers_its_command() {
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    for kind in ratelimit_core::kind::LimiterKind::ALL {
+        let info: Vec<redis::Value> =
+            redis::cmd("COMMAND").arg("INFO").arg(kind.command()).query(&mut con).unwrap();
+        assert!(
+            matches!(info.first(), Some(redis::Value::Array(_))),
+            "{} is not registered: {info:?}",
+            kind.command()
+        );
+    }
+}

@@ -207,3 +207,23 @@ fn the_slug_is_githubs() {
     );
     assert_eq!(link_targets("see [a](b.md#c), `[x](nope.md)` and ![i](p.png \"t\")"), ["b.md#c", "p.png"]);
 }
+
+/// Every limiter kind of core's registry has its row in the README's command table and its section
+/// in the commands guide: a kind added to core without its documentation fails here.
+#[test]
+fn every_limiter_kind_is_documented() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let commands = std::fs::read_to_string(root.join("docs/commands.md")).unwrap();
+    for kind in ratelimit_core::kind::LimiterKind::ALL {
+        let name = kind.command();
+        assert!(
+            readme.lines().any(|l| l.starts_with(&format!("| [`{name} "))),
+            "README.md's command table has no {name}"
+        );
+        assert!(
+            commands.lines().any(|l| l.starts_with('#') && l.contains(&format!("{name} "))),
+            "docs/commands.md has no section for {name}"
+        );
+    }
+}

@@ -210,9 +210,15 @@ fn cycle(root: &Path) -> Option<Vec<String>> {
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, source) in &modules {
         let code = code(source);
-        // A `mod.rs` re-exporting its files is their facade, not an arrow.
-        let code: String =
-            code.split(';').filter(|s| !s.trim().starts_with("pub use ")).collect::<Vec<_>>().join(";");
+        // A module re-exporting its own files (`pub use child::X`) is their facade, not an arrow; a
+        // re-export of another module (`pub use crate::other::X`) is an arrow like any `use`.
+        let facade = |s: &str| {
+            let s = s.trim();
+            s.starts_with("pub use ")
+                && !s.starts_with("pub use crate::")
+                && !s.starts_with("pub use super::")
+        };
+        let code: String = code.split(';').filter(|s| !facade(s)).collect::<Vec<_>>().join(";");
         for path in paths(&code) {
             if let Some(target) = resolve(module, &path, &modules, &exports) {
                 // The crate root and a file's own ancestors (their `mod` lines) are not arrows.
@@ -280,5 +286,8 @@ fn a_cycle_is_found_through_groups_supers_and_reexports() {
     assert_eq!(found, Some(vec!["server::a".into(), "server::b".into(), "server::a".into()]));
     std::fs::write(dir.join("server/b.rs"), "use crate::stats::S;\n").unwrap();
     assert_eq!(cycle(&dir), None);
+    // A re-export of another module is an arrow.
+    std::fs::write(dir.join("server/b.rs"), "pub use crate::server::a::Alpha;\n").unwrap();
+    assert_eq!(cycle(&dir), Some(vec!["server::a".into(), "server::b".into(), "server::a".into()]));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -81,20 +81,23 @@ impl LocalLimiter {
     }
 
     /// Takes as many whole tokens as the token bucket of `limit` holds at this instance's share,
-    /// up to `limit.cost`, as RL.TAKE does: a peek for what is there, then that many taken (at
-    /// least one asked, so an empty bucket answers a denial with its wait for one token).
+    /// up to `limit.cost`, as RL.TAKE does (core's `TokenBucket::take`).
     pub(crate) fn take(&self, limit: &Limit<'_>, now: Nanos, degraded: bool) -> Taken {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let share = limit.policy.limiter().share(u64::from(self.instances));
+        let AnyLimiter::TokenBucket(bucket) = limit.policy.limiter().share(u64::from(self.instances)) else {
+            let verdict = never(limit.policy.limit()).verdict;
+            return Taken { decision: decision(verdict, 0, degraded), taken: 0 };
+        };
         let stored = entries.get(limit.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
-        let there = decide(share, stored, now, 0, None).verdict.remaining;
-        let want = there.min(limit.cost).max(1);
-        let outcome = decide(share, stored, now, want, None);
-        if let (true, Some(write)) = (outcome.verdict.allowed, &outcome.write) {
+        // A value of another kind (the key's policy changed) counts as none.
+        let (outcome, taken) = match bucket.take(stored, now, limit.cost) {
+            Ok(result) => result,
+            Err(_) => bucket.take(None, now, limit.cost).unwrap_or((never(bucket.capacity()), 0)),
+        };
+        if let Some(write) = &outcome.write {
             make_room(&mut entries, 1, now);
             store(&mut entries, limit.key, write, now);
         }
-        let taken = if outcome.verdict.allowed { want } else { 0 };
         Taken { decision: decision(outcome.verdict, 0, degraded), taken }
     }
 

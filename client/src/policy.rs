@@ -112,12 +112,12 @@ impl Policy {
     }
 
     /// Which kind of limiter this is.
-    pub fn kind(&self) -> LimiterKind {
+    pub(crate) fn kind(&self) -> LimiterKind {
         self.limiter.kind()
     }
 
     /// The validated core limiter.
-    pub fn limiter(&self) -> &AnyLimiter {
+    pub(crate) fn limiter(&self) -> &AnyLimiter {
         &self.limiter
     }
 

@@ -12,7 +12,7 @@ use crate::verdict::Verdict;
 pub type IdHash = fn(&[u8]) -> u64;
 
 /// An empty request or lease id.
-pub const EMPTY_ID: ParamError = ParamError::new("id", "must not be empty");
+pub(crate) const EMPTY_ID: ParamError = ParamError::new("id", "must not be empty");
 
 /// How a request is written after a limiter's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl RequestForm {
 }
 
 /// The refusal of a lease where nothing would release it.
-pub const NO_RELEASE: RenderError =
+pub(crate) const NO_RELEASE: RenderError =
     "a concurrency limit is taken with Limiter::acquire, which releases it: check has no release";
 
 /// A limiter kind's declaration, in its own file.
@@ -128,6 +128,12 @@ pub trait Declare: Limiter + Copy {
     /// Its two parameters after the key, as its command takes them (`capacity rate`, `limit window`,
     /// `limit lease`).
     fn parse(params: [&[u8]; 2]) -> Result<Self, ArgError>;
+
+    /// What of its request is checked before its parameters (the order its errors come in); nothing
+    /// by default.
+    fn precheck(_request: RequestArgs<'_>) -> Result<(), ArgError> {
+        Ok(())
+    }
 
     /// Its request, validated.
     fn request(&self, args: RequestArgs<'_>, ids: IdHash) -> Result<Self::Request, ArgError>;
@@ -159,7 +165,7 @@ pub trait Declare: Limiter + Copy {
 
 /// A request of units (`RequestForm::Cost`).
 #[inline]
-pub fn cost_of(args: RequestArgs<'_>) -> Result<u64, ArgError> {
+pub(crate) fn cost_of(args: RequestArgs<'_>) -> Result<u64, ArgError> {
     match args {
         RequestArgs::Cost(cost) => Ok(crate::args::cost(cost)?),
         _ => Err(ArgError::Syntax),
@@ -191,7 +197,7 @@ macro_rules! cost_requests {
 pub(crate) use cost_requests;
 
 /// The refund of a kind that takes refunds (its `refund_units`).
-pub fn refunded<L: Refund>(
+pub(crate) fn refunded<L: Refund>(
     limiter: &L,
     stored: Option<&[u8]>,
     now: Nanos,

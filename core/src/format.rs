@@ -2,7 +2,7 @@
 //!
 //! Every value this release writes begins with a 4-byte tag: `R`, `L`, a letter for the limiter and a
 //! format version (`RLT\x01` token bucket, `RLF\x01` fixed window, `RLC\x01` sliding counter; the
-//! sliding log's header has always begun `RLS\x01`; leases `RLA\x01`). `R` is never the first byte of an ASCII decimal
+//! sliding log's header begins `RLS\x01`; leases `RLA\x01`). `R` is never the first byte of an ASCII decimal
 //! number, so a tagged value cannot be mistaken for a TAT written as digits (redis-cell's format).
 //!
 //! Release 0.1 wrote the token bucket, the fixed window and the sliding counter untagged: 8, 16 and

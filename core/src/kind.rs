@@ -56,6 +56,11 @@ macro_rules! kinds {
                 match self { $(LimiterKind::$kind => <$ty as Declare>::REFUNDS),* }
             }
 
+            /// Checks what of a request comes before the parameters (see [`Declare::precheck`]).
+            pub fn precheck(self, request: RequestArgs<'_>) -> Result<(), ArgError> {
+                match self { $(LimiterKind::$kind => <$ty as Declare>::precheck(request)),* }
+            }
+
             /// The stored state's fields (RL.INSPECT), without parameters.
             pub fn describe(self, stored: &[u8], now: Nanos) -> Result<Vec<Field>, StateError> {
                 match self { $(LimiterKind::$kind => <$ty as Limiter>::describe(stored, now)),* }
@@ -168,8 +173,9 @@ impl AnyLimit {
             return Err(ArgError::WrongArity);
         }
         let kind = LimiterKind::from_group(name).ok_or(ArgError::Syntax)?;
-        let limiter = build(kind, [p1, p2])?;
         let (request, len) = kind.request_form().parse(request)?;
+        kind.precheck(request)?;
+        let limiter = build(kind, [p1, p2])?;
         Ok((limiter.request(request, ids)?, 3 + len))
     }
 }
@@ -195,6 +201,13 @@ mod tests {
             assert!(kind.command().ends_with(kind.group()) || kind.group() == "ACQUIRE");
         }
         assert_eq!(LimiterKind::from_group(b"THROTTLE"), None);
+    }
+
+    #[test]
+    fn a_lease_weight_is_checked_before_the_parameters_as_rl_acquire_checks_it() {
+        let args: Vec<&[u8]> = vec![b"ACQUIRE", b"0", b"1", b"id", b"WEIGHT", b"0"];
+        let refused = AnyLimit::parse_group(&args, |_| 0, &AnyLimiter::parse).unwrap_err();
+        assert_eq!(refused, ArgError::Invalid(crate::leases::WEIGHT));
     }
 
     #[test]

@@ -323,6 +323,14 @@ impl Declare for Leases {
         Ok(Leases::new(limit, lease_ns(lease)?)?)
     }
 
+    /// The weight is checked first.
+    fn precheck(request: RequestArgs<'_>) -> Result<(), ArgError> {
+        if let RequestArgs::Lease { weight: Some(weight), .. } = request {
+            parse_weight(weight)?;
+        }
+        Ok(())
+    }
+
     /// `id [WEIGHT w]`.
     fn request(&self, args: RequestArgs<'_>, _: IdHash) -> Result<Acquire, ArgError> {
         let RequestArgs::Lease { id, weight } = args else { return Err(ArgError::Syntax) };

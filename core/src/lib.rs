@@ -2,9 +2,12 @@
 //! each takes its parameters, the previous state and the current time, and returns a verdict and the
 //! next state. The Redis module is one user; the client's local fallback is another.
 //!
-//! Each limiter (`token_bucket`, `fixed_window`, `sliding_counter`, `sliding_log`) implements
-//! [`limiter::Limiter`] over the bytes it stores (`format` tags them); `combine` decides several limits
-//! of any kinds as one request; `limits` holds the bounds that the module and the client share.
+//! Each limiter (`token_bucket`, `fixed_window`, `sliding_counter`, `sliding_log`, `leases`)
+//! implements [`limiter::Limiter`] over the bytes it stores (`format` lays them out) and declares its
+//! names and argument grammar ([`declare::Declare`], with `args`); [`kind`] is the registry of kinds
+//! every adapter dispatches through; `combine` decides several limits of any kinds as one request;
+//! `limits` holds the bounds that the module and the client share; `dialect` holds other products'
+//! commands on these algorithms.
 
 pub mod args;
 pub mod combine;
@@ -25,3 +28,8 @@ pub mod time;
 pub mod token_bucket;
 pub mod verdict;
 pub mod window;
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

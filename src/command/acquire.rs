@@ -13,8 +13,8 @@ use super::memo::Memo;
 use super::parse::{bytes, split};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;
-use ratelimit_core::kind::{Declare, RequestArgs, RequestForm};
-use ratelimit_core::leases::{self, parse_weight, Acquire, LeaseId, Leases};
+use ratelimit_core::kind::{Declare, RequestArgs};
+use ratelimit_core::leases::{self, Acquire, LeaseId, Leases};
 use redis_module::Context;
 
 /// Its counters in INFO ratelimit (`acquire_allowed`, `acquire_denied`, `acquire_errors`).
@@ -29,7 +29,7 @@ impl Command for AcquireLease {
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let ([key, limit, lease], rest) = split::<3>(args)?;
         let (request, n) = bytes::<4>(rest).ok_or(RlError::WrongArity)?;
-        let request = RequestForm::Lease.parse_whole(&request[..n])?;
+        let request = <Leases as Declare>::REQUEST.parse_whole(&request[..n])?;
         let (leases, acquire) = parse(limit, lease, request)?;
         limit::decide(ctx, key, &leases, acquire)
     }
@@ -37,9 +37,7 @@ impl Command for AcquireLease {
 
 /// `limit lease` and the request `id [WEIGHT w]` (RL.ACQUIRE's): the weight is checked first.
 fn parse(limit: &Arg, lease: &Arg, request: RequestArgs<'_>) -> Result<(Leases, Acquire), RlError> {
-    if let RequestArgs::Lease { weight: Some(weight), .. } = request {
-        parse_weight(weight)?;
-    }
+    Leases::precheck(request)?;
     let leases = LAST_LEASES.get_or(&[limit.bytes(), lease.bytes()], || {
         Ok::<_, RlError>(Leases::parse([limit.bytes(), lease.bytes()])?)
     })?;

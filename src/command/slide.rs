@@ -8,7 +8,7 @@ use super::limit;
 use super::parse::{bytes, split};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;
-use ratelimit_core::kind::{Declare, RequestForm};
+use ratelimit_core::kind::Declare;
 use ratelimit_core::sliding_log::SlidingLog;
 use redis_module::Context;
 use std::hash::{BuildHasher, RandomState};
@@ -26,7 +26,7 @@ impl Command for Slide {
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
         let ([key, limit, window], rest) = split::<3>(args)?;
         let (request, n) = bytes::<3>(rest).ok_or(RlError::WrongArity)?;
-        let request = RequestForm::Id.parse_whole(&request[..n])?;
+        let request = <SlidingLog as Declare>::REQUEST.parse_whole(&request[..n])?;
         let log = SlidingLog::parse([limit.bytes(), window.bytes()])?;
         limit::decide(ctx, key, &log, log.request(request, id_hash)?)
     }

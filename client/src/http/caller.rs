@@ -160,11 +160,11 @@ mod tests {
         let tenant = |id: &str| Caller::Tenant(id.into()).key_part();
         assert_eq!(user("ada"), "user:ada");
         assert_eq!(tenant("acme"), "tenant:acme");
-        assert_eq!(user("50%:x.esc:y"), "user:50%:x.esc:y", "no brace: as today, % and all");
+        assert_eq!(user("50%:x.esc:y"), "user:50%:x.esc:y", "no brace: the plain `kind:id` form, % and all");
         assert_eq!(user("é日本"), "user:é日本");
         assert_eq!(Caller::Ip("2001:db8::".parse().unwrap()).key_part(), "ip:2001:db8::");
         assert_eq!(Caller::Unknown.key_part(), "unknown");
-        // Today `a}x1` and `a}x2` would both be tagged `user:a`.
+        // Unescaped, `a}x1` and `a}x2` would both be tagged `user:a`.
         assert_eq!(user("a}x1"), "user.esc:a%7Dx1");
         assert_eq!(user("a}x2"), "user.esc:a%7Dx2");
         assert_eq!(user("{x}"), "user.esc:%7Bx%7D");
@@ -238,21 +238,21 @@ mod tests {
         prop_oneof![id().prop_map(Caller::Principal), id().prop_map(Caller::Tenant)]
     }
 
-    /// The id and its kind, when its part is today's `kind:id` (no brace, under the bound).
-    fn as_today(caller: &Caller) -> Option<String> {
-        let today = caller.to_string();
+    /// The id and its kind, when its part is the plain `kind:id` (no brace, under the bound).
+    fn plain(caller: &Caller) -> Option<String> {
+        let plain = caller.to_string();
         let id = match caller {
             Caller::Principal(id) | Caller::Tenant(id) => id,
-            _ => return Some(today),
+            _ => return Some(plain),
         };
-        (!id.contains(['{', '}']) && today.len() <= MAX_CALLER_KEY_BYTES).then_some(today)
+        (!id.contains(['{', '}']) && plain.len() <= MAX_CALLER_KEY_BYTES).then_some(plain)
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2_000))]
 
         /// (1) `rl:` first, (2) exactly one brace pair, the hash tag being the whole caller part,
-        /// (3) the part within the bound, (5) today's key whenever the id has no brace and fits.
+        /// (3) the part within the bound, (5) the plain key whenever the id has no brace and fits.
         #[test]
         fn a_key_is_prefixed_tagged_by_the_whole_caller_bounded_and_unchanged_when_it_can_be(c in caller()) {
             let key = key(&c);
@@ -263,8 +263,8 @@ mod tests {
             prop_assert_eq!(redis_hash_tag(&key), Some(part.as_str()));
             prop_assert_eq!(key.clone(), format!("rl:{{{part}}}:api"));
             prop_assert!(part.len() <= MAX_CALLER_KEY_BYTES, "{} bytes", part.len());
-            match as_today(&c) {
-                Some(today) => prop_assert_eq!(key, format!("rl:{{{today}}}:api")),
+            match plain(&c) {
+                Some(plain) => prop_assert_eq!(key, format!("rl:{{{plain}}}:api")),
                 None => prop_assert!(part.contains(".esc:") || part.contains(".sha256:"), "{}", part),
             }
         }
