@@ -158,3 +158,15 @@ fn every_limiter_kind_registers_its_command() {
         );
     }
 }
+
+/// An ACQUIRE group checks its weight before its parameters, as RL.ACQUIRE does: the same bad call
+/// gets the same error either way.
+#[test]
+fn an_acquire_group_reports_errors_in_rl_acquires_order() {
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    let alone = rl_error(&mut con, "RL.ACQUIRE", &["k", "0", "1", "id", "WEIGHT", "0"]);
+    let grouped = rl_error(&mut con, "RL.ALL", &["k", "ACQUIRE", "0", "1", "id", "WEIGHT", "0"]);
+    assert!(alone.starts_with("ERR invalid weight:"), "{alone}");
+    assert_eq!(grouped, alone);
+}

@@ -3,7 +3,7 @@
 use crate::error::CallError;
 use crate::policy::Policy;
 use ratelimit_core::args::seconds;
-use ratelimit_core::kind::LimiterKind;
+use ratelimit_core::kind::{LimiterKind, Word};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -68,8 +68,13 @@ fn arguments(cmd: &mut redis::Cmd, limit: &Limit<'_>, lease_id: Option<&str>) ->
     let [p1, p2] = limit.policy.params();
     cmd.arg(p1).arg(p2);
     let form = limit.policy.kind().request_form();
-    form.render(limit.cost, lease_id, request_id, |a| {
-        cmd.arg(a);
+    form.render(limit.cost, lease_id, request_id, |word| match word {
+        Word::Text(text) => {
+            cmd.arg(text);
+        }
+        Word::Number(n) => {
+            cmd.arg(n);
+        }
     })
     .map_err(CallError::Usage)
 }

@@ -91,24 +91,32 @@ impl RequestForm {
         cost: u64,
         lease_id: Option<&str>,
         fresh_id: impl FnOnce() -> String,
-        mut arg: impl FnMut(&str),
+        mut arg: impl FnMut(Word<'_>),
     ) -> Result<(), RenderError> {
         match self {
-            RequestForm::Cost => arg(&cost.to_string()),
+            RequestForm::Cost => arg(Word::Number(cost)),
             RequestForm::Id if cost != 1 => return Err("a sliding log counts requests: the cost must be 1"),
-            RequestForm::Id => arg(&fresh_id()),
+            RequestForm::Id => arg(Word::Text(&fresh_id())),
             RequestForm::Lease => {
                 let id = lease_id.ok_or(NO_RELEASE)?;
                 if cost == 0 {
                     return Err("a concurrency limit is held with a weight of at least 1");
                 }
-                arg(id);
-                arg("WEIGHT");
-                arg(&cost.to_string());
+                arg(Word::Text(id));
+                arg(Word::Text("WEIGHT"));
+                arg(Word::Number(cost));
             }
         }
         Ok(())
     }
+}
+
+/// One argument a client writes: text, or a whole number (which the client writes without an
+/// intermediate string).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Word<'a> {
+    Text(&'a str),
+    Number(u64),
 }
 
 /// The refusal of a lease where nothing would release it.

@@ -9,7 +9,7 @@
 //! fallback dispatch. A kind missing from this line is missing everywhere, and `tests` says so.
 
 use crate::args::ArgError;
-pub use crate::declare::{Declare, IdHash, RequestArgs, RequestForm};
+pub use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, Word};
 use crate::error::StateError;
 use crate::fixed_window::FixedWindow;
 use crate::format::Layout;
@@ -234,7 +234,17 @@ mod tests {
         let ids: IdHash = |id| id.len() as u64;
         for kind in LimiterKind::ALL {
             let mut args: Vec<String> = vec![kind.group().into(), "10".into(), "1.500".into()];
-            kind.request_form().render(1, Some("holder"), || "req".into(), |a| args.push(a.into())).unwrap();
+            kind.request_form()
+                .render(
+                    1,
+                    Some("holder"),
+                    || "req".into(),
+                    |a| match a {
+                        Word::Text(t) => args.push(t.into()),
+                        Word::Number(n) => args.push(n.to_string()),
+                    },
+                )
+                .unwrap();
             let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
             let (limit, len) = AnyLimit::parse_group(&bytes, ids, &AnyLimiter::parse).unwrap();
             assert_eq!((limit.limiter().kind(), len), (*kind, args.len()), "{args:?}");

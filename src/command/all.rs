@@ -18,6 +18,7 @@
 
 use super::limit;
 use super::memo::Memo;
+use super::parse::prefix;
 use super::slide::id_hash;
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec};
 use crate::stats::CommandStats;
@@ -70,8 +71,9 @@ fn key_index(args: &[Arg], position: usize) -> Option<usize> {
     let mut at = 0;
     for _ in 0..position {
         let kind = LimiterKind::from_group(args.get(at + 1)?.bytes())?;
-        let rest: Vec<&[u8]> = args.get(at + 2..)?.iter().take(5).map(Arg::bytes).collect();
-        at += 2 + kind.group_len(&rest);
+        // The longest group after its kind is 5 arguments (`limit lease id WEIGHT w`): no allocation.
+        let (rest, n) = prefix::<5>(args.get(at + 2..)?);
+        at += 2 + kind.group_len(&rest[..n]);
     }
     (at < args.len()).then_some(at)
 }

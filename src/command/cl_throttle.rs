@@ -7,6 +7,7 @@
 
 use super::limit;
 use super::memo::Memo;
+use super::parse::prefix;
 use crate::server::{Arg, Command, DialectError, Keys, Origin, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::cell::{self, Throttle, ThrottleError};
@@ -39,10 +40,7 @@ pub fn throttle(
         Some((key, rest)) if rest.len() <= 4 => (key, rest),
         _ => return Err(error(ThrottleError::Usage)),
     };
-    let mut bytes: [&[u8]; 4] = [&[]; 4];
-    for (b, a) in bytes.iter_mut().zip(rest) {
-        *b = a.bytes();
-    }
+    let (bytes, _) = prefix::<4>(rest);
     let params = &bytes[..rest.len()];
     let throttle = LAST.get_or(params, || Throttle::parse(params)).map_err(error)?;
     let reply = limit::decide(ctx, key, &throttle, throttle.quantity).map_err(|e| match e {

@@ -7,6 +7,7 @@
 
 use super::limit;
 use super::memo::Memo;
+use super::parse::prefix;
 use crate::server::{Arg, Command, DialectError, Keys, Origin, Reply, RlError, Spec, StateKey, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::dialect::gcra::{self, Numbers, Parsed};
@@ -30,10 +31,7 @@ impl Command for Gcra {
             Some((key, rest)) if (3..=5).contains(&rest.len()) => (key, rest),
             _ => return Err(RlError::WrongArity),
         };
-        let mut bytes: [&[u8]; 5] = [&[]; 5];
-        for (b, a) in bytes.iter_mut().zip(rest) {
-            *b = a.bytes();
-        }
+        let (bytes, _) = prefix::<5>(rest);
         let text = |t: &'static str| RlError::Dialect(DialectError::Text(t));
         let params = &bytes[..rest.len()];
         let request = LAST.get_or(params, || {

@@ -14,14 +14,17 @@ pub fn split<const N: usize>(args: &[Arg]) -> Result<(&[Arg; N], &[Arg]), RlErro
 /// Up to `N` arguments as byte slices (the rest empty), and how many there were; None when more.
 #[inline]
 pub fn bytes<const N: usize>(args: &[Arg]) -> Option<([&[u8]; N], usize)> {
-    if args.len() > N {
-        return None;
-    }
+    (args.len() <= N).then(|| prefix(args))
+}
+
+/// The first (up to) `N` arguments as byte slices (the rest empty), and how many there were.
+#[inline]
+pub fn prefix<const N: usize>(args: &[Arg]) -> ([&[u8]; N], usize) {
     let mut out: [&[u8]; N] = [&[]; N];
     for (b, a) in out.iter_mut().zip(args) {
         *b = a.bytes();
     }
-    Some((out, args.len()))
+    (out, args.len().min(N))
 }
 
 /// The arguments of the window-counting limiters: `key limit window [cost]`.
