@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 
 pub(crate) struct Outages {
     current: Mutex<Option<Outage>>,
+    /// Whether `current` holds an outage: an answered call (every call, most of the time) reads
+    /// this instead of taking the lock.
+    under_way: AtomicBool,
     reminder: LogThrottle,
     fault_log: LogThrottle,
     misconfigured: AtomicBool,
@@ -34,6 +37,7 @@ impl Outages {
     pub(crate) fn new() -> Outages {
         Outages {
             current: Mutex::new(None),
+            under_way: AtomicBool::new(false),
             reminder: LogThrottle::new(Duration::from_secs(10)),
             fault_log: LogThrottle::new(Duration::from_secs(60)),
             misconfigured: AtomicBool::new(false),
@@ -51,6 +55,7 @@ impl Outages {
             return;
         }
         *current = Some(Outage { since: now, decisions: 0, allowed: 0 });
+        self.under_way.store(true, Relaxed);
         drop(current);
         self.reminder.restart(now);
         counters::outage_started(limiter);
@@ -60,8 +65,17 @@ impl Outages {
 
     /// A call was answered: the end of the outage under way, if any, and of a configuration fault.
     pub(crate) fn answered(&self, limiter: &Arc<str>, now: Instant) {
-        self.misconfigured.store(false, Relaxed);
-        let Some(outage) = self.current().take() else { return };
+        // Reads first: the common answered call writes no shared cache line and takes no lock.
+        if self.misconfigured.load(Relaxed) {
+            self.misconfigured.store(false, Relaxed);
+        }
+        if !self.under_way.load(Relaxed) {
+            return;
+        }
+        let mut current = self.current();
+        self.under_way.store(false, Relaxed);
+        let Some(outage) = current.take() else { return };
+        drop(current);
         let lasted = now.saturating_duration_since(outage.since);
         tracing::warn!(limiter = %limiter, ?lasted, decisions = outage.decisions, allowed = outage.allowed,
             "Redis outage over: Redis answers again and decides");
