@@ -25,6 +25,7 @@ server::module::module! {
     command::refund::Refund,
     command::all::All,
     command::take::Take,
+    command::reserve::ReserveTokens,
     command::acquire::AcquireLease,
     command::release::Release,
     command::renew::Renew,

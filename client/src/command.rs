@@ -24,59 +24,119 @@ impl<'a> Limit<'a> {
 /// The one RL.* call that decides `limits` atomically: one limit goes to its own command, several
 /// token buckets into one RL.TOKEN, several limits of other or mixed kinds into one RL.ALL.
 pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
-    build(limits, None)
+    build(limits, None, None)
 }
 
 /// Like [`decide`], taking the concurrency limits among `limits` as leases held by `id`
 /// (RL.ACQUIRE, or ACQUIRE groups of RL.ALL).
 pub(crate) fn acquire(limits: &[Limit<'_>], id: &str) -> Result<redis::Cmd, CallError> {
-    build(limits, Some(id))
+    build(limits, Some(id), None)
 }
 
-fn build(limits: &[Limit<'_>], lease_id: Option<&str>) -> Result<redis::Cmd, CallError> {
+/// Like [`decide`], the token buckets among `limits` reserving what does not fit now within
+/// `max_wait` (RL.RESERVE, or RESERVE groups of RL.ALL); the other limits decide now.
+pub(crate) fn reserve(limits: &[Limit<'_>], max_wait: Duration) -> Result<redis::Cmd, CallError> {
+    build(limits, None, Some(&seconds(whole_ms(max_wait))))
+}
+
+/// A wait in whole milliseconds (the grammar's unit), rounded down, as nanoseconds.
+pub(crate) fn whole_ms(wait: Duration) -> u128 {
+    wait.as_millis() * 1_000_000
+}
+
+/// The kind a limit is sent as: a token bucket reserving when `reserving`, its own kind otherwise.
+fn sent_as(limit: &Limit<'_>, reserving: bool) -> LimiterKind {
+    match limit.policy.kind() {
+        LimiterKind::TokenBucket if reserving => LimiterKind::Reservation,
+        kind => kind,
+    }
+}
+
+fn build(
+    limits: &[Limit<'_>],
+    lease_id: Option<&str>,
+    max_wait: Option<&str>,
+) -> Result<redis::Cmd, CallError> {
+    let reserving = max_wait.is_some();
+    let args = |cmd: &mut redis::Cmd, limit: &Limit<'_>| {
+        arguments(cmd, limit, sent_as(limit, reserving), lease_id, max_wait.unwrap_or_default())
+    };
     match limits {
         [] => Err(CallError::Usage("no limits to check")),
         [one] => {
-            let mut cmd = redis::cmd(one.policy.kind().command());
+            let mut cmd = redis::cmd(sent_as(one, reserving).command());
             cmd.arg(one.key);
-            arguments(&mut cmd, one, lease_id)?;
+            args(&mut cmd, one)?;
             Ok(cmd)
         }
         // RL.TOKEN takes several buckets itself.
-        many if many.iter().all(|l| l.policy.kind() == LimiterKind::TokenBucket) => {
+        many if !reserving && many.iter().all(|l| l.policy.kind() == LimiterKind::TokenBucket) => {
             let mut cmd = redis::cmd(LimiterKind::TokenBucket.command());
             for limit in many {
                 cmd.arg(limit.key);
-                arguments(&mut cmd, limit, lease_id)?;
+                args(&mut cmd, limit)?;
             }
             Ok(cmd)
         }
         many => {
             let mut cmd = redis::cmd("RL.ALL");
             for limit in many {
-                cmd.arg(limit.key).arg(limit.policy.kind().group());
-                arguments(&mut cmd, limit, lease_id)?;
+                cmd.arg(limit.key).arg(sent_as(limit, reserving).group());
+                args(&mut cmd, limit)?;
             }
             Ok(cmd)
         }
     }
 }
 
-/// A limit's arguments after its key, in its kind's grammar (`ratelimit_core::kind`): its two
-/// parameters, then its request.
-fn arguments(cmd: &mut redis::Cmd, limit: &Limit<'_>, lease_id: Option<&str>) -> Result<(), CallError> {
+/// A limit's arguments after its key, in the grammar of the kind it is sent as
+/// (`ratelimit_core::kind`): its two parameters, then its request.
+fn arguments(
+    cmd: &mut redis::Cmd,
+    limit: &Limit<'_>,
+    kind: LimiterKind,
+    lease_id: Option<&str>,
+    max_wait: &str,
+) -> Result<(), CallError> {
     let [p1, p2] = limit.policy.params();
     cmd.arg(p1).arg(p2);
-    let form = limit.policy.kind().request_form();
-    form.render(limit.cost, lease_id, request_id, |word| match word {
-        Word::Text(text) => {
-            cmd.arg(text);
-        }
-        Word::Number(n) => {
-            cmd.arg(n);
-        }
-    })
-    .map_err(CallError::Usage)
+    kind.request_form()
+        .render(limit.cost, lease_id, request_id, max_wait, |word| match word {
+            Word::Text(text) => {
+                cmd.arg(text);
+            }
+            Word::Number(n) => {
+                cmd.arg(n);
+            }
+        })
+        .map_err(CallError::Usage)
+}
+
+/// `RL.RESERVE key capacity rate min max_wait UPTO max`: at least `min` tokens, up to `max`, within
+/// `max_wait`.
+pub(crate) fn reserve_batch(
+    key: &str,
+    policy: &Policy,
+    min: u64,
+    max: u64,
+    max_wait: Duration,
+) -> Result<redis::Cmd, CallError> {
+    if policy.kind() != LimiterKind::TokenBucket {
+        return Err(CallError::Usage("batches are taken from token buckets"));
+    }
+    let mut cmd = with_params(LimiterKind::Reservation.command(), key, policy);
+    cmd.arg(min).arg(seconds(whole_ms(max_wait))).arg("UPTO").arg(max);
+    Ok(cmd)
+}
+
+/// `RL.REFUND KIND key p1 p2 units`: gives units back to a limit whose kind takes refunds.
+pub(crate) fn refund(key: &str, policy: &Policy, units: u64) -> Result<redis::Cmd, CallError> {
+    if !policy.kind().refunds() {
+        return Err(CallError::Usage("this kind of limit takes no refunds"));
+    }
+    let mut cmd = redis::cmd("RL.REFUND");
+    cmd.arg(policy.kind().group()).arg(key).arg(policy.params()).arg(units);
+    Ok(cmd)
 }
 
 /// `RL.REFUND TOKEN key capacity rate tokens`: gives tokens back to a bucket.
@@ -84,9 +144,7 @@ pub(crate) fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<r
     if policy.kind() != LimiterKind::TokenBucket {
         return Err(CallError::Usage("only token buckets take refunds of reserved tokens"));
     }
-    let mut cmd = redis::cmd("RL.REFUND");
-    cmd.arg(policy.kind().group()).arg(key).arg(policy.params()).arg(tokens);
-    Ok(cmd)
+    refund(key, policy, tokens)
 }
 
 /// A command on `key` with `policy`'s parameters after it (`RL.TAKE`, `RL.INSPECT`).
@@ -171,5 +229,26 @@ mod tests {
         assert!(acquire(&[Limit::new("c", &slots, 0)], "id1").is_err());
         assert_eq!(args(&release("c", "id1")), ["RL.RELEASE", "c", "id1"]);
         assert_eq!(args(&renew("c", Duration::from_secs(30), "id1")), ["RL.RENEW", "c", "30.000", "id1"]);
+    }
+
+    #[test]
+    fn reservations_are_sent_as_the_reserving_kind_of_token_buckets() {
+        let bucket = Policy::token_bucket(10, 5.0).unwrap();
+        let fixed = Policy::fixed_window(5, Duration::from_millis(1500)).unwrap();
+        let wait = Duration::from_micros(2_500_900);
+        assert_eq!(
+            args(&reserve(&[Limit::new("k", &bucket, 2)], wait).unwrap()),
+            ["RL.RESERVE", "k", "10", "5", "2", "2.500"]
+        );
+        assert_eq!(
+            args(&reserve(&[Limit::new("a", &bucket, 1), Limit::new("b", &fixed, 1)], wait).unwrap()),
+            ["RL.ALL", "a", "RESERVE", "10", "5", "1", "2.500", "b", "FIXED", "5", "1.500", "1"]
+        );
+        assert_eq!(
+            args(&reserve_batch("k", &bucket, 2, 8, Duration::from_secs(1)).unwrap()),
+            ["RL.RESERVE", "k", "10", "5", "2", "1.000", "UPTO", "8"]
+        );
+        assert!(reserve_batch("k", &fixed, 1, 2, wait).is_err());
+        assert_eq!(args(&refund("b", &fixed, 1).unwrap()), ["RL.REFUND", "FIXED", "b", "5", "1.500", "1"]);
     }
 }

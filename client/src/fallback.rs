@@ -6,6 +6,7 @@
 
 use crate::command::Limit;
 use crate::decision::Decision;
+use crate::policy::Policy;
 use crate::take::Taken;
 use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare};
@@ -13,6 +14,7 @@ use ratelimit_core::leases::{LeaseId, Leases};
 use ratelimit_core::limiter::{apply, Change, Outcome, Write};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS};
+use ratelimit_core::token_bucket::Reserve;
 use ratelimit_core::verdict::Verdict;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -83,6 +85,12 @@ impl LocalLimiter {
     /// Takes as many whole tokens as the token bucket of `limit` holds at this instance's share,
     /// up to `limit.cost`, as RL.TAKE does (core's `TokenBucket::take`).
     pub(crate) fn take(&self, limit: &Limit<'_>, now: Nanos, degraded: bool) -> Taken {
+        self.reserve(limit, Reserve { cost: 1, upto: limit.cost, max_wait_ns: 0 }, now, degraded)
+    }
+
+    /// A reservation on the token bucket of `limit` at this instance's share, as RL.RESERVE decides
+    /// it (core's `TokenBucket::reserve`).
+    pub(crate) fn reserve(&self, limit: &Limit<'_>, request: Reserve, now: Nanos, degraded: bool) -> Taken {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let AnyLimiter::TokenBucket(bucket) = limit.policy.limiter().share(u64::from(self.instances)) else {
             let verdict = never(limit.policy.limit()).verdict;
@@ -90,15 +98,26 @@ impl LocalLimiter {
         };
         let stored = entries.get(limit.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
         // A value of another kind (the key's policy changed) counts as none.
-        let (outcome, taken) = match bucket.take(stored, now, limit.cost) {
+        let (outcome, taken) = match bucket.reserve(stored, now, request) {
             Ok(result) => result,
-            Err(_) => bucket.take(None, now, limit.cost).unwrap_or((never(bucket.capacity()), 0)),
+            Err(_) => bucket.reserve(None, now, request).unwrap_or((never(bucket.capacity()), 0)),
         };
         if let Some(write) = &outcome.write {
             make_room(&mut entries, 1, now);
             store(&mut entries, limit.key, write, now);
         }
         Taken { decision: decision(outcome.verdict, 0, degraded), taken }
+    }
+
+    /// Gives `units` back to the limit of `policy` at `key` (this instance's share), as RL.REFUND
+    /// does; nothing for a kind that takes no refunds.
+    pub(crate) fn refund(&self, key: &str, policy: &Policy, units: u64, now: Nanos) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let limiter = policy.limiter().share(u64::from(self.instances));
+        let stored = entries.get(key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
+        if let Some(Ok((Some(write), _))) = limiter.refund(stored, now, units) {
+            store(&mut entries, key, &write, now);
+        }
     }
 
     /// `decide`, with the leases of concurrency limits held by `id` (none without an id: a check

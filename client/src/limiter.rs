@@ -257,7 +257,17 @@ impl Limiter {
                 return held;
             }
         }
-        let (decision, short_circuited) = match self.call(limits).await {
+        let decision = self.settle(limits, self.call(limits).await);
+        if let (Some(cache), Some(key)) = (&inner.precheck, &precheck_key) {
+            cache.remember(key, cost, &decision, Instant::now());
+        }
+        decision
+    }
+
+    /// The decision over `limits` from a call's result: Redis' own, a refusal of a call that cannot
+    /// be built, or the failure policy's; counted.
+    pub(crate) fn settle(&self, limits: &[Limit<'_>], result: Result<Decision, CallError>) -> Decision {
+        let (decision, short_circuited) = match result {
             Ok(d) => (d, false),
             Err(CallError::Usage(reason)) => (self.refuse(limits, reason), false),
             Err(e) => {
@@ -265,10 +275,7 @@ impl Limiter {
                 (self.degrade(limits, &e), short)
             }
         };
-        if let (Some(cache), Some(key)) = (&inner.precheck, &precheck_key) {
-            cache.remember(key, cost, &decision, Instant::now());
-        }
-        inner.counters.record(&inner.name, &decision, short_circuited);
+        self.record(&decision, short_circuited);
         decision
     }
 

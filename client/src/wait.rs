@@ -1,30 +1,38 @@
-//! Waiting for capacity, for workers and batch jobs: check, and while denied, sleep the `retry_after`
-//! Redis gave (plus a little jitter, so waiters denied together do not wake together) and check again,
-//! until allowed or the time allowed for waiting is spent.
+//! Waiting for capacity, for workers and batch jobs, as reservations: one call takes what the token
+//! buckets can grant within the wait (RL.RESERVE, or RESERVE groups of RL.ALL), the bucket's queue
+//! puts waiters in arrival order, and the caller sleeps the wait it was given, once. A reservation
+//! given up while sleeping (the future dropped: cancelled, timed out) is refunded. Limits that
+//! cannot reserve (windows, logs) decide now; while one of them denies, the waiter sleeps that
+//! denial's `retry_after` (plus a little jitter) and asks again.
 
-use crate::command::Limit;
+use crate::command::{self, Limit};
+use crate::connection::Backend;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
+use crate::limiter::{now_ns, Limiter};
 use crate::policy::Policy;
+use ratelimit_core::kind::LimiterKind;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Never sleep less than this between two checks (a denial's `retry_after` is at least 1 ms anyway).
+/// Never sleep less than this between two calls (a denial's `retry_after` is at least 1 ms anyway).
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 
 impl Limiter {
-    /// Waits until `cost` fits under `policy` at `key`, for at most `max_wait`, and returns the last
-    /// decision: allowed (and charged), or the denial that waiting could not get past.
+    /// Waits until `cost` fits under `policy` at `key`, for at most `max_wait`, and returns the
+    /// decision: allowed (charged, and the wait is over: use it now), or the denial that waiting
+    /// could not get past.
     ///
-    /// Between checks it sleeps the denial's `retry_after` plus a random extra of up to a tenth of it
-    /// (up to 1 ms for short waits), so waiters denied at the same moment do not all come back at
-    /// the same moment and fight over one token again. It never spins: every check but the first
-    /// follows a sleep. It returns at once, without sleeping:
+    /// A token bucket is waited for by reservation: one call takes the tokens from the bucket's
+    /// future and says how long to sleep before using them, so waiters are served in the order
+    /// they asked, one call per grant. A reservation waits at most one full refill of the bucket;
+    /// a longer `max_wait` is spent in turns (asking again when the queue ahead is shorter than a
+    /// refill). If the returned future is dropped while it sleeps, the tokens go back to the bucket
+    /// (`RL.REFUND`, sent in the background). It returns at once, without sleeping:
     /// - when the request can never fit (`retry_after` is `None`: the cost is above the limit);
-    /// - when the next `retry_after` ends after `max_wait`: it would be denied then too;
+    /// - when the wait needed is longer than `max_wait`;
     /// - when the decision is degraded: an outage is not capacity to wait for, so the failure policy's
     ///   decision comes back as [`check`](Self::check) returns it (allowed under `Open`, denied under
-    ///   `Closed`, the local fallback's decision).
+    ///   `Closed`, the local fallback's decision, which does not wait).
     ///
     /// ```no_run
     /// # use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
@@ -43,27 +51,99 @@ impl Limiter {
     }
 
     /// [`until_ready`](Self::until_ready) for several limits checked together, as
-    /// [`check_all`](Self::check_all) does: it waits for the limit that denied.
+    /// [`check_all`](Self::check_all) does, in one call each time: the token buckets among them
+    /// reserve, the other limits decide at the call. A sliding log cannot reserve (nor can a
+    /// window): while one of them denies, this polls, sleeping its `retry_after` plus a random
+    /// extra of up to a tenth of it (so waiters denied together do not come back together).
     pub async fn until_ready_all(&self, limits: &[Limit<'_>], max_wait: Duration) -> Decision {
         // None: a wait too long for the clock to express, which is no bound.
         let give_up = Instant::now().checked_add(max_wait);
         loop {
-            let decision = self.check_all(limits).await;
-            if decision.allowed || decision.degraded {
+            let left = give_up.map_or(max_wait, |g| g.saturating_duration_since(Instant::now()));
+            let decision = self.reserve_all(limits, left).await;
+            if decision.degraded {
                 return decision;
             }
-            let Some(retry_after) = decision.retry_after else { return decision };
-            let mut sleep = jittered(retry_after).max(MIN_SLEEP);
-            if let Some(give_up) = give_up {
-                let left = give_up.saturating_duration_since(Instant::now());
-                // Past the bound (the last check was at it), or denied for longer than is left.
-                if left.is_zero() || retry_after > left {
-                    return decision;
-                }
-                sleep = sleep.min(left);
+            if decision.allowed {
+                let reserved = limits.iter().map(|l| (l.key, l.policy, l.cost));
+                return self.sleep_reserved(decision, reserved).await;
             }
-            tokio::time::sleep(sleep).await;
+            let Some(retry_after) = decision.retry_after else { return decision };
+            if left.is_zero() || retry_after > left {
+                return decision;
+            }
+            let reserving = limits.get(decision.limiting).map(|l| l.policy);
+            tokio::time::sleep(next_try(retry_after, reserving).min(left)).await;
         }
+    }
+
+    /// One call over `limits`, the token buckets reserving within `max_wait`.
+    async fn reserve_all(&self, limits: &[Limit<'_>], max_wait: Duration) -> Decision {
+        let result = match self.backend() {
+            Backend::Local(local) => Ok(local.decide(limits, now_ns(), false)),
+            _ => match command::reserve(limits, max_wait) {
+                Ok(cmd) => self.send_decision(&cmd, limits).await,
+                Err(e) => Err(e),
+            },
+        };
+        self.settle(limits, result)
+    }
+
+    /// Sleeps the wait an allowed reservation was given, refunding what it reserved (`key`,
+    /// `policy`, units) if dropped meanwhile; then the decision, usable now.
+    pub(crate) async fn sleep_reserved<'a>(
+        &self,
+        mut decision: Decision,
+        reserved: impl Iterator<Item = (&'a str, &'a Policy, u64)>,
+    ) -> Decision {
+        let wait = decision.retry_after.unwrap_or_default();
+        if !wait.is_zero() {
+            let mut held = Held { limiter: self.clone(), reserved: vec![] };
+            held.reserved.extend(
+                reserved
+                    .filter(|(_, p, units)| *units > 0 && p.kind().refunds())
+                    .map(|(k, p, u)| (k.to_owned(), p.clone(), u)),
+            );
+            tokio::time::sleep(wait).await;
+            held.reserved.clear();
+            decision.retry_after = Some(Duration::ZERO);
+        }
+        decision
+    }
+}
+
+/// How long to sleep after a denial of `retry_after` by the limit of `policy`: a token bucket can be
+/// asked again as soon as the wait is within one refill (a reservation's longest); any other limit
+/// when its `retry_after` is over, plus jitter.
+pub(crate) fn next_try(retry_after: Duration, policy: Option<&Policy>) -> Duration {
+    let sleep = match policy {
+        Some(p) if p.kind() == LimiterKind::TokenBucket => {
+            let refill = Duration::from_nanos(u64::try_from(p.limiter().period_ns()).unwrap_or(0));
+            jittered(retry_after.saturating_sub(refill))
+        }
+        _ => jittered(retry_after),
+    };
+    sleep.max(MIN_SLEEP)
+}
+
+/// A reservation being slept on: refunded when dropped before its wait is over.
+struct Held {
+    limiter: Limiter,
+    reserved: Vec<(String, Policy, u64)>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.reserved.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (limiter, reserved) = (self.limiter.clone(), std::mem::take(&mut self.reserved));
+        runtime.spawn(async move {
+            for (key, policy, units) in reserved {
+                limiter.give_back(&key, &policy, units).await;
+            }
+        });
     }
 }
 

@@ -83,6 +83,17 @@ pub fn seconds_ns(bytes: &[u8], param: ParamError) -> Result<Nanos, ParamError> 
     ns.map(|ns| ns as Nanos).ok_or(param)
 }
 
+/// A wait in seconds that may be zero (decimal, whole milliseconds, within the horizon), as
+/// nanoseconds; `param` names it.
+#[inline]
+pub fn wait_ns(bytes: &[u8], param: ParamError) -> Result<Nanos, ParamError> {
+    match Decimal::parse(bytes) {
+        Ok(d) if d.is_zero() => Ok(0),
+        Ok(_) => seconds_ns(bytes, param),
+        Err(_) => Err(param),
+    }
+}
+
 /// A cost or a number of units: a whole number >= 0.
 #[inline]
 pub fn cost(bytes: &[u8]) -> Result<u64, ParamError> {

@@ -23,6 +23,8 @@ pub enum RequestForm {
     Id,
     /// `id [WEIGHT w]`: a lease held by `id`.
     Lease,
+    /// `cost max_wait`: units, taken now or reserved from the future within `max_wait` seconds.
+    Reserve,
 }
 
 /// A request's arguments as written, before its kind validates them.
@@ -31,6 +33,7 @@ pub enum RequestArgs<'a> {
     Cost(&'a [u8]),
     Id { id: &'a [u8], dedup: bool },
     Lease { id: &'a [u8], weight: Option<&'a [u8]> },
+    Reserve { cost: &'a [u8], max_wait: &'a [u8] },
 }
 
 /// Why a client cannot write a request of some form.
@@ -40,7 +43,7 @@ impl RequestForm {
     /// The option word this form may end with, and how many values follow it.
     const fn option(self) -> Option<(&'static [u8], usize)> {
         match self {
-            RequestForm::Cost => None,
+            RequestForm::Cost | RequestForm::Reserve => None,
             RequestForm::Id => Some((b"DEDUP", 0)),
             RequestForm::Lease => Some((b"WEIGHT", 1)),
         }
@@ -53,6 +56,7 @@ impl RequestForm {
     pub fn len(self, args: &[&[u8]]) -> usize {
         match self.option() {
             Some((name, values)) if is_option(args.get(1), name) => 2 + values,
+            _ if self == RequestForm::Reserve => 2,
             _ => 1,
         }
     }
@@ -64,6 +68,7 @@ impl RequestForm {
         let taken = args.get(..len).ok_or(ArgError::WrongArity)?;
         let request = match (self, taken) {
             (RequestForm::Cost, [cost]) => RequestArgs::Cost(cost),
+            (RequestForm::Reserve, [cost, max_wait]) => RequestArgs::Reserve { cost, max_wait },
             (RequestForm::Id, [id, ..]) => RequestArgs::Id { id, dedup: len == 2 },
             (RequestForm::Lease, [id]) => RequestArgs::Lease { id, weight: None },
             (RequestForm::Lease, [id, _, weight]) => RequestArgs::Lease { id, weight: Some(weight) },
@@ -85,16 +90,22 @@ impl RequestForm {
     }
 
     /// Writes a request of `cost` in this form: a request id from `fresh_id` (a sliding log, which
-    /// counts requests: the cost must be 1), or a lease held by `lease_id` with the weight `cost`.
+    /// counts requests: the cost must be 1), a lease held by `lease_id` with the weight `cost`, or a
+    /// reservation of `cost` waiting up to `max_wait` (seconds, as `args::seconds` writes them).
     pub fn render(
         self,
         cost: u64,
         lease_id: Option<&str>,
         fresh_id: impl FnOnce() -> String,
+        max_wait: &str,
         mut arg: impl FnMut(Word<'_>),
     ) -> Result<(), RenderError> {
         match self {
             RequestForm::Cost => arg(Word::Number(cost)),
+            RequestForm::Reserve => {
+                arg(Word::Number(cost));
+                arg(Word::Text(max_wait));
+            }
             RequestForm::Id if cost != 1 => return Err("a sliding log counts requests: the cost must be 1"),
             RequestForm::Id => arg(Word::Text(&fresh_id())),
             RequestForm::Lease => {

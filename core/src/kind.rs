@@ -15,6 +15,7 @@ use crate::fixed_window::FixedWindow;
 use crate::format::Layout;
 use crate::leases::Leases;
 use crate::limiter::{Field, Limiter, Outcome, Peek, Write};
+use crate::reservation::Reservation;
 use crate::sliding_counter::SlidingCounter;
 use crate::sliding_log::SlidingLog;
 use crate::time::Nanos;
@@ -140,6 +141,7 @@ kinds! {
     SlidingCounter => SlidingCounter,
     SlidingLog => SlidingLog,
     Leases => Leases,
+    Reservation => Reservation,
 }
 
 impl LimiterKind {
@@ -148,11 +150,21 @@ impl LimiterKind {
         LimiterKind::ALL.iter().copied().find(|k| name.eq_ignore_ascii_case(k.group().as_bytes()))
     }
 
-    /// The kind that wrote `bytes` (tagged, or release 0.1's untagged formats); None for anything
-    /// else, redis-cell's decimal TAT included (a dialect's layout, not a kind's).
+    /// The kind that owns the layout of `bytes` (tagged, or release 0.1's untagged formats); None
+    /// for anything else, redis-cell's decimal TAT included (a dialect's layout, not a kind's).
     pub fn of(bytes: &[u8]) -> Option<LimiterKind> {
-        let layout = Layout::of(bytes)?;
+        Layout::of(bytes).and_then(LimiterKind::owning)
+    }
+
+    /// The kind that owns `layout`: the first listed that stores it (a kind listed after it decides
+    /// on the same state: a reservation, on a token bucket's). None for a dialect's layout.
+    pub fn owning(layout: Layout) -> Option<LimiterKind> {
         LimiterKind::ALL.iter().copied().find(|k| k.layout() == layout)
+    }
+
+    /// The kind whose state this kind decides on: itself, or the owner of its layout.
+    pub fn owner(self) -> LimiterKind {
+        LimiterKind::owning(self.layout()).unwrap_or(self)
     }
 
     /// How many arguments a group of this kind takes after its key and kind name, at the start of
@@ -191,11 +203,16 @@ mod tests {
         let commands: HashSet<_> = LimiterKind::ALL.iter().map(|k| k.command()).collect();
         let layouts: Vec<_> = LimiterKind::ALL.iter().map(|k| k.layout()).collect();
         assert_eq!((groups.len(), commands.len()), (LimiterKind::ALL.len(), LimiterKind::ALL.len()));
-        // Every tagged layout belongs to exactly one kind, and every kind's layout is tagged.
+        // Every tagged layout is owned by exactly one kind, and every kind's layout is tagged; a kind
+        // sharing a layout decides on its owner's state (a reservation on a token bucket's).
+        let owners: Vec<_> =
+            LimiterKind::ALL.iter().filter(|k| k.owner() == **k).map(|k| k.layout()).collect();
         for layout in Layout::TAGGED {
-            assert_eq!(layouts.iter().filter(|l| **l == layout).count(), 1, "{layout:?}");
+            assert_eq!(owners.iter().filter(|l| **l == layout).count(), 1, "{layout:?}");
+            assert!(layouts.contains(&layout));
         }
-        assert_eq!(layouts.len(), Layout::TAGGED.len());
+        assert_eq!(owners.len(), Layout::TAGGED.len());
+        assert_eq!(LimiterKind::Reservation.owner(), LimiterKind::TokenBucket);
         for kind in LimiterKind::ALL {
             assert_eq!(LimiterKind::from_group(kind.group().to_lowercase().as_bytes()), Some(*kind));
             assert!(kind.command().ends_with(kind.group()) || kind.group() == "ACQUIRE");
@@ -239,6 +256,7 @@ mod tests {
                     1,
                     Some("holder"),
                     || "req".into(),
+                    "0.250",
                     |a| match a {
                         Word::Text(t) => args.push(t.into()),
                         Word::Number(n) => args.push(n.to_string()),

@@ -2,7 +2,8 @@
 //! each takes its parameters, the previous state and the current time, and returns a verdict and the
 //! next state. The Redis module is one user; the client's local fallback is another.
 //!
-//! Each limiter (`token_bucket`, `fixed_window`, `sliding_counter`, `sliding_log`, `leases`)
+//! Each limiter (`token_bucket`, `fixed_window`, `sliding_counter`, `sliding_log`, `leases`, and
+//! `reservation`, a token bucket whose requests may wait)
 //! implements [`limiter::Limiter`] over the bytes it stores (`format` lays them out) and declares its
 //! names and argument grammar ([`declare::Declare`], with `args`); [`kind`] is the registry of kinds
 //! every adapter dispatches through; `combine` decides several limits of any kinds as one request;
@@ -21,6 +22,7 @@ pub mod kind;
 pub mod leases;
 pub mod limiter;
 pub mod limits;
+pub mod reservation;
 pub mod sliding_counter;
 pub mod sliding_log;
 pub mod state;

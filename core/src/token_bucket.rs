@@ -18,6 +18,9 @@
 //! and granted after exactly `ceil(capacity / rate)` ns, and waiting `retry_after` still succeeds.
 
 //!
+//! Reservations (`reserve_tat`) take tokens from the future: the TAT moves past a full bucket's
+//! depth by the wait the caller sleeps, so waiters are served in arrival order, one call each.
+//!
 //! Stored as the TAT (Unix ns, i64 little-endian) behind the tag `RLT\x01` (see `format`); the key
 //! expires on the whole second after the bucket is full again.
 
@@ -131,20 +134,37 @@ impl TokenBucket {
     }
 
     /// Decides a request of `cost` tokens at `now`, given the stored TAT (None for a new or expired
-    /// key, which is a full bucket). A TAT more than a full refill ahead of `now` (written by a clock
-    /// that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock fault
-    /// never grants extra tokens and never locks a client out for longer than one refill.
+    /// key, which is a full bucket). A TAT more than two full refills ahead of `now` (written by a
+    /// clock that ran ahead, or seen by one that stepped back) counts as an empty bucket, so a clock
+    /// fault never grants extra tokens and never locks a client out for longer than one refill
+    /// beyond the reservations a bucket may hold (see [`TokenBucket::reserve_tat`]).
     #[doc(hidden)] // public for the benches and the fuzz tests
+    #[inline]
     pub fn decide_tat(&self, tat: Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {
+        self.reserve_tat(tat, now, cost, 0)
+    }
+
+    /// Like [`decide_tat`](Self::decide_tat), and when `cost` does not fit now but would within
+    /// `max_wait_ns` (at most one full refill: a longer wait counts as one), the tokens are taken
+    /// now from the future: the TAT moves past the bucket's depth by the wait, and the verdict is
+    /// allowed with that wait as its `retry_after` (the time the caller sleeps before using them).
+    /// Beyond `max_wait_ns` it is RL.TOKEN's denial, with the wait a reservation would have needed.
+    /// A reserved TAT lies at most two full refills ahead: one of tokens, one of waiting.
+    #[doc(hidden)] // public for the benches and the fuzz tests
+    pub fn reserve_tat(
+        &self,
+        tat: Option<Nanos>,
+        now: Nanos,
+        cost: u64,
+        max_wait_ns: Nanos,
+    ) -> TokenDecision {
         let depth = self.depth();
-        let stored = tat.map_or(0, |t| t.saturating_sub(now)).max(0);
-        let repair = stored > depth;
-        let backlog = stored.min(depth);
+        let (backlog, repair) = self.backlog(tat, now);
         let verdict = |allowed: bool, backlog: Nanos, retry_after_ns: Option<Nanos>| Verdict {
             allowed,
             limit: self.capacity,
             // slack < interval, so a fresh bucket still holds exactly `capacity`.
-            remaining: ((depth - backlog) / self.interval_ns) as u64,
+            remaining: ((depth - backlog).max(0) / self.interval_ns) as u64,
             retry_after_ns,
             reset_after_ns: (backlog - self.slack_ns).max(0),
         };
@@ -156,18 +176,32 @@ impl TokenBucket {
         if cost > self.capacity {
             return unchanged(verdict(false, backlog, None));
         }
-        // cost <= capacity, so cost * interval <= tau, which fits.
-        let after = backlog + cost as Nanos * self.interval_ns;
-        if after > depth {
-            return unchanged(verdict(false, backlog, Some(after - depth)));
-        }
         if cost == 0 {
-            return unchanged(verdict(true, after, Some(0)));
+            return unchanged(verdict(true, backlog, Some(0)));
+        }
+        // cost <= capacity, so cost * interval <= tau, and backlog <= 2 * depth: it fits.
+        let after = backlog + cost as Nanos * self.interval_ns;
+        let wait = (after - depth).max(0);
+        if wait > max_wait_ns.clamp(0, self.period_ns()) {
+            return unchanged(verdict(false, backlog, Some(wait)));
         }
         TokenDecision {
-            verdict: verdict(true, after, Some(0)),
+            verdict: verdict(true, after, Some(wait)),
             new_tat: Some(now.saturating_add(after)),
             repair: false,
+        }
+    }
+
+    /// The backlog a stored TAT leaves at `now`, and whether it is impossible (more than two full
+    /// refills ahead: a clock fault, counted as an empty bucket).
+    #[inline]
+    fn backlog(&self, tat: Option<Nanos>, now: Nanos) -> (Nanos, bool) {
+        let stored = tat.map_or(0, |t| t.saturating_sub(now)).max(0);
+        let depth = self.depth();
+        if stored > 2 * depth {
+            (depth, true)
+        } else {
+            (stored, false)
         }
     }
 
@@ -175,7 +209,7 @@ impl TokenBucket {
     /// changes (the bucket is already full, or nothing is refunded).
     #[doc(hidden)] // public for the benches and the fuzz tests
     pub fn refund_tat(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
-        let backlog = tat.map_or(0, |t| t.saturating_sub(now)).clamp(0, self.depth());
+        let (backlog, _) = self.backlog(tat, now);
         if backlog == 0 || tokens == 0 {
             return None;
         }
@@ -197,20 +231,38 @@ pub fn expiry_ms(tat: Nanos) -> i64 {
     (ms / EXPIRY_STEP_MS + i64::from(ms % EXPIRY_STEP_MS != 0)).saturating_mul(EXPIRY_STEP_MS)
 }
 
+/// A request that may wait (`RL.RESERVE`, and `RL.TAKE`'s partial grant): `cost` tokens, taken now
+/// or reserved from the future within `max_wait_ns`; and when the bucket holds more now, as many
+/// more as it holds, up to `upto` in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserve {
+    pub cost: u64,
+    pub upto: u64,
+    pub max_wait_ns: Nanos,
+}
+
 impl TokenBucket {
+    /// Decides a [`Reserve`] request: the outcome, and the number of tokens taken (0 when denied).
+    pub fn reserve(
+        &self,
+        stored: Option<&[u8]>,
+        now: Nanos,
+        request: Reserve,
+    ) -> Result<(Outcome, u64), StateError> {
+        let tat = stored.map(<Self as SmallState>::decode).transpose()?;
+        let available = self.decide_tat(tat, now, 0).verdict.remaining;
+        let taken = available.min(request.upto).max(request.cost);
+        let d = self.reserve_tat(tat, now, taken, request.max_wait_ns);
+        let write = d.new_tat.map(|next| self.write(&next, tat.as_ref(), now));
+        let outcome = Outcome { verdict: d.verdict, write, repair: d.repair };
+        Ok((outcome, if d.verdict.allowed { taken } else { 0 }))
+    }
+
     /// A partial grant (`RL.TAKE`): as many whole tokens as the bucket holds at `now`, up to `max`.
     /// Allowed when it took at least one; denied otherwise, with the wait for one token. The second
     /// value is the number taken.
     pub fn take(&self, stored: Option<&[u8]>, now: Nanos, max: u64) -> Result<(Outcome, u64), StateError> {
-        let tat = stored.map(<Self as SmallState>::decode).transpose()?;
-        let available = self.decide_tat(tat, now, 0).verdict.remaining;
-        let taken = available.min(max);
-        let step = self.step(tat, now, taken.max(1));
-        let write = step.next.map(|next| self.write(&next, tat.as_ref(), now));
-        Ok((
-            Outcome { verdict: step.verdict, write, repair: step.repair },
-            if step.verdict.allowed { taken } else { 0 },
-        ))
+        self.reserve(stored, now, Reserve { cost: 1, upto: max, max_wait_ns: 0 })
     }
 }
 

@@ -10,20 +10,23 @@ pub struct Verdict {
     pub limit: u64,
     /// Units left after this request.
     pub remaining: u64,
-    /// 0 when allowed; when denied, the wait after which the same request would be allowed; None when
-    /// it can never be (it costs more than the limit).
+    /// 0 when allowed (a reservation allowed after a wait: that wait, before which its units may not
+    /// be used); when denied, the wait after which the same request would be allowed; None when it
+    /// can never be (it costs more than the limit).
     pub retry_after_ns: Option<Nanos>,
     /// Time until the limiter is back to its initial state (full bucket, empty window).
     pub reset_after_ns: Nanos,
 }
 
 /// The index of the verdict that limits a combined request: when any denies, the denial that lasts
-/// longest ("never" first); when all allow, the one with the fewest units left. Ties go to the first.
+/// longest ("never" first); when all allow, the one that makes the request wait longest (a
+/// reservation), then the one with the fewest units left. Ties go to the first.
 /// None when there are no verdicts.
 pub fn most_restrictive(verdicts: impl IntoIterator<Item = Verdict>) -> Option<usize> {
     let key = |v: &Verdict| {
-        // Larger is more restrictive.
-        let wait = if v.allowed { -1 } else { v.retry_after_ns.unwrap_or(Nanos::MAX) };
+        // Larger is more restrictive: a denial, then the longer wait (an allowed reservation's
+        // wait before its tokens may be used, a denial's retry_after), then fewer remaining.
+        let wait = v.retry_after_ns.unwrap_or(Nanos::MAX);
         (!v.allowed, wait, std::cmp::Reverse(v.remaining))
     };
     let mut best: Option<(usize, Verdict)> = None;

@@ -32,10 +32,15 @@ fn any_u64() -> impl Strategy<Value = u64> {
 }
 
 fn well_formed(v: &Verdict) -> Result<(), TestCaseError> {
+    well_formed_waiting(v, 0)
+}
+
+/// Well formed, for a request that may be granted after a wait of up to `max_wait` (a reservation).
+fn well_formed_waiting(v: &Verdict, max_wait: i64) -> Result<(), TestCaseError> {
     prop_assert!(v.remaining <= v.limit);
     prop_assert!(v.reset_after_ns >= 0);
     match v.retry_after_ns {
-        Some(r) if v.allowed => prop_assert_eq!(r, 0),
+        Some(r) if v.allowed => prop_assert!((0..=max_wait).contains(&r)),
         Some(r) => prop_assert!(r > 0),
         None => prop_assert!(!v.allowed),
     }
@@ -141,15 +146,16 @@ proptest! {
             ratelimit_core::kind::RequestForm::Cost => RequestArgs::Cost(cost_text.as_bytes()),
             ratelimit_core::kind::RequestForm::Id => RequestArgs::Id { id: &id, dedup: cost % 2 == 0 },
             ratelimit_core::kind::RequestForm::Lease => RequestArgs::Lease { id: &id, weight: Some(weight.as_bytes()) },
+            ratelimit_core::kind::RequestForm::Reserve => RequestArgs::Reserve { cost: cost_text.as_bytes(), max_wait: b"0.500" },
         };
         let limit = limiter.request(request, |id| id.iter().map(|b| u64::from(*b)).sum()).unwrap();
         if let Ok(o) = limit.decide(value.as_deref(), now) {
-            well_formed(&o.verdict)?;
+            well_formed_waiting(&o.verdict, if kind == LimiterKind::Reservation { 500_000_000 } else { 0 })?;
             if let Some(w) = o.write {
                 let v = value.get_or_insert_with(Vec::new);
                 apply(v, &w.change);
                 if w.change != Change::Delete {
-                    prop_assert_eq!(LimiterKind::of(v), Some(kind));
+                    prop_assert_eq!(LimiterKind::of(v), Some(kind.owner()));
                 }
             }
         }

@@ -8,7 +8,7 @@ use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::kind::{AnyLimiter, Declare};
 use ratelimit_core::limiter::{Limiter, Outcome};
 use ratelimit_core::time::Nanos;
-use ratelimit_core::token_bucket::TokenBucket;
+use ratelimit_core::token_bucket::{Reserve, TokenBucket};
 use ratelimit_core::verdict::Verdict;
 use redis_module::Context;
 use std::marker::PhantomData;
@@ -79,15 +79,25 @@ pub fn decide_all<'a>(
     Ok(Reply::Limit { verdict: combined.verdict, limiting: Some(combined.limiting) })
 }
 
-/// A partial grant (RL.TAKE) on one key: replies the five fields and the number taken.
-pub fn take(ctx: &Context, key: &Arg, bucket: &TokenBucket, max: u64) -> Result<Reply, RlError> {
+/// A request that may wait or take more than its minimum (RL.RESERVE, RL.TAKE) on one key: replies
+/// the five fields, and with `taken` the number taken as a sixth.
+pub fn reserve(
+    ctx: &Context,
+    key: &Arg,
+    bucket: &TokenBucket,
+    request: Reserve,
+    taken: bool,
+) -> Result<Reply, RlError> {
     let now = clock::now_ns();
     let mut state = StateKey::open(ctx, key)?;
-    let (outcome, taken) = bucket.take(state.read()?, now, max)?;
+    let (outcome, n) = bucket.reserve(state.read()?, now, request)?;
     if let Some(write) = &outcome.write {
         state.apply(write)?;
     }
-    Ok(Reply::Taken { verdict: outcome.verdict, taken })
+    Ok(match taken {
+        true => Reply::Taken { verdict: outcome.verdict, taken: n },
+        false => Reply::Limit { verdict: outcome.verdict, limiting: None },
+    })
 }
 
 /// Gives `units` back on one key; replies with the state after the refund, as a peek would.

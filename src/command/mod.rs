@@ -15,6 +15,7 @@ mod parse;
 pub mod refund;
 pub mod release;
 pub mod renew;
+pub mod reserve;
 pub mod reset_stats;
 pub mod rl_throttle;
 pub mod slide;

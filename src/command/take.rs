@@ -11,6 +11,7 @@ use super::{limit, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
 use ratelimit_core::args::whole;
+use ratelimit_core::token_bucket::Reserve;
 use redis_module::Context;
 
 /// Its counters in INFO ratelimit (`take_allowed`, `take_denied`, `take_errors`).
@@ -28,6 +29,6 @@ impl Command for Take {
         }
         let bucket = token::parse_bucket(capacity, rate)?;
         let max = whole(max.bytes(), "max", 1, "must be a whole number >= 1")?;
-        limit::take(ctx, key, &bucket, max)
+        limit::reserve(ctx, key, &bucket, Reserve { cost: 1, upto: max, max_wait_ns: 0 }, true)
     }
 }

@@ -25,11 +25,13 @@ pub fn assert_every_kind_written(con: &mut Connection, prefix: &str) {
             }
         }
     }
+    // A kind that decides on another's state (a reservation, on a token bucket's) is inspected as
+    // its owner: the mix writes it too (see `mixed_token_traffic`).
     for kind in ratelimit_core::kind::LimiterKind::ALL {
         assert!(
-            written.contains(kind.command()),
+            written.contains(kind.owner().command()),
             "the traffic mix wrote no {} key: {written:?}",
-            kind.command()
+            kind.owner().command()
         );
     }
 }
@@ -129,6 +131,28 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
             .query(con)
             .expect("RL.TAKE failed");
     }
+    // Reservations: taken now, then from the future (the TAT moves past a full bucket), then denied
+    // beyond the wait; and a batch.
+    for (cost, max_wait) in [(5, "0"), (2, "300"), (5, "0.001")] {
+        let _: Vec<i64> = redis::cmd("RL.RESERVE")
+            .arg(format!("{prefix}:{{t}}:reserve"))
+            .arg(5)
+            .arg("0.01")
+            .arg(cost)
+            .arg(max_wait)
+            .query(con)
+            .expect("RL.RESERVE failed");
+    }
+    let _: Vec<i64> = redis::cmd("RL.RESERVE")
+        .arg(format!("{prefix}:{{t}}:reserve-batch"))
+        .arg(5)
+        .arg("0.01")
+        .arg(2)
+        .arg(60)
+        .arg("UPTO")
+        .arg(4)
+        .query(con)
+        .expect("RL.RESERVE UPTO failed");
     let script = "return redis.call('RL.TOKEN', KEYS[1], 5, '0.01', 1)";
     let _: Vec<i64> = redis::cmd("EVAL")
         .arg(script)
