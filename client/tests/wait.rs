@@ -1,41 +1,91 @@
-//! Waiting for capacity (`Limiter::until_ready`) against a real module-enabled server: waiters get
-//! through in a bounded number of calls (the server's own count), a request that can never fit and
-//! one that cannot fit in time come back at once, and a degraded decision is not waited on.
+//! Waiting for capacity (`Limiter::until_ready`, `Limiter::take_within`) against a real
+//! module-enabled server: token buckets are waited for by reservation, one call per grant (the
+//! server's own count), in arrival order; a reservation dropped while its waiter sleeps goes back; a
+//! request that can never fit and one that cannot fit in time come back at once; limits that cannot
+//! reserve are polled; a degraded decision is not waited on.
 
 mod support;
 
-use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
-use std::time::Duration;
-use support::{calls, closed_port, limiter};
+use redis_ratelimit_client::{FailurePolicy, Limit, Limiter, Policy};
+use std::time::{Duration, Instant};
+use support::{calls, closed_port, limiter, wait_until};
+use testkit::redis;
 use testkit::{unique_key, Server};
 
 const LONG: Duration = Duration::from_secs(30);
 
+fn stored(server: &Server, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("GET").arg(key).query(&mut server.conn()).unwrap()
+}
+
 #[tokio::test]
-async fn two_waiters_on_one_token_both_get_through_in_a_bounded_number_of_calls() {
+async fn waiters_on_one_token_are_served_in_turn_by_one_reservation_each() {
     // Counts the server's calls: needs a server of its own.
     let Some(server) = Server::builder().own() else { return };
     let limiter = limiter(&server, FailurePolicy::Closed);
-    // One token, back every 50 ms; spent before the waiters start, so both must wait.
-    let policy = Policy::token_bucket(1, 20.0).unwrap();
+    // Two tokens, one back every 100 ms; spent before the waiters start, so both must wait (and
+    // both waits fit in one refill, a reservation's longest).
+    let policy = Policy::token_bucket(2, 10.0).unwrap();
     let key = unique_key("rl:wait");
-    assert!(limiter.check(&key, &policy, 1).await.allowed);
-    let before = calls(&server, "rl.token");
+    assert!(limiter.check(&key, &policy, 2).await.allowed);
     let waiter = |limiter: Limiter, key: String, policy: Policy| {
-        tokio::spawn(async move { limiter.until_ready(&key, &policy, 1, LONG).await })
+        tokio::spawn(async move {
+            let d = limiter.until_ready(&key, &policy, 1, LONG).await;
+            (d, Instant::now())
+        })
     };
+    let started = Instant::now();
     let first = waiter(limiter.clone(), key.clone(), policy.clone());
     let second = waiter(limiter.clone(), key.clone(), policy.clone());
-    let (first, second) = (first.await.unwrap(), second.await.unwrap());
-    assert!(first.allowed && !first.degraded, "{first:?}");
+    let ((first, at1), (second, at2)) = (first.await.unwrap(), second.await.unwrap());
+    assert!(first.allowed && !first.degraded && first.retry_after == Some(Duration::ZERO), "{first:?}");
     assert!(second.allowed && !second.degraded, "{second:?}");
-    // Each waiter is denied at most twice: at the start, and once more when it wakes in the refill
-    // period the other one took. A loop that did not sleep retry_after would make hundreds of calls.
-    let made = calls(&server, "rl.token") - before;
-    assert!((3..=6).contains(&made), "{made} RL.TOKEN calls for two waiters");
-    let counts = limiter.counts();
-    assert_eq!(counts.allowed, 3, "the first check and the two waiters");
-    assert_eq!(counts.denied, made - 2);
+    // One reservation each: no polling. They slept their turns: one refill, then two.
+    assert_eq!(calls(&server, "rl.reserve"), 2);
+    let (early, late) = (at1.min(at2) - started, at1.max(at2) - started);
+    assert!(early >= Duration::from_millis(50), "the first turn is a refill away: {early:?}");
+    assert!(late >= Duration::from_millis(150), "the second turn comes after the first: {late:?}");
+    assert_eq!(limiter.counts().allowed, 3, "the first check and the two waiters");
+}
+
+#[tokio::test]
+async fn a_queue_longer_than_one_refill_is_waited_in_turns() {
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    // One token every 50 ms: four waiters queue 200 ms deep, four times a reservation's longest wait.
+    let policy = Policy::token_bucket(1, 20.0).unwrap();
+    let key = unique_key("rl:wait-turns");
+    assert!(limiter.check(&key, &policy, 1).await.allowed);
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let (limiter, key, policy) = (limiter.clone(), key.clone(), policy.clone());
+            tokio::spawn(async move { limiter.until_ready(&key, &policy, 1, LONG).await })
+        })
+        .collect();
+    for w in waiters {
+        assert!(w.await.unwrap().allowed);
+    }
+    let made = calls(&server, "rl.reserve");
+    // Each is denied at most a few times (its turn beyond a refill) before its reservation; a
+    // polling loop at 50 ms would make many more.
+    assert!((4..=16).contains(&made), "{made} RL.RESERVE calls for four waiters");
+}
+
+#[tokio::test]
+async fn a_reservation_dropped_while_its_waiter_sleeps_goes_back() {
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let policy = Policy::token_bucket(1, 1.0).unwrap();
+    let key = unique_key("rl:wait-cancel");
+    assert!(limiter.check(&key, &policy, 1).await.allowed);
+    let before = stored(&server, &key);
+    // The waiter gives up after 100 ms of its 1 s wait.
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(100), limiter.until_ready(&key, &policy, 1, LONG));
+    assert!(gave_up.await.is_err());
+    assert_ne!(stored(&server, &key), before, "the reservation was taken");
+    wait_until("the reservation to be refunded", async || stored(&server, &key) == before).await;
+    assert_eq!(calls(&server, "rl.refund"), 1);
 }
 
 #[tokio::test]
@@ -43,11 +93,10 @@ async fn a_request_that_can_never_fit_returns_at_once_with_its_decision() {
     let Some(server) = Server::builder().own() else { return };
     let limiter = limiter(&server, FailurePolicy::Closed);
     let policy = Policy::token_bucket(3, 20.0).unwrap();
-    let before = calls(&server, "rl.token");
     let never = limiter.until_ready(&unique_key("rl:wait"), &policy, 5, LONG).await;
     assert!(never.never_fits(), "{never:?}");
     assert_eq!((never.limit, never.remaining), (3, 3), "nothing was taken");
-    assert_eq!(calls(&server, "rl.token") - before, 1, "one check, no retry");
+    assert_eq!(calls(&server, "rl.reserve"), 1, "one call, no retry");
 }
 
 #[tokio::test]
@@ -58,20 +107,58 @@ async fn max_wait_bounds_the_wait() {
     let policy = Policy::token_bucket(1, 0.01).unwrap();
     let key = unique_key("rl:wait");
     assert!(limiter.check(&key, &policy, 1).await.allowed);
-    let before = calls(&server, "rl.token");
+    let before = stored(&server, &key);
     let denied = limiter.until_ready(&key, &policy, 1, Duration::from_millis(300)).await;
     assert!(!denied.allowed && !denied.degraded, "{denied:?}");
     assert!(denied.retry_after.unwrap() > Duration::from_secs(90), "{denied:?}");
-    assert_eq!(calls(&server, "rl.token") - before, 1, "no sleep that could not end in an allowed check");
+    assert_eq!(calls(&server, "rl.reserve"), 1, "no sleep that could not end in a grant");
+    assert_eq!(stored(&server, &key), before, "a denial reserves nothing");
 
-    // A wait that ends inside max_wait: the token comes back in 200 ms.
+    // A wait that ends inside max_wait: the token comes back in 200 ms, reserved by one call.
     let soon = Policy::token_bucket(1, 5.0).unwrap();
     let key = unique_key("rl:wait");
     assert!(limiter.check(&key, &soon, 1).await.allowed);
-    let before = calls(&server, "rl.token");
+    let started = Instant::now();
     let d = limiter.until_ready(&key, &soon, 1, Duration::from_secs(5)).await;
     assert!(d.allowed, "{d:?}");
-    assert_eq!(calls(&server, "rl.token") - before, 2, "denied, slept retry_after, allowed");
+    assert!(started.elapsed() >= Duration::from_millis(150), "it slept until the token was there");
+    assert_eq!(calls(&server, "rl.reserve"), 2, "one reservation, slept");
+}
+
+#[tokio::test]
+async fn limits_that_cannot_reserve_are_polled_with_the_buckets_reserving_beside_them() {
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let bucket = Policy::token_bucket(10, 100.0).unwrap();
+    let log = Policy::sliding_log(1, Duration::from_millis(300)).unwrap();
+    let (b, l) = (unique_key("rl:w:bucket"), unique_key("rl:w:log"));
+    assert!(limiter.check(&l, &log, 1).await.allowed);
+    let limits = [Limit::new(&b, &bucket, 1), Limit::new(&l, &log, 1)];
+    let started = Instant::now();
+    let d = limiter.until_ready_all(&limits, LONG).await;
+    assert!(d.allowed, "{d:?}");
+    assert!(started.elapsed() >= Duration::from_millis(200), "it waited for the log's window");
+    let made = calls(&server, "rl.all");
+    assert!((2..=4).contains(&made), "denied by the log, slept its retry_after, allowed: {made} calls");
+}
+
+#[tokio::test]
+async fn a_batch_takes_at_least_min_and_up_to_max_in_one_reservation() {
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let policy = Policy::token_bucket(5, 20.0).unwrap();
+    let key = unique_key("rl:batch");
+    let all = limiter.take_within(&key, &policy, 1, 5, LONG).await;
+    assert_eq!((all.decision.allowed, all.taken), (true, 5), "{all:?}");
+    let started = Instant::now();
+    let two = limiter.take_within(&key, &policy, 2, 5, LONG).await;
+    assert_eq!((two.decision.allowed, two.taken), (true, 2), "the minimum, reserved: {two:?}");
+    assert!(started.elapsed() >= Duration::from_millis(75), "two tokens at 20/s were 100 ms away");
+    assert_eq!(calls(&server, "rl.reserve"), 2);
+    let refused = limiter.take_within(&key, &policy, 3, 2, LONG).await;
+    assert!(refused.decision.never_fits() && refused.taken == 0, "max < min is refused: {refused:?}");
+    let strict = limiter.take_within_strict(&key, &policy, 0, 2, LONG).await;
+    assert!(strict.is_err(), "a batch of at least 0 is refused");
 }
 
 #[tokio::test]
@@ -85,4 +172,19 @@ async fn a_degraded_decision_follows_the_failure_policy_and_is_not_waited_on() {
         assert_eq!(d.allowed, allowed, "{failure:?}");
         assert_eq!(limiter.counts().degraded, 1, "{failure:?}: one check, no retry during an outage");
     }
+}
+
+#[tokio::test]
+async fn a_batch_follows_the_failure_policy() {
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let policy = Policy::token_bucket(10, 1.0).unwrap();
+    for (failure, taken) in [(FailurePolicy::Open, 4), (FailurePolicy::Closed, 0)] {
+        let limiter = Limiter::builder(failure).connect(&url).unwrap();
+        let batch = limiter.take_within("rl:batch:down", &policy, 2, 4, LONG).await;
+        assert!(batch.decision.degraded, "{failure:?}: {batch:?}");
+        assert_eq!(batch.taken, taken, "{failure:?}");
+    }
+    let fallback = Limiter::builder(FailurePolicy::LocalFallback { instances: 2 }).connect(&url).unwrap();
+    let batch = fallback.take_within("rl:batch:down", &policy, 1, 8, LONG).await;
+    assert_eq!((batch.decision.degraded, batch.taken), (true, 5), "this instance's half of the bucket");
 }
