@@ -9,22 +9,24 @@ use std::error::Error;
 use std::time::Duration;
 
 /// Sends `queue` to the upstream in batches of up to 5, as fast as the upstream's quota allows: 20
-/// calls a second, bursts of 5, shared by every worker through one key. Returns the batches sent.
+/// calls a second, bursts of 5, shared by every worker through one key. Workers are served in the
+/// order they ask, one Redis call per batch. Returns the batches sent.
 pub async fn drain(limiter: &Limiter, queue: &mut Vec<u32>) -> Result<usize, Box<dyn Error>> {
     let upstream = Policy::token_bucket(5, 20.0)?;
     let mut batches = 0;
     while !queue.is_empty() {
         let max = queue.len().min(5) as u64;
-        // As many tokens as the bucket holds now, up to max. Never an error: when Redis cannot
-        // decide, the failure policy does (`grant.decision.degraded`).
-        let grant = limiter.take("rl:upstream:crm", &upstream, max).await;
-        if grant.taken == 0 {
-            // Until one token is back (a second, when the policy denied during an outage).
-            tokio::time::sleep(grant.decision.retry_after.unwrap_or(Duration::from_secs(1))).await;
+        // At least one token, and up to max when the bucket holds them, reserved in one call: it
+        // sleeps until they may be used, in turn with the other workers. Never an error: when Redis
+        // cannot decide, the failure policy does (`batch.decision.degraded`).
+        let batch = limiter.take_within("rl:upstream:crm", &upstream, 1, max, Duration::from_secs(10)).await;
+        if batch.taken == 0 {
+            // Denied by the failure policy during an outage: try again in a second.
+            tokio::time::sleep(batch.decision.retry_after.unwrap_or(Duration::from_secs(1))).await;
             continue;
         }
-        let batch: Vec<u32> = queue.drain(..grant.taken as usize).collect();
-        call_upstream(&batch).await;
+        let jobs: Vec<u32> = queue.drain(..batch.taken as usize).collect();
+        call_upstream(&jobs).await;
         batches += 1;
     }
     Ok(batches)

@@ -72,9 +72,14 @@ impl Limiter {
             if left.is_zero() || retry_after > left {
                 return decision;
             }
-            let reserving = limits.get(decision.limiting).map(|l| l.policy);
+            // The in-process backend decides now: its denials are waited out whole.
+            let reserving = limits.get(decision.limiting).map(|l| l.policy).filter(|_| !self.is_local());
             tokio::time::sleep(next_try(retry_after, reserving).min(left)).await;
         }
+    }
+
+    fn is_local(&self) -> bool {
+        matches!(self.backend(), Backend::Local(_))
     }
 
     /// One call over `limits`, the token buckets reserving within `max_wait`.
@@ -112,9 +117,9 @@ impl Limiter {
     }
 }
 
-/// How long to sleep after a denial of `retry_after` by the limit of `policy`: a token bucket can be
-/// asked again as soon as the wait is within one refill (a reservation's longest); any other limit
-/// when its `retry_after` is over, plus jitter.
+/// How long to sleep after a denial of `retry_after` by the limit of `policy` (None: a limit that
+/// did not reserve): a reserving token bucket can be asked again as soon as the wait is within one
+/// refill (a reservation's longest); any other limit when its `retry_after` is over, plus jitter.
 pub(crate) fn next_try(retry_after: Duration, policy: Option<&Policy>) -> Duration {
     let sleep = match policy {
         Some(p) if p.kind() == LimiterKind::TokenBucket => {
