@@ -11,6 +11,7 @@ mod lua;
 mod memory;
 mod peers;
 mod replicas;
+mod workers;
 
 use loadgen::{Load, Measured};
 use std::fmt::Write as _;
@@ -218,6 +219,18 @@ fn write_doc(name: &str, text: &str) {
 
 fn main() {
     let scale: f64 = std::env::var("RL_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    let args: Vec<String> = std::env::args().collect();
+    // `rl-bench worker ...`: one worker process of the workers' comparison.
+    if args.get(1).map(String::as_str) == Some("worker") {
+        return workers::worker(&args[2..]);
+    }
+    // `rl-bench workers`: only the workers' comparison.
+    if args.get(1).map(String::as_str) == Some("workers") {
+        let report = workers::run(scale);
+        println!("{report}");
+        write_doc("bench-workers.md", &report);
+        return;
+    }
     // `rl-bench leases`: only the concurrency limits beside the Lua semaphore.
     if std::env::args().nth(1).as_deref() == Some("leases") {
         let report = leases::run(scale);
@@ -335,6 +348,9 @@ fn main() {
     let replicas = replicas::run(scale);
     println!("{replicas}");
     write_doc("bench-replicas.md", &replicas);
+    let workers = workers::run(scale);
+    println!("{workers}");
+    write_doc("bench-workers.md", &workers);
 }
 
 fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {
