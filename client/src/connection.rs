@@ -53,6 +53,8 @@ pub(crate) struct Single {
 #[derive(Clone)]
 pub(crate) struct Clustered {
     con: ClusterConnection,
+    /// For the breaker's probe, which asks on connections of its own.
+    client: redis::cluster::ClusterClient,
     /// The first node's connection settings (credentials, database), for the nodes' own connections.
     template: redis::ConnectionInfo,
     nodes: Arc<Mutex<std::collections::HashMap<String, Single>>>,
@@ -97,6 +99,7 @@ impl Backend {
             .build()?;
         Ok(Backend::Cluster(Clustered {
             con: client.get_async_connection().await?,
+            client,
             template,
             nodes: Arc::new(Mutex::new(std::collections::HashMap::new())),
             owners: Arc::new(Mutex::new(std::collections::HashMap::new())),
@@ -140,7 +143,7 @@ impl Backend {
     }
 
     /// The background probe's question while the breaker is open: does Redis answer again? One
-    /// command on a connection of its own (a new one each time; in a cluster, the cluster client's),
+    /// command on a connection of its own (a new one each time; in a cluster, a new cluster connection),
     /// never a decision: `RL.RELEASE` of a lease nobody holds, which writes nothing. Not PING: a server
     /// paused for writes (`CLIENT PAUSE WRITE`, as a failover does) and a demoted primary answer PING
     /// but cannot decide; they hold or refuse RL.RELEASE as they hold or refuse the decisions. The
@@ -151,7 +154,12 @@ impl Backend {
         let result = match self {
             Backend::Single(single) => single.query_alone(&probe).await,
             Backend::Sentinel(watched) => watched.query_alone(&probe).await,
-            Backend::Cluster(cluster) => probe.query_async::<Value>(&mut cluster.con.clone()).await,
+            // A cluster connection of its own: it learns the slot map afresh, so it finds a node
+            // that answers when the shared connection still names a dead one.
+            Backend::Cluster(cluster) => match cluster.client.get_async_connection().await {
+                Ok(mut con) => probe.query_async::<Value>(&mut con).await,
+                Err(e) => Err(e),
+            },
             Backend::Local(_) => return true,
         };
         !result.is_err_and(|e| is_connection_failure(&e))
