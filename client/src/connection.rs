@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 #[derive(Clone)]
-pub(crate) enum Backend {
+pub(crate) enum Transport {
     Single(Single),
     /// The primary that Sentinel names, re-resolved after a failover.
     Sentinel(Watched),
@@ -72,18 +72,18 @@ pub(crate) struct Watched {
     deadline: Duration,
 }
 
-impl Backend {
+impl Transport {
     /// A manager that connects on first use, so a limiter can be built while Redis is down. Its
     /// connection attempts give up within `deadline`; the limiter bounds every call by it too.
-    pub(crate) fn single(url: &str, deadline: Duration) -> RedisResult<Backend> {
-        Ok(Backend::Single(Single::new(url.into_connection_info()?, deadline)?))
+    pub(crate) fn single(url: &str, deadline: Duration) -> RedisResult<Transport> {
+        Ok(Transport::Single(Single::new(url.into_connection_info()?, deadline)?))
     }
 
     /// The primary of `service` as `sentinels` name it; nothing is connected before the first call.
-    pub(crate) fn sentinel(sentinels: &[&str], service: &str, deadline: Duration) -> RedisResult<Backend> {
+    pub(crate) fn sentinel(sentinels: &[&str], service: &str, deadline: Duration) -> RedisResult<Transport> {
         let client =
             SentinelClient::build(sentinels.to_vec(), service.to_string(), None, SentinelServerType::Master)?;
-        Ok(Backend::Sentinel(Watched {
+        Ok(Transport::Sentinel(Watched {
             sentinel: Arc::new(tokio::sync::Mutex::new(client)),
             primary: Arc::new(RwLock::new(None)),
             deadline,
@@ -91,13 +91,13 @@ impl Backend {
     }
 
     /// A Redis Cluster connection (connects now, to learn the slot map).
-    pub(crate) async fn cluster(nodes: &[&str], deadline: Duration) -> RedisResult<Backend> {
+    pub(crate) async fn cluster(nodes: &[&str], deadline: Duration) -> RedisResult<Transport> {
         let template = nodes.first().copied().unwrap_or_default().into_connection_info()?;
         let client = redis::cluster::ClusterClientBuilder::new(nodes.iter().copied())
             .connection_timeout(deadline)
             .retries(1)
             .build()?;
-        Ok(Backend::Cluster(Clustered {
+        Ok(Transport::Cluster(Clustered {
             con: client.get_async_connection().await?,
             client,
             template,
@@ -110,10 +110,12 @@ impl Backend {
     /// Sends `cmd`. With `check_first` (the breaker's probe), the connection is checked first.
     pub(crate) async fn query(&self, cmd: &Cmd, check_first: bool) -> RedisResult<Value> {
         match self {
-            Backend::Single(single) => single.query(cmd, check_first).await,
-            Backend::Sentinel(watched) => watched.on_primary(async |p| p.query(cmd, check_first).await).await,
-            Backend::Cluster(cluster) => cmd.query_async(&mut cluster.con.clone()).await,
-            Backend::Local(_) => Err(RedisError::from((
+            Transport::Single(single) => single.query(cmd, check_first).await,
+            Transport::Sentinel(watched) => {
+                watched.on_primary(async |p| p.query(cmd, check_first).await).await
+            }
+            Transport::Cluster(cluster) => cmd.query_async(&mut cluster.con.clone()).await,
+            Transport::Local(_) => Err(RedisError::from((
                 redis::ErrorKind::Client,
                 "an in-process limiter has no Redis to send this command to",
             ))),
@@ -130,12 +132,12 @@ impl Backend {
         timeout: Duration,
     ) -> RedisResult<(Value, i64)> {
         match self {
-            Backend::Cluster(cluster) => cluster.query_waited(cmd, key, replicas, timeout).await,
-            Backend::Single(single) => single.query_waited(cmd, replicas, timeout).await,
-            Backend::Sentinel(watched) => {
+            Transport::Cluster(cluster) => cluster.query_waited(cmd, key, replicas, timeout).await,
+            Transport::Single(single) => single.query_waited(cmd, replicas, timeout).await,
+            Transport::Sentinel(watched) => {
                 watched.on_primary(async |p| p.query_waited(cmd, replicas, timeout).await).await
             }
-            Backend::Local(_) => Err(RedisError::from((
+            Transport::Local(_) => Err(RedisError::from((
                 redis::ErrorKind::Client,
                 "an in-process limiter has no replicas to wait for",
             ))),
@@ -152,15 +154,15 @@ impl Backend {
     pub(crate) async fn answers(&self) -> bool {
         let probe = probe_command();
         let result = match self {
-            Backend::Single(single) => single.query_alone(&probe).await,
-            Backend::Sentinel(watched) => watched.query_alone(&probe).await,
+            Transport::Single(single) => single.query_alone(&probe).await,
+            Transport::Sentinel(watched) => watched.query_alone(&probe).await,
             // A cluster connection of its own: it learns the slot map afresh, so it finds a node
             // that answers when the shared connection still names a dead one.
-            Backend::Cluster(cluster) => match cluster.client.get_async_connection().await {
+            Transport::Cluster(cluster) => match cluster.client.get_async_connection().await {
                 Ok(mut con) => probe.query_async::<Value>(&mut con).await,
                 Err(e) => Err(e),
             },
-            Backend::Local(_) => return true,
+            Transport::Local(_) => return true,
         };
         !result.is_err_and(|e| is_connection_failure(&e))
     }

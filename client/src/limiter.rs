@@ -3,9 +3,10 @@
 
 use crate::breaker::{self, Admission, Breaker};
 use crate::command::{self, Limit};
-use crate::connection::{is_configuration_fault, is_connection_failure, Backend};
+use crate::connection::{is_configuration_fault, is_connection_failure, Transport};
 use crate::counters::{Counters, Counts};
 use crate::decision::Decision;
+use crate::engine::{Backend, Engine};
 use crate::error::CallError;
 use crate::fallback::LocalLimiter;
 use crate::log_throttle::LogThrottle;
@@ -59,9 +60,20 @@ pub struct LimiterBuilder {
     precheck: bool,
     name: String,
     wait: Option<ReplicaWait>,
+    engine: Backend,
 }
 
 impl LimiterBuilder {
+    /// Which engine computes the limiters (default [`Backend::Auto`]): the module's commands, or,
+    /// where no module can be loaded, the same limiters as the Lua library (`lua/ratelimit.lua`)
+    /// through `FCALL` or `EVALSHA`. `Auto` takes the module when the server answers its commands,
+    /// else the library through `FCALL` (loaded with `FUNCTION LOAD` where this user may), else
+    /// through `EVALSHA`; [`Limiter::verify`] says which and why. Keys carry on across engines.
+    pub fn backend(mut self, engine: Backend) -> Self {
+        self.engine = engine;
+        self
+    }
+
     /// Every call to Redis is bounded by this (default 100 ms): the limiter never becomes the slow part
     /// of a request.
     pub fn deadline(mut self, deadline: Duration) -> Self {
@@ -111,7 +123,7 @@ impl LimiterBuilder {
     /// while Redis is down.
     pub fn connect(self, url: &str) -> Result<Limiter, CallError> {
         check_url(url)?;
-        let backend = Backend::single(url, self.deadline)
+        let backend = Transport::single(url, self.deadline)
             .map_err(|e| CallError::InvalidUrl { url: url.to_string(), reason: e.to_string() })?;
         Ok(self.finish(backend))
     }
@@ -125,7 +137,7 @@ impl LimiterBuilder {
         for sentinel in sentinels {
             check_url(sentinel)?;
         }
-        let backend = Backend::sentinel(sentinels, service, self.deadline)
+        let backend = Transport::sentinel(sentinels, service, self.deadline)
             .map_err(|e| CallError::InvalidUrl { url: sentinels.join(","), reason: e.to_string() })?;
         Ok(self.finish(backend))
     }
@@ -136,7 +148,7 @@ impl LimiterBuilder {
         for node in nodes {
             check_url(node)?;
         }
-        let backend = Backend::cluster(nodes, self.deadline).await?;
+        let backend = Transport::cluster(nodes, self.deadline).await?;
         Ok(self.finish(backend))
     }
 
@@ -146,10 +158,10 @@ impl LimiterBuilder {
     /// server (tower's `oneshot`). Its decisions are not degraded; commands that only Redis answers
     /// (refunds, inspection, `verify`) return an error.
     pub fn in_process(self) -> Limiter {
-        self.finish(Backend::Local(Arc::new(LocalLimiter::new(1))))
+        self.finish(Transport::Local(Arc::new(LocalLimiter::new(1))))
     }
 
-    fn finish(self, backend: Backend) -> Limiter {
+    fn finish(self, backend: Transport) -> Limiter {
         let fallback = match self.failure {
             FailurePolicy::LocalFallback { instances } => Some(LocalLimiter::new(instances)),
             _ => None,
@@ -168,6 +180,7 @@ impl LimiterBuilder {
                 probe: Probe::default(),
                 name: self.name.into(),
                 wait: self.wait,
+                engine: Engine::new(self.engine),
             }),
         }
     }
@@ -193,7 +206,7 @@ impl std::fmt::Debug for Limiter {
 }
 
 struct Inner {
-    backend: Backend,
+    backend: Transport,
     deadline: Duration,
     failure: FailurePolicy,
     breaker: Breaker,
@@ -207,6 +220,7 @@ struct Inner {
     probe: Probe,
     name: Arc<str>,
     wait: Option<ReplicaWait>,
+    engine: Engine,
 }
 
 impl Watched for Inner {
@@ -230,6 +244,7 @@ impl Limiter {
             precheck: false,
             name: "default".into(),
             wait: None,
+            engine: Backend::Auto,
         }
     }
 
@@ -341,11 +356,11 @@ impl Limiter {
         let call = async {
             match wait {
                 Some((w, key)) => inner
-                    .backend
-                    .query_waited(cmd, key, w.replicas, w.timeout)
+                    .engine
+                    .query_waited(&inner.backend, cmd, key, w.replicas, w.timeout)
                     .await
                     .map(|(v, n)| (v, Some(n))),
-                None => inner.backend.query(cmd, probe).await.map(|v| (v, None)),
+                None => inner.engine.query(&inner.backend, cmd, probe).await.map(|v| (v, None)),
             }
         };
         let result = match tokio::time::timeout(deadline, call).await {
@@ -369,6 +384,8 @@ impl Limiter {
                 breaker::Outcome::Failed
             }
             Err(CallError::Redis(e)) if is_connection_failure(e) => {
+                // A failover may land on another server: the engine is chosen anew.
+                inner.engine.forget();
                 inner.outages.failed(&inner.name, &CallError::Redis(e.clone()), inner.failure, now);
                 breaker::Outcome::Failed
             }
@@ -392,7 +409,7 @@ impl Limiter {
 
     async fn call(&self, limits: &[Limit<'_>]) -> Result<Decision, CallError> {
         let cmd = command::decide(limits)?;
-        if let Backend::Local(local) = &self.inner.backend {
+        if let Transport::Local(local) = &self.inner.backend {
             return Ok(local.decide(limits, now_ns(), false));
         }
         self.send_decision(&cmd, limits).await
@@ -437,8 +454,13 @@ impl Limiter {
         Ok(decision)
     }
 
-    pub(crate) fn backend(&self) -> &Backend {
+    pub(crate) fn backend(&self) -> &Transport {
         &self.inner.backend
+    }
+
+    /// The engine in use and why it was chosen.
+    pub(crate) fn engine(&self) -> (Backend, String) {
+        self.inner.engine.chosen()
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -453,7 +475,7 @@ impl Limiter {
     /// in-process backend's for every permit of an in-process limiter; None for Redis.
     pub(crate) fn local_leases(&self, from_fallback: bool) -> Option<&LocalLimiter> {
         match (&self.inner.backend, &self.inner.fallback) {
-            (Backend::Local(local), _) => Some(local),
+            (Transport::Local(local), _) => Some(local),
             (_, Some(fallback)) if from_fallback => Some(fallback),
             _ => None,
         }

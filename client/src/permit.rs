@@ -5,7 +5,7 @@
 //! its slot and a crashed process's slot comes back when the lease ends.
 
 use crate::command::{self, Limit};
-use crate::connection::{is_connection_failure, Backend};
+use crate::connection::{is_connection_failure, Transport};
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::{now_ns, FailurePolicy, Limiter};
@@ -178,7 +178,7 @@ impl Limiter {
     pub async fn acquire_all(&self, limits: &[Limit<'_>]) -> Acquired {
         let id = new_id();
         let local = match self.backend() {
-            Backend::Local(local) => Some(Arc::clone(local)),
+            Transport::Local(local) => Some(Arc::clone(local)),
             _ => None,
         };
         let result = match (command::acquire(limits, &id), local) {

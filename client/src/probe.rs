@@ -1,11 +1,11 @@
 //! The breaker's background probe: while the breaker is open for an outage, one task asks Redis
-//! every `EVERY` whether it answers again (`Backend::answers`: one command on a connection of its
+//! every `EVERY` whether it answers again (`Transport::answers`: one command on a connection of its
 //! own, never a decision), and when it does, ends the cool-down at once, so the next decision is
 //! Redis' again instead of waiting for the rest of the cool-down. No request waits on it. It is
 //! started by the limiter when the breaker opens, ends when the breaker no longer waits for Redis,
 //! and is aborted when the limiter is dropped.
 
-use crate::connection::Backend;
+use crate::connection::Transport;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ pub(crate) struct Probe {
 impl Probe {
     /// Starts the probe for `watched` over `backend`, unless it runs already or there is no tokio
     /// runtime here (then the cool-down alone ends the outage).
-    pub(crate) fn start<W: Watched>(&self, watched: Weak<W>, backend: Backend) {
+    pub(crate) fn start<W: Watched>(&self, watched: Weak<W>, backend: Transport) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         if self.running.swap(true, Ordering::AcqRel) {
             return;

@@ -2,7 +2,7 @@
 //! batch consumers ("up to 100 of my quota"), in one call, under the limiter's failure policy; and
 //! batches that wait (`RL.RESERVE .. UPTO`): at least a minimum, up to a maximum, in one reservation.
 
-use crate::connection::Backend;
+use crate::connection::Transport;
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::{now_ns, Limiter};
@@ -54,7 +54,7 @@ impl Limiter {
         if max == 0 {
             return Err(CallError::Usage("take at least one token (max >= 1)"));
         }
-        if let Backend::Local(local) = self.backend() {
+        if let Transport::Local(local) = self.backend() {
             return Ok(local.take(&Limit::new(key, policy, max), now_ns(), false));
         }
         let mut cmd = crate::command::with_params("RL.TAKE", key, policy);
@@ -146,7 +146,7 @@ impl Limiter {
         max_wait: Duration,
     ) -> Result<Taken, CallError> {
         let cmd = crate::command::reserve_batch(key, policy, min, max, max_wait)?;
-        if let Backend::Local(local) = self.backend() {
+        if let Transport::Local(local) = self.backend() {
             let max_wait_ns = i64::try_from(crate::command::whole_ms(max_wait)).unwrap_or(i64::MAX);
             let request = Reserve { cost: min, upto: max, max_wait_ns };
             return Ok(local.reserve(&Limit::new(key, policy, max), request, now_ns(), false));
@@ -156,7 +156,7 @@ impl Limiter {
 
     /// Gives back what a reservation given up had taken: to Redis, or to the in-process state.
     pub(crate) async fn give_back(&self, key: &str, policy: &Policy, units: u64) {
-        if let Backend::Local(local) = self.backend() {
+        if let Transport::Local(local) = self.backend() {
             return local.refund(key, policy, units, now_ns());
         }
         let result = match crate::command::refund(key, policy, units) {

@@ -4,6 +4,7 @@
 //! prove the module, and the version is read only where the user may.
 
 use crate::connection::is_configuration_fault;
+use crate::engine::Backend;
 use crate::error::CallError;
 use crate::limiter::Limiter;
 use redis::Value;
@@ -16,10 +17,17 @@ const VERIFY_KEY: &str = "rl:verify";
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ModuleInfo {
-    /// The module's version from `MODULE LIST`; `None` when this user may not run it.
+    /// The module's version from `MODULE LIST`; `None` when this user may not run it, or the module
+    /// is not the engine.
     pub version: Option<ModuleVersion>,
-    /// The commands that answered: `RL.INSPECT` (read-only) and `RL.TOKEN` (a peek, cost 0).
+    /// The commands that answered: `RL.INSPECT` (read-only) and `RL.TOKEN` (a peek, cost 0), as the
+    /// engine takes them.
     pub commands: Vec<&'static str>,
+    /// The engine the limiter uses: the module, or the Lua library through `FCALL` or `EVALSHA`.
+    pub engine: Backend,
+    /// Why: "the module answered", or e.g. "module not loaded or refused (ERR unknown command ...);
+    /// FCALL or FUNCTION LOAD refused (NOPERM ...); using the Lua library through EVALSHA scripts".
+    pub why: String,
 }
 
 /// A module version, `MAJOR.MINOR.PATCH` (`MODULE LIST` shows it as `MAJOR * 10000 + MINOR * 100 + PATCH`).
@@ -48,7 +56,7 @@ impl fmt::Display for ModuleVersion {
 #[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
-    #[error("the ratelimit module is not loaded on this server ({command} is an unknown command): load it with --loadmodule /path/to/libredis_ratelimit.so")]
+    #[error("the ratelimit module is not loaded on this server ({command} is an unknown command): load it with --loadmodule /path/to/libredis_ratelimit.so, or let the limiter use the Lua library (Backend::Auto; see docs/lua.md)")]
     ModuleNotLoaded { command: &'static str },
     #[error("this Redis user may not run {command} ({detail}): grant it the module's commands, e.g. ACL SETUSER <user> ~rl:* +@ratelimit")]
     NoPermission { command: &'static str, detail: String },
@@ -65,10 +73,12 @@ impl fmt::Debug for VerifyError {
 }
 
 impl Limiter {
-    /// The start-up check: the module answers `RL.INSPECT` (read-only, on a key that need not exist)
-    /// and `RL.TOKEN` (a peek, cost 0: writes nothing) for this connection's user, and its version
-    /// where the user may run `MODULE LIST`. Call it once when the application starts; an error says
-    /// what to fix (module not loaded, a missing ACL permission, Redis unreachable).
+    /// The start-up check: the engine answers `RL.INSPECT` (read-only, on a key that need not exist)
+    /// and `RL.TOKEN` (a peek, cost 0: writes nothing) for this connection's user; which engine it is
+    /// and why (under [`Backend::Auto`], these calls choose it); and the module's version where the
+    /// user may run `MODULE LIST`. Call it once when the application starts; an error says what to fix
+    /// (no engine answers: module not loaded and the library refused; a missing ACL permission; Redis
+    /// unreachable).
     pub async fn verify(&self) -> Result<ModuleInfo, VerifyError> {
         let mut inspect = redis::cmd("RL.INSPECT");
         inspect.arg(VERIFY_KEY);
@@ -84,7 +94,12 @@ impl Limiter {
             Ok(other) => return Err(unexpected("RL.TOKEN", &other)),
             Err(e) => return Err(classify("RL.TOKEN", e)),
         }
-        Ok(ModuleInfo { version: self.module_version().await, commands: vec!["RL.INSPECT", "RL.TOKEN"] })
+        let (engine, why) = self.engine();
+        let version = match engine {
+            Backend::Module => self.module_version().await,
+            _ => None,
+        };
+        Ok(ModuleInfo { version, commands: vec!["RL.INSPECT", "RL.TOKEN"], engine, why })
     }
 
     /// The `ver` of the `ratelimit` entry of `MODULE LIST`, if this user may read it.

@@ -6,7 +6,7 @@
 //! denial's `retry_after` (plus a little jitter) and asks again.
 
 use crate::command::{self, Limit};
-use crate::connection::Backend;
+use crate::connection::Transport;
 use crate::decision::Decision;
 use crate::limiter::{now_ns, Limiter};
 use crate::policy::Policy;
@@ -79,13 +79,13 @@ impl Limiter {
     }
 
     fn is_local(&self) -> bool {
-        matches!(self.backend(), Backend::Local(_))
+        matches!(self.backend(), Transport::Local(_))
     }
 
     /// One call over `limits`, the token buckets reserving within `max_wait`.
     async fn reserve_all(&self, limits: &[Limit<'_>], max_wait: Duration) -> Decision {
         let result = match self.backend() {
-            Backend::Local(local) => Ok(local.decide(limits, now_ns(), false)),
+            Transport::Local(local) => Ok(local.decide(limits, now_ns(), false)),
             _ => match command::reserve(limits, max_wait) {
                 Ok(cmd) => self.send_decision(&cmd, limits).await,
                 Err(e) => Err(e),

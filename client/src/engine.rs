@@ -1,0 +1,408 @@
+//! Engines: who computes the limiters on the server. The module's native `RL.*` commands, or, where no
+//! module can be loaded (managed Redis), the same limiters as one Lua library (`lua/ratelimit.lua`,
+//! equal to the module reply for reply and byte for byte): called with `FCALL` (Redis 7+, Valkey) or,
+//! for servers and users without FUNCTION, with `EVALSHA`. The client builds every call as the
+//! module's command; here it is sent as the chosen engine takes it (`FCALL rl_token <numkeys> <keys>
+//! <the other arguments in order>`), and a call answered NOSCRIPT or "Function not found" (it never
+//! ran: a restart, a failover, a flush, a cluster node that has not seen the library yet) loads the
+//! library on that node and is sent again, once.
+
+use crate::connection::{is_configuration_fault, Transport};
+use ratelimit_core::kind::LimiterKind;
+use redis::{Cmd, RedisError, RedisResult, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// The library's one source, as the repository holds it (`lua/ratelimit.lua`; a test holds this copy
+/// to it).
+pub(crate) const LIBRARY: &str = include_str!("../lua/ratelimit.lua");
+
+/// Which engine the limiter uses (see [`LimiterBuilder::backend`](crate::LimiterBuilder::backend)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The module when the server answers its commands, else the library through `FCALL` (loading
+    /// it when this user may), else through `EVALSHA`. Asked on the first call, and again after an
+    /// outage (a failover may land on another server).
+    #[default]
+    Auto,
+    /// The module's commands only: an unknown command is a configuration fault.
+    Module,
+    /// The library through `FCALL`, loaded with `FUNCTION LOAD` where it is missing.
+    Functions,
+    /// The library through `EVALSHA` (`EVAL` where the script is not cached).
+    Scripts,
+}
+
+impl Backend {
+    fn code(self) -> u8 {
+        match self {
+            Backend::Auto => 0,
+            Backend::Module => 1,
+            Backend::Functions => 2,
+            Backend::Scripts => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Backend {
+        match code {
+            1 => Backend::Module,
+            2 => Backend::Functions,
+            3 => Backend::Scripts,
+            _ => Backend::Auto,
+        }
+    }
+
+    /// Its name in what `verify` says.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Backend::Auto => "not chosen yet",
+            Backend::Module => "the ratelimit module",
+            Backend::Functions => "the Lua library through FCALL",
+            Backend::Scripts => "the Lua library through EVALSHA scripts",
+        }
+    }
+}
+
+/// The engine a limiter asked for, the one it uses, and why.
+pub(crate) struct Engine {
+    wanted: Backend,
+    chosen: AtomicU8,
+    why: Mutex<String>,
+}
+
+impl Engine {
+    pub(crate) fn new(wanted: Backend) -> Engine {
+        let chosen = if wanted == Backend::Auto { Backend::Module } else { wanted };
+        Engine { wanted, chosen: AtomicU8::new(chosen.code()), why: Mutex::new(String::new()) }
+    }
+
+    /// The engine in use and the reason it was chosen.
+    pub(crate) fn chosen(&self) -> (Backend, String) {
+        let why = self.why.lock().map(|w| w.clone()).unwrap_or_default();
+        let chosen = Backend::from_code(self.chosen.load(Ordering::Relaxed));
+        let why = match (self.wanted, why.is_empty()) {
+            (Backend::Auto, true) => "the module answered".to_string(),
+            (Backend::Auto, false) => why,
+            (_, _) => "asked for".to_string(),
+        };
+        (chosen, why)
+    }
+
+    /// Chooses anew on the next call (after an outage: a failover may land on another server).
+    pub(crate) fn forget(&self) {
+        if self.wanted == Backend::Auto {
+            self.chosen.store(Backend::Module.code(), Ordering::Relaxed);
+        }
+    }
+
+    fn choose(&self, engine: Backend, why: String) {
+        self.chosen.store(engine.code(), Ordering::Relaxed);
+        if let Ok(mut w) = self.why.lock() {
+            *w = why;
+        }
+    }
+
+    /// Sends `cmd`, a module command or any other, as the engine in use takes it (see the module's
+    /// documentation); under `Auto`, moves to the next engine where the server refuses one.
+    pub(crate) async fn query(
+        &self,
+        transport: &Transport,
+        cmd: &Cmd,
+        check_first: bool,
+    ) -> RedisResult<Value> {
+        let Some(call) = Call::of(cmd) else { return transport.query(cmd, check_first).await };
+        let auto = self.wanted == Backend::Auto;
+        let mut reasons: Vec<String> = vec![];
+        loop {
+            let engine = Backend::from_code(self.chosen.load(Ordering::Relaxed));
+            let result = match engine {
+                Backend::Functions => self.fcall(transport, &call, check_first).await,
+                Backend::Scripts => evalsha(transport, &call, check_first).await,
+                _ => transport.query(cmd, check_first).await,
+            };
+            let refused = match &result {
+                Err(e) if auto && engine != Backend::Scripts && refuses(e) => e,
+                _ => {
+                    if !reasons.is_empty() {
+                        reasons.push(format!("using {}", engine.describe()));
+                        self.choose(engine, reasons.join("; "));
+                    }
+                    return result;
+                }
+            };
+            let next = if engine == Backend::Functions { Backend::Scripts } else { Backend::Functions };
+            reasons.push(match engine {
+                Backend::Functions => format!("FCALL or FUNCTION LOAD refused ({})", brief(refused)),
+                _ => format!("module not loaded or refused ({})", brief(refused)),
+            });
+            self.chosen.store(next.code(), Ordering::Relaxed);
+        }
+    }
+
+    /// Sends `cmd` followed by `WAIT` (see `Transport::query_waited`) as the engine in use takes it;
+    /// under `Auto`, a refused engine is replaced by asking the server with a read-only call of
+    /// `key` (RL.INSPECT), so the decision itself is sent once.
+    pub(crate) async fn query_waited(
+        &self,
+        transport: &Transport,
+        cmd: &Cmd,
+        key: &str,
+        replicas: u32,
+        timeout: std::time::Duration,
+    ) -> RedisResult<(Value, i64)> {
+        let Some(call) = Call::of(cmd) else {
+            return transport.query_waited(cmd, key, replicas, timeout).await;
+        };
+        let mut chose_again = false;
+        loop {
+            let engine = Backend::from_code(self.chosen.load(Ordering::Relaxed));
+            let sent = match engine {
+                Backend::Functions => call.fcall(),
+                Backend::Scripts => call.with_script("EVALSHA", &call.script().hash),
+                _ => cmd.clone(),
+            };
+            let result = transport.query_waited(&sent, key, replicas, timeout).await;
+            match &result {
+                Err(e) if function_missing(e) || e.code() == Some("NOSCRIPT") => {
+                    load(transport, &call, engine).await?;
+                    return transport.query_waited(&sent, key, replicas, timeout).await;
+                }
+                Err(e) if self.wanted == Backend::Auto && refuses(e) && !chose_again => {
+                    chose_again = true;
+                    self.query(transport, redis::cmd("RL.INSPECT").arg(key), false).await?;
+                }
+                _ => return result,
+            }
+        }
+    }
+
+    /// `FCALL`, loading the library first where the server has none.
+    async fn fcall(&self, transport: &Transport, call: &Call, check_first: bool) -> RedisResult<Value> {
+        let result = transport.query(&call.fcall(), check_first).await;
+        match &result {
+            Err(e) if function_missing(e) => {
+                load(transport, call, Backend::Functions).await?;
+                transport.query(&call.fcall(), false).await
+            }
+            _ => result,
+        }
+    }
+}
+
+/// Loads the library (`FUNCTION LOAD REPLACE`) or `call`'s script (`SCRIPT LOAD`) where the server
+/// answered that it has neither; in a cluster, on every primary.
+async fn load(transport: &Transport, call: &Call, engine: Backend) -> RedisResult<()> {
+    let cmd = match engine {
+        Backend::Scripts => redis::cmd("SCRIPT").arg("LOAD").arg(&call.script().code).clone(),
+        _ => redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(LIBRARY).clone(),
+    };
+    transport.query(&cmd, false).await.map(drop)
+}
+
+/// `EVALSHA`, and `EVAL` (which caches the script on that node) when it answers NOSCRIPT.
+async fn evalsha(transport: &Transport, call: &Call, check_first: bool) -> RedisResult<Value> {
+    let script = call.script();
+    let result = transport.query(&call.with_script("EVALSHA", &script.hash), check_first).await;
+    match &result {
+        Err(e) if e.code() == Some("NOSCRIPT") => {
+            transport.query(&call.with_script("EVAL", &script.code), false).await
+        }
+        _ => result,
+    }
+}
+
+/// An answer that says this engine cannot work for this user here: its command unknown or refused.
+fn refuses(e: &RedisError) -> bool {
+    is_configuration_fault(e)
+}
+
+/// "Function not found": the library is not loaded on this server (or this node).
+fn function_missing(e: &RedisError) -> bool {
+    e.detail().is_some_and(|d| d.to_ascii_lowercase().contains("function not found"))
+        || e.to_string().to_ascii_lowercase().contains("function not found")
+}
+
+fn brief(e: &RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => e.to_string(),
+    }
+}
+
+/// A library function's call: its name, keys and other arguments, in the command's order.
+struct Call {
+    function: String,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call {
+    /// The library's form of a module command; None for any other command (and the module-only
+    /// ones: RL.TOP, RL.RESETSTATS, the dialects), which are sent as they are.
+    fn of(cmd: &Cmd) -> Option<Call> {
+        let mut words = cmd.args_iter().filter_map(|a| match a {
+            redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+            _ => None,
+        });
+        let name = String::from_utf8(words.next()?).ok()?.to_ascii_uppercase();
+        let function = FUNCTIONS.iter().find(|f| **f == name)?.to_ascii_lowercase().replace('.', "_");
+        let rest: Vec<Vec<u8>> = words.collect();
+        let key_at = key_positions(&name, &rest);
+        let (mut keys, mut args) = (vec![], vec![]);
+        for (i, word) in rest.into_iter().enumerate() {
+            if key_at.contains(&i) {
+                keys.push(word);
+            } else {
+                args.push(word);
+            }
+        }
+        Some(Call { function, keys, args })
+    }
+
+    fn fcall(&self) -> Cmd {
+        self.with_script("FCALL", &self.function)
+    }
+
+    fn with_script(&self, command: &str, target: &str) -> Cmd {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(target).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd
+    }
+
+    /// The EVALSHA script of this function: the library's source without its registration, ending in
+    /// a call of the function (as `scripts/lua-scripts.sh` writes it), and its SHA-1.
+    fn script(&self) -> &'static Script {
+        static SCRIPTS: OnceLock<HashMap<String, Script>> = OnceLock::new();
+        let scripts = SCRIPTS.get_or_init(|| {
+            FUNCTIONS
+                .iter()
+                .map(|name| {
+                    let function = lib_name(name);
+                    let code = script_source(&function);
+                    let hash = redis::Script::new(&code).get_hash().to_string();
+                    (function, Script { code, hash })
+                })
+                .collect()
+        });
+        &scripts[&self.function]
+    }
+}
+
+/// One function's EVALSHA script.
+struct Script {
+    code: String,
+    hash: String,
+}
+
+/// The module commands the library implements.
+const FUNCTIONS: &[&str] = &[
+    "RL.TOKEN",
+    "RL.SLIDE",
+    "RL.SLIDECOUNT",
+    "RL.FIXED",
+    "RL.TAKE",
+    "RL.RESERVE",
+    "RL.REFUND",
+    "RL.ALL",
+    "RL.ACQUIRE",
+    "RL.RELEASE",
+    "RL.RENEW",
+    "RL.INSPECT",
+];
+
+fn lib_name(command: &str) -> String {
+    command.to_ascii_lowercase().replace('.', "_")
+}
+
+/// The EVALSHA script of the library function `function`.
+pub(crate) fn script_source(function: &str) -> String {
+    let body: Vec<&str> = LIBRARY.lines().skip(1).take_while(|l| !l.starts_with("-- REGISTER:")).collect();
+    format!(
+        "if redis.replicate_commands then redis.replicate_commands() end\n{}\nreturn call(\"{function}\", KEYS, ARGV)\n",
+        body.join("\n")
+    )
+}
+
+/// Where a module command's keys are among its arguments (after its name).
+fn key_positions(command: &str, args: &[Vec<u8>]) -> Vec<usize> {
+    match command {
+        "RL.TOKEN" => (0..args.len()).step_by(4).collect(),
+        "RL.REFUND" => vec![1],
+        "RL.ALL" => {
+            let mut at = 0;
+            let mut keys = vec![];
+            while at + 1 < args.len() {
+                keys.push(at);
+                let Some(kind) = LimiterKind::from_group(&args[at + 1]) else { break };
+                let rest: Vec<&[u8]> = args[at + 2..].iter().map(Vec::as_slice).collect();
+                at += 2 + kind.group_len(&rest);
+            }
+            keys
+        }
+        _ => vec![0],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
+    fn call(text: &str) -> Call {
+        let mut cmd = Cmd::new();
+        for w in text.split(' ') {
+            cmd.arg(w);
+        }
+        Call::of(&cmd).expect("a library function")
+    }
+
+    #[test]
+    fn module_commands_become_library_calls_with_their_keys_first() {
+        assert_eq!(
+            words(&call("RL.TOKEN a 10 5 1 b 20 1 1").fcall()),
+            ["FCALL", "rl_token", "2", "a", "b", "10", "5", "1", "20", "1", "1"]
+        );
+        assert_eq!(
+            words(&call("RL.ALL a SLIDE 5 60 r DEDUP b TOKEN 10 5 1").fcall()),
+            ["FCALL", "rl_all", "2", "a", "b", "SLIDE", "5", "60", "r", "DEDUP", "TOKEN", "10", "5", "1"]
+        );
+        assert_eq!(
+            words(&call("RL.REFUND TOKEN k 10 5 2").fcall()),
+            ["FCALL", "rl_refund", "1", "k", "TOKEN", "10", "5", "2"]
+        );
+        assert_eq!(words(&call("RL.RELEASE k id").fcall()), ["FCALL", "rl_release", "1", "k", "id"]);
+        let reserve = call("RL.RESERVE k 10 5 1 2.000");
+        assert_eq!(words(&reserve.fcall())[..4], ["FCALL", "rl_reserve", "1", "k"]);
+        assert!(Call::of(redis::cmd("RL.TOP").arg(10)).is_none(), "module-only: sent as it is");
+        assert!(Call::of(redis::cmd("INFO").arg("server")).is_none());
+    }
+
+    #[test]
+    fn the_scripts_are_the_library_ending_in_one_call() {
+        let script = script_source("rl_token");
+        assert!(!script.starts_with("#!lua"), "no shebang: EVAL would refuse it");
+        assert!(!script.contains("register_function"));
+        assert!(script.ends_with("return call(\"rl_token\", KEYS, ARGV)\n"));
+        assert_eq!(call("RL.TOKEN k 1 1 1").script().hash, redis::Script::new(&script).get_hash());
+    }
+
+    #[test]
+    fn the_shipped_library_is_the_repositorys() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        if let Ok(repo) = std::fs::read_to_string(root.join("../lua/ratelimit.lua")) {
+            assert_eq!(
+                repo, LIBRARY,
+                "client/lua/ratelimit.lua is a copy of lua/ratelimit.lua: copy it again"
+            );
+        }
+    }
+}
