@@ -1294,22 +1294,28 @@ local function build()
     return v
   end
 
-  -- The key's absolute expiry (Unix ms), or nil.
-  function S.expiry(key)
-    local at = redis.call("PEXPIRETIME", key)
+  -- The key's absolute expiry (Unix ms), or nil. Redis 6.2 has no PEXPIRETIME: there, the time left
+  -- (PTTL) after this call's clock, which may be off by the milliseconds the call has run.
+  function S.expiry(key, now)
+    local at = redis.pcall("PEXPIRETIME", key)
+    if type(at) == "table" then
+      local ttl = redis.call("PTTL", key)
+      if ttl < 0 then return nil end
+      return B.num(B.div(now, MILLION)) + ttl
+    end
     if at < 0 then return nil end
     return at
   end
 
   -- An expiry within [at_least, at_least + slack] stays; else the latest.
-  local function expiry_change(key, within, exists)
+  local function expiry_change(key, within, exists, now)
     local at_least, latest = within[1], within[1] + within[2]
-    local current = exists and S.expiry(key) or nil
+    local current = exists and S.expiry(key, now) or nil
     if current and current >= at_least and current <= latest then return nil end
     return latest
   end
 
-  function S.apply(key, old, write)
+  function S.apply(key, old, write, now)
     if write.delete then
       if old then redis.call("DEL", key) end
       return
@@ -1317,7 +1323,7 @@ local function build()
     if write.range then
       local offset, bytes = write.range[1], write.range[2]
       redis.call("SETRANGE", key, offset, bytes)
-      local at = expiry_change(key, write.within, true)
+      local at = expiry_change(key, write.within, true, now)
       if at then redis.call("PEXPIREAT", key, at) end
       return
     end
@@ -1326,7 +1332,7 @@ local function build()
       local replaced = old ~= nil and #old ~= #write.set
       if replaced or write.derived.previous ~= write.derived.at then at = write.derived.at end
     else
-      at = expiry_change(key, write.within, old ~= nil and #old == #write.set)
+      at = expiry_change(key, write.within, old ~= nil and #old == #write.set, now)
     end
     if at then
       redis.call("SET", key, write.set, "PXAT", at)
@@ -1354,7 +1360,7 @@ local function build()
   local function decide_one(key, k, lim, request, now)
     local old = S.read(key)
     local outcome = k.decide(lim, old, now, request)
-    if outcome.write then S.apply(key, old, outcome.write) end
+    if outcome.write then S.apply(key, old, outcome.write, now) end
     return V.reply(outcome.verdict)
   end
 
@@ -1371,7 +1377,7 @@ local function build()
     local verdict = verdicts[limiting]
     for i, key in ipairs(keys) do
       local o = outcomes[i]
-      if o.write and (verdict.allowed or o.repair) then S.apply(key, olds[i], o.write) end
+      if o.write and (verdict.allowed or o.repair) then S.apply(key, olds[i], o.write, now) end
     end
     return V.reply(verdict, limiting)
   end
@@ -1428,7 +1434,7 @@ local function build()
     local max = P.whole(args[3], "max", 1, "must be a whole number >= 1")
     local old = S.read(keys[1])
     local outcome, taken = token.take(bucket, old, now, max)
-    if outcome.write then S.apply(keys[1], old, outcome.write) end
+    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
     return V.reply(outcome.verdict, taken)
   end
 
@@ -1442,7 +1448,7 @@ local function build()
     local units = P.cost(args[4])
     local old = S.read(keys[1])
     local write, verdict = k.refund(lim, old, now, units)
-    if write then S.apply(keys[1], old, write) end
+    if write then S.apply(keys[1], old, write, now) end
     return V.reply(verdict)
   end
 
@@ -1469,7 +1475,7 @@ local function build()
     local id = holder(args[1])
     local old = S.read(keys[1])
     local released, write = leases.release(old, now, id)
-    if write then S.apply(keys[1], old, write) end
+    if write then S.apply(keys[1], old, write, now) end
     return released and 1 or 0
   end
 
@@ -1479,7 +1485,7 @@ local function build()
     local id = holder(args[2])
     local old = S.read(keys[1])
     local renewed, write = leases.renew(old, now, id, lease)
-    if write then S.apply(keys[1], old, write) end
+    if write then S.apply(keys[1], old, write, now) end
     return renewed and 1 or 0
   end
 
@@ -1489,7 +1495,7 @@ local function build()
     if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity("rl.inspect") end
     local stored = S.read(keys[1])
     if stored == nil then return false end
-    local at = S.expiry(keys[1])
+    local at = S.expiry(keys[1], now)
     local ttl = -1
     if at then ttl = math.max(at - B.num(B.div(now, MILLION)), 0) end
     local layout = F.layout(stored)

@@ -176,3 +176,56 @@ fn the_scripts_and_the_functions_store_the_same_bytes() {
         assert!(source.contains(&format!("\"{name}\"")), "{name} is registered");
     }
 }
+
+/// The README's lines for a server without the module run as written (redis-cli on this server).
+#[test]
+fn the_readme_s_lines_for_managed_redis_run() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme
+        .split("## Without the module")
+        .nth(1)
+        .expect("the README's section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let block = section.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("its sh block");
+    let server = Server::builder().stock().start();
+    let mut outputs = Vec::new();
+    for line in block.lines() {
+        let command = line
+            .split('#')
+            .next()
+            .unwrap()
+            .trim()
+            .replace("redis-cli", &format!("redis-cli -p {}", server.port));
+        let out =
+            std::process::Command::new("sh").arg("-c").arg(&command).current_dir(root).output().expect("sh");
+        assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+        outputs.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    assert_eq!(outputs[0].trim(), "ratelimit", "FUNCTION LOAD names the library");
+    let reply: Vec<&str> = outputs[1].lines().collect();
+    assert_eq!(reply[..3], ["1", "10", "9"], "RL.TOKEN's reply: allowed, limit, remaining");
+}
+
+/// Where PEXPIRETIME is missing (Redis 6.2), the scripts read the expiry from PTTL: a window counted
+/// over several calls keeps its one expiry, and a log's expiry moves with its newest entry.
+#[test]
+fn the_scripts_keep_expiries_where_pexpiretime_is_missing() {
+    let server = Server::builder().stock().args(&["--rename-command", "PEXPIRETIME", ""]).start();
+    let mut con = server.conn();
+    let scripts = lua::scripts();
+    let call = |con: &mut Connection, name: &str, key: &str, args: &[&str]| -> Vec<i64> {
+        redis::cmd("EVAL").arg(&scripts[name]).arg(1).arg(key).arg(args).query(con).expect(name)
+    };
+    let pttl = |con: &mut Connection, key: &str| -> i64 { redis::cmd("PTTL").arg(key).query(con).unwrap() };
+    assert_eq!(call(&mut con, "rl_fixed", "w", &["3", "600"])[..3], [1, 3, 2]);
+    let first = pttl(&mut con, "w");
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(call(&mut con, "rl_fixed", "w", &["3", "600"])[..3], [1, 3, 1]);
+    assert!(pttl(&mut con, "w") < first, "the window's end did not move");
+    assert_eq!(call(&mut con, "rl_slide", "log", &["3", "600", "a"])[..3], [1, 3, 2]);
+    assert_eq!(call(&mut con, "rl_slide", "log", &["3", "600", "b"])[..3], [1, 3, 1]);
+    assert!(pttl(&mut con, "log") > 599_000, "the log lives a window past its newest entry");
+}
