@@ -191,26 +191,43 @@ local function build()
   end
 
   -- Floor division of a >= 0 by b > 0: quotient and remainder.
+  -- The value of a as a double (inexact above 2^53): to estimate a quotient's digit.
+  local function approx(a)
+    local x = 0
+    for i = #a, 1, -1 do x = x * BASE + a[i] end
+    return x
+  end
+
+  -- Floor division of a >= 0 by b > 0: quotient and remainder. Schoolbook, one limb of the quotient
+  -- at a time: its estimate from doubles is off by at most one, then corrected exactly.
   function B.divmod(a, b)
     if mcmp(a, b) < 0 then return B.int(0), a end
     if #b == 1 then
       local q, r = divsmall(a, b[1])
       return q, B.int(r)
     end
-    local q, r = { neg = false }, { neg = false }
+    local q, r, bx = { neg = false }, { neg = false }, approx(b)
     for i = #a, 1, -1 do
       table.insert(r, 1, a[i])
       norm(r)
-      local lo, hi = 0, BASE - 1
-      if mcmp(r, b) < 0 then hi = 0 end
-      while lo < hi do
-        local mid = floor((lo + hi + 1) / 2)
-        if mcmp(mulsmall(b, mid), r) <= 0 then lo = mid else hi = mid - 1 end
+      local d = 0
+      if mcmp(r, b) >= 0 then
+        d = floor(approx(r) / bx)
+        if d > BASE - 1 then d = BASE - 1 end
+        local p = mulsmall(b, d)
+        while mcmp(p, r) > 0 do
+          d = d - 1
+          p = mulsmall(b, d)
+        end
+        local next = mulsmall(b, d + 1)
+        while mcmp(next, r) <= 0 do
+          d, p = d + 1, next
+          next = mulsmall(b, d + 1)
+        end
+        r = msub(r, p)
       end
-      q[i] = lo
-      if lo > 0 then r = msub(r, mulsmall(b, lo)) end
+      q[i] = d
     end
-    for i = 1, #a do q[i] = q[i] or 0 end
     return norm(q), r
   end
 
@@ -252,18 +269,20 @@ local function build()
   function B.le64(a)
     local v = a.neg and B.add(a, TWO64) or a
     local out = {}
-    for i = 1, 8 do
+    for i = 1, 4 do
       local r
-      v, r = divsmall(v, 256)
-      out[i] = char(r)
+      v, r = divsmall(v, 65536)
+      out[i] = char(r % 256, floor(r / 256))
     end
     return concat(out)
   end
 
   -- The little-endian u64 (or i64 when signed) at byte `at` (1-based) of s.
   function B.fromle(s, at, signed)
-    local v = B.int(0)
-    for i = at + 7, at, -1 do v = mulsmall(v, 256, byte(s, i)) end
+    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
+    local lo = ((b4 * 256 + b3) * 256 + b2) * 256 + b1
+    local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
+    local v = mulsmall(mulsmall(B.int(hi), 65536), 65536, lo)
     if signed and mcmp(v, TWO63) >= 0 then v = B.sub(v, TWO64) end
     return v
   end
@@ -1250,6 +1269,23 @@ local function build()
   local KINDS = { token, fixed, counter, slide, leases }
   local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
   local FORM_OPTION = { id = { "DEDUP", 0 }, lease = { "WEIGHT", 1 } }
+
+  -- The parameters parsed last, by kind and text: most calls repeat them (the module keeps the last
+  -- ones too). Parsing is pure, so a hit is what parsing would give; bounded, and kept across calls
+  -- where the library is (FUNCTION LOAD), rebuilt with each script run otherwise.
+  local parsed, parsed_count = {}, 0
+  for _, k in ipairs(KINDS) do
+    local parse = k.parse
+    k.parse = function(p1, p2)
+      local text = k.group .. "\0" .. p1 .. "\0" .. p2
+      local hit = parsed[text]
+      if hit then return hit end
+      local limiter = parse(p1, p2)
+      if parsed_count >= 1024 then parsed, parsed_count = {}, 0 end
+      parsed[text], parsed_count = limiter, parsed_count + 1
+      return limiter
+    end
+  end
 
   local function kind_of_group(name)
     local upper = name:upper()
