@@ -229,3 +229,39 @@ fn the_scripts_keep_expiries_where_pexpiretime_is_missing() {
     assert_eq!(call(&mut con, "rl_slide", "log", &["3", "600", "b"])[..3], [1, 3, 1]);
     assert!(pttl(&mut con, "log") > 599_000, "the log lives a window past its newest entry");
 }
+
+/// The library's writes replicate by effect: after calls of every function (allowed, denied, logs
+/// that grow, leases released), a replica holds the same bytes and expiries as its primary.
+#[test]
+fn the_library_s_writes_replicate_by_effect() {
+    let primary = Server::builder().stock().start();
+    let replica =
+        Server::builder().stock().args(&["--replicaof", "127.0.0.1", &primary.port.to_string()]).start();
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    testkit::wait_until("replica link up", || {
+        testkit::info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    lua::load(&mut p, &lua::source());
+    let fcall = |con: &mut Connection, function: &str, keys: &[&str], args: &[&str]| {
+        let _: redis::Value =
+            redis::cmd("FCALL").arg(function).arg(keys.len()).arg(keys).arg(args).query(con).expect(function);
+    };
+    for i in 0..30 {
+        let id = format!("r{}", i % 7);
+        fcall(&mut p, "rl_token", &["t"], &["5", "0.01", &(i % 3).to_string()]);
+        fcall(&mut p, "rl_token", &["t1", "t2"], &["5", "0.01", "1", "3", "0.01", "1"]);
+        fcall(&mut p, "rl_fixed", &["f"], &["4", "300"]);
+        fcall(&mut p, "rl_slidecount", &["c"], &["4", "300", "2"]);
+        fcall(&mut p, "rl_slide", &["s"], &["40", "300", &id, "DEDUP"]);
+        fcall(&mut p, "rl_take", &["t"], &["5", "0.01", "2"]);
+        fcall(&mut p, "rl_refund", &["f"], &["FIXED", "4", "300", "1"]);
+        fcall(&mut p, "rl_acquire", &["l"], &["3", "300", &id]);
+        fcall(&mut p, "rl_release", &["l"], &[&format!("r{}", (i + 3) % 7)]);
+        fcall(&mut p, "rl_renew", &["l"], &["300", &id]);
+        fcall(&mut p, "rl_all", &["a1", "a2"], &["TOKEN", "3", "0.01", "1", "SLIDE", "2", "300", &id]);
+    }
+    common::wait_in_sync(&mut p, &mut r);
+    assert_eq!(common::dump_strings(&mut p), common::dump_strings(&mut r));
+    assert_eq!(common::digest(&mut p), common::digest(&mut r));
+    assert!(common::dbsize(&mut r) >= 8, "every function wrote");
+}
