@@ -264,4 +264,21 @@ fn the_library_s_writes_replicate_by_effect() {
     assert_eq!(common::dump_strings(&mut p), common::dump_strings(&mut r));
     assert_eq!(common::digest(&mut p), common::digest(&mut r));
     assert!(common::dbsize(&mut r) >= 8, "every function wrote");
+    // The library reached the replica with the data; its read-only function runs there.
+    let on_replica: redis::Value = redis::cmd("FCALL_RO")
+        .arg("rl_inspect")
+        .arg(1)
+        .arg("t")
+        .arg(5)
+        .arg("0.01")
+        .query(&mut r)
+        .expect("FCALL_RO");
+    let on_primary: redis::Value =
+        redis::cmd("FCALL_RO").arg("rl_inspect").arg(1).arg("t").arg(5).arg("0.01").query(&mut p).unwrap();
+    let limiter = |v: &redis::Value| match v {
+        redis::Value::Array(items) => items.get(1).cloned(),
+        _ => None,
+    };
+    assert_eq!(limiter(&on_replica), Some(redis::Value::SimpleString("RL.TOKEN".into())));
+    assert_eq!(limiter(&on_replica), limiter(&on_primary));
 }
