@@ -156,6 +156,38 @@ fn release_and_renew_work_after_a_restart_and_after_an_aof_reload() {
     }
 }
 
+/// A lease taken before release 0.3 (its id stored as the first 16 bytes of SHA-256) keeps working
+/// for its holder: re-acquired without a second slot (and then stored under SHA-1, as the Lua library
+/// stores it), renewed and released; nobody else's id matches it.
+#[test]
+fn leases_written_by_0_2_still_belong_to_their_holders() {
+    use sha2::{Digest, Sha256};
+    let server = Server::builder().single();
+    let mut con = server.conn();
+    let key = unique_key("lease-0.2");
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
+    let ends_us = (s * 1_000_000 + us + 60_000_000) as u64;
+    let record = |id: &str| {
+        let mut r = Sha256::digest(id.as_bytes())[..16].to_vec();
+        r.extend_from_slice(&ends_us.to_le_bytes());
+        r.extend_from_slice(&1u32.to_le_bytes());
+        r
+    };
+    let value = [&b"RLA\x01"[..], &record("old-a"), &record("old-b")].concat();
+    let _: () = redis::cmd("SET").arg(&key).arg(&value).arg("PX").arg(60_000).query(&mut con).unwrap();
+    assert_eq!(acquire(&mut con, &key, 2, "60", "old-a").head(), (true, 2, 0), "no second slot");
+    let stored: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let sha1 = {
+        use sha1::Digest as _;
+        sha1::Sha1::digest(b"old-a")[..16].to_vec()
+    };
+    assert_eq!(&stored[4..20], &sha1[..], "re-acquired: stored under SHA-1");
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "stranger"]), 0);
+    assert_eq!(int(&mut con, "RL.RENEW", &[&key, "60", "old-b"]), 1);
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "old-b"]), 1);
+    assert_eq!(int(&mut con, "RL.RELEASE", &[&key, "old-a"]), 1);
+}
+
 /// Acquire outcomes are counted like any limiter's (INFO, its key classes, RL.TOP), and RL.INSPECT
 /// shows a lease key's soonest and latest expiry.
 #[test]

@@ -125,6 +125,29 @@ fn sliding_log_dedup_counts_a_retried_id_once() {
     );
 }
 
+/// DEDUP ids are stored as a hash that is the same in every process: a retry is still recognised
+/// after a restart (and so on a promoted replica).
+#[test]
+fn sliding_log_dedup_recognises_a_retry_after_a_restart() {
+    let Some(mut server) = Server::builder().own() else { return };
+    let mut con = server.conn();
+    assert_eq!(
+        rl(&mut con, "RL.SLIDE", &["dedup-restart", "3", "600", "req-1", "DEDUP"]).head(),
+        (true, 3, 2)
+    );
+    server.restart("SAVE");
+    let mut con = server.conn();
+    assert_eq!(
+        rl(&mut con, "RL.SLIDE", &["dedup-restart", "3", "600", "req-1", "DEDUP"]).head(),
+        (true, 3, 2),
+        "the retry is not counted again"
+    );
+    assert_eq!(
+        rl(&mut con, "RL.SLIDE", &["dedup-restart", "3", "600", "req-2", "DEDUP"]).head(),
+        (true, 3, 1)
+    );
+}
+
 #[test]
 fn sliding_log_memory_stays_compact_at_large_limits() {
     let server = Server::builder().single();

@@ -10,10 +10,13 @@
 //!
 //! # Encoding
 //!
-//! The tag `RLA\x01`, then one 28-byte entry per lease: the id's 16-byte digest (SHA-256 of the id,
-//! truncated: the same on every server, so a replica promoted to primary releases what its old primary
-//! leased, and no caller can craft another caller's digest), its expiry in Unix microseconds (u64) and
-//! its weight (u32), little-endian, in no particular order.
+//! The tag `RLA\x01`, then one 28-byte entry per lease: the id's 16-byte digest (the first 16 bytes of
+//! the id's SHA-1: the same on every server, so a replica promoted to primary releases what its old
+//! primary leased, and the Lua library, which has only SHA-1, computes the same; no caller can find
+//! another id with a given 128-bit digest, a second preimage), its expiry in Unix microseconds (u64)
+//! and its weight (u32), little-endian, in no particular order. Release 0.2 stored the first 16 bytes
+//! of SHA-256: such a record still matches its id (`LeaseId::matches`) and takes the SHA-1 digest
+//! when its holder acquires or renews it again.
 
 use crate::args::{whole, whole_for, ArgError};
 use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
@@ -24,6 +27,7 @@ use crate::limits::{in_range, MAX_HORIZON_NS};
 use crate::time::{ceil_ms, us_to_ns, Nanos};
 use crate::verdict::Verdict;
 use crate::window::window_ns;
+use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
 /// The largest concurrency limit: each held lease costs an entry of the key's value.
@@ -45,16 +49,31 @@ pub struct Leases {
     lease_us: u64,
 }
 
-/// A lease holder's id, as stored: the first 16 bytes of its SHA-256.
+/// A lease holder's id as stored: the first 16 bytes of its SHA-1; and, while records written by
+/// release 0.2 may still be held, the first 16 bytes of its SHA-256, which 0.2 stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseId([u8; 16]);
+pub struct LeaseId {
+    digest: Digest16,
+    legacy: Digest16,
+}
+
+/// A stored lease record's id digest.
+type Digest16 = [u8; 16];
+
+fn first_16(digest: &[u8]) -> Digest16 {
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&digest[..16]);
+    out
+}
 
 impl LeaseId {
     pub fn of(id: &[u8]) -> LeaseId {
-        let digest = Sha256::digest(id);
-        let mut out = [0u8; 16];
-        out.copy_from_slice(&digest[..16]);
-        LeaseId(out)
+        LeaseId { digest: first_16(&Sha1::digest(id)), legacy: first_16(&Sha256::digest(id)) }
+    }
+
+    /// Whether a stored record's digest is this id's (either digest).
+    fn matches(&self, stored: &Digest16) -> bool {
+        *stored == self.digest || *stored == self.legacy
     }
 }
 
@@ -68,7 +87,7 @@ pub struct Acquire {
 /// One held lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Lease {
-    id: LeaseId,
+    id: Digest16,
     expires_us: u64,
     weight: u64,
 }
@@ -101,14 +120,14 @@ fn decode(stored: &[u8]) -> Result<Vec<Lease>, StateError> {
             id.copy_from_slice(&e[..16]);
             let expires_us = expires_us(e);
             let weight = u64::from(u32::from_le_bytes(e[24..28].try_into().unwrap_or([0; 4])));
-            Lease { id: LeaseId(id), expires_us, weight }
+            Lease { id, expires_us, weight }
         })
         .collect())
 }
 
 /// Without decoding every lease: Some(the id of the one live lease, or None when none is live), or
 /// None when more than one is live.
-fn only_live_lease(stored: Option<&[u8]>, now_us: u64) -> Result<Option<Option<LeaseId>>, StateError> {
+fn only_live_lease(stored: Option<&[u8]>, now_us: u64) -> Result<Option<Option<Digest16>>, StateError> {
     let Some(stored) = stored else { return Ok(Some(None)) };
     let mut found = None;
     for e in entries(stored)? {
@@ -118,7 +137,7 @@ fn only_live_lease(stored: Option<&[u8]>, now_us: u64) -> Result<Option<Option<L
             }
             let mut id = [0u8; 16];
             id.copy_from_slice(&e[..16]);
-            found = Some(LeaseId(id));
+            found = Some(id);
         }
     }
     Ok(Some(found))
@@ -153,7 +172,7 @@ fn write(leases: &[Lease]) -> Write {
     };
     let entry = |l: &Lease| {
         let mut e = [0u8; ENTRY];
-        e[..16].copy_from_slice(&l.id.0);
+        e[..16].copy_from_slice(&l.id);
         e[16..24].copy_from_slice(&l.expires_us.to_le_bytes());
         e[24..].copy_from_slice(&(l.weight as u32).to_le_bytes());
         e
@@ -223,11 +242,15 @@ impl Leases {
         let now_us = now_us(now);
         if let Some(last) = only_live_lease(stored, now_us)? {
             // The commonest release: the key's one live lease, or nothing to release.
-            return Ok(if last == Some(id) { (true, Some(write(&[]))) } else { (false, None) });
+            return Ok(if last.is_some_and(|l| id.matches(&l)) {
+                (true, Some(write(&[])))
+            } else {
+                (false, None)
+            });
         }
         let mut held = live(stored, now_us)?;
         let before = held.len();
-        held.retain(|l| l.id != id);
+        held.retain(|l| !id.matches(&l.id));
         Ok(if held.len() < before { (true, Some(write(&held))) } else { (false, None) })
     }
 
@@ -241,9 +264,10 @@ impl Leases {
     ) -> Result<(bool, Option<Write>), StateError> {
         let (now_us, lease_us) = (now_us(now), (lease_ns.max(0) / 1000) as u64);
         let (mut held, cut) = live_within(stored, now_us, lease_us)?;
-        let Some(lease) = held.iter_mut().find(|l| l.id == id) else {
+        let Some(lease) = held.iter_mut().find(|l| id.matches(&l.id)) else {
             return Ok((false, cut.then(|| write(&held))));
         };
+        lease.id = id.digest;
         lease.expires_us = now_us.saturating_add(lease_us);
         Ok((true, Some(write(&held))))
     }
@@ -257,8 +281,9 @@ impl Limiter for Leases {
         let now_us = now_us(now);
         let (mut held, cut) = live_within(stored, now_us, self.lease_us)?;
         let expires_us = now_us.saturating_add(self.lease_us);
-        if let Some(lease) = held.iter_mut().find(|l| l.id == request.id) {
+        if let Some(lease) = held.iter_mut().find(|l| request.id.matches(&l.id)) {
             // A retry of the same request: the same slot, for longer.
+            lease.id = request.id.digest;
             lease.expires_us = expires_us;
         } else {
             let load: u64 = held.iter().map(|l| l.weight).sum();
@@ -271,7 +296,7 @@ impl Limiter for Leases {
                     repair: cut,
                 });
             }
-            held.push(Lease { id: request.id, expires_us, weight: request.weight });
+            held.push(Lease { id: request.id.digest, expires_us, weight: request.weight });
         }
         Ok(Outcome {
             verdict: self.verdict(true, &held, now_us, Some(0)),
@@ -394,6 +419,38 @@ mod tests {
             Some(change) => apply(value.get_or_insert_with(Vec::new), &change),
             None => {}
         }
+    }
+
+    /// A record as release 0.2 wrote it: the id's SHA-256, truncated.
+    fn record_of_0_2(id: &[u8], expires_us: u64, weight: u32) -> Vec<u8> {
+        let mut v = b"RLA\x01".to_vec();
+        v.extend_from_slice(&Sha256::digest(id)[..16]);
+        v.extend_from_slice(&expires_us.to_le_bytes());
+        v.extend_from_slice(&weight.to_le_bytes());
+        v
+    }
+
+    #[test]
+    fn ids_are_stored_as_sha1_and_records_of_0_2_still_match_their_holders() {
+        let l = Leases::new(2, 10 * SEC).unwrap();
+        let mut v = None;
+        acquire(&l, &mut v, T0, "a", 1);
+        assert_eq!(&v.as_ref().unwrap()[4..20], &Sha1::digest(b"a")[..16], "the first 16 bytes of SHA-1");
+        let end_us = (T0 / 1000) as u64 + 5_000_000;
+        // Re-acquired by its holder: the same slot, now under the SHA-1 digest.
+        let mut old = Some(record_of_0_2(b"a", end_us, 1));
+        let again = acquire(&l, &mut old, T0, "a", 1);
+        assert_eq!((again.allowed, again.remaining), (true, 1), "no second slot");
+        assert_eq!(old, v, "rewritten as this release writes it");
+        // Renewed and released by its holder, never by another id.
+        let old = Some(record_of_0_2(b"a", end_us, 1));
+        assert!(!Leases::release(old.as_deref(), T0, LeaseId::of(b"b")).unwrap().0);
+        assert!(Leases::release(old.as_deref(), T0, LeaseId::of(b"a")).unwrap().0);
+        let (renewed, write) = Leases::renew(old.as_deref(), T0, LeaseId::of(b"a"), 10 * SEC).unwrap();
+        let mut renewed_value = old.clone();
+        store(&mut renewed_value, write);
+        assert!(renewed);
+        assert_eq!(renewed_value, v, "renewed under the SHA-1 digest");
     }
 
     #[test]

@@ -350,6 +350,18 @@ impl SlidingLog {
     }
 }
 
+/// How a request id is stored for DEDUP: the first 8 bytes of its SHA-1, as a little-endian u64 (so the
+/// stored bytes are those 8 bytes). The same on every server and after every restart, so a retry is
+/// recognised across a failover; the Lua library computes the same with `redis.sha1hex`. Aiming at
+/// another caller's recorded id takes a second preimage of 64 bits.
+pub fn id_hash(id: &[u8]) -> u64 {
+    use sha1::{Digest, Sha1};
+    let digest = Sha1::digest(id);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
+}
+
 fn width_for(id: RequestId) -> Width {
     if id.dedup {
         Width::WithIds

@@ -11,8 +11,6 @@ use crate::stats::CommandStats;
 use ratelimit_core::kind::Declare;
 use ratelimit_core::sliding_log::SlidingLog;
 use redis_module::Context;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::OnceLock;
 
 /// Its counters in INFO ratelimit (`slide_allowed`, `slide_denied`, `slide_errors`).
 static STATS: CommandStats = CommandStats::new("slide");
@@ -32,10 +30,6 @@ impl Command for Slide {
     }
 }
 
-/// Request ids are stored as keyed 64-bit hashes (SipHash with a key chosen at module load), so
-/// callers cannot craft ids that collide with other ids. After a restart the key differs: ids recorded
-/// before it no longer match, and a retry of one of them counts again (never less).
-pub fn id_hash(id: &[u8]) -> u64 {
-    static KEYS: OnceLock<RandomState> = OnceLock::new();
-    KEYS.get_or_init(RandomState::new).hash_one(id)
-}
+/// Request ids are stored as the first 8 bytes of their SHA-1 (`sliding_log::id_hash`): the same on
+/// every server and after a restart, and in the Lua library.
+pub use ratelimit_core::sliding_log::id_hash;

@@ -62,9 +62,11 @@ pub struct Server {
     pub dir: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
-    /// Modules loaded before this one (e.g. one that takes a name first).
+    /// The modules loaded, in order (the ratelimit module last, unless stock).
     preload: Vec<String>,
     binary: String,
+    /// Started without the module (a stock server, as managed Redis is).
+    stock: bool,
 }
 
 /// Says a test skipped, and why, in one format: `skipped: <reason>`.
@@ -89,6 +91,7 @@ pub struct Builder {
     env: Vec<(String, String)>,
     preload: Vec<String>,
     binary: Option<String>,
+    stock: bool,
 }
 
 impl Builder {
@@ -116,10 +119,20 @@ impl Builder {
         self
     }
 
-    /// Starts a fresh server with the module loaded.
+    /// Without the module: a stock server, as managed services run (for the Lua library).
+    pub fn stock(mut self) -> Builder {
+        self.stock = true;
+        self
+    }
+
+    /// Starts a fresh server with the module loaded (unless [`Builder::stock`]).
     pub fn start(self) -> Server {
         let binary = self.binary.unwrap_or_else(server_binary);
-        Server::start_in(scratch_dir(), free_port(), self.args, self.env, self.preload, binary)
+        let mut preload = self.preload;
+        if !self.stock {
+            preload.push(module_path().display().to_string());
+        }
+        Server::start_in(scratch_dir(), free_port(), self.args, self.env, preload, binary, self.stock)
     }
 
     /// A fresh server for tests that need their own (replicas, restarts), or None, with the skip
@@ -143,6 +156,7 @@ impl Builder {
                 env: vec![],
                 preload: vec![],
                 binary: String::new(),
+                stock: false,
             },
             None => self.start(),
         }
@@ -162,10 +176,11 @@ impl Server {
         env: Vec<(String, String)>,
         preload: Vec<String>,
         binary: String,
+        stock: bool,
     ) -> Server {
         let module = module_path();
         assert!(
-            module.exists(),
+            stock || module.exists(),
             "{} is missing: run `cargo build --release` (make test does)",
             module.display()
         );
@@ -175,8 +190,6 @@ impl Server {
             .arg(&dir)
             .args(["--enable-debug-command", "local"])
             .args(preload.iter().flat_map(|m| ["--loadmodule", m.as_str()]))
-            .arg("--loadmodule")
-            .arg(&module)
             .args(&args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(log)
@@ -184,7 +197,7 @@ impl Server {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
         let url = format!("redis://127.0.0.1:{port}/");
-        let server = Server { child: Some(child), port, url, dir, args, env, preload, binary };
+        let server = Server { child: Some(child), port, url, dir, args, env, preload, binary, stock };
         server.wait_ready();
         server
     }
@@ -264,6 +277,7 @@ impl Server {
             self.env.clone(),
             self.preload.clone(),
             self.binary.clone(),
+            self.stock,
         );
         // The old value owns no process any more, so dropping it leaves the shared directory alone.
         drop(std::mem::replace(self, fresh));

@@ -4,6 +4,7 @@
 
 pub mod calls;
 pub mod clockshift;
+pub mod lua;
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use testkit::{cluster, wait_until};
 pub mod shim;

@@ -1,0 +1,920 @@
+//! The Lua library and the module are one engine: property tests run call sequences of every kind
+//! through `ratelimit-core` (the module's algorithms, time as a parameter, stored as the module's store
+//! writes: `Model`) and through lua/ratelimit.lua on a real stock server (its clock replaced by an
+//! argument: `lua::with_clock_argument`), and hold equal every reply, every stored byte and every
+//! expiry (PEXPIRETIME). Parameters span the accepted ranges and their extremes; costs of 0, 1 and
+//! above the limit; time steps small, large and backwards; keys that start empty, in this release's
+//! formats, in release 0.1's untagged formats, or holding other data.
+
+mod common;
+
+use common::lua::{self, Reply};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use ratelimit_core::args::{cost, ArgError};
+use ratelimit_core::combine::all_or_nothing;
+use ratelimit_core::error::StateError;
+use ratelimit_core::fixed_window::FixedWindow;
+use ratelimit_core::format::Layout;
+use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare, LimiterKind, RequestArgs};
+use ratelimit_core::leases::{self, Leases};
+use ratelimit_core::limiter::{apply, Change, Expiry, Limiter, Outcome, Peek, Write};
+use ratelimit_core::sliding_counter::SlidingCounter;
+use ratelimit_core::sliding_log::{id_hash, SlidingLog, Width};
+use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS, NANOS_PER_SEC};
+use ratelimit_core::token_bucket::TokenBucket;
+use ratelimit_core::verdict::Verdict;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use testkit::redis::{self, Connection};
+use testkit::Server;
+
+/// Sequences per kind: `RL_LUA_CASES`, at least 2,000 unless set lower by hand.
+fn cases() -> u32 {
+    std::env::var("RL_LUA_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Calls, as a command and as a function of the library.
+// ------------------------------------------------------------------------------------------------
+
+/// One call: the library's function, its keys (indexes into the sequence's keys) and its arguments
+/// after the keys, as FCALL takes them.
+#[derive(Debug, Clone)]
+struct Call {
+    function: &'static str,
+    keys: Vec<usize>,
+    args: Vec<String>,
+}
+
+fn call(function: &'static str, keys: &[usize], args: &[&str]) -> Call {
+    Call { function, keys: keys.to_vec(), args: args.iter().map(|a| a.to_string()).collect() }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The model: core's algorithms, and the module's store (src/server/store.rs) over a map.
+// ------------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    value: Vec<u8>,
+    expire_ms: Option<i64>,
+}
+
+#[derive(Default)]
+struct Model {
+    keys: HashMap<String, Entry>,
+}
+
+/// An expiry that satisfies `expiry`: the current one when it lies in its range, else the latest.
+fn expiry_within(current: Option<i64>, expiry: Expiry) -> Option<i64> {
+    let (at_least, latest) = match expiry {
+        Expiry::Derived { at_ms, .. } => (at_ms, at_ms),
+        Expiry::Within { at_least_ms, .. } => (at_least_ms, expiry.latest_ms()),
+    };
+    match current {
+        Some(at) if at >= at_least && at <= latest => Some(at),
+        _ => Some(latest),
+    }
+}
+
+impl Model {
+    fn stored(&self, key: &str) -> Option<&[u8]> {
+        self.keys.get(key).map(|e| e.value.as_slice())
+    }
+
+    /// What the module's store does with a write: in place when the length is kept (its expiry
+    /// stays when it satisfies the write's), a new value otherwise (its expiry set).
+    fn apply(&mut self, key: &str, write: &Write) {
+        let old = self.keys.get(key).cloned();
+        let entry = match (&write.change, write.expiry) {
+            (Change::Delete, _) => None,
+            (Change::Set(bytes), Expiry::Derived { at_ms, previous_ms }) => {
+                let replaced = old.as_ref().is_some_and(|e| e.value.len() != bytes.as_ref().len());
+                let expire_ms = if replaced || previous_ms != Some(at_ms) {
+                    Some(at_ms)
+                } else {
+                    old.and_then(|e| e.expire_ms)
+                };
+                Some(Entry { value: bytes.as_ref().to_vec(), expire_ms })
+            }
+            (Change::Set(bytes), expiry) => {
+                let in_place = old.as_ref().filter(|e| e.value.len() == bytes.as_ref().len());
+                let expire_ms = expiry_within(in_place.and_then(|e| e.expire_ms), expiry);
+                Some(Entry { value: bytes.as_ref().to_vec(), expire_ms })
+            }
+            (change @ Change::Range { .. }, expiry) => {
+                let mut e = old.expect("a range write on an existing value");
+                apply(&mut e.value, change);
+                e.expire_ms = expiry_within(e.expire_ms, expiry);
+                Some(e)
+            }
+        };
+        match entry {
+            Some(e) => self.keys.insert(key.to_string(), e),
+            None => self.keys.remove(key),
+        };
+    }
+
+    fn call(&mut self, c: &Call, keys: &[String], now: Nanos) -> Reply {
+        match self.decide(c, keys, now) {
+            Ok(reply) => reply,
+            Err(text) => Reply::Error(text),
+        }
+    }
+
+    fn decide(&mut self, c: &Call, keys: &[String], now: Nanos) -> Result<Reply, String> {
+        let key = &keys[c.keys[0]];
+        let a: Vec<&[u8]> = c.args.iter().map(|s| s.as_bytes()).collect();
+        match c.function {
+            "rl_token" if c.keys.len() == 1 => {
+                let bucket = TokenBucket::parse([a[0], a[1]]).map_err(arg)?;
+                let units = cost(a[2]).map_err(param)?;
+                self.one(key, |s| bucket.decide(s, now, units))
+            }
+            "rl_token" => {
+                let mut limits = Vec::new();
+                for g in a.chunks(3) {
+                    let bucket = TokenBucket::parse([g[0], g[1]]).map_err(arg)?;
+                    limits.push(AnyLimit::TokenBucket(bucket, cost(g[2]).map_err(param)?));
+                }
+                let names: Vec<&String> = c.keys.iter().map(|&i| &keys[i]).collect();
+                self.all(&names, &limits, now)
+            }
+            "rl_fixed" => {
+                let units = a.get(2).map_or(Ok(1), |u| cost(u)).map_err(param)?;
+                let window = FixedWindow::parse([a[0], a[1]]).map_err(arg)?;
+                self.one(key, |s| window.decide(s, now, units))
+            }
+            "rl_slidecount" => {
+                let units = a.get(2).map_or(Ok(1), |u| cost(u)).map_err(param)?;
+                let counter = SlidingCounter::parse([a[0], a[1]]).map_err(arg)?;
+                self.one(key, |s| counter.decide(s, now, units))
+            }
+            "rl_slide" => {
+                let dedup = a.len() == 4;
+                let log = SlidingLog::parse([a[0], a[1]]).map_err(arg)?;
+                let id = log.request(RequestArgs::Id { id: a[2], dedup }, id_hash).map_err(arg)?;
+                self.one(key, |s| log.decide(s, now, id))
+            }
+            "rl_acquire" => {
+                let request = RequestArgs::Lease { id: a[2], weight: a.get(4).copied() };
+                Leases::precheck(request).map_err(arg)?;
+                let ls = Leases::parse([a[0], a[1]]).map_err(arg)?;
+                let acquire = ls.request(request, id_hash).map_err(arg)?;
+                self.one(key, |s| ls.decide(s, now, acquire))
+            }
+            "rl_take" => {
+                let bucket = TokenBucket::parse([a[0], a[1]]).map_err(arg)?;
+                let max = ratelimit_core::args::whole(a[2], "max", 1, "must be a whole number >= 1")
+                    .map_err(param)?;
+                let (outcome, taken) = bucket.take(self.stored(key), now, max).map_err(state)?;
+                if let Some(w) = &outcome.write {
+                    self.apply(key, w);
+                }
+                Ok(limit_reply(&outcome.verdict, Some(taken as i64)))
+            }
+            "rl_refund" => {
+                let kind = LimiterKind::from_group(a[0]).expect("the sequences refund known kinds");
+                let limiter = AnyLimiter::parse(kind, [a[1], a[2]]).map_err(arg)?;
+                let units = cost(a[3]).map_err(param)?;
+                let (write, verdict) =
+                    limiter.refund(self.stored(key), now, units).expect("refunds").map_err(state)?;
+                if let Some(w) = &write {
+                    self.apply(key, w);
+                }
+                Ok(limit_reply(&verdict, None))
+            }
+            "rl_release" => {
+                let id = leases::holder(a[0]).map_err(param)?;
+                let (released, write) = Leases::release(self.stored(key), now, id).map_err(state)?;
+                if let Some(w) = &write {
+                    self.apply(key, w);
+                }
+                Ok(Reply::Int(i64::from(released)))
+            }
+            "rl_renew" => {
+                let lease = leases::lease_ns(a[0]).map_err(param)?;
+                let id = leases::holder(a[1]).map_err(param)?;
+                let (renewed, write) = Leases::renew(self.stored(key), now, id, lease).map_err(state)?;
+                if let Some(w) = &write {
+                    self.apply(key, w);
+                }
+                Ok(Reply::Int(i64::from(renewed)))
+            }
+            "rl_all" => self.rl_all(c, keys, now),
+            "rl_inspect" => self.inspect(key, &a, now),
+            other => panic!("no model of {other}"),
+        }
+    }
+
+    /// One request on one key (the module's `limit::decide`).
+    fn one(
+        &mut self,
+        key: &str,
+        decide: impl FnOnce(Option<&[u8]>) -> Result<Outcome, StateError>,
+    ) -> Result<Reply, String> {
+        let outcome = decide(self.stored(key)).map_err(state)?;
+        if let Some(w) = &outcome.write {
+            self.apply(key, w);
+        }
+        Ok(limit_reply(&outcome.verdict, None))
+    }
+
+    /// One request over several keys (the module's `limit::decide_all`).
+    fn all(&mut self, keys: &[&String], limits: &[AnyLimit], now: Nanos) -> Result<Reply, String> {
+        for (i, k) in keys.iter().enumerate() {
+            if keys[..i].contains(k) {
+                return Err("ERR the same key appears more than once".into());
+            }
+        }
+        let mut outcomes = Vec::new();
+        for (k, l) in keys.iter().zip(limits) {
+            outcomes.push(l.decide(self.stored(k), now).map_err(state)?);
+        }
+        let combined = all_or_nothing(outcomes).expect("at least one limit");
+        for (k, o) in keys.iter().zip(&combined.outcomes) {
+            if let Some(w) = &o.write {
+                self.apply(k, w);
+            }
+        }
+        Ok(limit_reply(&combined.verdict, Some(combined.limiting as i64 + 1)))
+    }
+
+    /// RL.ALL's groups, as the module reads them from `key KIND p1 p2 request...`.
+    fn rl_all(&mut self, c: &Call, keys: &[String], now: Nanos) -> Result<Reply, String> {
+        let mut command: Vec<Vec<u8>> = Vec::new();
+        let mut at = 0;
+        for &k in &c.keys {
+            let kind = LimiterKind::from_group(c.args[at].as_bytes()).expect("known kinds");
+            let len = 1 + kind.group_len(&c.args[at + 1..].iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
+            command.push(keys[k].as_bytes().to_vec());
+            command.extend(c.args[at..at + len].iter().map(|s| s.as_bytes().to_vec()));
+            at += len;
+        }
+        let bytes: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+        let (mut names, mut limits, mut at) = (Vec::new(), Vec::new(), 0);
+        while at < bytes.len() {
+            let (limit, len) =
+                AnyLimit::parse_group(&bytes[at + 1..], id_hash, &AnyLimiter::parse).map_err(arg)?;
+            let name = &keys[c.keys[names.len()]];
+            if names.contains(&name) {
+                return Err("ERR the same key appears more than once".into());
+            }
+            names.push(name);
+            limits.push(limit);
+            at += 1 + len;
+        }
+        self.all(&names, &limits, now)
+    }
+
+    /// RL.INSPECT key [p1 p2] (src/command/inspect.rs), as RESP2 replies its map.
+    fn inspect(&self, key: &str, params: &[&[u8]], now: Nanos) -> Result<Reply, String> {
+        let Some(entry) = self.keys.get(key) else { return Ok(Reply::Nil) };
+        let ttl_ms = entry.expire_ms.map_or(-1, |at| (at - now / NANOS_PER_MS).max(0));
+        if Layout::of(&entry.value) == Some(Layout::DecimalTat) {
+            // A dialect's key: the module describes it, the library refuses (docs/lua.md).
+            return Err("ERR RL.INSPECT of a CL.THROTTLE key needs the module".into());
+        }
+        let kind = LimiterKind::of(&entry.value).ok_or_else(|| state(StateError))?;
+        let peek: Option<Peek> = match params {
+            [p1, p2] => Some(
+                AnyLimiter::parse(kind, [p1, p2])
+                    .map_err(arg)?
+                    .peek(Some(&entry.value), now)
+                    .map_err(state)?,
+            ),
+            _ => None,
+        };
+        let status = |s: &str| Reply::Status(s.to_string());
+        let mut out = vec![status("limiter"), status(kind.command())];
+        for (name, value) in kind.describe(&entry.value, now).map_err(state)? {
+            if value.is_some_and(|v| v >= 1 << 53) {
+                // Beyond what a Lua number replies exactly: the library refuses (docs/lua.md).
+                return Err(
+                    "ERR the key holds a value beyond 2^53, which the Lua library cannot reply exactly"
+                        .into(),
+                );
+            }
+            out.push(status(name));
+            out.push(value.map_or(Reply::Nil, Reply::Int));
+        }
+        out.extend([status("ttl_ms"), Reply::Int(ttl_ms)]);
+        if let Some(Peek { now: p, one }) = peek {
+            out.extend([status("remaining"), Reply::Int(i64::try_from(p.remaining).unwrap_or(i64::MAX))]);
+            out.extend([status("retry_after_ms"), Reply::Int(one.retry_after_ns.map_or(-1, ceil_ms))]);
+            out.extend([status("reset_after_ms"), Reply::Int(ceil_ms(p.reset_after_ns))]);
+        }
+        Ok(Reply::Array(out))
+    }
+}
+
+fn limit_reply(v: &Verdict, sixth: Option<i64>) -> Reply {
+    let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let mut out = vec![
+        i64::from(v.allowed),
+        clamp(v.limit),
+        clamp(v.remaining),
+        v.retry_after_ns.map_or(-1, ceil_ms),
+        ceil_ms(v.reset_after_ns),
+    ];
+    out.extend(sixth);
+    Reply::Array(out.into_iter().map(Reply::Int).collect())
+}
+
+fn arg(e: ArgError) -> String {
+    match e {
+        ArgError::Invalid(p) => format!("ERR {p}"),
+        ArgError::Syntax => "ERR syntax error".into(),
+        ArgError::WrongArity => panic!("the sequences call with the right number of arguments"),
+    }
+}
+
+fn param(e: ratelimit_core::error::ParamError) -> String {
+    format!("ERR {e}")
+}
+
+fn state(_: StateError) -> String {
+    "ERR the key holds a value that is not this limiter's state".into()
+}
+
+// ------------------------------------------------------------------------------------------------
+// Stored values a sequence starts from: this release's formats, 0.1's, and other data.
+// ------------------------------------------------------------------------------------------------
+
+/// A u64 word of a stored value: relative to the sequence's start (ns, or a window index), or as is.
+#[derive(Debug, Clone)]
+enum Word {
+    Ns(i64),
+    WindowIndex { window_ns: i64, offset: i64 },
+    Abs(u64),
+}
+
+#[derive(Debug, Clone)]
+enum Init {
+    /// Little-endian words, behind a tag or untagged (0.1).
+    Words {
+        tag: Option<&'static [u8; 4]>,
+        words: Vec<Word>,
+    },
+    /// A sliding log: its entries (us from the start, an id of the pool or none), fillers before.
+    Log {
+        dedup: bool,
+        slots: usize,
+        entries: Vec<(i64, Option<usize>)>,
+    },
+    /// Leases: (holder of the pool, end in us from the start, weight).
+    Leases(Vec<(usize, i64, u32)>),
+    Raw(Vec<u8>),
+}
+
+const IDS: [&str; 4] = ["a", "b", "c", "holder-7"];
+
+impl Init {
+    fn bytes(&self, start: Nanos) -> Vec<u8> {
+        let word = |w: &Word| match *w {
+            Word::Ns(off) => start.saturating_add(off) as u64,
+            Word::WindowIndex { window_ns, offset } => {
+                ((start / window_ns) as u64).wrapping_add(offset as u64)
+            }
+            Word::Abs(v) => v,
+        };
+        let start_us = (start / 1000) as u64;
+        match self {
+            Init::Words { tag, words } => {
+                let mut out = tag.map(|t| t.to_vec()).unwrap_or_default();
+                words.iter().for_each(|w| out.extend_from_slice(&word(w).to_le_bytes()));
+                out
+            }
+            Init::Log { dedup, slots, entries } => {
+                let mut list: Vec<(u64, u64)> = entries
+                    .iter()
+                    .map(|&(off, id)| {
+                        (start_us.saturating_add_signed(off), id.map_or(0, |i| id_hash(IDS[i].as_bytes())))
+                    })
+                    .collect();
+                list.sort();
+                list.dedup_by_key(|e| e.0);
+                let width = if *dedup { Width::WithIds } else { Width::Plain };
+                ratelimit_core::sliding_log::build(width, (*slots).max(list.len()).max(1), &list)
+            }
+            Init::Leases(list) => {
+                let mut out = b"RLA\x01".to_vec();
+                for &(who, off, weight) in list {
+                    out.extend_from_slice(&sha1_16(IDS[who]));
+                    out.extend_from_slice(&start_us.saturating_add_signed(off).to_le_bytes());
+                    out.extend_from_slice(&weight.to_le_bytes());
+                }
+                out
+            }
+            Init::Raw(bytes) => bytes.clone(),
+        }
+    }
+}
+
+fn sha1_16(id: &str) -> [u8; 16] {
+    use sha1::{Digest, Sha1};
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&Sha1::digest(id.as_bytes())[..16]);
+    out
+}
+
+// ------------------------------------------------------------------------------------------------
+// A sequence and its run through both engines.
+// ------------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct Sequence {
+    /// Keys 0..: each may start with a stored value, with an expiry (ms after the start) or none.
+    init: Vec<(usize, Init, Option<i64>)>,
+    /// Nanoseconds after the base where the sequence starts.
+    start: i64,
+    /// Each call after a step of time (ns; negative: the clock stepped back).
+    steps: Vec<(i64, Call)>,
+}
+
+const KEYS: usize = 4;
+
+struct Harness {
+    con: RefCell<Connection>,
+    base: Nanos,
+    seq: Cell<u64>,
+    /// Replies compared: allowed, denied, errors, others (so a run shows it decided something).
+    tally: Cell<[u64; 4]>,
+}
+
+impl Harness {
+    fn start() -> (Server, Harness) {
+        let server = Server::builder().stock().start();
+        let mut con = server.conn();
+        lua::load(&mut con, &lua::with_clock_argument(&lua::source()));
+        let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
+        // Ten days ahead of the server's clock: every expiry the sequences set lies in its future, so
+        // the server keeps every key the model keeps.
+        let base = s * NANOS_PER_SEC + us * 1000 + 10 * 86_400 * NANOS_PER_SEC;
+        (server, Harness { con: RefCell::new(con), base, seq: Cell::new(0), tally: Cell::new([0; 4]) })
+    }
+
+    fn check(&self, s: &Sequence) -> Result<(), TestCaseError> {
+        let n = self.seq.get();
+        self.seq.set(n + 1);
+        let keys: Vec<String> = (0..KEYS).map(|k| format!("s{n}:{{x}}:{k}")).collect();
+        let start = self.base + s.start;
+        let mut model = Model::default();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for (k, init, expire) in &s.init {
+            let bytes = init.bytes(start);
+            let expire_ms = expire.map(|off| start / NANOS_PER_MS + off);
+            let set = pipe.cmd("SET").arg(&keys[*k]).arg(&bytes);
+            if let Some(at) = expire_ms {
+                set.arg("PXAT").arg(at);
+            }
+            model.keys.insert(keys[*k].clone(), Entry { value: bytes, expire_ms });
+        }
+        let mut now = start;
+        let mut expected = Vec::new();
+        for (step, c) in &s.steps {
+            now = (now + step).max(self.base);
+            let f = pipe.cmd("FCALL").arg(c.function).arg(c.keys.len());
+            c.keys.iter().for_each(|&k| {
+                f.arg(&keys[k]);
+            });
+            f.arg(now.to_string()).arg(&c.args);
+            expected.push(model.call(c, &keys, now));
+            for key in &keys {
+                pipe.cmd("GET").arg(key).cmd("PEXPIRETIME").arg(key);
+                expected.push(model.keys.get(key).map_or(Reply::Nil, |e| Reply::Bulk(e.value.clone())));
+                let expire = model.keys.get(key).map_or(-2, |e| e.expire_ms.unwrap_or(-1));
+                expected.push(Reply::Int(expire));
+            }
+        }
+        let mut got = lua::run(&mut self.con.borrow_mut(), &pipe);
+        got.drain(..s.init.len());
+        let per_step = 1 + 2 * KEYS;
+        for (i, (want, have)) in expected.iter().zip(&got).enumerate() {
+            if want != have {
+                let step = i / per_step;
+                let what = match i % per_step {
+                    0 => "the reply".to_string(),
+                    j if j % 2 == 1 => format!("the bytes of key {}", (j - 1) / 2),
+                    j => format!("the expiry of key {}", (j - 2) / 2),
+                };
+                return Err(TestCaseError::fail(format!(
+                    "step {step} ({:?}): {what} differs: core {want:?}, Lua {have:?}",
+                    s.steps[step].1
+                )));
+            }
+        }
+        prop_assert_eq!(expected.len(), got.len());
+        let mut tally = self.tally.get();
+        for reply in expected.iter().step_by(per_step) {
+            let slot = match reply {
+                Reply::Array(v) if v.first() == Some(&Reply::Int(1)) && v.len() <= 6 => 0,
+                Reply::Array(v) if v.first() == Some(&Reply::Int(0)) && v.len() <= 6 => 1,
+                Reply::Error(e) => {
+                    if std::env::var("RL_LUA_SHOW_ERRORS").is_ok() {
+                        eprintln!("{e}");
+                    }
+                    2
+                }
+                _ => 3,
+            };
+            tally[slot] += 1;
+        }
+        self.tally.set(tally);
+        Ok(())
+    }
+
+    fn run(&self, name: &str, strategy: impl Strategy<Value = Sequence>) {
+        let mut runner =
+            TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
+        if let Err(e) = runner.run(&strategy, |s| self.check(&s)) {
+            panic!("{name}: {e}");
+        }
+        let [allowed, denied, errors, others] = self.tally.get();
+        eprintln!(
+            "{name}: {} sequences equal; replies: {allowed} allowed, {denied} denied, {errors} errors, {others} others",
+            cases()
+        );
+        assert!(allowed > 0 && denied > 0, "the sequences decided nothing");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Strategies: parameters across their ranges and extremes.
+// ------------------------------------------------------------------------------------------------
+
+fn text(s: &'static str) -> BoxedStrategy<String> {
+    Just(s.to_string()).boxed()
+}
+
+fn whole(range: std::ops::RangeInclusive<u64>) -> BoxedStrategy<String> {
+    range.prop_map(|n| n.to_string()).boxed()
+}
+
+/// A limit or capacity: small mostly, large, the largest the library replies exactly, and forms
+/// the grammar takes (`+3`, `007`).
+fn limit() -> BoxedStrategy<String> {
+    prop_oneof![
+        40 => whole(1..=12),
+        6 => whole(1..=100_000),
+        1 => text("9007199254740991"),
+        1 => text("+3"),
+        1 => text("007"),
+        1 => text("0"),
+    ]
+    .boxed()
+}
+
+fn rate() -> BoxedStrategy<String> {
+    prop_oneof![
+        30 => whole(1..=100),
+        3 => text("0.5"),
+        1 => text("3"),
+        1 => text("1e9"),
+        1 => text("1000000001"),
+        1 => text("0.001"),
+        1 => text("1e-9"),
+        1 => text("0.333333333333333333333333333333333333"),
+        1 => text("0.083333333333333328707404064062"),
+        1 => text("2.5E-1"),
+        1 => text("1e400"),
+        1 => text("-1"),
+        6 => (1u64..100_000, 0u32..6).prop_map(|(m, e)| format!("{m}e-{e}")),
+    ]
+    .boxed()
+}
+
+fn window() -> BoxedStrategy<String> {
+    prop_oneof![
+        30 => whole(1..=120),
+        15 => (1u64..=5000).prop_map(|ms| format!("{}.{:03}", ms / 1000, ms % 1000)),
+        1 => text("0.001"),
+        1 => text("3000000000"),
+        1 => text("2.5e1"),
+        1 => text("0.0005"),
+        1 => text("3000000000.001"),
+    ]
+    .boxed()
+}
+
+fn units() -> BoxedStrategy<String> {
+    prop_oneof![
+        12 => text("1"),
+        6 => text("0"),
+        12 => whole(2..=14),
+        1 => text("18446744073709551615"),
+        1 => text("99999999999999999999"),
+        1 => text("9007199254740993"),
+    ]
+    .boxed()
+}
+
+/// A step of time: small, whole milliseconds, large, backwards, none.
+fn step() -> BoxedStrategy<i64> {
+    prop_oneof![
+        4 => 0i64..2 * NANOS_PER_SEC,
+        3 => (0i64..5_000).prop_map(|ms| ms * NANOS_PER_MS),
+        1 => (0i64..1_000_000).prop_map(|s| s * NANOS_PER_SEC),
+        1 => (-10_000i64..0).prop_map(|s| s * NANOS_PER_SEC),
+        1 => (-2_000i64..0).prop_map(|ms| ms * NANOS_PER_MS),
+        2 => Just(0i64),
+    ]
+    .boxed()
+}
+
+fn expiry() -> BoxedStrategy<Option<i64>> {
+    // Kept as is, or, for a value that is not this limiter's, refused: both engines alike.
+    prop_oneof![2 => Just(None), 1 => (1i64..100_000).prop_map(Some)].boxed()
+}
+
+fn other_data() -> BoxedStrategy<Init> {
+    prop_oneof![
+        Just(Init::Raw(b"hello".to_vec())),
+        Just(Init::Raw(b"1700000000000000000".to_vec())),
+        proptest::collection::vec(any::<u8>(), 0..40).prop_map(Init::Raw),
+    ]
+    .boxed()
+}
+
+fn sequence(
+    init: BoxedStrategy<Option<Init>>,
+    calls: BoxedStrategy<Call>,
+    len: std::ops::Range<usize>,
+) -> impl Strategy<Value = Sequence> {
+    (init, expiry(), 0i64..20_000 * NANOS_PER_SEC, proptest::collection::vec((step(), calls), len)).prop_map(
+        |(init, expire, start, steps)| Sequence {
+            init: init.map(|i| vec![(0, i, expire)]).unwrap_or_default(),
+            start: start + 20_000 * NANOS_PER_SEC,
+            steps,
+        },
+    )
+}
+
+fn inspect(params: Option<(String, String)>) -> Call {
+    match params {
+        Some((p1, p2)) => call("rl_inspect", &[0], &[&p1, &p2]),
+        None => call("rl_inspect", &[0], &[]),
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The tests: one server each, 2,000 sequences per kind.
+// ------------------------------------------------------------------------------------------------
+
+fn token_sequences() -> impl Strategy<Value = Sequence> {
+    let ns_word = prop_oneof![
+        3 => (-5 * NANOS_PER_SEC..5 * NANOS_PER_SEC).prop_map(Word::Ns),
+        1 => (NANOS_PER_SEC..4_000_000 * NANOS_PER_SEC).prop_map(Word::Ns),
+        1 => any::<u64>().prop_map(Word::Abs),
+    ];
+    let init = prop_oneof![
+        2 => Just(None),
+        2 => ns_word.clone().prop_map(|w| Some(Init::Words { tag: Some(b"RLT\x01"), words: vec![w] })),
+        2 => ns_word.prop_map(|w| Some(Init::Words { tag: None, words: vec![w] })),
+        1 => other_data().prop_map(Some),
+    ]
+    .boxed();
+    // Mostly the sequence's own bucket; sometimes others on the same key.
+    (limit(), rate()).prop_flat_map(move |(capacity, rate_s)| {
+        let rate = rate_s;
+        let (c, r) = (capacity.clone(), rate.clone());
+        let calls = prop_oneof![
+            8 => units().prop_map(move |n| call("rl_token", &[0], &[&c, &r, &n])),
+            1 => (limit(), self::rate(), units()).prop_map(|(c, r, n)| call("rl_token", &[0], &[&c, &r, &n])),
+            2 => (units(), limit(), self::rate(), units()).prop_map({
+                let (c, r) = (capacity.clone(), rate.clone());
+                move |(n, c2, r2, n2)| call("rl_token", &[0, 1], &[&c, &r, &n, &c2, &r2, &n2])
+            }),
+            2 => prop_oneof![whole(1..=20), text("0"), text("18446744073709551615")].prop_map({
+                let (c, r) = (capacity.clone(), rate.clone());
+                move |max| call("rl_take", &[0], &[&c, &r, &max])
+            }),
+            2 => units().prop_map({
+                let (c, r) = (capacity.clone(), rate.clone());
+                move |n| call("rl_refund", &[0], &["TOKEN", &c, &r, &n])
+            }),
+            1 => prop_oneof![Just(None), Just(Some((capacity.clone(), rate.clone())))].prop_map(inspect),
+        ]
+        .boxed();
+        sequence(init.clone(), calls, 1..12)
+    })
+}
+
+/// The window limiters: `function` with its refund group and its stored layout.
+fn window_sequences(function: &'static str, group: &'static str) -> impl Strategy<Value = Sequence> {
+    (limit(), window()).prop_flat_map(move |(limit_s, window_s)| {
+        let window_ns = ratelimit_core::window::window_ns(window_s.as_bytes()).unwrap_or(NANOS_PER_SEC);
+        let words = if function == "rl_fixed" {
+            (prop_oneof![0u64..15, any::<u64>()], -5 * NANOS_PER_SEC..200 * NANOS_PER_SEC)
+                .prop_map(|(count, end)| vec![Word::Abs(count), Word::Ns(end)])
+                .boxed()
+        } else {
+            (-3i64..3, 0u64..15, prop_oneof![0u64..15, any::<u64>()])
+                .prop_map(move |(offset, current, previous)| {
+                    vec![Word::WindowIndex { window_ns, offset }, Word::Abs(current), Word::Abs(previous)]
+                })
+                .boxed()
+        };
+        let tag: &'static [u8; 4] = if function == "rl_fixed" { b"RLF\x01" } else { b"RLC\x01" };
+        let init = prop_oneof![
+            2 => Just(None),
+            2 => words.clone().prop_map(move |w| Some(Init::Words { tag: Some(tag), words: w })),
+            2 => words.prop_map(|w| Some(Init::Words { tag: None, words: w })),
+            1 => other_data().prop_map(Some),
+        ]
+        .boxed();
+        let (l, w) = (limit_s.clone(), window_s.clone());
+        let calls = prop_oneof![
+            6 => units().prop_map({
+                let (l, w) = (l.clone(), w.clone());
+                move |n| call(function, &[0], &[&l, &w, &n])
+            }),
+            2 => Just(call(function, &[0], &[&l, &w])),
+            1 => (limit(), window(), units()).prop_map(move |(l, w, n)| call(function, &[0], &[&l, &w, &n])),
+            2 => units().prop_map({
+                let (l, w) = (l.clone(), w.clone());
+                move |n| call("rl_refund", &[0], &[group, &l, &w, &n])
+            }),
+            1 => prop_oneof![Just(None), Just(Some((l.clone(), w.clone())))].prop_map(inspect),
+        ]
+        .boxed();
+        sequence(init, calls, 1..12)
+    })
+}
+
+fn slide_sequences() -> impl Strategy<Value = Sequence> {
+    let log_limit =
+        prop_oneof![24 => whole(1..=8), 4 => whole(1..=40), 2 => text("1000000"), 1 => text("1000001")];
+    (log_limit, window()).prop_flat_map(|(limit_s, window_s)| {
+        let entries = proptest::collection::vec(
+            (
+                prop_oneof![4 => -70_000_000i64..0, 1 => 0i64..5_000_000, 1 => 0i64..10_000_000_000],
+                proptest::option::of(0usize..IDS.len()),
+            ),
+            0..24,
+        );
+        let init = prop_oneof![
+            2 => Just(None),
+            3 => (any::<bool>(), 0usize..40, entries)
+                .prop_map(|(dedup, slots, entries)| Some(Init::Log { dedup, slots, entries })),
+            1 => other_data().prop_map(Some),
+        ]
+        .boxed();
+        let id = prop_oneof![
+            12 => (0usize..IDS.len()).prop_map(|i| IDS[i].to_string()),
+            4 => "[a-z]{1,3}",
+            1 => Just(String::new()),
+        ];
+        let (l, w) = (limit_s.clone(), window_s.clone());
+        let calls = prop_oneof![
+            8 => (id, any::<bool>()).prop_map({
+                let (l, w) = (l.clone(), w.clone());
+                move |(id, dedup)| {
+                    let mut args = vec![l.as_str(), w.as_str(), id.as_str()];
+                    if dedup {
+                        args.push("DEDUP");
+                    }
+                    call("rl_slide", &[0], &args)
+                }
+            }),
+            1 => prop_oneof![Just(None), Just(Some((l.clone(), w.clone())))].prop_map(inspect),
+        ]
+        .boxed();
+        sequence(init, calls, 1..16)
+    })
+}
+
+fn lease_sequences() -> impl Strategy<Value = Sequence> {
+    let lease_limit = prop_oneof![24 => whole(1..=6), 2 => text("100000"), 1 => text("100001")];
+    (lease_limit, window()).prop_flat_map(|(limit_s, lease_s)| {
+        let records = proptest::collection::vec(
+            (0usize..IDS.len(), prop_oneof![3 => -5_000_000i64..60_000_000, 1 => 0i64..5_000_000_000_000], 1u32..4),
+            0..6,
+        );
+        let init = prop_oneof![
+            2 => Just(None),
+            3 => records.prop_map(|r| Some(Init::Leases(r))),
+            1 => other_data().prop_map(Some),
+        ]
+        .boxed();
+        let holder = prop_oneof![20 => (0usize..IDS.len()).prop_map(|i| IDS[i].to_string()), 1 => Just(String::new())];
+        let weight = prop_oneof![
+            12 => Just(None),
+            6 => whole(1..=4).prop_map(Some),
+            1 => Just(Some("100001".to_string())),
+            1 => Just(Some("0".to_string())),
+        ];
+        let (l, w) = (limit_s.clone(), lease_s.clone());
+        let calls = prop_oneof![
+            6 => (holder.clone(), weight).prop_map({
+                let (l, w) = (l.clone(), w.clone());
+                move |(id, weight)| match weight {
+                    Some(n) => call("rl_acquire", &[0], &[&l, &w, &id, "WEIGHT", &n]),
+                    None => call("rl_acquire", &[0], &[&l, &w, &id]),
+                }
+            }),
+            2 => holder.clone().prop_map(|id| call("rl_release", &[0], &[&id])),
+            2 => (holder, prop_oneof![Just(w.clone()), window()]).prop_map(|(id, lease)| call("rl_renew", &[0], &[&lease, &id])),
+            1 => prop_oneof![Just(None), Just(Some((l.clone(), w.clone())))].prop_map(inspect),
+        ]
+        .boxed();
+        sequence(init, calls, 1..14)
+    })
+}
+
+/// RL.ALL over keys of every kind: each key keeps its kind through the sequence, its parameters and
+/// requests vary.
+fn all_sequences() -> impl Strategy<Value = Sequence> {
+    fn group(kind: usize) -> BoxedStrategy<Vec<String>> {
+        let id = (0usize..IDS.len()).prop_map(|i| IDS[i].to_string());
+        match kind {
+            0 => (limit(), rate(), units()).prop_map(|(c, r, n)| vec!["TOKEN".into(), c, r, n]).boxed(),
+            1 => (limit(), window(), units()).prop_map(|(l, w, n)| vec!["FIXED".into(), l, w, n]).boxed(),
+            2 => {
+                (limit(), window(), units()).prop_map(|(l, w, n)| vec!["SLIDECOUNT".into(), l, w, n]).boxed()
+            }
+            3 => (whole(1..=5), window(), id, any::<bool>())
+                .prop_map(|(l, w, id, dedup)| {
+                    let mut g = vec!["SLIDE".into(), l, w, id];
+                    if dedup {
+                        g.push("DEDUP".into());
+                    }
+                    g
+                })
+                .boxed(),
+            _ => (whole(1..=5), window(), id, proptest::option::of(whole(1..=3)))
+                .prop_map(|(l, w, id, weight)| {
+                    let mut g = vec!["ACQUIRE".into(), l, w, id];
+                    if let Some(weight) = weight {
+                        g.extend(["WEIGHT".into(), weight]);
+                    }
+                    g
+                })
+                .boxed(),
+        }
+    }
+    proptest::collection::vec(0usize..5, 1..=KEYS).prop_flat_map(|kinds| {
+        let groups: Vec<BoxedStrategy<Vec<String>>> = kinds.iter().map(|&k| group(k)).collect();
+        let calls = groups
+            .prop_map(|groups| Call {
+                function: "rl_all",
+                keys: (0..groups.len()).collect(),
+                args: groups.into_iter().flatten().collect(),
+            })
+            .boxed();
+        sequence(Just(None).boxed(), calls, 1..10)
+    })
+}
+
+#[test]
+fn the_token_bucket_and_its_take_and_refund_equal_core() {
+    let (_server, h) = Harness::start();
+    h.run("RL.TOKEN / RL.TAKE / RL.REFUND TOKEN / RL.INSPECT", token_sequences());
+}
+
+#[test]
+fn the_fixed_window_equals_core() {
+    let (_server, h) = Harness::start();
+    h.run("RL.FIXED / RL.REFUND FIXED / RL.INSPECT", window_sequences("rl_fixed", "FIXED"));
+}
+
+#[test]
+fn the_sliding_counter_equals_core() {
+    let (_server, h) = Harness::start();
+    h.run(
+        "RL.SLIDECOUNT / RL.REFUND SLIDECOUNT / RL.INSPECT",
+        window_sequences("rl_slidecount", "SLIDECOUNT"),
+    );
+}
+
+#[test]
+fn the_sliding_log_equals_core() {
+    let (_server, h) = Harness::start();
+    h.run("RL.SLIDE / RL.INSPECT", slide_sequences());
+}
+
+#[test]
+fn leases_equal_core() {
+    let (_server, h) = Harness::start();
+    h.run("RL.ACQUIRE / RL.RELEASE / RL.RENEW / RL.INSPECT", lease_sequences());
+}
+
+#[test]
+fn all_or_nothing_over_every_kind_equals_core() {
+    let (_server, h) = Harness::start();
+    h.run("RL.ALL", all_sequences());
+}
+
+#[test]
+fn layouts_the_library_reads_are_core_s() {
+    // Every tag the library names is core's, for the kind core gives it.
+    let source = lua::source();
+    for kind in LimiterKind::ALL {
+        let tag = kind.layout().tag().expect("every kind's layout is tagged");
+        let lua_tag = format!("[\"{}\\1\"]", std::str::from_utf8(&tag[..3]).unwrap());
+        assert!(source.contains(&lua_tag), "the library does not read {:?}", kind.command());
+        assert_eq!(Layout::of(&tag), None, "a tag alone is no value");
+    }
+}

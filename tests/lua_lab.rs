@@ -1,0 +1,284 @@
+//! The seed's lab on a stock server (no module), through the Lua library loaded with FUNCTION LOAD
+//! (FCALL) and through its EVALSHA scripts: a burst of 12 over two instances admits 10 and denies 2;
+//! tokens refill; keys are isolated; 200 concurrent requests on one key admit exactly the capacity.
+
+mod common;
+
+use common::calls::Limit;
+use common::lua;
+use std::sync::Barrier;
+use std::time::Duration;
+use testkit::redis::{self, Connection};
+use testkit::{unique_key, Server};
+
+/// How the library is called.
+#[derive(Clone, Copy, Debug)]
+enum Engine {
+    Functions,
+    /// EVALSHA of rl_token's script, loaded under this digest.
+    Scripts,
+}
+
+struct Lab {
+    server: Server,
+    engine: Engine,
+    sha: String,
+}
+
+impl Lab {
+    fn start(engine: Engine, binary: Option<&str>) -> Lab {
+        let builder = Server::builder().stock();
+        let server = match binary {
+            Some(b) => builder.binary(b).start(),
+            None => builder.start(),
+        };
+        let mut con = server.conn();
+        let sha = match engine {
+            Engine::Functions => {
+                lua::load(&mut con, &lua::source());
+                String::new()
+            }
+            Engine::Scripts => {
+                let script = lua::scripts().remove("rl_token").expect("an rl_token script");
+                redis::cmd("SCRIPT").arg("LOAD").arg(script).query(&mut con).expect("SCRIPT LOAD")
+            }
+        };
+        Lab { server, engine, sha }
+    }
+
+    /// One RL.TOKEN key capacity rate cost, through this lab's engine.
+    fn token(&self, con: &mut Connection, key: &str, capacity: u64, rate: &str, cost: u64) -> Limit {
+        let mut cmd = match self.engine {
+            Engine::Functions => redis::cmd("FCALL").arg("rl_token").to_owned(),
+            Engine::Scripts => redis::cmd("EVALSHA").arg(&self.sha).to_owned(),
+        };
+        cmd.arg(1).arg(key).arg(capacity).arg(rate).arg(cost);
+        let reply: Vec<i64> = cmd.query(con).unwrap_or_else(|e| panic!("{:?}: {e}", self.engine));
+        Limit::from_reply(&reply)
+    }
+
+    fn run(&self) {
+        self.burst_over_two_instances();
+        self.refill();
+        self.isolation();
+        self.race();
+    }
+
+    fn burst_over_two_instances(&self) {
+        let key = unique_key("lab-burst");
+        let mut instances = [self.server.conn(), self.server.conn()];
+        let allowed =
+            (0..12).filter(|i| self.token(&mut instances[i % 2], &key, 10, "0.001", 1).allowed).count();
+        assert_eq!(allowed, 10, "{:?}: a burst of 12 over two instances", self.engine);
+    }
+
+    fn refill(&self) {
+        let mut con = self.server.conn();
+        let key = unique_key("lab-refill");
+        while self.token(&mut con, &key, 4, "20", 1).allowed {}
+        let denied = self.token(&mut con, &key, 4, "20", 1);
+        assert!(!denied.allowed && denied.retry_after_ms > 0);
+        std::thread::sleep(Duration::from_millis(denied.retry_after_ms as u64));
+        assert!(
+            self.token(&mut con, &key, 4, "20", 1).allowed,
+            "{:?}: waiting retry_after_ms is enough",
+            self.engine
+        );
+    }
+
+    fn isolation(&self) {
+        let mut con = self.server.conn();
+        let (ada, bob) = (unique_key("lab-ada"), unique_key("lab-bob"));
+        while self.token(&mut con, &ada, 10, "1", 1).allowed {}
+        assert_eq!(self.token(&mut con, &bob, 10, "1", 1).head(), (true, 10, 9), "{:?}", self.engine);
+    }
+
+    fn race(&self) {
+        let key = unique_key("lab-race");
+        let connections = 50;
+        let barrier = Barrier::new(connections);
+        let allowed: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..connections)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut con = self.server.conn();
+                        barrier.wait();
+                        (0..4).filter(|_| self.token(&mut con, &key, 10, "0.001", 1).allowed).count()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(allowed, 10, "{:?}: 200 concurrent requests at capacity 10", self.engine);
+    }
+}
+
+#[test]
+fn the_lab_through_fcall_on_a_stock_server() {
+    Lab::start(Engine::Functions, None).run();
+}
+
+#[test]
+fn the_lab_through_evalsha_on_a_stock_server() {
+    Lab::start(Engine::Scripts, None).run();
+}
+
+/// Redis 6.2 has no FUNCTION: the EVALSHA scripts are its form. Runs when `RL_REDIS62_SERVER` names a
+/// 6.2 redis-server binary; skipped otherwise.
+#[test]
+fn the_lab_through_evalsha_on_redis_6_2() {
+    let Some(binary) = std::env::var("RL_REDIS62_SERVER").ok().filter(|b| !b.is_empty()) else {
+        testkit::skip("no Redis 6.2 here (set RL_REDIS62_SERVER to a 6.2 redis-server)");
+        return;
+    };
+    Lab::start(Engine::Scripts, Some(&binary)).run();
+}
+
+/// The scripts write what the functions write: one source.
+#[test]
+fn the_scripts_and_the_functions_store_the_same_bytes() {
+    let functions = Lab::start(Engine::Functions, None);
+    let scripts = Lab::start(Engine::Scripts, None);
+    let (mut f, mut s) = (functions.server.conn(), scripts.server.conn());
+    let key = "lab-same";
+    functions.token(&mut f, key, 10, "0.001", 3);
+    scripts.token(&mut s, key, 10, "0.001", 3);
+    let layout = |con: &mut Connection| -> Vec<u8> {
+        let v: Vec<u8> = redis::cmd("GET").arg(key).query(con).unwrap();
+        v[..4].to_vec()
+    };
+    assert_eq!(layout(&mut f), b"RLT\x01");
+    assert_eq!(layout(&mut s), b"RLT\x01");
+    // Every function has its script, and the scripts hold nothing of their own but the call.
+    let scripts = lua::scripts();
+    let source = lua::source();
+    for name in [
+        "rl_token",
+        "rl_slide",
+        "rl_slidecount",
+        "rl_fixed",
+        "rl_take",
+        "rl_refund",
+        "rl_all",
+        "rl_acquire",
+        "rl_release",
+        "rl_renew",
+        "rl_inspect",
+    ] {
+        let script = scripts.get(name).unwrap_or_else(|| panic!("no script for {name}"));
+        let body = script
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.starts_with("return call("))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(source.contains(&body), "{name}'s script is the library's source");
+        assert!(source.contains(&format!("\"{name}\"")), "{name} is registered");
+    }
+}
+
+/// The README's lines for a server without the module run as written (redis-cli on this server).
+#[test]
+fn the_readme_s_lines_for_managed_redis_run() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme
+        .split("## Without the module")
+        .nth(1)
+        .expect("the README's section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let block = section.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("its sh block");
+    let server = Server::builder().stock().start();
+    let mut outputs = Vec::new();
+    for line in block.lines() {
+        let command = line
+            .split('#')
+            .next()
+            .unwrap()
+            .trim()
+            .replace("redis-cli", &format!("redis-cli -p {}", server.port));
+        let out =
+            std::process::Command::new("sh").arg("-c").arg(&command).current_dir(root).output().expect("sh");
+        assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+        outputs.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    assert_eq!(outputs[0].trim(), "ratelimit", "FUNCTION LOAD names the library");
+    let reply: Vec<&str> = outputs[1].lines().collect();
+    assert_eq!(reply[..3], ["1", "10", "9"], "RL.TOKEN's reply: allowed, limit, remaining");
+}
+
+/// Where PEXPIRETIME is missing (Redis 6.2), the scripts read the expiry from PTTL: a window counted
+/// over several calls keeps its one expiry, and a log's expiry moves with its newest entry.
+#[test]
+fn the_scripts_keep_expiries_where_pexpiretime_is_missing() {
+    let server = Server::builder().stock().args(&["--rename-command", "PEXPIRETIME", ""]).start();
+    let mut con = server.conn();
+    let scripts = lua::scripts();
+    let call = |con: &mut Connection, name: &str, key: &str, args: &[&str]| -> Vec<i64> {
+        redis::cmd("EVAL").arg(&scripts[name]).arg(1).arg(key).arg(args).query(con).expect(name)
+    };
+    let pttl = |con: &mut Connection, key: &str| -> i64 { redis::cmd("PTTL").arg(key).query(con).unwrap() };
+    assert_eq!(call(&mut con, "rl_fixed", "w", &["3", "600"])[..3], [1, 3, 2]);
+    let first = pttl(&mut con, "w");
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(call(&mut con, "rl_fixed", "w", &["3", "600"])[..3], [1, 3, 1]);
+    assert!(pttl(&mut con, "w") < first, "the window's end did not move");
+    assert_eq!(call(&mut con, "rl_slide", "log", &["3", "600", "a"])[..3], [1, 3, 2]);
+    assert_eq!(call(&mut con, "rl_slide", "log", &["3", "600", "b"])[..3], [1, 3, 1]);
+    assert!(pttl(&mut con, "log") > 599_000, "the log lives a window past its newest entry");
+}
+
+/// The library's writes replicate by effect: after calls of every function (allowed, denied, logs
+/// that grow, leases released), a replica holds the same bytes and expiries as its primary.
+#[test]
+fn the_library_s_writes_replicate_by_effect() {
+    let primary = Server::builder().stock().start();
+    let replica =
+        Server::builder().stock().args(&["--replicaof", "127.0.0.1", &primary.port.to_string()]).start();
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    testkit::wait_until("replica link up", || {
+        testkit::info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    lua::load(&mut p, &lua::source());
+    let fcall = |con: &mut Connection, function: &str, keys: &[&str], args: &[&str]| {
+        let _: redis::Value =
+            redis::cmd("FCALL").arg(function).arg(keys.len()).arg(keys).arg(args).query(con).expect(function);
+    };
+    for i in 0..30 {
+        let id = format!("r{}", i % 7);
+        fcall(&mut p, "rl_token", &["t"], &["5", "0.01", &(i % 3).to_string()]);
+        fcall(&mut p, "rl_token", &["t1", "t2"], &["5", "0.01", "1", "3", "0.01", "1"]);
+        fcall(&mut p, "rl_fixed", &["f"], &["4", "300"]);
+        fcall(&mut p, "rl_slidecount", &["c"], &["4", "300", "2"]);
+        fcall(&mut p, "rl_slide", &["s"], &["40", "300", &id, "DEDUP"]);
+        fcall(&mut p, "rl_take", &["t"], &["5", "0.01", "2"]);
+        fcall(&mut p, "rl_refund", &["f"], &["FIXED", "4", "300", "1"]);
+        fcall(&mut p, "rl_acquire", &["l"], &["3", "300", &id]);
+        fcall(&mut p, "rl_release", &["l"], &[&format!("r{}", (i + 3) % 7)]);
+        fcall(&mut p, "rl_renew", &["l"], &["300", &id]);
+        fcall(&mut p, "rl_all", &["a1", "a2"], &["TOKEN", "3", "0.01", "1", "SLIDE", "2", "300", &id]);
+    }
+    common::wait_in_sync(&mut p, &mut r);
+    assert_eq!(common::dump_strings(&mut p), common::dump_strings(&mut r));
+    assert_eq!(common::digest(&mut p), common::digest(&mut r));
+    assert!(common::dbsize(&mut r) >= 8, "every function wrote");
+    // The library reached the replica with the data; its read-only function runs there.
+    let on_replica: redis::Value = redis::cmd("FCALL_RO")
+        .arg("rl_inspect")
+        .arg(1)
+        .arg("t")
+        .arg(5)
+        .arg("0.01")
+        .query(&mut r)
+        .expect("FCALL_RO");
+    let on_primary: redis::Value =
+        redis::cmd("FCALL_RO").arg("rl_inspect").arg(1).arg("t").arg(5).arg("0.01").query(&mut p).unwrap();
+    let limiter = |v: &redis::Value| match v {
+        redis::Value::Array(items) => items.get(1).cloned(),
+        _ => None,
+    };
+    assert_eq!(limiter(&on_replica), Some(redis::Value::SimpleString("RL.TOKEN".into())));
+    assert_eq!(limiter(&on_replica), limiter(&on_primary));
+}
