@@ -23,10 +23,13 @@ local function build()
   local floor, char, byte, concat = math.floor, string.char, string.byte, table.concat
 
   ------------------------------------------------------------------------------------------------------------
-  -- B: exact signed integers (little-endian limbs of base 10^7; a field `neg`; zero has no limbs).
+  -- B: exact signed integers. Below 2^53 a value is a plain Lua number; from there on it is a table of
+  -- little-endian limbs of base 10^7 with a field `neg`. Every operation is exact, and its result is a
+  -- number again whenever it is below 2^53 (so most of a decision's arithmetic allocates nothing).
   ------------------------------------------------------------------------------------------------------------
   local B = {}
   local BASE = 10000000
+  local SMALL = 9007199254740992 -- 2^53
 
   local function norm(a)
     local n = #a
@@ -38,8 +41,8 @@ local function build()
     return a
   end
 
-  -- From a Lua integer below 2^53.
-  function B.int(x)
+  -- A number below 2^53 as limbs.
+  local function limbs(x)
     local a = { neg = x < 0 }
     if x < 0 then x = -x end
     local i = 1
@@ -52,8 +55,7 @@ local function build()
     return norm(a)
   end
 
-  -- From decimal digits (no sign).
-  function B.digits(s)
+  local function tdigits(s)
     local a = { neg = false }
     local i, n = 1, #s
     while n > 0 do
@@ -72,6 +74,24 @@ local function build()
       if a[i] ~= b[i] then return a[i] < b[i] and -1 or 1 end
     end
     return 0
+  end
+
+  local TWO53_LIMBS = tdigits("9007199254740992")
+
+  -- A result in limbs as the caller gets it: a number below 2^53.
+  local function out(t)
+    local n = #t
+    if n <= 2 or (n == 3 and mcmp(t, TWO53_LIMBS) < 0) then
+      local x = 0
+      for i = n, 1, -1 do x = x * BASE + t[i] end
+      return t.neg and -x or x
+    end
+    return t
+  end
+
+  local function tab(x)
+    if type(x) == "number" then return limbs(x) end
+    return x
   end
 
   local function madd(a, b)
@@ -103,22 +123,18 @@ local function build()
     return norm(r)
   end
 
-  function B.cmp(a, b)
+  local function tcmp(a, b)
     if a.neg ~= b.neg then return a.neg and -1 or 1 end
     local c = mcmp(a, b)
     return a.neg and -c or c
   end
-  function B.lt(a, b) return B.cmp(a, b) < 0 end
-  function B.le(a, b) return B.cmp(a, b) <= 0 end
-  function B.eq(a, b) return B.cmp(a, b) == 0 end
-  function B.min(a, b) return B.cmp(a, b) <= 0 and a or b end
-  function B.max(a, b) return B.cmp(a, b) >= 0 and a or b end
-  function B.zero(a) return #a == 0 end
-  function B.pos(a) return #a > 0 and not a.neg end
 
-  function B.add(a, b)
+  -- a + b, with b's sign flipped when `negate`.
+  local function tadd(a, b, negate)
+    local bneg = b.neg
+    if negate and #b > 0 then bneg = not bneg end
     local r
-    if a.neg == b.neg then
+    if a.neg == bneg then
       r = madd(a, b)
       r.neg = a.neg
     elseif mcmp(a, b) >= 0 then
@@ -126,18 +142,12 @@ local function build()
       r.neg = a.neg
     else
       r = msub(b, a)
-      r.neg = b.neg
+      r.neg = bneg
     end
     return norm(r)
   end
 
-  function B.sub(a, b)
-    local nb = { neg = not b.neg }
-    for i = 1, #b do nb[i] = b[i] end
-    return B.add(a, norm(nb))
-  end
-
-  function B.mul(a, b)
+  local function tmul(a, b)
     local r = { neg = false }
     local na, nb = #a, #b
     for i = 1, na + nb do r[i] = 0 end
@@ -190,50 +200,136 @@ local function build()
     return norm(q), rem
   end
 
-  -- Floor division of a >= 0 by b > 0: quotient and remainder.
-  function B.divmod(a, b)
-    if mcmp(a, b) < 0 then return B.int(0), a end
+  -- The value of a as a double (inexact above 2^53): to estimate a quotient's digit.
+  local function approx(a)
+    local x = 0
+    for i = #a, 1, -1 do x = x * BASE + a[i] end
+    return x
+  end
+
+  -- Floor division of a >= 0 by b > 0, in limbs. Schoolbook, one limb of the quotient at a time: its
+  -- estimate from doubles is off by at most one, then corrected exactly.
+  local function tdivmod(a, b)
+    if mcmp(a, b) < 0 then return { neg = false }, a end
     if #b == 1 then
       local q, r = divsmall(a, b[1])
-      return q, B.int(r)
+      return q, limbs(r)
     end
-    local q, r = { neg = false }, { neg = false }
+    local q, r, bx = { neg = false }, { neg = false }, approx(b)
     for i = #a, 1, -1 do
       table.insert(r, 1, a[i])
       norm(r)
-      local lo, hi = 0, BASE - 1
-      if mcmp(r, b) < 0 then hi = 0 end
-      while lo < hi do
-        local mid = floor((lo + hi + 1) / 2)
-        if mcmp(mulsmall(b, mid), r) <= 0 then lo = mid else hi = mid - 1 end
+      local d = 0
+      if mcmp(r, b) >= 0 then
+        d = floor(approx(r) / bx)
+        if d > BASE - 1 then d = BASE - 1 end
+        local p = mulsmall(b, d)
+        while mcmp(p, r) > 0 do
+          d = d - 1
+          p = mulsmall(b, d)
+        end
+        local next = mulsmall(b, d + 1)
+        while mcmp(next, r) <= 0 do
+          d, p = d + 1, next
+          next = mulsmall(b, d + 1)
+        end
+        r = msub(r, p)
       end
-      q[i] = lo
-      if lo > 0 then r = msub(r, mulsmall(b, lo)) end
+      q[i] = d
     end
-    for i = 1, #a do q[i] = q[i] or 0 end
     return norm(q), r
   end
 
-  function B.div(a, b) return (B.divmod(a, b)) end
-  function B.mod(a, b)
-    local _, r = B.divmod(a, b)
-    return r
+  -- From a Lua integer below 2^53.
+  function B.int(x) return x end
+
+  -- From decimal digits (no sign).
+  function B.digits(s)
+    if s == "" then return 0 end
+    if #s <= 15 then return tonumber(s) end
+    return out(tdigits(s))
   end
+
+  function B.cmp(a, b)
+    if type(a) == "number" and type(b) == "number" then
+      if a < b then return -1 end
+      return a > b and 1 or 0
+    end
+    return tcmp(tab(a), tab(b))
+  end
+  function B.lt(a, b) return B.cmp(a, b) < 0 end
+  function B.le(a, b) return B.cmp(a, b) <= 0 end
+  function B.eq(a, b) return B.cmp(a, b) == 0 end
+  function B.min(a, b) return B.cmp(a, b) <= 0 and a or b end
+  function B.max(a, b) return B.cmp(a, b) >= 0 and a or b end
+  function B.zero(a) return a == 0 end
+  function B.pos(a)
+    if type(a) == "number" then return a > 0 end
+    return not a.neg
+  end
+  function B.negative(a)
+    if type(a) == "number" then return a < 0 end
+    return a.neg
+  end
+
+  -- A sum, difference or product of numbers is exact when it lies below 2^53, and lies there exactly
+  -- when the exact one does.
+  function B.add(a, b)
+    if type(a) == "number" and type(b) == "number" then
+      local s = a + b
+      if s < SMALL and s > -SMALL then return s end
+    end
+    return out(tadd(tab(a), tab(b)))
+  end
+
+  function B.sub(a, b)
+    if type(a) == "number" and type(b) == "number" then
+      local s = a - b
+      if s < SMALL and s > -SMALL then return s end
+    end
+    return out(tadd(tab(a), tab(b), true))
+  end
+
+  function B.mul(a, b)
+    if type(a) == "number" and type(b) == "number" then
+      local p = a * b
+      if p < SMALL and p > -SMALL then return p end
+    end
+    return out(tmul(tab(a), tab(b)))
+  end
+
+  -- Floor division of a >= 0 by b > 0: quotient and remainder.
+  function B.divmod(a, b)
+    if type(a) == "number" and type(b) == "number" and a < SMALL / 2 then
+      -- a and b below 2^52: q * b stays below 2^53, exact, so the estimate is corrected exactly.
+      local q = floor(a / b)
+      local r = a - q * b
+      if r < 0 then
+        q, r = q - 1, r + b
+      elseif r >= b then
+        q, r = q + 1, r - b
+      end
+      return q, r
+    end
+    local q, r = tdivmod(tab(a), tab(b))
+    return out(q), out(r)
+  end
+
+  function B.div(a, b) return (B.divmod(a, b)) end
   function B.divceil(a, b)
     local q, r = B.divmod(a, b)
-    if #r > 0 then q = B.add(q, B.int(1)) end
+    if r ~= 0 then q = B.add(q, 1) end
     return q
   end
 
   -- As a Lua number; only for values below 2^53 (callers bound them).
   function B.num(a)
-    local x = 0
-    for i = #a, 1, -1 do x = x * BASE + a[i] end
-    return a.neg and -x or x
+    if type(a) == "number" then return a end
+    return approx(a) * (a.neg and -1 or 1)
   end
 
-  local ZERO, ONE, THOUSAND, MILLION = B.int(0), B.int(1), B.int(1000), B.int(1000000)
-  local NS_PER_SEC = B.int(1000000000)
+  local ZERO, ONE, THOUSAND, MILLION = 0, 1, 1000, 1000000
+  local NS_PER_SEC = 1000000000
   local TWO53 = B.digits("9007199254740992")
   local TWO63 = B.digits("9223372036854775808")
   local TWO64 = B.digits("18446744073709551616")
@@ -243,28 +339,39 @@ local function build()
   local U128MAX = B.digits("340282366920938463463374607431768211455")
   -- The longest horizon (a refill, a window, a lease): 3e9 s (limits.rs).
   local HORIZON_NS = B.digits("3000000000000000000")
-  local MAX_RATE = B.int(1000000000)
+  local MAX_RATE = 1000000000
 
   function B.sat_i64(a) return B.max(I64MIN, B.min(a, I64MAX)) end
   function B.sat_u64(a) return B.max(ZERO, B.min(a, U64MAX)) end
 
   -- The little-endian 8 bytes of a (two's complement when negative), for a in [-2^63, 2^64).
   function B.le64(a)
-    local v = a.neg and B.add(a, TWO64) or a
-    local out = {}
-    for i = 1, 8 do
-      local r
-      v, r = divsmall(v, 256)
-      out[i] = char(r)
+    local out_bytes = {}
+    if type(a) == "number" and a >= 0 then
+      for i = 1, 4 do
+        local r = a % 65536
+        a = (a - r) / 65536
+        out_bytes[i] = char(r % 256, floor(r / 256))
+      end
+      return concat(out_bytes)
     end
-    return concat(out)
+    local v = tab(B.negative(a) and B.add(a, TWO64) or a)
+    for i = 1, 4 do
+      local r
+      v, r = divsmall(v, 65536)
+      out_bytes[i] = char(r % 256, floor(r / 256))
+    end
+    return concat(out_bytes)
   end
 
   -- The little-endian u64 (or i64 when signed) at byte `at` (1-based) of s.
   function B.fromle(s, at, signed)
-    local v = B.int(0)
-    for i = at + 7, at, -1 do v = mulsmall(v, 256, byte(s, i)) end
-    if signed and mcmp(v, TWO63) >= 0 then v = B.sub(v, TWO64) end
+    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
+    local lo = ((b4 * 256 + b3) * 256 + b2) * 256 + b1
+    local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
+    if hi < 2097152 then return hi * 4294967296 + lo end
+    local v = out(mulsmall(mulsmall(limbs(hi), 65536), 65536, lo))
+    if signed and B.cmp(v, TWO63) >= 0 then v = B.sub(v, TWO64) end
     return v
   end
 
@@ -317,7 +424,7 @@ local function build()
   -- A parameter beyond what a Lua number replies exactly (2^53): refused rather than answered inexactly.
   local LUA_MAX = "9007199254740991"
   local function reply_bound(value, field)
-    if mcmp(value, TWO53) >= 0 then
+    if B.cmp(value, TWO53) >= 0 then
       E.invalid(field, "must be at most " .. LUA_MAX .. " with the Lua library (the module takes more)")
     end
     return B.num(value)
@@ -337,7 +444,7 @@ local function build()
   local function cmul(a, b)
     if not a or not b then return nil end
     local r = B.mul(a, b)
-    if mcmp(r, U128MAX) > 0 then return nil end
+    if B.cmp(r, U128MAX) > 0 then return nil end
     return r
   end
 
@@ -419,7 +526,7 @@ local function build()
     local den = pow10(-d.e)
     if not den then return nil end
     local q, r = B.divmod(scaled, den)
-    if #r > 0 then return nil end
+    if r ~= 0 then return nil end
     return q
   end
 
@@ -436,7 +543,7 @@ local function build()
     local significant = digits:gsub("^0+", "")
     if #significant > 20 then E.invalid(field, "too large") end
     local value = B.digits(significant)
-    if mcmp(value, U64MAX) > 0 then E.invalid(field, "too large") end
+    if B.cmp(value, U64MAX) > 0 then E.invalid(field, "too large") end
     if B.num(B.min(value, B.int(min))) < min then E.invalid(field, expected) end
     return value
   end
@@ -453,7 +560,7 @@ local function build()
     local seconds = P.positive_decimal(s, field, expected)
     local ms = D.mul_exact(seconds, THOUSAND)
     local ns = ms and cmul(ms, MILLION)
-    if not ns or mcmp(ns, HORIZON_NS) > 0 then E.invalid(field, expected) end
+    if not ns or B.cmp(ns, HORIZON_NS) > 0 then E.invalid(field, expected) end
     return ns
   end
 
@@ -484,7 +591,7 @@ local function build()
     local digits = s
     if s:sub(1, 1) == "+" then digits = s:sub(2) end
     if digits == "" or #digits > 20 or not digits:match("^%d+$") then return false end
-    return mcmp(B.digits(digits:gsub("^0+", "")), I64MAX) <= 0
+    return B.cmp(B.digits((digits:gsub("^0+", ""))), I64MAX) <= 0
   end
 
   -- The layout of a stored value: by its tag, else 0.1's length, else redis-cell's digits ("cell").
@@ -590,7 +697,7 @@ local function build()
   local function field_value(value)
     if value == nil then return false end
     local clamped = B.min(value, I64MAX)
-    if mcmp(clamped, TWO53) >= 0 then
+    if B.cmp(clamped, TWO53) >= 0 then
       E.fail("ERR the key holds a value beyond 2^53, which the Lua library cannot reply exactly")
     end
     return B.num(clamped)
@@ -606,13 +713,13 @@ local function build()
     local capacity = P.whole(capacity_s, "capacity", 1, "must be a whole number >= 1")
     local rate = P.positive_decimal(rate_s, "rate", "must be a number > 0 (tokens per second)")
     local per_sec = D.mul_ceil(rate, ONE)
-    if not per_sec or mcmp(per_sec, MAX_RATE) > 0 then
+    if not per_sec or B.cmp(per_sec, MAX_RATE) > 0 then
       E.invalid("rate", "must be at most 1000000000 tokens per second")
     end
     local interval = D.div_ceil_into(rate, NS_PER_SEC)
     local exact = D.div_ceil_into(rate, B.mul(capacity, NS_PER_SEC))
     local tau = interval and exact and cmul(interval, capacity)
-    if not tau or mcmp(tau, HORIZON_NS) > 0 or B.zero(interval) then E.invalid("capacity", REFILL_TOO_LONG) end
+    if not tau or B.cmp(tau, HORIZON_NS) > 0 or B.zero(interval) then E.invalid("capacity", REFILL_TOO_LONG) end
     local slack = B.min(B.sub(tau, B.min(exact, tau)), B.sub(interval, ONE))
     return {
       limit = reply_bound(capacity, "capacity"),
@@ -718,7 +825,7 @@ local function build()
     end
     if B.lt(f.limit_b, cost) then return unchanged(verdict(false, count, nil, open_for)) end
     local total = B.add(count, cost)
-    if mcmp(total, U64MAX) <= 0 and B.le(total, f.limit_b) then
+    if B.cmp(total, U64MAX) <= 0 and B.le(total, f.limit_b) then
       if B.pos(cost) then
         return {
           verdict = verdict(true, total, ZERO, B.sat_i64(B.sub(ends_at, now))),
@@ -802,7 +909,7 @@ local function build()
     end
     local room = B.sub(B.sub(limit, s.current), cost)
     local wait
-    if not room.neg then
+    if not B.negative(room) then
       wait = B.max(B.sub(fits_at(s.previous, room), elapsed), ZERO)
     else
       wait = B.add(B.sub(w, elapsed), fits_at(s.current, B.sub(limit, cost)))
@@ -860,7 +967,7 @@ local function build()
 
   function slide.parse(limit_s, window_s)
     local limit = P.whole(limit_s, "limit", 1, SLIDE_LIMIT)
-    if mcmp(limit, B.int(1000000)) > 0 then E.invalid("limit", SLIDE_LIMIT) end
+    if B.cmp(limit, 1000000) > 0 then E.invalid("limit", SLIDE_LIMIT) end
     local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
     return { limit = B.num(limit), window_us = window_us }
   end
@@ -1074,7 +1181,7 @@ local function build()
 
   local function parse_weight(s)
     local w = P.whole(s, "weight", 1, LEASE_LIMIT)
-    if mcmp(w, B.int(100000)) > 0 then E.invalid("weight", LEASE_LIMIT) end
+    if B.cmp(w, 100000) > 0 then E.invalid("weight", LEASE_LIMIT) end
     return B.num(w)
   end
 
@@ -1086,7 +1193,7 @@ local function build()
   function leases.parse(limit_s, lease_s)
     local limit = P.whole(limit_s, "limit", 1, LEASE_LIMIT)
     local lease = lease_us(lease_s)
-    if mcmp(limit, B.int(100000)) > 0 then E.invalid("limit", LEASE_LIMIT) end
+    if B.cmp(limit, 100000) > 0 then E.invalid("limit", LEASE_LIMIT) end
     return { limit = B.num(limit), lease_us = lease }
   end
 
@@ -1250,6 +1357,23 @@ local function build()
   local KINDS = { token, fixed, counter, slide, leases }
   local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
   local FORM_OPTION = { id = { "DEDUP", 0 }, lease = { "WEIGHT", 1 } }
+
+  -- The parameters parsed last, by kind and text: most calls repeat them (the module keeps the last
+  -- ones too). Parsing is pure, so a hit is what parsing would give; bounded, and kept across calls
+  -- where the library is (FUNCTION LOAD), rebuilt with each script run otherwise.
+  local parsed, parsed_count = {}, 0
+  for _, k in ipairs(KINDS) do
+    local parse = k.parse
+    k.parse = function(p1, p2)
+      local text = k.group .. "\0" .. p1 .. "\0" .. p2
+      local hit = parsed[text]
+      if hit then return hit end
+      local limiter = parse(p1, p2)
+      if parsed_count >= 1024 then parsed, parsed_count = {}, 0 end
+      parsed[text], parsed_count = limiter, parsed_count + 1
+      return limiter
+    end
+  end
 
   local function kind_of_group(name)
     local upper = name:upper()

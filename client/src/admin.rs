@@ -97,8 +97,14 @@ impl Limiter {
         Ok(Some(inspection))
     }
 
-    /// `RL.TOP count`: the most denied keys, most first.
+    /// `RL.TOP count`: the most denied keys, most first. Needs the module (its statistics): with the
+    /// Lua library as the engine, an error that says so, without a call.
     pub async fn top_denied(&self, count: usize) -> Result<Vec<DeniedKey>, CallError> {
+        if self.engine().0 != crate::Backend::Module {
+            return Err(CallError::Usage(
+                "RL.TOP needs the ratelimit module: the Lua library keeps no statistics of denied keys",
+            ));
+        }
         let reply = self.query(redis::cmd("RL.TOP").arg(count.max(1))).await?;
         let Value::Array(entries) = reply else { return Err(CallError::Reply(format!("{reply:?}"))) };
         entries

@@ -1,0 +1,123 @@
+//! The client on every engine, against real servers: a stock server (no module) gets the Lua library
+//! through FCALL, loaded by the client, or through EVALSHA; a call answered "Function not found" or
+//! NOSCRIPT (after FUNCTION FLUSH, SCRIPT FLUSH) loads it again and is sent again; users allowed only
+//! FCALL or only EVALSHA work; `verify` says which engine and why; keys carry on between the module and
+//! the library; what needs the module says so.
+
+mod support;
+
+use redis_ratelimit_client::{Backend, FailurePolicy, Limiter, Policy};
+use support::calls;
+use testkit::redis;
+use testkit::{unique_key, Server};
+
+fn bucket() -> Policy {
+    Policy::token_bucket(3, 0.01).unwrap()
+}
+
+fn limiter(url: &str, engine: Backend) -> Limiter {
+    Limiter::builder(FailurePolicy::Closed).backend(engine).connect(url).unwrap()
+}
+
+/// Three allowed, then denied: the bucket is Redis', not the failure policy's.
+async fn assert_limits(limiter: &Limiter, key: &str) {
+    for i in 0..3 {
+        let d = limiter.check(key, &bucket(), 1).await;
+        assert!(d.allowed && !d.degraded, "call {i}: {d:?}");
+        assert_eq!(d.remaining, 2 - i);
+    }
+    let d = limiter.check(key, &bucket(), 1).await;
+    assert!(!d.allowed && !d.degraded, "{d:?}");
+}
+
+#[tokio::test]
+async fn on_a_stock_server_auto_loads_the_library_and_uses_fcall() {
+    let Some(server) = Server::builder().stock().own() else { return };
+    let limiter = limiter(server.url(), Backend::Auto);
+    let info = limiter.verify().await.expect("the library answers");
+    assert_eq!(info.engine, Backend::Functions, "{info:?}");
+    assert!(info.why.contains("module not loaded") && info.why.contains("FCALL"), "{}", info.why);
+    assert_eq!(info.version, None);
+    assert_limits(&limiter, &unique_key("rl:auto")).await;
+    assert!(calls(&server, "fcall") >= 4);
+    // A flush (or a failover to a server without the library): the call is answered "Function not
+    // found", never ran, and is sent again after the library is loaded.
+    let () = redis::cmd("FUNCTION").arg("FLUSH").query(&mut server.conn()).unwrap();
+    assert_limits(&limiter, &unique_key("rl:auto")).await;
+    assert_eq!(limiter.counts().degraded, 0);
+    let top = limiter.top_denied(10).await.unwrap_err();
+    assert!(top.to_string().contains("module"), "RL.TOP names what it needs: {top}");
+}
+
+#[tokio::test]
+async fn scripts_are_cached_again_after_a_script_flush() {
+    let Some(server) = Server::builder().stock().own() else { return };
+    let limiter = limiter(server.url(), Backend::Scripts);
+    let info = limiter.verify().await.unwrap();
+    assert_eq!((info.engine, info.why.as_str()), (Backend::Scripts, "asked for"));
+    assert_limits(&limiter, &unique_key("rl:scripts")).await;
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut server.conn()).unwrap();
+    assert_limits(&limiter, &unique_key("rl:scripts")).await;
+    assert_eq!(calls(&server, "fcall"), 0, "EVALSHA only");
+    assert!(calls(&server, "eval") >= 2, "EVAL after each NOSCRIPT");
+}
+
+#[tokio::test]
+async fn users_allowed_only_fcall_or_only_evalsha_get_the_library() {
+    let Some(server) = Server::builder().stock().own() else { return };
+    let mut admin = server.conn();
+    // The README's two ACL lines: the calls, and the commands the library runs on `rl:*` keys (a
+    // script runs as its caller).
+    let library = ["+get", "+set", "+setrange", "+del", "+pexpireat", "+pttl", "+time"];
+    for (user, grant) in [("fcall", &["+fcall", "+fcall_ro"][..]), ("evalsha", &["+evalsha"][..])] {
+        let mut acl = redis::cmd("ACL");
+        acl.arg(&["SETUSER", user, "on", ">pw", "~rl:*"][..]).arg(grant).arg(&library[..]);
+        let () = acl.query(&mut admin).unwrap();
+    }
+    // What an operator runs once: the library, and the scripts (here through an admin's limiter).
+    let admin_url = server.url().to_string();
+    limiter(&admin_url, Backend::Functions).verify().await.unwrap();
+    let scripts = limiter(&admin_url, Backend::Scripts);
+    scripts.verify().await.unwrap();
+    let _ = scripts.check(&unique_key("rl:warm"), &bucket(), 1).await;
+    for (user, engine) in [("fcall", Backend::Functions), ("evalsha", Backend::Scripts)] {
+        let url = format!("redis://{user}:pw@127.0.0.1:{}/", server.port);
+        let limiter = limiter(&url, Backend::Auto);
+        let info = limiter.verify().await.unwrap_or_else(|e| panic!("{user}: {e}"));
+        assert_eq!(info.engine, engine, "{user}: {}", info.why);
+        assert!(info.why.contains("unknown command"), "{user}: the module's absence is named: {}", info.why);
+        if engine == Backend::Scripts {
+            assert!(info.why.contains("NOPERM"), "{user}: the refusal of FCALL is named: {}", info.why);
+        }
+        assert_limits(&limiter, &unique_key(&format!("rl:{user}"))).await;
+    }
+}
+
+#[tokio::test]
+async fn keys_carry_on_between_the_module_and_the_library() {
+    let server = Server::builder().single();
+    let key = unique_key("rl:carry");
+    let module = limiter(server.url(), Backend::Module);
+    let library = limiter(server.url(), Backend::Functions);
+    assert_eq!(module.verify().await.unwrap().engine, Backend::Module);
+    assert_eq!(module.check(&key, &bucket(), 1).await.remaining, 2);
+    assert_eq!(library.check(&key, &bucket(), 1).await.remaining, 1, "the library takes the module's bucket");
+    assert_eq!(module.check(&key, &bucket(), 1).await.remaining, 0, "and the module the library's");
+    assert!(!library.check(&key, &bucket(), 1).await.allowed);
+    let waited = Limiter::builder(FailurePolicy::Closed)
+        .backend(Backend::Scripts)
+        .connect(server.url())
+        .unwrap()
+        .take(&unique_key("rl:carry-take"), &bucket(), 5)
+        .await;
+    assert_eq!(waited.taken, 3, "RL.TAKE through EVALSHA: {waited:?}");
+}
+
+#[tokio::test]
+async fn the_module_engine_alone_treats_a_stock_server_as_misconfigured() {
+    let Some(server) = Server::builder().stock().own() else { return };
+    let limiter = limiter(server.url(), Backend::Module);
+    let error = limiter.verify().await.unwrap_err();
+    assert!(error.to_string().contains("--loadmodule"), "{error}");
+    assert_eq!(calls(&server, "fcall"), 0, "asked for the module only");
+}
