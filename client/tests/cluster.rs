@@ -4,7 +4,7 @@
 
 mod support;
 
-use redis_ratelimit_client::{FailurePolicy, Limit, Limiter, Policy};
+use redis_ratelimit_client::{Backend, FailurePolicy, Limit, Limiter, Policy};
 use support::wait_until;
 use testkit::cluster::Cluster;
 
@@ -30,6 +30,44 @@ async fn limits_stay_exact_across_the_cluster_and_multi_limit_checks_use_hash_ta
         assert_eq!(allowed, 5, "client {client}: 3 on route a, then b until the global 5");
     }
     assert_eq!(primaries_used.len(), 3, "the callers' keys live on every primary");
+}
+
+/// A stock cluster (no module) with the Lua library: each primary gets the library on its first call
+/// there (FCALL answered "Function not found", loaded, sent again), every call goes to its key's slot,
+/// and the limits stay exact; the same through EVALSHA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_stock_cluster_every_node_gets_the_library_on_first_use() {
+    let Some(cluster) = Cluster::start_stock() else { return };
+    let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_string()).collect();
+    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    for (engine, prefix) in [(Backend::Auto, "auto"), (Backend::Scripts, "scripts")] {
+        let limiter =
+            Limiter::builder(FailurePolicy::Closed).backend(engine).connect_cluster(&nodes).await.unwrap();
+        let route = Policy::token_bucket(3, 0.001).unwrap();
+        let global = Policy::token_bucket(5, 0.001).unwrap();
+        let mut primaries_used = std::collections::HashSet::new();
+        for client in 0..12 {
+            let tag = format!("{prefix}{client}");
+            let (a, all) = (format!("rl:{{{tag}}}:a"), format!("rl:{{{tag}}}:all"));
+            primaries_used.insert(cluster.owner(&all).port);
+            let allowed = allowed_of_four(&limiter, &a, &all, &route, &global).await;
+            assert_eq!(allowed, 3, "{engine:?} client {client}: the route's 3");
+        }
+        assert_eq!(primaries_used.len(), 3, "every primary was used");
+        assert_eq!(limiter.counts().degraded, 0, "{engine:?}: Redis decided every call");
+        let info = limiter.verify().await.unwrap();
+        assert_ne!(info.engine, Backend::Module, "{info:?}");
+    }
+}
+
+async fn allowed_of_four(limiter: &Limiter, a: &str, all: &str, route: &Policy, global: &Policy) -> usize {
+    let mut allowed = 0;
+    for _ in 0..4 {
+        let d = limiter.check_all(&[Limit::new(a, route, 1), Limit::new(all, global, 1)]).await;
+        assert!(!d.degraded, "{d:?}");
+        allowed += usize::from(d.allowed);
+    }
+    allowed
 }
 
 /// What a failover costs the limit on Redis Cluster: two limiter instances load keys of one primary

@@ -22,6 +22,15 @@ pub fn cli(args: &[&str]) -> String {
 
 impl Cluster {
     pub fn start() -> Option<Cluster> {
+        Cluster::start_with(false)
+    }
+
+    /// A cluster of stock servers (no module): for the Lua library.
+    pub fn start_stock() -> Option<Cluster> {
+        Cluster::start_with(true)
+    }
+
+    fn start_with(stock: bool) -> Option<Cluster> {
         if crate::skip_when_external() {
             return None;
         }
@@ -33,7 +42,8 @@ impl Cluster {
             "--cluster-node-timeout",
             "2000",
         ];
-        let nodes: Vec<Server> = (0..6).map(|_| Server::builder().args(&config).start()).collect();
+        let builder = || if stock { Server::builder().stock() } else { Server::builder() };
+        let nodes: Vec<Server> = (0..6).map(|_| builder().args(&config).start()).collect();
         let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addresses.iter().map(String::as_str));
