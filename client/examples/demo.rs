@@ -1,7 +1,8 @@
 //! The lab scenarios of a distributed limiter (burst, refill, isolation, races, HTTP, outages), whole, against a throwaway module-enabled redis-server: two limiter instances stand
 //! for two application servers sharing one Redis (scenarios 1-4), the HTTP middleware on a real
 //! socket (5), and Redis unreachable, stopped and hung, with fail open and fail closed, the breaker
-//! and recovery (6), and a concurrency limit on slow requests (7). Run with `make demo`.
+//! and recovery (6), and a concurrency limit on slow requests (7); then scenarios 1-4 again on a
+//! stock redis-server, where the client chooses the Lua library. Run with `make demo`.
 
 use axum::extract::Path;
 use axum::routing::get;
@@ -31,10 +32,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let version = module.version.map_or_else(|| "of unknown version".to_string(), |v| v.to_string());
     println!("ratelimit module {version} answers {}\n", module.commands.join(", "));
 
+    lab(&instances, &policy).await?;
+    http_scenario(&inst_a, &policy).await?;
+    concurrency_scenario(&server).await?;
+    outage_scenario(&policy).await?;
+
+    // Scenarios 1-4 again on a server without the module: the Lua library, chosen by the client.
+    let stock = Server::builder().stock().start();
+    let version = info_field(&mut stock.conn(), "server", "redis_version").unwrap_or_default();
+    println!("\nredis-server {version} on 127.0.0.1:{} without the module", stock.port);
+    let lua_a = Limiter::builder(FailurePolicy::Open).name("a-lua").connect(stock.url())?;
+    let lua_b = Limiter::builder(FailurePolicy::Open).name("b-lua").connect(stock.url())?;
+    let engine = lua_a.verify().await?;
+    println!("engine: {}\n", engine.why);
+    lab(&[&lua_a, &lua_b], &policy).await?;
+    Ok(())
+}
+
+/// Scenarios 1-4: two instances sharing one Redis, one bucket of capacity 10 refilled 5 a second.
+async fn lab(instances: &[&Limiter; 2], policy: &Policy) -> Result<(), Box<dyn std::error::Error>> {
+    let inst_a = instances[0];
     // 1. A burst of 12 requests for one key, alternating between the instances.
     let (mut allowed, mut denied) = (0, 0);
     for i in 0..12 {
-        let d = instances[i % 2].check("rl:user:ada", &policy, 1).await;
+        let d = instances[i % 2].check("rl:user:ada", policy, 1).await;
         if d.allowed {
             allowed += 1;
         } else {
@@ -52,12 +73,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut allowed = 0;
     for _ in 0..8 {
-        allowed += usize::from(inst_a.check("rl:user:ada", &policy, 1).await.allowed);
+        allowed += usize::from(inst_a.check("rl:user:ada", policy, 1).await.allowed);
     }
     println!("after one second at 5 tokens/s: {allowed} of 8 allowed");
 
     // 3. Keys are independent.
-    let d = inst_a.check("rl:user:bob", &policy, 1).await;
+    let d = inst_a.check("rl:user:bob", policy, 1).await;
     println!("another key is untouched: allowed={} remaining={}", d.allowed, d.remaining);
 
     // 4. 200 tasks race for one fresh key, half on each instance.
@@ -73,9 +94,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("200 concurrent requests, capacity 10: {ok} allowed");
 
-    http_scenario(&inst_a, &policy).await?;
-    concurrency_scenario(&server).await?;
-    outage_scenario(&policy).await?;
     Ok(())
 }
 

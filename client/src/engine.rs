@@ -132,10 +132,16 @@ impl Engine {
                 }
             };
             let next = if engine == Backend::Functions { Backend::Scripts } else { Backend::Functions };
-            reasons.push(match engine {
-                Backend::Functions => format!("FCALL or FUNCTION LOAD refused ({})", brief(refused)),
-                _ => format!("module not loaded or refused ({})", brief(refused)),
-            });
+            let noperm = refused.code() == Some("NOPERM");
+            reasons.push(
+                match (engine, noperm) {
+                    (Backend::Functions, true) => "FCALL or FUNCTION LOAD refused to this user (NOPERM)",
+                    (Backend::Functions, false) => "FCALL unknown to this server",
+                    (_, true) => "the module's commands refused to this user (NOPERM)",
+                    (_, false) => "module not loaded",
+                }
+                .to_string(),
+            );
             self.chosen.store(next.code(), Ordering::Relaxed);
         }
     }
@@ -221,13 +227,6 @@ fn refuses(e: &RedisError) -> bool {
 fn function_missing(e: &RedisError) -> bool {
     e.detail().is_some_and(|d| d.to_ascii_lowercase().contains("function not found"))
         || e.to_string().to_ascii_lowercase().contains("function not found")
-}
-
-fn brief(e: &RedisError) -> String {
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => e.to_string(),
-    }
 }
 
 /// A library function's call: its name, keys and other arguments, in the command's order.

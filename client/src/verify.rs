@@ -25,8 +25,8 @@ pub struct ModuleInfo {
     pub commands: Vec<&'static str>,
     /// The engine the limiter uses: the module, or the Lua library through `FCALL` or `EVALSHA`.
     pub engine: Backend,
-    /// Why: "the module answered", or e.g. "module not loaded or refused (ERR unknown command ...);
-    /// FCALL or FUNCTION LOAD refused (NOPERM ...); using the Lua library through EVALSHA scripts".
+    /// Why: "the module answered", or e.g. "module not loaded; FCALL or FUNCTION LOAD refused to this
+    /// user (NOPERM); using the Lua library through EVALSHA scripts".
     pub why: String,
 }
 
