@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The library's one source, as the repository holds it (`lua/ratelimit.lua`; a test holds this copy
-/// to it).
-pub(crate) const LIBRARY: &str = include_str!("../lua/ratelimit.lua");
+/// to it): what `FUNCTION LOAD` takes.
+pub const LIBRARY: &str = include_str!("../lua/ratelimit.lua");
 
 /// Which engine the limiter uses (see [`LimiterBuilder::backend`](crate::LimiterBuilder::backend)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -314,8 +314,11 @@ fn lib_name(command: &str) -> String {
     command.to_ascii_lowercase().replace('.', "_")
 }
 
-/// The EVALSHA script of the library function `function`.
-pub(crate) fn script_source(function: &str) -> String {
+/// The EVALSHA script of the library function `function` (`rl_token`, ...): the library's source
+/// without its first line and its registration, ending in one call of the function, as
+/// `scripts/lua-scripts.sh` writes it (for operators who load the scripts with `SCRIPT LOAD` for users
+/// allowed only `EVALSHA`).
+pub fn script_source(function: &str) -> String {
     let body: Vec<&str> = LIBRARY.lines().skip(1).take_while(|l| !l.starts_with("-- REGISTER:")).collect();
     format!(
         "if redis.replicate_commands then redis.replicate_commands() end\n{}\nreturn call(\"{function}\", KEYS, ARGV)\n",
@@ -392,6 +395,20 @@ mod tests {
         assert!(!script.contains("register_function"));
         assert!(script.ends_with("return call(\"rl_token\", KEYS, ARGV)\n"));
         assert_eq!(call("RL.TOKEN k 1 1 1").script().hash, redis::Script::new(&script).get_hash());
+    }
+
+    #[test]
+    fn the_scripts_are_what_lua_scripts_sh_writes() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let Ok(true) = root.join("scripts/lua-scripts.sh").try_exists() else { return };
+        let dir = std::env::temp_dir().join(format!("rl-client-scripts-{}", std::process::id()));
+        let status = std::process::Command::new(root.join("scripts/lua-scripts.sh")).arg(&dir).output().unwrap();
+        assert!(status.status.success());
+        for name in FUNCTIONS.iter().map(|f| lib_name(f)).filter(|f| f != "rl_reserve") {
+            let written = std::fs::read_to_string(dir.join(format!("{name}.lua"))).unwrap();
+            assert_eq!(written, script_source(&name), "{name}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

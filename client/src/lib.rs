@@ -56,6 +56,10 @@ pub use command::Limit;
 pub use counters::Counts;
 pub use decision::Decision;
 pub use engine::Backend;
+/// The Lua library the client loads where the module is absent: its source and its EVALSHA scripts.
+pub mod lua {
+    pub use crate::engine::{script_source, LIBRARY};
+}
 pub use error::{CallError, PolicyError};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder, WaitTimeout};
 pub use permit::{Acquired, Permit};
