@@ -10,7 +10,7 @@ every reply and every stored byte equal to core's (tests/lua_equal.rs).
 
 Exact arithmetic: Lua numbers are doubles, exact only below 2^53, and a Unix time in nanoseconds is about
 1.8e18. Times in nanoseconds and everything computed from them are exact integers here (`B`, base 10^7
-limbs, signed), as are the decimal parameters (`D`). Microsecond times (logs, leases: about 1.8e15) are
+limbs above 2^53, plain numbers below), as are the decimal parameters (`D`). Microsecond times (logs, leases: about 1.8e15) are
 plain numbers. What cannot be replied exactly is refused with an error (docs/lua.md lists it).
 
 Loaded as it is with `FUNCTION LOAD` (Redis 7.0+, Valkey 7.2+). scripts/lua-scripts.sh turns this one source
@@ -76,7 +76,11 @@ local function build()
     return 0
   end
 
-  local TWO53_LIMBS = tdigits("9007199254740992")
+  -- Constants are written as their limbs (a script builds the library on every call, and parsing
+  -- their digits was a fifth of that): each says its value; `constants_are_their_values` in
+  -- tests/lua_lab.rs checks them.
+  local function const(value_text, l) return l end
+  local TWO53_LIMBS = const("9007199254740992", { 4740992, 719925, 90, neg = false })
 
   -- A result in limbs as the caller gets it: a number below 2^53.
   local function out(t)
@@ -330,15 +334,16 @@ local function build()
 
   local ZERO, ONE, THOUSAND, MILLION = 0, 1, 1000, 1000000
   local NS_PER_SEC = 1000000000
-  local TWO53 = B.digits("9007199254740992")
-  local TWO63 = B.digits("9223372036854775808")
-  local TWO64 = B.digits("18446744073709551616")
-  local I64MAX = B.digits("9223372036854775807")
-  local I64MIN = B.sub(ZERO, TWO63)
-  local U64MAX = B.digits("18446744073709551615")
-  local U128MAX = B.digits("340282366920938463463374607431768211455")
+  local TWO53 = TWO53_LIMBS
+  local TWO63 = const("9223372036854775808", { 4775808, 7203685, 92233, neg = false })
+  local TWO64 = const("18446744073709551616", { 9551616, 4407370, 184467, neg = false })
+  local I64MAX = const("9223372036854775807", { 4775807, 7203685, 92233, neg = false })
+  local I64MIN = const("-9223372036854775808", { 4775808, 7203685, 92233, neg = true })
+  local U64MAX = const("18446744073709551615", { 9551615, 4407370, 184467, neg = false })
+  local U128MAX =
+    const("340282366920938463463374607431768211455", { 8211455, 743176, 4633746, 938463, 8236692, 3402, neg = false })
   -- The longest horizon (a refill, a window, a lease): 3e9 s (limits.rs).
-  local HORIZON_NS = B.digits("3000000000000000000")
+  local HORIZON_NS = const("3000000000000000000", { 0, 0, 30000, neg = false })
   local MAX_RATE = 1000000000
 
   function B.sat_i64(a) return B.max(I64MIN, B.min(a, I64MAX)) end
@@ -868,11 +873,9 @@ local function build()
     local repaired = state and B.lt(index_now, state.window)
         and { window = index_now, current = state.current, previous = state.previous } or nil
     local s = repaired or state
-    if s and B.eq(s.window, index_now) then
-      s = s
-    elseif s and B.eq(B.add(s.window, ONE), index_now) then
+    if s and B.eq(B.add(s.window, ONE), index_now) then
       s = { window = index_now, current = ZERO, previous = s.current }
-    else
+    elseif not (s and B.eq(s.window, index_now)) then
       s = { window = index_now, current = ZERO, previous = ZERO }
     end
     local expires_at = B.min(B.mul(B.add(s.window, B.int(2)), w), I64MAX)
