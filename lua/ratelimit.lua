@@ -1193,6 +1193,7 @@ local function build()
 
   local function lease_us(s)
     local ok, ns = pcall(P.window_ns, s)
+    E.raised = nil
     if not ok then E.invalid("lease", LEASE) end
     return B.num(B.div(ns, THOUSAND))
   end
