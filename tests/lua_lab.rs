@@ -282,3 +282,32 @@ fn the_library_s_writes_replicate_by_effect() {
     assert_eq!(limiter(&on_replica), Some(redis::Value::SimpleString("RL.TOKEN".into())));
     assert_eq!(limiter(&on_replica), limiter(&on_primary));
 }
+
+/// The library's big constants, written as limbs of base 10^7, are the values they say.
+#[test]
+fn constants_are_their_values() {
+    let source = lua::source();
+    let mut checked = 0;
+    for part in source.split("const(\"").skip(1) {
+        let (value, rest) = part.split_once('"').expect("a quoted value");
+        if value == "value_text" {
+            continue; // the helper's own definition
+        }
+        let body = rest.split_once('{').and_then(|(_, b)| b.split_once('}')).expect("its limbs").0;
+        let mut limbs: Vec<i128> = Vec::new();
+        let mut negative = false;
+        for item in body.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item {
+                "neg = true" => negative = true,
+                "neg = false" => {}
+                n => limbs.push(n.parse().expect("a limb")),
+            }
+        }
+        assert!(limbs.iter().all(|l| (0..10_000_000).contains(l)), "{value}: limbs of base 10^7");
+        let magnitude = limbs.iter().rev().fold(0u128, |acc, &l| acc * 10_000_000 + l as u128);
+        let written = if negative { format!("-{magnitude}") } else { magnitude.to_string() };
+        assert_eq!(written, value);
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} constants found");
+}

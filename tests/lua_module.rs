@@ -344,3 +344,40 @@ fn the_library_refuses_what_the_module_refuses_with_its_words() {
         panic!("{e}");
     }
 }
+
+/// A key of another type, or a string another limiter (or nobody) wrote: the same refusal from both.
+#[test]
+fn keys_of_another_type_or_limiter_are_refused_alike() {
+    let Some((_server, mut con)) = server() else { return };
+    let _: () = redis::cmd("HSET").arg("a-hash").arg("f").arg("v").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("a-string").arg("hello").query(&mut con).unwrap();
+    let _: Vec<i64> = redis::cmd("RL.FIXED").arg("a-window").arg(5).arg(60).query(&mut con).unwrap();
+    let calls: [(&str, &str, Vec<&str>); 9] = [
+        ("RL.TOKEN", "rl_token", vec!["10", "5", "1"]),
+        ("RL.FIXED", "rl_fixed", vec!["10", "60"]),
+        ("RL.SLIDECOUNT", "rl_slidecount", vec!["10", "60"]),
+        ("RL.SLIDE", "rl_slide", vec!["10", "60", "id"]),
+        ("RL.TAKE", "rl_take", vec!["10", "5", "3"]),
+        ("RL.ACQUIRE", "rl_acquire", vec!["10", "60", "id"]),
+        ("RL.RELEASE", "rl_release", vec!["id"]),
+        ("RL.RENEW", "rl_renew", vec!["60", "id"]),
+        ("RL.INSPECT", "rl_inspect", vec![]),
+    ];
+    for key in ["a-hash", "a-string", "a-window"] {
+        for (command, function, args) in &calls {
+            if *command == "RL.FIXED" && key == "a-window" {
+                continue;
+            }
+            let mut module_args = vec![key];
+            module_args.extend(args);
+            let by_module = module(&mut con, command, &module_args);
+            let by_library = library(&mut con, function, &[key], args);
+            assert!(by_module.is_error() || *command == "RL.INSPECT", "{command} {key}: {by_module:?}");
+            if *command == "RL.INSPECT" && key == "a-window" {
+                assert_eq!(still_fields(&by_module), still_fields(&by_library));
+            } else {
+                assert_eq!(by_module, by_library, "{command} {key}");
+            }
+        }
+    }
+}
