@@ -10,8 +10,9 @@ every reply and every stored byte equal to core's (tests/lua_equal.rs).
 
 Exact arithmetic: Lua numbers are doubles, exact only below 2^53, and a Unix time in nanoseconds is about
 1.8e18. Times in nanoseconds and everything computed from them are exact integers here (`B`, base 10^7
-limbs, signed), as are the decimal parameters (`D`). Microsecond times (logs, leases: about 1.8e15) are
-plain numbers. What cannot be replied exactly is refused with an error (docs/lua.md lists it).
+limbs above 2^53, plain numbers below), as are the decimal parameters (`D`). Microsecond times (logs,
+leases: about 1.8e15) are plain numbers. What cannot be replied exactly is refused with an error
+(docs/lua.md lists it).
 
 Loaded as it is with `FUNCTION LOAD` (Redis 7.0+, Valkey 7.2+). scripts/lua-scripts.sh turns this one source
 into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing here is written twice.
@@ -76,7 +77,11 @@ local function build()
     return 0
   end
 
-  local TWO53_LIMBS = tdigits("9007199254740992")
+  -- Constants are written as their limbs (a script builds the library on every call, and parsing
+  -- their digits was a fifth of that): each says its value; `constants_are_their_values` in
+  -- tests/lua_lab.rs checks them.
+  local function const(value_text, l) return l end
+  local TWO53_LIMBS = const("9007199254740992", { 4740992, 719925, 90, neg = false })
 
   -- A result in limbs as the caller gets it: a number below 2^53.
   local function out(t)
@@ -330,15 +335,17 @@ local function build()
 
   local ZERO, ONE, THOUSAND, MILLION = 0, 1, 1000, 1000000
   local NS_PER_SEC = 1000000000
-  local TWO53 = B.digits("9007199254740992")
-  local TWO63 = B.digits("9223372036854775808")
-  local TWO64 = B.digits("18446744073709551616")
-  local I64MAX = B.digits("9223372036854775807")
-  local I64MIN = B.sub(ZERO, TWO63)
-  local U64MAX = B.digits("18446744073709551615")
-  local U128MAX = B.digits("340282366920938463463374607431768211455")
+  local TWO53 = TWO53_LIMBS
+  local TWO63 = const("9223372036854775808", { 4775808, 7203685, 92233, neg = false })
+  local TWO64 = const("18446744073709551616", { 9551616, 4407370, 184467, neg = false })
+  local I64MAX = const("9223372036854775807", { 4775807, 7203685, 92233, neg = false })
+  local I64MIN = const("-9223372036854775808", { 4775808, 7203685, 92233, neg = true })
+  local U64MAX = const("18446744073709551615", { 9551615, 4407370, 184467, neg = false })
+  local U128MAX =
+    const("340282366920938463463374607431768211455",
+      { 8211455, 743176, 4633746, 938463, 8236692, 3402, neg = false })
   -- The longest horizon (a refill, a window, a lease): 3e9 s (limits.rs).
-  local HORIZON_NS = B.digits("3000000000000000000")
+  local HORIZON_NS = const("3000000000000000000", { 0, 0, 30000, neg = false })
   local MAX_RATE = 1000000000
 
   function B.sat_i64(a) return B.max(I64MIN, B.min(a, I64MAX)) end
@@ -575,7 +582,9 @@ local function build()
   -- Stored layouts (core's format.rs): tags, 0.1's untagged lengths, redis-cell's decimal TAT.
   ------------------------------------------------------------------------------------------------------------
   local F = {}
-  F.TAGS = { ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases" }
+  F.TAGS = {
+    ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases",
+  }
   F.TAG_OF = { token = "RLT\1", fixed = "RLF\1", counter = "RLC\1", log = "RLS\1", leases = "RLA\1" }
   F.UNTAGGED = { [8] = "token", [16] = "fixed", [24] = "counter" }
   local WORDS = { token = 1, fixed = 2, counter = 3 }
@@ -632,7 +641,8 @@ local function build()
   end
 
   function V.reply(v, sixth)
-    local r = { v.allowed and 1 or 0, v.limit, v.remaining, v.retry and ceil_ms(v.retry) or -1, ceil_ms(v.reset) }
+    local retry = v.retry and ceil_ms(v.retry) or -1
+    local r = { v.allowed and 1 or 0, v.limit, v.remaining, retry, ceil_ms(v.reset) }
     if sixth then r[6] = sixth end
     return r
   end
@@ -719,7 +729,9 @@ local function build()
     local interval = D.div_ceil_into(rate, NS_PER_SEC)
     local exact = D.div_ceil_into(rate, B.mul(capacity, NS_PER_SEC))
     local tau = interval and exact and cmul(interval, capacity)
-    if not tau or B.cmp(tau, HORIZON_NS) > 0 or B.zero(interval) then E.invalid("capacity", REFILL_TOO_LONG) end
+    if not tau or B.cmp(tau, HORIZON_NS) > 0 or B.zero(interval) then
+      E.invalid("capacity", REFILL_TOO_LONG)
+    end
     local slack = B.min(B.sub(tau, B.min(exact, tau)), B.sub(interval, ONE))
     return {
       limit = reply_bound(capacity, "capacity"),
@@ -784,7 +796,8 @@ local function build()
     local taken = B.min(available, max)
     local step = token.step(b, tat, now, B.max(taken, ONE))
     local write = step.next and token.write(b, step.next, tat)
-    return { verdict = step.verdict, write = write, repair = step.repair }, step.verdict.allowed and B.num(taken) or 0
+    local outcome = { verdict = step.verdict, write = write, repair = step.repair }
+    return outcome, step.verdict.allowed and B.num(taken) or 0
   end
 
   ------------------------------------------------------------------------------------------------------------
@@ -812,7 +825,8 @@ local function build()
   function fixed.step(f, state, now, cost)
     local latest_end = B.sat_i64(B.add(now, f.window))
     local stored = state and B.lt(now, state.ends_at) and state or nil
-    local repaired = stored and B.lt(latest_end, stored.ends_at) and { count = stored.count, ends_at = latest_end } or nil
+    local repaired = stored and B.lt(latest_end, stored.ends_at)
+        and { count = stored.count, ends_at = latest_end } or nil
     local current = repaired or stored
     local count = current and current.count or ZERO
     local ends_at = current and current.ends_at or latest_end
@@ -868,11 +882,9 @@ local function build()
     local repaired = state and B.lt(index_now, state.window)
         and { window = index_now, current = state.current, previous = state.previous } or nil
     local s = repaired or state
-    if s and B.eq(s.window, index_now) then
-      s = s
-    elseif s and B.eq(B.add(s.window, ONE), index_now) then
+    if s and B.eq(B.add(s.window, ONE), index_now) then
       s = { window = index_now, current = ZERO, previous = s.current }
-    else
+    elseif not (s and B.eq(s.window, index_now)) then
       s = { window = index_now, current = ZERO, previous = ZERO }
     end
     local expires_at = B.min(B.mul(B.add(s.window, B.int(2)), w), I64MAX)
@@ -900,12 +912,15 @@ local function build()
       if B.zero(previous) then return ZERO end
       return B.max(B.sub(w, B.div(B.mul(room, w), previous)), ZERO)
     end
-    local function unchanged(v) return { verdict = v, next = repaired, repair = repaired ~= nil, expires_at = expires_at } end
+    local function unchanged(v)
+      return { verdict = v, next = repaired, repair = repaired ~= nil, expires_at = expires_at }
+    end
     if B.lt(limit, cost) then return unchanged(verdict(false, s.current, nil)) end
     local after = B.sat_u64(B.add(s.current, cost))
     if B.le(used(after), capacity) then
       local next = B.pos(cost) and { window = s.window, current = after, previous = s.previous } or repaired
-      return { verdict = verdict(true, after, ZERO), next = next, repair = next ~= nil and not B.pos(cost), expires_at = expires_at }
+      local repair = next ~= nil and not B.pos(cost)
+      return { verdict = verdict(true, after, ZERO), next = next, repair = repair, expires_at = expires_at }
     end
     local room = B.sub(B.sub(limit, s.current), cost)
     local wait
@@ -1062,7 +1077,8 @@ local function build()
     end
     if live >= l.limit then
       local leaving = log.ts(log.physical(log.n - l.limit))
-      return { verdict = verdict(false, live, B.max(wait(leaving), ONE), newest), empty_at = empty_at, repair = false }
+      local retry = B.max(wait(leaving), ONE)
+      return { verdict = verdict(false, live, retry, newest), empty_at = empty_at, repair = false }
     end
     local stamp = math.max(now_us, log.newest() + 1)
     local entry_width = math.max(width_for, log.width)
@@ -1084,7 +1100,8 @@ local function build()
       if log.width == 16 then slot = slot .. id.hash end
       change = { range = { HEADER_LEN + log.pivot * log.width, slot } }
     end
-    return { verdict = verdict(true, live + 1, ZERO, stamp), change = change, empty_at = stamp + window_us, repair = false }
+    local allowed = verdict(true, live + 1, ZERO, stamp)
+    return { verdict = allowed, change = change, empty_at = stamp + window_us, repair = false }
   end
 
   -- A log with entries from the future (a clock that ran ahead) is repaired first: they move to now.
@@ -1139,7 +1156,8 @@ local function build()
         if e[1] > FILLER_CEILING then newest = e[1] end
       end
     end
-    local before = V.new(one.allowed, one.limit, one.allowed and one.remaining + 1 or one.remaining, one.retry,
+    local remaining = one.allowed and one.remaining + 1 or one.remaining
+    local before = V.new(one.allowed, one.limit, remaining, one.retry,
       us_ns(math.max(newest + l.window_us - now_us, 0)))
     return { now = before, one = one }
   end
@@ -1175,6 +1193,7 @@ local function build()
 
   local function lease_us(s)
     local ok, ns = pcall(P.window_ns, s)
+    E.raised = nil
     if not ok then E.invalid("lease", LEASE) end
     return B.num(B.div(ns, THOUSAND))
   end
@@ -1211,7 +1230,8 @@ local function build()
     if stored:sub(1, 4) ~= "RLA\1" or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
     local out = {}
     for at = 5, #stored, ENTRY do
-      out[#out + 1] = { id = stored:sub(at, at + 15), expires = us_at(stored, at + 16), weight = u32at(stored, at + 24) }
+      local id, expires, weight = stored:sub(at, at + 15), us_at(stored, at + 16), u32at(stored, at + 24)
+      out[#out + 1] = { id = id, expires = expires, weight = weight }
     end
     return out
   end
@@ -1290,11 +1310,13 @@ local function build()
       for _, l in ipairs(held) do load = load + l.weight end
       if load + request.weight > ls.limit then
         local retry = lease_retry(ls, held, now_us, request.weight)
-        return { verdict = lease_verdict(ls, false, held, now_us, retry), write = cut and lease_write(held) or nil, repair = cut }
+        local verdict = lease_verdict(ls, false, held, now_us, retry)
+        return { verdict = verdict, write = cut and lease_write(held) or nil, repair = cut }
       end
       held[#held + 1] = { id = request.id, expires = expires, weight = request.weight }
     end
-    return { verdict = lease_verdict(ls, true, held, now_us, ZERO), write = lease_write(held), repair = false }
+    local verdict = lease_verdict(ls, true, held, now_us, ZERO)
+    return { verdict = verdict, write = lease_write(held), repair = false }
   end
 
   function leases.peek(ls, stored, now)
@@ -1304,7 +1326,8 @@ local function build()
     for _, l in ipairs(held) do load = load + l.weight end
     local fits = load < ls.limit
     local retry = fits and ZERO or lease_retry(ls, held, now_us, 1)
-    return { now = lease_verdict(ls, true, held, now_us, ZERO), one = lease_verdict(ls, fits, held, now_us, retry) }
+    local now_verdict = lease_verdict(ls, true, held, now_us, ZERO)
+    return { now = now_verdict, one = lease_verdict(ls, fits, held, now_us, retry) }
   end
 
   function leases.describe(stored, now)
@@ -1319,7 +1342,12 @@ local function build()
       end
     end
     local function ms(us) return us and math.ceil(us / 1000) or false end
-    return { { "held", count }, { "weight_held", weight }, { "next_expiry_ms", ms(next_end) }, { "last_expiry_ms", ms(last_end) } }
+    return {
+      { "held", count },
+      { "weight_held", weight },
+      { "next_expiry_ms", ms(next_end) },
+      { "last_expiry_ms", ms(last_end) },
+    }
   end
 
   -- RL.RELEASE: true when `id` held a live lease; the write removes it (the last one deletes the key).
