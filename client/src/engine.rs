@@ -402,7 +402,8 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let Ok(true) = root.join("scripts/lua-scripts.sh").try_exists() else { return };
         let dir = std::env::temp_dir().join(format!("rl-client-scripts-{}", std::process::id()));
-        let status = std::process::Command::new(root.join("scripts/lua-scripts.sh")).arg(&dir).output().unwrap();
+        let status =
+            std::process::Command::new(root.join("scripts/lua-scripts.sh")).arg(&dir).output().unwrap();
         assert!(status.status.success());
         for name in FUNCTIONS.iter().map(|f| lib_name(f)).filter(|f| f != "rl_reserve") {
             let written = std::fs::read_to_string(dir.join(format!("{name}.lua"))).unwrap();
