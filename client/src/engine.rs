@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// The library's one source, as the repository holds it (`lua/ratelimit.lua`; a test holds this copy
-/// to it): what `FUNCTION LOAD` takes.
+/// The library's one source, `lua/ratelimit.lua` (`client/lua/ratelimit.lua` is a link to it, which
+/// `cargo package` ships as the file; a test holds the two equal): what `FUNCTION LOAD` takes.
 pub const LIBRARY: &str = include_str!("../lua/ratelimit.lua");
 
 /// Which engine the limiter uses (see [`LimiterBuilder::backend`](crate::LimiterBuilder::backend)).
