@@ -7,6 +7,7 @@
 mod support;
 
 use redis_ratelimit_client::{Backend, FailurePolicy, Limiter, Policy};
+use std::time::Duration;
 use support::calls;
 use testkit::redis;
 use testkit::{unique_key, Server};
@@ -127,4 +128,22 @@ async fn the_module_engine_alone_treats_a_stock_server_as_misconfigured() {
     let error = limiter.verify().await.unwrap_err();
     assert!(error.to_string().contains("--loadmodule"), "{error}");
     assert_eq!(calls(&server, "fcall"), 0, "asked for the module only");
+}
+
+#[tokio::test]
+async fn on_redis_6_2_auto_takes_the_evalsha_scripts() {
+    let Some(binary) = std::env::var("RL_REDIS62_SERVER").ok().filter(|b| !b.is_empty()) else {
+        testkit::skip("no Redis 6.2 here (scripts/servers.sh redis-6.2 builds one; set RL_REDIS62_SERVER)");
+        return;
+    };
+    let Some(server) = Server::builder().stock().binary(&binary).own() else { return };
+    let limiter = limiter(server.url(), Backend::Auto);
+    let info = limiter.verify().await.expect("the scripts answer");
+    assert_eq!(info.engine, Backend::Scripts, "{}", info.why);
+    assert!(info.why.contains("module not loaded") && info.why.contains("FCALL unknown"), "{}", info.why);
+    assert_limits(&limiter, &unique_key("rl:62")).await;
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut server.conn()).unwrap();
+    assert_limits(&limiter, &unique_key("rl:62")).await;
+    let wait = limiter.take_within(&unique_key("rl:62-batch"), &bucket(), 1, 2, Duration::ZERO).await;
+    assert_eq!(wait.taken, 2, "{wait:?}");
 }
