@@ -147,3 +147,35 @@ async fn on_redis_6_2_auto_takes_the_evalsha_scripts() {
     let wait = limiter.take_within(&unique_key("rl:62-batch"), &bucket(), 1, 2, Duration::ZERO).await;
     assert_eq!(wait.taken, 2, "{wait:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_loads_the_library_again_and_a_failover_chooses_the_engine_again() {
+    let Some(mut server) = support::Killable::start_plain() else { return };
+    let limiter = Limiter::builder(FailurePolicy::Closed).connect(&server.url()).unwrap();
+    assert_eq!(limiter.verify().await.unwrap().engine, Backend::Functions);
+    assert!(limiter.check(&unique_key("rl:restart"), &bucket(), 1).await.allowed);
+    // Restarted empty: no library. The first call after it is answered "Function not found", never
+    // ran, and is sent again once the library is loaded.
+    server.start_again();
+    let key = unique_key("rl:restart");
+    support::wait_until("Redis to decide again", async || !limiter.check(&key, &bucket(), 1).await.degraded)
+        .await;
+    assert_limits_after(&limiter, &key, 1).await;
+    // The server comes back with the module (a failover to another kind of server): asked again.
+    server.with_module(true);
+    server.start_again();
+    let key = unique_key("rl:failover");
+    support::wait_until("Redis to decide again", async || !limiter.check(&key, &bucket(), 1).await.degraded)
+        .await;
+    let info = limiter.verify().await.unwrap();
+    assert_eq!((info.engine, info.why.as_str()), (Backend::Module, "the module answered"), "{info:?}");
+}
+
+/// After `taken` of the bucket's 3 were taken: the rest allowed, then a denial, all Redis'.
+async fn assert_limits_after(limiter: &Limiter, key: &str, taken: u64) {
+    for i in taken..3 {
+        let d = limiter.check(key, &bucket(), 1).await;
+        assert!(d.allowed && !d.degraded && d.remaining == 2 - i, "call {i}: {d:?}");
+    }
+    assert!(!limiter.check(key, &bucket(), 1).await.allowed);
+}
