@@ -2,11 +2,11 @@
 --[[
 redis-ratelimit's limiters as one Lua library, for servers that cannot load the module (managed Redis).
 
-The same commands as the module (RL.TOKEN, RL.SLIDE, RL.SLIDECOUNT, RL.FIXED, RL.TAKE, RL.REFUND, RL.ALL,
-RL.ACQUIRE, RL.RELEASE, RL.RENEW, RL.INSPECT) as functions named rl_token, rl_slide, ...: the keys first,
-then each key's parameters in the command's order (FCALL rl_token 2 k1 k2 10 5 1 20 1 1). The same
-validation, error texts, replies, stored bytes and expiry as the module's (ratelimit-core); the tests hold
-every reply and every stored byte equal to core's (tests/lua_equal.rs).
+The same commands as the module (RL.TOKEN, RL.SLIDE, RL.SLIDECOUNT, RL.FIXED, RL.TAKE, RL.RESERVE,
+RL.REFUND, RL.ALL, RL.ACQUIRE, RL.RELEASE, RL.RENEW, RL.INSPECT) as functions named rl_token, rl_slide, ...:
+the keys first, then each key's parameters in the command's order (FCALL rl_token 2 k1 k2 10 5 1 20 1 1).
+The same validation, error texts, replies, stored bytes and expiry as the module's (ratelimit-core); the
+tests hold every reply and every stored byte equal to core's (tests/lua_equal.rs).
 
 Exact arithmetic: Lua numbers are doubles, exact only below 2^53, and a Unix time in nanoseconds is about
 1.8e18. Times in nanoseconds and everything computed from them are exact integers here (`B`, base 10^7
