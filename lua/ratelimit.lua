@@ -2,11 +2,11 @@
 --[[
 redis-ratelimit's limiters as one Lua library, for servers that cannot load the module (managed Redis).
 
-The same commands as the module (RL.TOKEN, RL.SLIDE, RL.SLIDECOUNT, RL.FIXED, RL.TAKE, RL.REFUND, RL.ALL,
-RL.ACQUIRE, RL.RELEASE, RL.RENEW, RL.INSPECT) as functions named rl_token, rl_slide, ...: the keys first,
-then each key's parameters in the command's order (FCALL rl_token 2 k1 k2 10 5 1 20 1 1). The same
-validation, error texts, replies, stored bytes and expiry as the module's (ratelimit-core); the tests hold
-every reply and every stored byte equal to core's (tests/lua_equal.rs).
+The same commands as the module (RL.TOKEN, RL.SLIDE, RL.SLIDECOUNT, RL.FIXED, RL.TAKE, RL.RESERVE,
+RL.REFUND, RL.ALL, RL.ACQUIRE, RL.RELEASE, RL.RENEW, RL.INSPECT) as functions named rl_token, rl_slide, ...:
+the keys first, then each key's parameters in the command's order (FCALL rl_token 2 k1 k2 10 5 1 20 1 1).
+The same validation, error texts, replies, stored bytes and expiry as the module's (ratelimit-core); the
+tests hold every reply and every stored byte equal to core's (tests/lua_equal.rs).
 
 Exact arithmetic: Lua numbers are doubles, exact only below 2^53, and a Unix time in nanoseconds is about
 1.8e18. Times in nanoseconds and everything computed from them are exact integers here (`B`, base 10^7
@@ -573,6 +573,15 @@ local function build()
 
   function P.cost(s) return P.whole(s, "cost", 0, "must be a whole number >= 0") end
 
+  -- A wait in seconds that may be zero (args.rs' wait_ns): ns as B.
+  local MAX_WAIT = "must be a number of seconds >= 0, in whole milliseconds"
+  function P.wait_ns(s)
+    local d = D.parse(s)
+    if not d then E.invalid("max_wait", MAX_WAIT) end
+    if B.zero(d.m) then return ZERO end
+    return P.seconds_ns(s, "max_wait", MAX_WAIT)
+  end
+
   local WINDOW = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
   function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
 
@@ -647,13 +656,12 @@ local function build()
     return r
   end
 
-  -- Whether a is more restrictive than b: a longer denial ("never" longest), else fewer left.
+  -- Whether a is more restrictive than b: a denial; then the longer wait (a denial's retry, "never"
+  -- longest; an allowed reservation's wait before its units may be used); then fewer left.
   local function more_restrictive(a, b)
     if a.allowed ~= b.allowed then return not a.allowed end
-    if not a.allowed then
-      local c = B.cmp(a.retry or I64MAX, b.retry or I64MAX)
-      if c ~= 0 then return c > 0 end
-    end
+    local c = B.cmp(a.retry or I64MAX, b.retry or I64MAX)
+    if c ~= 0 then return c > 0 end
     return a.remaining < b.remaining
   end
 
@@ -740,29 +748,42 @@ local function build()
       tau = tau,
       slack = slack,
       depth = B.add(tau, slack),
+      -- A full refill: the longest wait a reservation counts.
+      period = B.sub(tau, slack),
     }
   end
 
   function token.decode(stored) return F.words("token", stored, { true })[1] end
 
-  function token.step(b, tat, now, cost)
-    local depth = b.depth
+  -- The backlog a stored TAT leaves at `now`, and whether it is a clock fault (more than two full
+  -- refills ahead: one of tokens, one of reservations), counted as an empty bucket.
+  local function token_backlog(b, tat, now)
     local stored = tat and B.max(B.sat_i64(B.sub(tat, now)), ZERO) or ZERO
-    local repair = B.lt(depth, stored)
-    local backlog = B.min(stored, depth)
+    if B.lt(B.mul(b.depth, 2), stored) then return b.depth, true end
+    return stored, false
+  end
+
+  -- `cost` tokens at `now` (core's reserve_tat): taken now when they fit; else, when they fit within
+  -- `max_wait` (at most one full refill), taken from the future: allowed with that wait as retry.
+  function token.reserve_step(b, tat, now, cost, max_wait)
+    local depth = b.depth
+    local backlog, repair = token_backlog(b, tat, now)
     local function verdict(allowed, backlog_after, retry)
-      local remaining = B.num(B.div(B.sub(depth, backlog_after), b.interval))
+      local remaining = B.num(B.div(B.max(B.sub(depth, backlog_after), ZERO), b.interval))
       return V.new(allowed, b.limit, remaining, retry, B.max(B.sub(backlog_after, b.slack), ZERO))
     end
     local function unchanged(v)
       return { verdict = v, next = repair and B.sat_i64(B.add(now, b.tau)) or nil, repair = repair }
     end
     if B.lt(b.capacity, cost) then return unchanged(verdict(false, backlog, nil)) end
+    if B.zero(cost) then return unchanged(verdict(true, backlog, ZERO)) end
     local after = B.add(backlog, B.mul(cost, b.interval))
-    if B.lt(depth, after) then return unchanged(verdict(false, backlog, B.sub(after, depth))) end
-    if B.zero(cost) then return unchanged(verdict(true, after, ZERO)) end
-    return { verdict = verdict(true, after, ZERO), next = B.sat_i64(B.add(now, after)), repair = false }
+    local wait = B.max(B.sub(after, depth), ZERO)
+    if B.lt(B.min(max_wait, b.period), wait) then return unchanged(verdict(false, backlog, wait)) end
+    return { verdict = verdict(true, after, wait), next = B.sat_i64(B.add(now, after)), repair = false }
   end
+
+  function token.step(b, tat, now, cost) return token.reserve_step(b, tat, now, cost, ZERO) end
 
   -- The key expires on the first whole second at or after the TAT.
   local function token_expiry_ms(tat)
@@ -783,21 +804,44 @@ local function build()
   end
 
   function token.give_back(b, tat, now, tokens)
-    local backlog = tat and B.min(B.max(B.sat_i64(B.sub(tat, now)), ZERO), b.depth) or ZERO
+    local backlog = token_backlog(b, tat, now)
     if B.zero(backlog) or B.zero(tokens) then return nil end
     local credit = B.mul(B.min(tokens, b.capacity), b.interval)
     return B.sat_i64(B.add(now, B.max(B.sub(backlog, credit), ZERO)))
   end
 
-  -- RL.TAKE: as many whole tokens as the bucket holds, up to max.
-  function token.take(b, stored, now, max)
+  -- A request that may wait (core's TokenBucket::reserve): `cost` tokens, now or within `max_wait`,
+  -- and as many more as the bucket holds now, up to `upto` in all. The outcome, and the number taken
+  -- (0 when denied).
+  function token.reserve(b, stored, now, cost, upto, max_wait)
     local tat = stored and token.decode(stored)
     local available = B.int(token.step(b, tat, now, ZERO).verdict.remaining)
-    local taken = B.min(available, max)
-    local step = token.step(b, tat, now, B.max(taken, ONE))
+    local taken = B.max(B.min(available, upto), cost)
+    local step = token.reserve_step(b, tat, now, taken, max_wait)
     local write = step.next and token.write(b, step.next, tat)
     local outcome = { verdict = step.verdict, write = write, repair = step.repair }
     return outcome, step.verdict.allowed and B.num(taken) or 0
+  end
+
+  -- RL.TAKE: as many whole tokens as the bucket holds, up to max (a reservation of one that does
+  -- not wait, up to max).
+  function token.take(b, stored, now, max) return token.reserve(b, stored, now, ONE, max, ZERO) end
+
+  ------------------------------------------------------------------------------------------------------------
+  -- Reservations (core's reservation.rs): a token bucket's decision with a queue in it, on the bucket's
+  -- own state; its requests are `cost max_wait`.
+  ------------------------------------------------------------------------------------------------------------
+  local reserve = {
+    group = "RESERVE", command = "RL.RESERVE", form = "reserve", layout = "token", refunds = true,
+    parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
+  }
+
+  function reserve.request(_, r)
+    return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
+  end
+
+  function reserve.decide(b, stored, now, r)
+    return (token.reserve(b, stored, now, r.cost, r.cost, r.max_wait))
   end
 
   ------------------------------------------------------------------------------------------------------------
@@ -1382,9 +1426,12 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   -- The registry of kinds (core's kind.rs) and the request forms (core's declare.rs).
   ------------------------------------------------------------------------------------------------------------
-  local KINDS = { token, fixed, counter, slide, leases }
+  -- A kind listed after another of its layout decides on that one's state (a reservation, on a bucket's).
+  local KINDS = { token, fixed, counter, slide, leases, reserve }
   local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
   local FORM_OPTION = { id = { "DEDUP", 0 }, lease = { "WEIGHT", 1 } }
+  -- How many arguments a form takes without its option.
+  local FORM_LEN = { reserve = 2 }
 
   -- The parameters parsed last, by kind and text: most calls repeat them (the module keeps the last
   -- ones too). Parsing is pure, so a hit is what parsing would give; bounded, and kept across calls
@@ -1414,11 +1461,12 @@ local function build()
   -- The request at args[at..]: its fields and how many arguments it took (core's RequestForm::parse).
   local function request_parse(form, args, at, command)
     local option = FORM_OPTION[form]
-    local len = 1
+    local len = FORM_LEN[form] or 1
     if option and P.is_option(args[at + 1], option[1]) then len = 2 + option[2] end
     if at + len - 1 > #args then E.arity(command) end
     local first = args[at]
     if form == "cost" then return { cost = first }, len end
+    if form == "reserve" then return { cost = first, max_wait = args[at + 1] }, len end
     if form == "id" then return { id = first, dedup = len == 2 }, len end
     return { holder = first, weight = len == 3 and args[at + 2] or nil }, len
   end
@@ -1590,6 +1638,26 @@ local function build()
     return V.reply(outcome.verdict, taken)
   end
 
+  -- RL.RESERVE key capacity rate cost max_wait [UPTO max]: the options first, then the bucket, the
+  -- cost and the wait, as the module reads them; with UPTO, a sixth field: the number taken.
+  function C.rl_reserve(keys, args, now)
+    if #keys ~= 1 or #args < 4 then E.arity("rl.reserve") end
+    local upto
+    if #args == 6 then
+      if not P.is_option(args[5], "UPTO") then E.syntax() end
+      upto = P.whole(args[6], "max", 1, "must be a whole number >= 1")
+    elseif #args ~= 4 then
+      E.arity("rl.reserve")
+    end
+    local bucket = token.parse(args[1], args[2])
+    local cost = P.cost(args[3])
+    local max_wait = P.wait_ns(args[4])
+    local old = S.read(keys[1])
+    local outcome, taken = token.reserve(bucket, old, now, cost, B.max(upto or cost, cost), max_wait)
+    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
+    return V.reply(outcome.verdict, upto and taken)
+  end
+
   -- RL.REFUND KIND key p1 p2 units, called as rl_refund 1 key KIND p1 p2 units.
   function C.rl_refund(keys, args, now)
     if #args < 1 then E.arity("rl.refund") end
@@ -1700,7 +1768,7 @@ end
 
 local NAMES = {
   "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_refund", "rl_all", "rl_acquire",
-  "rl_release", "rl_renew", "rl_inspect",
+  "rl_release", "rl_renew", "rl_inspect", "rl_reserve",
 }
 local READ_ONLY = { rl_inspect = true }
 local built = nil

@@ -11,7 +11,7 @@ mod common;
 use common::lua::{self, Reply};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use ratelimit_core::args::{cost, ArgError};
+use ratelimit_core::args::{cost, wait_ns, whole as whole_number, ArgError};
 use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::error::StateError;
 use ratelimit_core::fixed_window::FixedWindow;
@@ -19,10 +19,11 @@ use ratelimit_core::format::Layout;
 use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare, LimiterKind, RequestArgs};
 use ratelimit_core::leases::{self, Leases};
 use ratelimit_core::limiter::{apply, Change, Expiry, Limiter, Outcome, Peek, Write};
+use ratelimit_core::reservation::MAX_WAIT;
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::sliding_log::{id_hash, SlidingLog, Width};
 use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS, NANOS_PER_SEC};
-use ratelimit_core::token_bucket::TokenBucket;
+use ratelimit_core::token_bucket::{Reserve, TokenBucket};
 use ratelimit_core::verdict::Verdict;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -166,13 +167,30 @@ impl Model {
             }
             "rl_take" => {
                 let bucket = TokenBucket::parse([a[0], a[1]]).map_err(arg)?;
-                let max = ratelimit_core::args::whole(a[2], "max", 1, "must be a whole number >= 1")
-                    .map_err(param)?;
+                let max = whole_number(a[2], "max", 1, "must be a whole number >= 1").map_err(param)?;
                 let (outcome, taken) = bucket.take(self.stored(key), now, max).map_err(state)?;
                 if let Some(w) = &outcome.write {
                     self.apply(key, w);
                 }
                 Ok(limit_reply(&outcome.verdict, Some(taken as i64)))
+            }
+            "rl_reserve" => {
+                // As src/command/reserve.rs reads them: the option's value, the bucket, the cost, the wait.
+                let upto = match a.get(5) {
+                    Some(max) => {
+                        Some(whole_number(max, "max", 1, "must be a whole number >= 1").map_err(param)?)
+                    }
+                    None => None,
+                };
+                let bucket = TokenBucket::parse([a[0], a[1]]).map_err(arg)?;
+                let units = cost(a[2]).map_err(param)?;
+                let max_wait_ns = wait_ns(a[3], MAX_WAIT).map_err(param)?;
+                let request = Reserve { cost: units, upto: upto.unwrap_or(units).max(units), max_wait_ns };
+                let (outcome, taken) = bucket.reserve(self.stored(key), now, request).map_err(state)?;
+                if let Some(w) = &outcome.write {
+                    self.apply(key, w);
+                }
+                Ok(limit_reply(&outcome.verdict, upto.map(|_| taken as i64)))
             }
             "rl_refund" => {
                 let kind = LimiterKind::from_group(a[0]).expect("the sequences refund known kinds");
@@ -611,6 +629,45 @@ fn units() -> BoxedStrategy<String> {
     .boxed()
 }
 
+/// A reservation's max_wait: none, small, about a refill, beyond one, and texts the grammar refuses.
+fn max_wait() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => text("0"),
+        1 => text("0.000"),
+        10 => (1u64..=2500).prop_map(|ms| format!("{}.{:03}", ms / 1000, ms % 1000)),
+        4 => whole(1..=30),
+        2 => text("3600"),
+        1 => text("3000000000"),
+        1 => text("3000000000.001"),
+        1 => text("0.0005"),
+        1 => text("-1"),
+        1 => text("1e400"),
+        1 => text("abc"),
+        1 => text("+0.5"),
+        1 => text("2.5e-1"),
+    ]
+    .boxed()
+}
+
+/// RL.RESERVE's calls on key 0: `capacity rate cost max_wait`, with `UPTO max` at times.
+fn reserve_call(capacity: String, rate: String) -> BoxedStrategy<Call> {
+    let upto = prop_oneof![
+        6 => Just(None),
+        3 => whole(1..=20).prop_map(Some),
+        1 => text("0").prop_map(Some),
+        1 => text("18446744073709551615").prop_map(Some),
+    ];
+    (units(), max_wait(), upto, prop_oneof![4 => Just("UPTO"), 1 => Just("upto")])
+        .prop_map(move |(n, w, upto, option)| {
+            let mut args = vec![capacity.clone(), rate.clone(), n, w];
+            if let Some(max) = upto {
+                args.extend([option.to_string(), max]);
+            }
+            Call { function: "rl_reserve", keys: vec![0], args }
+        })
+        .boxed()
+}
+
 /// A step of time: small, whole milliseconds, large, backwards, none.
 fn step() -> BoxedStrategy<i64> {
     prop_oneof![
@@ -699,6 +756,57 @@ fn token_sequences() -> impl Strategy<Value = Sequence> {
         ]
         .boxed();
         sequence(init.clone(), calls, 1..12)
+    })
+}
+
+/// Reservations on a bucket's state: waits of none, some and beyond a refill, batches (UPTO), and
+/// the bucket's other calls on the same key (RL.TOKEN, RL.TAKE, refunds of either kind, RL.INSPECT);
+/// RL.ALL with RESERVE groups beside a TOKEN group.
+fn reserve_sequences() -> impl Strategy<Value = Sequence> {
+    let ns_word = prop_oneof![
+        3 => (-5 * NANOS_PER_SEC..5 * NANOS_PER_SEC).prop_map(Word::Ns),
+        2 => (NANOS_PER_SEC..40 * NANOS_PER_SEC).prop_map(Word::Ns),
+        1 => (NANOS_PER_SEC..4_000_000 * NANOS_PER_SEC).prop_map(Word::Ns),
+        1 => any::<u64>().prop_map(Word::Abs),
+    ];
+    let init = prop_oneof![
+        3 => Just(None),
+        2 => ns_word.clone().prop_map(|w| Some(Init::Words { tag: Some(b"RLT\x01"), words: vec![w] })),
+        1 => ns_word.prop_map(|w| Some(Init::Words { tag: None, words: vec![w] })),
+        1 => other_data().prop_map(Some),
+    ]
+    .boxed();
+    // Small buckets mostly, so that queues form within a sequence's steps.
+    let capacity = prop_oneof![8 => whole(1..=12), 1 => limit()];
+    (capacity, rate()).prop_flat_map(move |(c, r)| {
+        let calls = prop_oneof![
+            12 => reserve_call(c.clone(), r.clone()),
+            2 => (limit(), self::rate()).prop_flat_map(|(c, r)| reserve_call(c, r)),
+            2 => units().prop_map({
+                let (c, r) = (c.clone(), r.clone());
+                move |n| call("rl_token", &[0], &[&c, &r, &n])
+            }),
+            1 => whole(1..=20).prop_map({
+                let (c, r) = (c.clone(), r.clone());
+                move |max| call("rl_take", &[0], &[&c, &r, &max])
+            }),
+            2 => (prop_oneof![Just("RESERVE"), Just("TOKEN"), Just("reserve")], units()).prop_map({
+                let (c, r) = (c.clone(), r.clone());
+                move |(group, n)| call("rl_refund", &[0], &[group, &c, &r, &n])
+            }),
+            2 => (units(), max_wait(), limit(), self::rate(), units(), any::<bool>()).prop_map({
+                let (c, r) = (c.clone(), r.clone());
+                move |(n, w, c2, r2, n2, first)| {
+                    let reserve = vec!["RESERVE".to_string(), c.clone(), r.clone(), n, w];
+                    let token = vec!["TOKEN".to_string(), c2, r2, n2];
+                    let (keys, groups) = if first { ([0, 1], [reserve, token]) } else { ([1, 0], [token, reserve]) };
+                    Call { function: "rl_all", keys: keys.to_vec(), args: groups.concat() }
+                }
+            }),
+            1 => prop_oneof![Just(None), Just(Some((c.clone(), r.clone())))].prop_map(inspect),
+        ]
+        .boxed();
+        sequence(init.clone(), calls, 1..14)
     })
 }
 
@@ -835,6 +943,9 @@ fn all_sequences() -> impl Strategy<Value = Sequence> {
             2 => {
                 (limit(), window(), units()).prop_map(|(l, w, n)| vec!["SLIDECOUNT".into(), l, w, n]).boxed()
             }
+            5 => (limit(), rate(), units(), max_wait())
+                .prop_map(|(c, r, n, w)| vec!["RESERVE".into(), c, r, n, w])
+                .boxed(),
             3 => (whole(1..=5), window(), id, any::<bool>())
                 .prop_map(|(l, w, id, dedup)| {
                     let mut g = vec!["SLIDE".into(), l, w, id];
@@ -855,7 +966,7 @@ fn all_sequences() -> impl Strategy<Value = Sequence> {
                 .boxed(),
         }
     }
-    proptest::collection::vec(0usize..5, 1..=KEYS).prop_flat_map(|kinds| {
+    proptest::collection::vec(0usize..6, 1..=KEYS).prop_flat_map(|kinds| {
         let groups: Vec<BoxedStrategy<Vec<String>>> = kinds.iter().map(|&k| group(k)).collect();
         let calls = groups
             .prop_map(|groups| Call {
@@ -872,6 +983,12 @@ fn all_sequences() -> impl Strategy<Value = Sequence> {
 fn the_token_bucket_and_its_take_and_refund_equal_core() {
     let (_server, h) = Harness::start();
     h.run("RL.TOKEN / RL.TAKE / RL.REFUND TOKEN / RL.INSPECT", token_sequences());
+}
+
+#[test]
+fn reservations_and_their_refunds_equal_core() {
+    let (_server, h) = Harness::start();
+    h.run("RL.RESERVE / RL.ALL RESERVE / RL.REFUND RESERVE / RL.TOKEN / RL.TAKE", reserve_sequences());
 }
 
 #[test]

@@ -158,6 +158,7 @@ fn the_scripts_and_the_functions_store_the_same_bytes() {
         "rl_slidecount",
         "rl_fixed",
         "rl_take",
+        "rl_reserve",
         "rl_refund",
         "rl_all",
         "rl_acquire",

@@ -87,6 +87,70 @@ fn token_buckets_carry_on_from_either_engine() {
     same_inspection(&mut con, &key);
 }
 
+/// The retry field of a limiter's reply (an allowed reservation's wait).
+fn retry(r: &Reply) -> i64 {
+    r.ints()[3]
+}
+
+#[test]
+fn reservations_carry_on_from_either_engine() {
+    let Some((_server, mut con)) = server() else { return };
+    // 2 tokens, 1 per 1,000 s: a full refill is 2,000 s, and nothing refills during the test.
+    let key = unique_key("lua-reserve");
+    let (k, b) = (key.as_str(), ["2", "0.001"]);
+    let reserve = |cost: &'static str, wait: &'static str| [b[0], b[1], cost, wait];
+    let first = library(&mut con, "rl_reserve", &[k], &reserve("1", "0"));
+    assert_eq!((head(&first), retry(&first)), ((1, 1), 0));
+    assert_eq!(head(&module(&mut con, "RL.RESERVE", &[k, b[0], b[1], "1", "0"])), (1, 0));
+    // Empty: no wait allowed is a denial; a wait of one token's refill is a reservation.
+    assert_eq!(head(&library(&mut con, "rl_reserve", &[k], &reserve("1", "0"))), (0, 0));
+    let queued = module(&mut con, "RL.RESERVE", &[k, b[0], b[1], "1", "1000"]);
+    assert_eq!(head(&queued), (1, 0));
+    assert!(retry(&queued) > 0, "the reservation waits: {queued:?}");
+    // The library sees the module's queue: the next waits two tokens' refill, beyond 1,000 s.
+    assert_eq!(head(&library(&mut con, "rl_reserve", &[k], &reserve("1", "1000"))), (0, 0));
+    let second = library(&mut con, "rl_reserve", &[k], &reserve("1", "3600"));
+    assert_eq!(head(&second), (1, 0));
+    assert!(retry(&second) > retry(&queued), "served after the module's reservation");
+    // A wait counts at most one full refill (2,000 s): the queue is full for both engines.
+    assert_eq!(head(&module(&mut con, "RL.RESERVE", &[k, b[0], b[1], "1", "3600"])), (0, 0));
+    assert_eq!(head(&module(&mut con, "RL.TOKEN", &[k, b[0], b[1], "1"])), (0, 0));
+    // Refunds of reservations, by either engine: three tokens owed, then one.
+    assert_eq!(head(&library(&mut con, "rl_refund", &[k], &["RESERVE", b[0], b[1], "1"])), (1, 0));
+    assert_eq!(head(&module(&mut con, "RL.REFUND", &["RESERVE", k, b[0], b[1], "2"])), (1, 1));
+    same_inspection(&mut con, k);
+    // Batches: the module takes what is left; the library's minimum of one no longer fits now.
+    let batch = module(&mut con, "RL.RESERVE", &[k, b[0], b[1], "0", "0", "UPTO", "5"]);
+    assert_eq!((head(&batch), batch.ints()[5]), ((1, 0), 1));
+    let none = library(&mut con, "rl_reserve", &[k], &[b[0], b[1], "1", "0", "UPTO", "2"]);
+    assert_eq!((head(&none), none.ints()[5]), ((0, 0), 0));
+    same_inspection(&mut con, k);
+}
+
+#[test]
+fn rl_all_with_reservations_carries_on_and_names_the_longest_wait() {
+    let Some((_server, mut con)) = server() else { return };
+    let base = unique_key("lua-all-reserve");
+    let (token, queue) = (format!("{base}:{{r}}:token"), format!("{base}:{{r}}:queue"));
+    let module_args = [&token, "TOKEN", "2", "0.001", "1", &queue, "RESERVE", "1", "0.001", "1", "1000"];
+    let library_args = ["TOKEN", "2", "0.001", "1", "RESERVE", "1", "0.001", "1", "1000"];
+    let keys = [token.as_str(), queue.as_str()];
+    // Both allowed now: the queue's bucket has fewer left.
+    let now = library(&mut con, "rl_all", &keys, &library_args);
+    assert_eq!((head(&now), now.ints()[5]), ((1, 0), 2));
+    // Both allowed, both with nothing left: the reservation, which waits, is the limiting group.
+    let waits = module(&mut con, "RL.ALL", &module_args);
+    assert_eq!((head(&waits), waits.ints()[5]), ((1, 0), 2));
+    assert!(retry(&waits) > 0, "{waits:?}");
+    // Both denied: the queue's wait (two tokens) is longer than the bucket's (one).
+    let denied = library(&mut con, "rl_all", &keys, &library_args);
+    assert_eq!((head(&denied), denied.ints()[5]), ((0, 0), 2));
+    assert!(retry(&denied) > retry(&waits));
+    for key in keys {
+        same_inspection(&mut con, key);
+    }
+}
+
 #[test]
 fn windows_carry_on_from_either_engine() {
     let Some((_server, mut con)) = server() else { return };
@@ -137,7 +201,7 @@ fn leases_carry_on_from_either_engine() {
 #[test]
 fn rl_all_carries_on_keys_of_every_kind_from_either_engine() {
     let Some((_server, mut con)) = server() else { return };
-    let keys: Vec<String> = (0..5).map(|i| format!("{}:{{all}}:{i}", unique_key("lua-all"))).collect();
+    let keys: Vec<String> = (0..6).map(|i| format!("{}:{{all}}:{i}", unique_key("lua-all"))).collect();
     let k: Vec<&str> = keys.iter().map(String::as_str).collect();
     let groups = [
         vec!["TOKEN", "3", "0.001", "1"],
@@ -145,6 +209,7 @@ fn rl_all_carries_on_keys_of_every_kind_from_either_engine() {
         vec!["SLIDECOUNT", "3", "600", "1"],
         vec!["SLIDE", "3", "600", "id", "DEDUP"],
         vec!["ACQUIRE", "3", "600", "h"],
+        vec!["RESERVE", "3", "0.001", "1", "0"],
     ];
     let module_args = |round: usize| -> Vec<String> {
         let mut args = Vec::new();
@@ -223,6 +288,10 @@ fn argument_lists() -> impl Strategy<Value = (&'static str, usize, Vec<String>)>
         Just("ACQUIRE"),
         Just("BOGUS"),
         Just("id"),
+        Just("RESERVE"),
+        Just("reserve"),
+        Just("UPTO"),
+        Just("upto"),
     ]
     .prop_map(String::from);
     let function = prop_oneof![
@@ -239,8 +308,30 @@ fn argument_lists() -> impl Strategy<Value = (&'static str, usize, Vec<String>)>
         Just(("rl_inspect", 1)),
         Just(("rl_all", 1)),
         Just(("rl_all", 2)),
+        Just(("rl_reserve", 1)),
     ];
-    (function, proptest::collection::vec(word, 0..9)).prop_map(|((f, keys), args)| (f, keys, args))
+    let any_list = (function, proptest::collection::vec(word.clone(), 0..9))
+        .prop_map(|((f, keys), args)| (f, keys, args));
+    // RL.RESERVE's shapes, which few random lists meet: four words, an option and its value, and
+    // RESERVE groups in RL.ALL.
+    let option =
+        prop_oneof![Just("UPTO"), Just("upto"), Just("BOGUS"), Just("WEIGHT")].prop_map(String::from);
+    let reserve = (proptest::collection::vec(word.clone(), 4), proptest::option::of((option, word.clone())))
+        .prop_map(|(mut args, option)| {
+            if let Some((name, value)) = option {
+                args.extend([name, value]);
+            }
+            ("rl_reserve", 1, args)
+        });
+    let group = (proptest::collection::vec(word.clone(), 4), proptest::collection::vec(word, 0..3)).prop_map(
+        |(params, tail)| {
+            let mut args = vec!["RESERVE".to_string()];
+            args.extend(params);
+            args.extend(tail);
+            ("rl_all", 1, args)
+        },
+    );
+    prop_oneof![4 => any_list, 2 => reserve, 1 => group]
 }
 
 /// The module's form of a call: its command and arguments, keys in their places (RL.TOKEN and
@@ -271,7 +362,10 @@ fn module_form(function: &str, keys: &[String], args: &[String]) -> Option<(Stri
             for key in keys {
                 out.push(key.clone());
                 let option = args.get(at + 4).map(|a| a.to_uppercase());
+                let reserve = args.get(at).is_some_and(|kind| kind.eq_ignore_ascii_case("RESERVE"));
                 let len = match option.as_deref() {
+                    // `cost max_wait`: no option.
+                    _ if reserve => 5,
                     Some("DEDUP") => 5,
                     Some("WEIGHT") => 6,
                     _ => 4,
@@ -352,12 +446,13 @@ fn keys_of_another_type_or_limiter_are_refused_alike() {
     let _: () = redis::cmd("HSET").arg("a-hash").arg("f").arg("v").query(&mut con).unwrap();
     let _: () = redis::cmd("SET").arg("a-string").arg("hello").query(&mut con).unwrap();
     let _: Vec<i64> = redis::cmd("RL.FIXED").arg("a-window").arg(5).arg(60).query(&mut con).unwrap();
-    let calls: [(&str, &str, Vec<&str>); 9] = [
+    let calls: [(&str, &str, Vec<&str>); 10] = [
         ("RL.TOKEN", "rl_token", vec!["10", "5", "1"]),
         ("RL.FIXED", "rl_fixed", vec!["10", "60"]),
         ("RL.SLIDECOUNT", "rl_slidecount", vec!["10", "60"]),
         ("RL.SLIDE", "rl_slide", vec!["10", "60", "id"]),
         ("RL.TAKE", "rl_take", vec!["10", "5", "3"]),
+        ("RL.RESERVE", "rl_reserve", vec!["10", "5", "1", "1", "UPTO", "3"]),
         ("RL.ACQUIRE", "rl_acquire", vec!["10", "60", "id"]),
         ("RL.RELEASE", "rl_release", vec!["id"]),
         ("RL.RENEW", "rl_renew", vec!["60", "id"]),
