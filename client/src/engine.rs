@@ -69,12 +69,24 @@ pub(crate) struct Engine {
     wanted: Backend,
     chosen: AtomicU8,
     why: Mutex<String>,
+    /// Whether a call has found the engine that answers (since the last outage): until then, a
+    /// waited decision asks first with a read-only call, since a pipelined error hides its code.
+    settled: std::sync::atomic::AtomicBool,
+    /// One load of the library at a time: calls that find it missing together wait for one load
+    /// instead of each sending the whole library.
+    loading: tokio::sync::Mutex<()>,
 }
 
 impl Engine {
     pub(crate) fn new(wanted: Backend) -> Engine {
         let chosen = if wanted == Backend::Auto { Backend::Module } else { wanted };
-        Engine { wanted, chosen: AtomicU8::new(chosen.code()), why: Mutex::new(String::new()) }
+        Engine {
+            wanted,
+            chosen: AtomicU8::new(chosen.code()),
+            why: Mutex::new(String::new()),
+            settled: std::sync::atomic::AtomicBool::new(false),
+            loading: tokio::sync::Mutex::new(()),
+        }
     }
 
     /// The engine in use and the reason it was chosen.
@@ -92,6 +104,7 @@ impl Engine {
     /// Chooses anew on the next call (after an outage: a failover may land on another server).
     pub(crate) fn forget(&self) {
         if self.wanted == Backend::Auto {
+            self.settled.store(false, Ordering::Relaxed);
             self.choose(Backend::Module, String::new());
         }
     }
@@ -135,10 +148,7 @@ impl Engine {
                     Backend::Scripts => {
                         transport.query(&call.with_script("EVAL", &call.script().code), false).await
                     }
-                    _ => match load(transport, &call, engine).await {
-                        Ok(()) => transport.query(&call.fcall(), false).await,
-                        Err(e) => Err(e),
-                    },
+                    _ => self.load_and_call(transport, &call).await,
                 },
                 _ => result,
             };
@@ -148,6 +158,9 @@ impl Engine {
                     if !reasons.is_empty() {
                         reasons.push(format!("using {}", engine.describe()));
                         self.choose(engine, reasons.join("; "));
+                    }
+                    if !matches!(&result, Err(e) if crate::connection::is_connection_failure(e)) {
+                        self.settled.store(true, Ordering::Relaxed);
                     }
                     return result;
                 }
@@ -181,6 +194,11 @@ impl Engine {
         let Some(call) = Call::of(cmd) else {
             return transport.query_waited(cmd, key, replicas, timeout).await;
         };
+        if self.wanted == Backend::Auto && !self.settled.load(Ordering::Relaxed) {
+            // A pipelined error (the decision, then WAIT) hides its code: the engine is found first
+            // with a read-only call, so the decision itself is sent once.
+            self.query(transport, redis::cmd("RL.INSPECT").arg(key), false).await?;
+        }
         let mut chose_again = false;
         loop {
             let engine = Backend::from_code(self.chosen.load(Ordering::Relaxed));
@@ -205,6 +223,21 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// `call` through FCALL where the library was missing: loaded by one call at a time; a call that
+    /// waited for another's load finds it there.
+    async fn load_and_call(&self, transport: &Transport, call: &Call) -> RedisResult<Value> {
+        let _one = self.loading.lock().await;
+        match transport.query(&call.fcall(), false).await {
+            Err(e) if function_missing(&e) => {
+                load(transport, call, Backend::Functions).await?;
+                transport.query(&call.fcall(), false).await
+            }
+            result => result,
+        }
+    }
+}
+
 /// Loads the library (`FUNCTION LOAD REPLACE`) or `call`'s script (`SCRIPT LOAD`) where the server
 /// answered that it has neither; in a cluster, on every primary.
 async fn load(transport: &Transport, call: &Call, engine: Backend) -> RedisResult<()> {
@@ -223,7 +256,8 @@ fn refuses(e: &RedisError) -> bool {
 /// "Function not found" or NOSCRIPT: the library or the script is not on this server (or this node);
 /// the call never ran.
 fn missing(e: &RedisError) -> bool {
-    e.code() == Some("NOSCRIPT") || function_missing(e)
+    // A pipelined error (a waited decision) keeps only its text.
+    e.code() == Some("NOSCRIPT") || e.to_string().contains("NOSCRIPT") || function_missing(e)
 }
 
 /// "Function not found": the library is not loaded on this server (or this node).
