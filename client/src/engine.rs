@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// The library's one source, as the repository holds it (`lua/ratelimit.lua`; a test holds this copy
-/// to it): what `FUNCTION LOAD` takes.
+/// The library's one source, `lua/ratelimit.lua` (`client/lua/ratelimit.lua` is a link to it, which
+/// `cargo package` ships as the file; a test holds the two equal): what `FUNCTION LOAD` takes.
 pub const LIBRARY: &str = include_str!("../lua/ratelimit.lua");
 
 /// Which engine the limiter uses (see [`LimiterBuilder::backend`](crate::LimiterBuilder::backend)).
@@ -92,7 +92,7 @@ impl Engine {
     /// Chooses anew on the next call (after an outage: a failover may land on another server).
     pub(crate) fn forget(&self) {
         if self.wanted == Backend::Auto {
-            self.chosen.store(Backend::Module.code(), Ordering::Relaxed);
+            self.choose(Backend::Module, String::new());
         }
     }
 
@@ -114,12 +114,33 @@ impl Engine {
         let Some(call) = Call::of(cmd) else { return transport.query(cmd, check_first).await };
         let auto = self.wanted == Backend::Auto;
         let mut reasons: Vec<String> = vec![];
+        // A server without the library or the script (restarted, failed over, flushed) may be
+        // another kind of server: under `Auto` the module is asked again first, once.
+        let mut asked_again = !auto;
         loop {
             let engine = Backend::from_code(self.chosen.load(Ordering::Relaxed));
             let result = match engine {
-                Backend::Functions => self.fcall(transport, &call, check_first).await,
-                Backend::Scripts => evalsha(transport, &call, check_first).await,
+                Backend::Functions => transport.query(&call.fcall(), check_first).await,
+                Backend::Scripts => transport.query(&call.evalsha(), check_first).await,
                 _ => transport.query(cmd, check_first).await,
+            };
+            let result = match &result {
+                Err(e) if engine != Backend::Module && missing(e) && !asked_again => {
+                    asked_again = true;
+                    reasons.clear();
+                    self.choose(Backend::Module, String::new());
+                    continue;
+                }
+                Err(e) if engine != Backend::Module && missing(e) => match engine {
+                    Backend::Scripts => {
+                        transport.query(&call.with_script("EVAL", &call.script().code), false).await
+                    }
+                    _ => match load(transport, &call, engine).await {
+                        Ok(()) => transport.query(&call.fcall(), false).await,
+                        Err(e) => Err(e),
+                    },
+                },
+                _ => result,
             };
             let refused = match &result {
                 Err(e) if auto && engine != Backend::Scripts && refuses(e) => e,
@@ -165,12 +186,12 @@ impl Engine {
             let engine = Backend::from_code(self.chosen.load(Ordering::Relaxed));
             let sent = match engine {
                 Backend::Functions => call.fcall(),
-                Backend::Scripts => call.with_script("EVALSHA", &call.script().hash),
+                Backend::Scripts => call.evalsha(),
                 _ => cmd.clone(),
             };
             let result = transport.query_waited(&sent, key, replicas, timeout).await;
             match &result {
-                Err(e) if function_missing(e) || e.code() == Some("NOSCRIPT") => {
+                Err(e) if missing(e) => {
                     load(transport, &call, engine).await?;
                     return transport.query_waited(&sent, key, replicas, timeout).await;
                 }
@@ -180,18 +201,6 @@ impl Engine {
                 }
                 _ => return result,
             }
-        }
-    }
-
-    /// `FCALL`, loading the library first where the server has none.
-    async fn fcall(&self, transport: &Transport, call: &Call, check_first: bool) -> RedisResult<Value> {
-        let result = transport.query(&call.fcall(), check_first).await;
-        match &result {
-            Err(e) if function_missing(e) => {
-                load(transport, call, Backend::Functions).await?;
-                transport.query(&call.fcall(), false).await
-            }
-            _ => result,
         }
     }
 }
@@ -206,21 +215,15 @@ async fn load(transport: &Transport, call: &Call, engine: Backend) -> RedisResul
     transport.query(&cmd, false).await.map(drop)
 }
 
-/// `EVALSHA`, and `EVAL` (which caches the script on that node) when it answers NOSCRIPT.
-async fn evalsha(transport: &Transport, call: &Call, check_first: bool) -> RedisResult<Value> {
-    let script = call.script();
-    let result = transport.query(&call.with_script("EVALSHA", &script.hash), check_first).await;
-    match &result {
-        Err(e) if e.code() == Some("NOSCRIPT") => {
-            transport.query(&call.with_script("EVAL", &script.code), false).await
-        }
-        _ => result,
-    }
-}
-
 /// An answer that says this engine cannot work for this user here: its command unknown or refused.
 fn refuses(e: &RedisError) -> bool {
     is_configuration_fault(e)
+}
+
+/// "Function not found" or NOSCRIPT: the library or the script is not on this server (or this node);
+/// the call never ran.
+fn missing(e: &RedisError) -> bool {
+    e.code() == Some("NOSCRIPT") || function_missing(e)
 }
 
 /// "Function not found": the library is not loaded on this server (or this node).
@@ -261,6 +264,10 @@ impl Call {
 
     fn fcall(&self) -> Cmd {
         self.with_script("FCALL", &self.function)
+    }
+
+    fn evalsha(&self) -> Cmd {
+        self.with_script("EVALSHA", &self.script().hash)
     }
 
     fn with_script(&self, command: &str, target: &str) -> Cmd {
@@ -402,9 +409,10 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let Ok(true) = root.join("scripts/lua-scripts.sh").try_exists() else { return };
         let dir = std::env::temp_dir().join(format!("rl-client-scripts-{}", std::process::id()));
-        let status = std::process::Command::new(root.join("scripts/lua-scripts.sh")).arg(&dir).output().unwrap();
+        let status =
+            std::process::Command::new(root.join("scripts/lua-scripts.sh")).arg(&dir).output().unwrap();
         assert!(status.status.success());
-        for name in FUNCTIONS.iter().map(|f| lib_name(f)).filter(|f| f != "rl_reserve") {
+        for name in FUNCTIONS.iter().map(|f| lib_name(f)) {
             let written = std::fs::read_to_string(dir.join(format!("{name}.lua"))).unwrap();
             assert_eq!(written, script_source(&name), "{name}");
         }

@@ -34,7 +34,13 @@ impl Limiter {
     /// whatever the failure policy (none taken, `retry_after` None, not degraded), as by
     /// [`check`](Limiter::check); [`take_strict`](Self::take_strict) returns it as an error.
     pub async fn take(&self, key: &str, policy: &Policy, max: u64) -> Taken {
-        let (taken, short_circuited) = match self.take_strict(key, policy, max).await {
+        self.settle_take(key, policy, max, self.take_strict(key, policy, max).await)
+    }
+
+    /// A grant of up to `max` from a call's result: Redis' own, a refusal of a call that cannot be
+    /// built, or the failure policy's; counted.
+    fn settle_take(&self, key: &str, policy: &Policy, max: u64, result: Result<Taken, CallError>) -> Taken {
+        let (taken, short_circuited) = match result {
             Ok(taken) => (taken, false),
             Err(CallError::Usage(reason)) => {
                 (Taken { decision: self.refuse(&[Limit::new(key, policy, max)], reason), taken: 0 }, false)
@@ -93,15 +99,8 @@ impl Limiter {
         max: u64,
         max_wait: Duration,
     ) -> Taken {
-        let (taken, short_circuited) = match self.take_within_strict(key, policy, min, max, max_wait).await {
-            Ok(taken) => (taken, false),
-            Err(CallError::Usage(reason)) => {
-                (Taken { decision: self.refuse(&[Limit::new(key, policy, max)], reason), taken: 0 }, false)
-            }
-            Err(e) => (self.degrade_take(key, policy, max, &e), matches!(e, CallError::BreakerOpen)),
-        };
-        self.record(&taken.decision, short_circuited);
-        taken
+        let result = self.take_within_strict(key, policy, min, max, max_wait).await;
+        self.settle_take(key, policy, max, result)
     }
 
     /// Like [`take_within`](Self::take_within) without the failure policy: Redis' grant or the

@@ -7,6 +7,7 @@
 mod support;
 
 use redis_ratelimit_client::{Backend, FailurePolicy, Limiter, Policy};
+use std::time::Duration;
 use support::calls;
 use testkit::redis;
 use testkit::{unique_key, Server};
@@ -69,7 +70,10 @@ async fn users_allowed_only_fcall_or_only_evalsha_get_the_library() {
     // The README's two ACL lines: the calls, and the commands the library runs on `rl:*` keys (a
     // script runs as its caller).
     let library = ["+get", "+set", "+setrange", "+del", "+pexpireat", "+pttl", "+time"];
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
     for (user, grant) in [("fcall", &["+fcall", "+fcall_ro"][..]), ("evalsha", &["+evalsha"][..])] {
+        let line = format!("ACL SETUSER app on >secret ~rl:* {} {}", grant.join(" "), library.join(" "));
+        assert!(readme.contains(&line), "the README gives the ACL line these users have: {line}");
         let mut acl = redis::cmd("ACL");
         acl.arg(&["SETUSER", user, "on", ">pw", "~rl:*"][..]).arg(grant).arg(&library[..]);
         let () = acl.query(&mut admin).unwrap();
@@ -127,4 +131,54 @@ async fn the_module_engine_alone_treats_a_stock_server_as_misconfigured() {
     let error = limiter.verify().await.unwrap_err();
     assert!(error.to_string().contains("--loadmodule"), "{error}");
     assert_eq!(calls(&server, "fcall"), 0, "asked for the module only");
+}
+
+#[tokio::test]
+async fn on_redis_6_2_auto_takes_the_evalsha_scripts() {
+    let Some(binary) = std::env::var("RL_REDIS62_SERVER").ok().filter(|b| !b.is_empty()) else {
+        testkit::skip("no Redis 6.2 here (scripts/servers.sh redis-6.2 builds one; set RL_REDIS62_SERVER)");
+        return;
+    };
+    let Some(server) = Server::builder().stock().binary(&binary).own() else { return };
+    let limiter = limiter(server.url(), Backend::Auto);
+    let info = limiter.verify().await.expect("the scripts answer");
+    assert_eq!(info.engine, Backend::Scripts, "{}", info.why);
+    assert!(info.why.contains("module not loaded") && info.why.contains("FCALL unknown"), "{}", info.why);
+    assert_limits(&limiter, &unique_key("rl:62")).await;
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut server.conn()).unwrap();
+    assert_limits(&limiter, &unique_key("rl:62")).await;
+    let wait = limiter.take_within(&unique_key("rl:62-batch"), &bucket(), 1, 2, Duration::ZERO).await;
+    assert_eq!(wait.taken, 2, "{wait:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_loads_the_library_again_and_a_failover_chooses_the_engine_again() {
+    let Some(mut server) = support::Killable::start_plain() else { return };
+    let limiter = Limiter::builder(FailurePolicy::Closed).connect(&server.url()).unwrap();
+    assert_eq!(limiter.verify().await.unwrap().engine, Backend::Functions);
+    assert!(limiter.check(&unique_key("rl:restart"), &bucket(), 1).await.allowed);
+    // Restarted empty: no library. The first call after it is answered "Function not found", never
+    // ran, and is sent again once the library is loaded.
+    server.start_again();
+    let key = unique_key("rl:restart");
+    support::wait_until("Redis to decide again", async || !limiter.check(&key, &bucket(), 1).await.degraded)
+        .await;
+    assert_limits_after(&limiter, &key, 1).await;
+    // The server comes back with the module (a failover to another kind of server): asked again.
+    server.with_module(true);
+    server.start_again();
+    let key = unique_key("rl:failover");
+    support::wait_until("Redis to decide again", async || !limiter.check(&key, &bucket(), 1).await.degraded)
+        .await;
+    let info = limiter.verify().await.unwrap();
+    assert_eq!((info.engine, info.why.as_str()), (Backend::Module, "the module answered"), "{info:?}");
+}
+
+/// After `taken` of the bucket's 3 were taken: the rest allowed, then a denial, all Redis'.
+async fn assert_limits_after(limiter: &Limiter, key: &str, taken: u64) {
+    for i in taken..3 {
+        let d = limiter.check(key, &bucket(), 1).await;
+        assert!(d.allowed && !d.degraded && d.remaining == 2 - i, "call {i}: {d:?}");
+    }
+    assert!(!limiter.check(key, &bucket(), 1).await.allowed);
 }

@@ -208,7 +208,7 @@ impl Server {
         let child = Command::new(&binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--dir"])
             .arg(&dir)
-            .args(["--enable-debug-command", "local"])
+            .args(debug_command_option(&binary))
             .args(preload.iter().flat_map(|m| ["--loadmodule", m.as_str()]))
             .args(&args)
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -361,4 +361,17 @@ pub fn cell_module() -> Option<PathBuf> {
 /// A redis-server with core's GCRA command (`RL_BENCH_GCRA_SERVER`), see [`peer`].
 pub fn gcra_server() -> Option<PathBuf> {
     peer("RL_BENCH_GCRA_SERVER", "redis-gcra/redis-server")
+}
+
+/// `--enable-debug-command local` (DEBUG for the tests: digests, reloads) where the server has the
+/// option (Redis 7+, Valkey); nothing for Redis 6.2, where DEBUG is always enabled.
+fn debug_command_option(binary: &str) -> Vec<&'static str> {
+    let version = Command::new(binary).arg("--version").output().map(|o| o.stdout).unwrap_or_default();
+    let text = String::from_utf8_lossy(&version);
+    let old = text.contains("Redis server v=6.") || text.contains("Redis server v=5.");
+    if old {
+        vec![]
+    } else {
+        vec!["--enable-debug-command", "local"]
+    }
 }

@@ -121,6 +121,11 @@ impl Killable {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// Whether the next start loads the module (a failover to a server of the other kind).
+    pub fn with_module(&mut self, module: bool) {
+        self.module = module;
+    }
+
     /// SIGKILL: no shutdown, the sockets of its clients are simply gone.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

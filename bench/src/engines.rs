@@ -1,0 +1,181 @@
+//! The Lua library (where no module can be loaded) beside the scripts it replaces and the module, in
+//! one run: on a stock server, our token bucket through `FCALL` and through `EVALSHA`, the seed's Lua
+//! token bucket (`lua.rs`), and a GCRA script written from the algorithm redis_rate and upstash
+//! publish; the sliding log through `FCALL` and the seed's sorted-set script; on a module server,
+//! RL.TOKEN and RL.SLIDE. redis-benchmark, 50 clients, pipeline 16, random keys over 100,000; median
+//! of 3 interleaved runs. Memory per key (per entry for the logs) from used_memory. Writes
+//! docs/bench-engines.md.
+
+use crate::memory::added;
+use crate::{lua, redis_benchmark};
+use redis_ratelimit_client::lua::{script_source, LIBRARY};
+use std::fmt::Write as _;
+use testkit::redis::{self, Connection};
+use testkit::Server;
+
+/// GCRA as redis_rate and upstash publish it: the TAT in seconds (a float) under the key, time from
+/// TIME, `SET .. EX` with the time until the bucket is full again. Arguments: burst, rate, period (s),
+/// cost.
+const GCRA_SCRIPT: &str = r#"
+local key = KEYS[1]
+local burst, rate, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local interval = period / rate
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local tat = tonumber(redis.call('GET', key)) or now
+if tat < now then tat = now end
+local new_tat = tat + interval * cost
+local allow_at = new_tat - interval * burst
+if now < allow_at then
+  return {0, 0, tostring(allow_at - now), tostring(tat - now)}
+end
+redis.call('SET', key, tostring(new_tat), 'EX', math.ceil(new_tat - now))
+return {1, math.floor((now - allow_at) / interval), '0', tostring(new_tat - now)}
+"#;
+
+const REPEAT: usize = 3;
+const KEYS: usize = 200_000;
+
+fn load(con: &mut Connection, script: &str) -> String {
+    redis::cmd("SCRIPT").arg("LOAD").arg(script).query(con).expect("SCRIPT LOAD failed")
+}
+
+/// (label, which server: true = module, command line for redis-benchmark)
+type Case = (&'static str, bool, String);
+
+pub fn run(scale: f64) -> String {
+    let stock = Server::builder().stock().args(&["--appendonly", "no"]).start();
+    let module = Server::builder().args(&["--appendonly", "no"]).start();
+    let mut con = stock.conn();
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(LIBRARY)
+        .query(&mut con)
+        .expect("FUNCTION LOAD");
+    assert_eq!(name, "ratelimit");
+    let ours = load(&mut con, &script_source("rl_token"));
+    let seed = load(&mut con, lua::TOKEN_BUCKET);
+    let gcra = load(&mut con, GCRA_SCRIPT);
+    let seed_log = load(&mut con, lua::SLIDING_LOG);
+    let key = "bench:__rand_int__";
+    let cases: Vec<Case> = vec![
+        ("RL.TOKEN (module)", true, format!("RL.TOKEN {key} 10 5 1")),
+        ("FCALL rl_token (library)", false, format!("FCALL rl_token 1 {key} 10 5 1")),
+        ("EVALSHA rl_token (library's script)", false, format!("EVALSHA {ours} 1 {key} 10 5 1")),
+        ("seed's Lua token bucket", false, format!("EVALSHA {seed} 1 {key} 10 5 1")),
+        ("GCRA script (redis_rate / upstash style)", false, format!("EVALSHA {gcra} 1 {key} 10 5 1 1")),
+        ("RL.SLIDE (module), limit 100", true, format!("RL.SLIDE {key} 100 60 __rand_int__")),
+        ("FCALL rl_slide (library), limit 100", false, format!("FCALL rl_slide 1 {key} 100 60 __rand_int__")),
+        (
+            "seed's sorted-set log, limit 100",
+            false,
+            format!("EVALSHA {seed_log} 1 {key} 100 60 __rand_int__"),
+        ),
+    ];
+    let requests = ((200_000.0 * scale) as usize).max(800);
+    let mut runs: Vec<Vec<f64>> = cases.iter().map(|_| vec![]).collect();
+    for _ in 0..REPEAT {
+        for ((label, on_module, command), results) in cases.iter().zip(runs.iter_mut()) {
+            let server = if *on_module { &module } else { &stock };
+            let _: () = redis::cmd("FLUSHDB").query(&mut server.conn()).expect("FLUSHDB failed");
+            let measured = redis_benchmark(server.port, command, 16, true, requests);
+            eprintln!("{label:<45} {:>10.0} req/s", measured.rps);
+            results.push(measured.rps);
+        }
+    }
+    let rps: Vec<f64> = runs
+        .into_iter()
+        .map(|mut r| {
+            r.sort_by(f64::total_cmp);
+            r[r.len() / 2]
+        })
+        .collect();
+    let find = |label: &str| cases.iter().position(|c| c.0 == label).map(|i| rps[i]).unwrap_or(f64::NAN);
+
+    // Memory: two calls per bucket at 0.01/s (the scripts' hash holds a fractional count; the keys
+    // outlive the fill, however slow), and logs of 100 entries.
+    let key_of = |i: usize| format!("rl:user:{i:06}");
+    let bucket = |con: &mut Connection, call: &dyn Fn(String) -> redis::Cmd| {
+        added(con, 2 * KEYS, KEYS, |i| call(key_of(i % KEYS)))
+    };
+    let ours_key = bucket(&mut con, &|k| {
+        redis::cmd("FCALL").arg("rl_token").arg(1).arg(k).arg(10).arg("0.01").arg(1).clone()
+    });
+    let seed_key = bucket(&mut con, &|k| {
+        redis::cmd("EVALSHA").arg(&seed).arg(1).arg(k).arg(10).arg("0.01").arg(1).clone()
+    });
+    let gcra_key = bucket(&mut con, &|k| {
+        redis::cmd("EVALSHA").arg(&gcra).arg(1).arg(k).arg(10).arg("0.01").arg(1).arg(1).clone()
+    });
+    let logs = KEYS / 100;
+    let entry = |con: &mut Connection, call: &dyn Fn(String, usize) -> redis::Cmd| {
+        added(con, KEYS, KEYS, |i| call(format!("rl:slog:{:06}", i % logs), i))
+    };
+    let ours_entry = entry(&mut con, &|k, i| {
+        redis::cmd("FCALL").arg("rl_slide").arg(1).arg(k).arg(100).arg(3600).arg(i).clone()
+    });
+    let seed_entry = entry(&mut con, &|k, i| {
+        redis::cmd("EVALSHA").arg(&seed_log).arg(1).arg(k).arg(100).arg(3600).arg(i).clone()
+    });
+
+    let mut out = String::new();
+    let _ = writeln!(out, "# The Lua library beside the scripts it replaces and the module\n");
+    let _ = writeln!(
+        out,
+        "One stock redis-server and one with the module, {}; redis-benchmark, 50 clients, pipeline 16, \
+         random keys over 100,000, {requests} requests; the median of {REPEAT} interleaved runs. Token buckets: \
+         capacity 10, 5/s, cost 1; logs: limit 100 per 60 s. Reproduce with `cargo run --release -p bench \
+         --bin rl-bench engines`.\n",
+        crate::machine()
+    );
+    let _ = writeln!(out, "| engine | req/s |");
+    let _ = writeln!(out, "| --- | ---: |");
+    for (i, (label, _, _)) in cases.iter().enumerate() {
+        let _ = writeln!(out, "| {label} | {:.0} |", rps[i]);
+    }
+    let _ = writeln!(out, "\n| comparison | measured | goal |");
+    let _ = writeln!(out, "| --- | ---: | --- |");
+    let lib = find("FCALL rl_token (library)");
+    let rows = [
+        (
+            "library (FCALL) / seed's token bucket, throughput",
+            lib / find("seed's Lua token bucket"),
+            ">= 1.2",
+        ),
+        (
+            "library (EVALSHA) / seed's token bucket, throughput",
+            find("EVALSHA rl_token (library's script)") / find("seed's Lua token bucket"),
+            "",
+        ),
+        (
+            "library (FCALL) / GCRA script, throughput",
+            lib / find("GCRA script (redis_rate / upstash style)"),
+            "",
+        ),
+        ("module / library (FCALL), throughput", find("RL.TOKEN (module)") / lib, ">= 4"),
+        ("library / seed's token bucket, memory per key", ours_key / seed_key, "<= 0.85"),
+        ("library / GCRA script, memory per key", ours_key / gcra_key, ""),
+        (
+            "library (FCALL) / seed's log, throughput at limit 100",
+            find("FCALL rl_slide (library), limit 100") / find("seed's sorted-set log, limit 100"),
+            ">= 1.0",
+        ),
+        ("library / seed's log, memory per entry", ours_entry / seed_entry, "<= 0.2"),
+    ];
+    for (label, x, goal) in rows {
+        let _ = writeln!(out, "| {label} | {x:.2} | {goal} |");
+    }
+    let _ = writeln!(out, "\n| memory | bytes |");
+    let _ = writeln!(out, "| --- | ---: |");
+    for (label, bytes) in [
+        ("library token bucket (the module's format), per key", ours_key),
+        ("seed's token bucket (hash of 2 fields), per key", seed_key),
+        ("GCRA script (a float TAT), per key", gcra_key),
+        ("library log, per entry", ours_entry),
+        ("seed's sorted-set log, per entry", seed_entry),
+    ] {
+        let _ = writeln!(out, "| {label} | {bytes:.1} |");
+    }
+    out
+}
