@@ -13,7 +13,7 @@ use redis_ratelimit_client::{FailurePolicy, Limiter};
 use saturate::{fairness, Mode};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::calls;
+use support::calls_of;
 use testkit::Server;
 
 const WORKER_URL: &str = "FAIRNESS_WORKER_URL";
@@ -52,7 +52,7 @@ fn three_worker_processes_share_one_quota_fairly_with_one_call_per_grant() {
             text.lines().filter_map(|l| l.strip_prefix("grant ")).map(|t| t.parse().unwrap()).collect()
         })
         .collect();
-    let made = calls(&server, "rl.reserve") + calls(&server, "rl.token");
+    let made = calls_of(&server, &["rl.reserve", "rl.token"]);
     let f = fairness(&grants, made, Duration::from_secs(10));
     let shares: Vec<usize> = grants.iter().map(Vec::len).collect();
     eprintln!("{f:?}, shares {shares:?}");

@@ -164,6 +164,9 @@ async fn a_closed_outage_denial_names_the_routes_concurrency_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_the_module_is_a_configuration_fault_not_an_outage() {
+    if testkit::skip_module_only("a server without the module as a configuration fault") {
+        return;
+    }
     let _ = (logs(), prometheus());
     let Some(plain) = support::Killable::start_plain() else { return };
     let name = "nomodule";

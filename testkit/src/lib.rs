@@ -5,6 +5,8 @@
 //! - `RL_MODULE`: the module to load (default: `target/release/libredis_ratelimit.so` of this repo).
 //! - `RL_REDIS_SERVER`: the server binary (default: `redis-server` on PATH).
 //! - `RL_TEST_REDIS_URL`: run single-server tests against this server instead of starting one.
+//! - `RL_TEST_ENGINE=lua`: start stock servers (no module) unless a test asks for the module; tests of
+//!   what only the module has skip themselves (`skip_module_only`).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -74,6 +76,22 @@ pub fn skip(reason: &str) {
     eprintln!("skipped: {reason}");
 }
 
+/// Whether the suites run on the Lua library: `RL_TEST_ENGINE=lua` makes [`Builder::start`] start stock
+/// servers (no module), where the client's default engine (`Backend::Auto`) takes the library.
+pub fn lua_engine() -> bool {
+    std::env::var("RL_TEST_ENGINE").is_ok_and(|v| v.eq_ignore_ascii_case("lua"))
+}
+
+/// True, with the skip message, when the suite runs on the Lua library (`RL_TEST_ENGINE=lua`) and the
+/// test checks what only the module has (`reason`: what that is).
+pub fn skip_module_only(reason: &str) -> bool {
+    let lua = lua_engine();
+    if lua {
+        skip(&format!("RL_TEST_ENGINE=lua and this test needs the module: {reason}"));
+    }
+    lua
+}
+
 /// True, with the skip message, when `RL_TEST_REDIS_URL` names an external server and the test must
 /// start servers of its own.
 pub fn skip_when_external() -> bool {
@@ -125,14 +143,16 @@ impl Builder {
         self
     }
 
-    /// Starts a fresh server with the module loaded (unless [`Builder::stock`]).
+    /// Starts a fresh server with the module loaded (unless [`Builder::stock`], or `RL_TEST_ENGINE=lua`:
+    /// see [`lua_engine`]).
     pub fn start(self) -> Server {
         let binary = self.binary.unwrap_or_else(server_binary);
         let mut preload = self.preload;
-        if !self.stock {
+        let stock = self.stock || lua_engine();
+        if !stock {
             preload.push(module_path().display().to_string());
         }
-        Server::start_in(scratch_dir(), free_port(), self.args, self.env, preload, binary, self.stock)
+        Server::start_in(scratch_dir(), free_port(), self.args, self.env, preload, binary, stock)
     }
 
     /// A fresh server for tests that need their own (replicas, restarts), or None, with the skip
