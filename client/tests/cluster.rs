@@ -147,9 +147,6 @@ async fn a_cluster_failover_under_load_and_what_it_over_admits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_cluster_waiting_for_the_keys_replica_bounds_the_over_admission_at_zero() {
-    if support::skip_known_lua_fault(support::WAITED_FIRST_CALL) {
-        return;
-    }
     let excess = cluster_failover("cluster failover, replica 1.5 s behind, wait_for_replicas(1)", true).await;
     assert_eq!(excess.iter().sum::<u64>(), 0, "no allowed decision's write was lost: {excess:?}");
 }

@@ -127,7 +127,11 @@ async fn a_failover_behind_a_lagging_replica_over_admits_what_it_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_a_replica_bounds_the_over_admission_at_zero() {
-    if support::skip_known_lua_fault(support::WAITED_FIRST_CALL) {
+    if testkit::lua_engine() {
+        // Known, not yet understood: on the library, waited decisions do not come back from Redis
+        // within the run after this lagging failover (the module's do; the failover without a
+        // lagging replica and the waited cluster failover pass on the library).
+        testkit::skip("RL_TEST_ENGINE=lua: waited decisions after a lagging Sentinel failover (known fault)");
         return;
     }
     let Some(mut topology) = Sentinels::start() else { return };
@@ -200,9 +204,6 @@ async fn lease_failover(topology: &mut Sentinels, label: &str, wait: bool) -> (u
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_lost_in_a_lagging_failover_over_admit_and_waiting_bounds_them() {
-    if support::skip_known_lua_fault(support::WAITED_FIRST_CALL) {
-        return;
-    }
     let Some(mut topology) = Sentinels::start() else { return };
     let (excess, lag) = lease_failover(&mut topology, "leases, replica 1.5 s behind", false).await;
     assert!(lag > 1 << 20, "the replica was behind at the kill: {lag} bytes");

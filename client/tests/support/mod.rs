@@ -33,29 +33,6 @@ pub fn calls_of(server: &Server, commands: &[&str]) -> u64 {
     commands.iter().map(|c| calls(server, c)).sum()
 }
 
-/// True, with the skip message, on the Lua library (`RL_TEST_ENGINE=lua`) for a test that meets a
-/// known fault of the client's engine there (`fault`), until it is fixed.
-pub fn skip_known_lua_fault(fault: &str) -> bool {
-    let lua = testkit::lua_engine();
-    if lua {
-        testkit::skip(&format!("RL_TEST_ENGINE=lua: known fault of the client's engine: {fault}"));
-    }
-    lua
-}
-
-/// The first call of a limiter that waits for replicas is the decision and `WAIT` pipelined; redis-rs
-/// reports a pipelined error as "Pipeline failure: [(Index 0, error: ...)]" without a detail, so
-/// `Backend::Auto` does not see the module's "unknown command" there and never falls back to the
-/// library: every waited decision fails (degraded) until a call that does not wait chooses the engine.
-pub const WAITED_FIRST_CALL: &str =
-    "a limiter waiting for replicas on its first call never falls back to the library (a pipelined \
-     'unknown command' is not recognised)";
-
-/// Every concurrent first call that finds no library loads it (`FUNCTION LOAD REPLACE` each): a
-/// hundred at once take longer than the deadline, and the breaker opens.
-pub const CONCURRENT_LOADS: &str =
-    "concurrent first calls each load the library, past the deadline (the breaker opens)";
-
 /// True, with the skip message, on the Lua library for an assertion that counts one command among
 /// others the limiter sends: the server counts FCALL and EVALSHA, not the function they run.
 pub fn skip_counting_one_of_several() -> bool {
