@@ -147,7 +147,7 @@ async fn a_cluster_failover_under_load_and_what_it_over_admits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_cluster_waiting_for_the_keys_replica_bounds_the_over_admission_at_zero() {
-    if support::skip_known_lua_fault(support::WAITED_FIRST_CALL) {
+    if support::skip_lagging_waited_failover_on_lua() {
         return;
     }
     let excess = cluster_failover("cluster failover, replica 1.5 s behind, wait_for_replicas(1)", true).await;

@@ -84,9 +84,6 @@ async fn futures_all(limiter: &Limiter, key: &str, policy: &Policy, n: usize) ->
 
 #[tokio::test]
 async fn two_instances_racing_admit_exactly_the_capacity() {
-    if support::skip_known_lua_fault(support::CONCURRENT_LOADS) {
-        return;
-    }
     let server = Server::builder().single();
     let instances = [limiter(&server, FailurePolicy::Closed), limiter(&server, FailurePolicy::Closed)];
     let policy = Policy::token_bucket(10, 0.001).unwrap();
@@ -247,9 +244,6 @@ async fn take_grants_what_a_bucket_holds_up_to_max() {
 #[tokio::test]
 async fn without_enough_replicas_the_wait_timeout_policy_decides() {
     use redis_ratelimit_client::{Acquired, WaitTimeout};
-    if support::skip_known_lua_fault(support::WAITED_FIRST_CALL) {
-        return;
-    }
     let server = Server::builder().single();
     let waiting = |on_timeout| {
         Limiter::builder(FailurePolicy::Open)

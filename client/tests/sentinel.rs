@@ -127,7 +127,7 @@ async fn a_failover_behind_a_lagging_replica_over_admits_what_it_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_a_replica_bounds_the_over_admission_at_zero() {
-    if support::skip_known_lua_fault(support::WAITED_FIRST_CALL) {
+    if support::skip_lagging_waited_failover_on_lua() {
         return;
     }
     let Some(mut topology) = Sentinels::start() else { return };
@@ -200,9 +200,6 @@ async fn lease_failover(topology: &mut Sentinels, label: &str, wait: bool) -> (u
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_lost_in_a_lagging_failover_over_admit_and_waiting_bounds_them() {
-    if support::skip_known_lua_fault(support::WAITED_FIRST_CALL) {
-        return;
-    }
     let Some(mut topology) = Sentinels::start() else { return };
     let (excess, lag) = lease_failover(&mut topology, "leases, replica 1.5 s behind", false).await;
     assert!(lag > 1 << 20, "the replica was behind at the kill: {lag} bytes");
