@@ -10,7 +10,7 @@ mod support;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use redis_ratelimit_client::http::{PeerAddr, RateLimitLayer, MISCONFIGURED, UNAVAILABLE};
-use redis_ratelimit_client::{Decision, FailurePolicy, Limiter, Policy};
+use redis_ratelimit_client::{Backend, Decision, FailurePolicy, Limiter, Policy};
 use std::convert::Infallible;
 use std::time::Duration;
 use support::web::{logs, prometheus, series};
@@ -170,7 +170,9 @@ async fn a_server_without_the_module_is_a_configuration_fault_not_an_outage() {
     let _ = (logs(), prometheus());
     let Some(plain) = support::Killable::start_plain() else { return };
     let name = "nomodule";
+    // The module asked for (`Auto` takes the Lua library on such a server: tests/engines.rs).
     let limiter = Limiter::builder(FailurePolicy::Closed)
+        .backend(Backend::Module)
         .breaker(3, COOLDOWN)
         .name(name)
         .connect(&plain.url())

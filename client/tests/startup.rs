@@ -5,7 +5,9 @@
 mod support;
 
 use redis_ratelimit_client::http::{LayerError, RateLimitLayer};
-use redis_ratelimit_client::{CallError, FailurePolicy, Limiter, ModuleVersion, Policy, VerifyError};
+use redis_ratelimit_client::{
+    Backend, CallError, FailurePolicy, Limiter, ModuleVersion, Policy, VerifyError,
+};
 use support::closed_port;
 use testkit::redis;
 use testkit::Server;
@@ -80,9 +82,12 @@ async fn verify_names_what_is_missing() {
     assert!(matches!(&err, VerifyError::NoPermission { command: "RL.TOKEN", .. }), "{err:?}");
     assert!(err.to_string().contains("+@ratelimit"), "{err}");
 
-    // A server without the module.
+    // A server without the module, to a limiter that asks for the module (`Auto` takes the Lua
+    // library there: tests/engines.rs).
     let Some(plain) = support::Killable::start_plain() else { return };
-    let err = limiter(&plain.url()).verify().await.unwrap_err();
+    let module_only =
+        Limiter::builder(FailurePolicy::Open).backend(Backend::Module).connect(&plain.url()).unwrap();
+    let err = module_only.verify().await.unwrap_err();
     assert!(matches!(err, VerifyError::ModuleNotLoaded { command: "RL.INSPECT" }), "{err:?}");
     assert!(err.to_string().contains("--loadmodule"), "{err}");
 
