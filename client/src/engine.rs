@@ -159,7 +159,7 @@ impl Engine {
                         reasons.push(format!("using {}", engine.describe()));
                         self.choose(engine, reasons.join("; "));
                     }
-                    if !matches!(&result, Err(e) if crate::connection::is_connection_failure(e)) {
+                    if result.is_ok() {
                         self.settled.store(true, Ordering::Relaxed);
                     }
                     return result;
@@ -250,7 +250,9 @@ async fn load(transport: &Transport, call: &Call, engine: Backend) -> RedisResul
 
 /// An answer that says this engine cannot work for this user here: its command unknown or refused.
 fn refuses(e: &RedisError) -> bool {
-    is_configuration_fault(e)
+    // A pipelined error (a waited decision) keeps only its text.
+    let text = e.to_string();
+    is_configuration_fault(e) || text.contains("unknown command") || text.contains("NOPERM")
 }
 
 /// "Function not found" or NOSCRIPT: the library or the script is not on this server (or this node);
