@@ -49,6 +49,7 @@ fn the_ratelimit_category_grants_rate_limiting_and_nothing_else() {
                 "rl.refund",
                 "rl.release",
                 "rl.renew",
+                "rl.reserve",
                 "rl.resetstats",
                 "rl.slide",
                 "rl.slidecount",
