@@ -124,8 +124,19 @@ impl Engine {
         cmd: &Cmd,
         check_first: bool,
     ) -> RedisResult<Value> {
-        let Some(call) = Call::of(cmd) else { return transport.query(cmd, check_first).await };
         let auto = self.wanted == Backend::Auto;
+        // The common case, on the request path: the module is the engine and its command goes as it
+        // is, without translating it. Only a refusal under `Auto` goes on to choose.
+        if Backend::from_code(self.chosen.load(Ordering::Relaxed)) == Backend::Module {
+            let result = transport.query(cmd, check_first).await;
+            if !(auto && matches!(&result, Err(e) if refuses(e))) {
+                if result.is_ok() && names_a_limiter(cmd) {
+                    self.settled.store(true, Ordering::Relaxed);
+                }
+                return result;
+            }
+        }
+        let Some(call) = Call::of(cmd) else { return transport.query(cmd, check_first).await };
         let mut reasons: Vec<String> = vec![];
         // A server without the library or the script (restarted, failed over, flushed) may be
         // another kind of server: under `Auto` the module is asked again first, once.
@@ -191,6 +202,10 @@ impl Engine {
         replicas: u32,
         timeout: std::time::Duration,
     ) -> RedisResult<(Value, i64)> {
+        let module = Backend::from_code(self.chosen.load(Ordering::Relaxed)) == Backend::Module;
+        if module && (self.wanted == Backend::Module || self.settled.load(Ordering::Relaxed)) {
+            return transport.query_waited(cmd, key, replicas, timeout).await;
+        }
         let Some(call) = Call::of(cmd) else {
             return transport.query_waited(cmd, key, replicas, timeout).await;
         };
@@ -253,6 +268,11 @@ fn refuses(e: &RedisError) -> bool {
     // A pipelined error (a waited decision) keeps only its text.
     let text = e.to_string();
     is_configuration_fault(e) || text.contains("unknown command") || text.contains("NOPERM")
+}
+
+/// Whether `cmd` is one of the module's limiter commands (an answer to it proves the engine).
+fn names_a_limiter(cmd: &Cmd) -> bool {
+    matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(name)) if name.len() > 3 && name[..3].eq_ignore_ascii_case(b"RL."))
 }
 
 /// "Function not found" or NOSCRIPT: the library or the script is not on this server (or this node);
