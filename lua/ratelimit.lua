@@ -785,17 +785,22 @@ local function build()
 
   function token.step(b, tat, now, cost) return token.reserve_step(b, tat, now, cost, ZERO) end
 
-  -- The key expires on the first whole second at or after the TAT.
-  local function token_expiry_ms(tat)
+  -- The key expires on the first point of a grid of max(1 s, 1/16 of a full refill) at or after the TAT.
+  local function token_expiry_ms(tat, step)
     local ms = ceil_ms(tat)
-    if ms % 1000 ~= 0 then ms = (floor(ms / 1000) + 1) * 1000 end
+    if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
     return ms
   end
 
-  function token.write(_, tat, previous)
+  function token.expiry_step_ms(b)
+    return math.max(B.num(B.div(B.div(b.period, 16), MILLION)), 1000)
+  end
+
+  function token.write(b, tat, previous)
+    local step = token.expiry_step_ms(b)
     return {
       set = F.tagged("token", { tat }),
-      derived = { at = token_expiry_ms(tat), previous = previous and token_expiry_ms(previous) },
+      derived = { at = token_expiry_ms(tat, step), previous = previous and token_expiry_ms(previous, step) },
     }
   end
 
@@ -1302,14 +1307,16 @@ local function build()
     return held, cut
   end
 
-  local function lease_write(held)
+  -- Held leases, expiring within max(1 s, 1/16 of a lease of `lease_us`) after the last one's end.
+  local function lease_write(held, lease_us)
     if #held == 0 then return { delete = true } end
     local out, last = { "RLA\1" }, 0
     for _, l in ipairs(held) do
       out[#out + 1] = l.id .. u64le(l.expires) .. u32le(l.weight)
       if l.expires > last then last = l.expires end
     end
-    return { set = concat(out), within = { math.ceil(last / 1000), 0 } }
+    local slack = math.max(floor(floor(lease_us / 16) / 1000), 1000)
+    return { set = concat(out), within = { math.ceil(last / 1000), slack } }
   end
 
   local function lease_verdict(ls, allowed, held, now_us, retry)
@@ -1355,12 +1362,12 @@ local function build()
       if load + request.weight > ls.limit then
         local retry = lease_retry(ls, held, now_us, request.weight)
         local verdict = lease_verdict(ls, false, held, now_us, retry)
-        return { verdict = verdict, write = cut and lease_write(held) or nil, repair = cut }
+        return { verdict = verdict, write = cut and lease_write(held, ls.lease_us) or nil, repair = cut }
       end
       held[#held + 1] = { id = request.id, expires = expires, weight = request.weight }
     end
     local verdict = lease_verdict(ls, true, held, now_us, ZERO)
-    return { verdict = verdict, write = lease_write(held), repair = false }
+    return { verdict = verdict, write = lease_write(held, ls.lease_us), repair = false }
   end
 
   function leases.peek(ls, stored, now)
@@ -1406,7 +1413,10 @@ local function build()
     for _, l in ipairs(held) do
       if l.id ~= id then kept[#kept + 1] = l end
     end
-    if #kept < #held then return true, lease_write(kept) end
+    -- The lease length is not known here: the slack is that of the longest time left.
+    local left = 0
+    for _, l in ipairs(kept) do left = math.max(left, l.expires - now_us) end
+    if #kept < #held then return true, lease_write(kept, left) end
     return false, nil
   end
 
@@ -1417,10 +1427,10 @@ local function build()
     for _, l in ipairs(held) do
       if l.id == id then
         l.expires = now_us + lease
-        return true, lease_write(held)
+        return true, lease_write(held, lease)
       end
     end
-    return false, cut and lease_write(held) or nil
+    return false, cut and lease_write(held, lease) or nil
   end
 
   ------------------------------------------------------------------------------------------------------------

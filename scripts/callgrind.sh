@@ -16,11 +16,15 @@ command -v valgrind >/dev/null || scripts/ensure-deps.sh valgrind
 # shellcheck source=scripts/module-server.sh
 . scripts/module-server.sh
 
-# measure NAME RANDOM_KEYS COMMAND...
+# measure NAME RANDOM_KEYS [CONFIG-NAME VALUE] COMMAND...   (a ratelimit.* config set first when given)
 measure() {
   local name=$1 range=$2 total dump own
   shift 2
   start_server "$module" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out"
+  if [[ $1 == ratelimit.* ]]; then
+    redis-cli -p "$port" config set "$1" "$2" >/dev/null
+    shift 2
+  fi
   redis-benchmark -p "$port" -n 2000 -c 1 -P 16 -r "$range" "$@" >/dev/null
   callgrind_control -z "$server_pid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$calls" -c 1 -P 16 -r "$range" "$@" >/dev/null
@@ -31,10 +35,21 @@ measure() {
   own=$(callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | awk '/dispatch/ {gsub(",", "", $1); print $1; exit}' || true)
   stop_server
   rm -f "$work"/cg.out*
-  printf '%-34s %8d instructions/call in all, %6d in the command\n' "$name" $((total / calls)) $((${own:-0} / calls))
+  printf '%-48s %8d instructions/call in all, %6d in the command\n' "$name" $((total / calls)) $((${own:-0} / calls))
 }
 
-measure "RL.TOKEN hot key" 1 RL.TOKEN hot 10 5 1
-measure "RL.TOKEN random keys (100k)" 100000 RL.TOKEN 'tok:__rand_int__' 10 5 1
+off=(ratelimit.class-stats no)
+# The token bucket's paths, each with the key class statistics on (the default) and off: a hot key
+# (mostly denied), a hot key always allowed, random keys whose expiry moves with most calls (a 2 s
+# refill), random keys whose expiry stays (a refill of 11 days: capacity 1000000 at 1/s).
+for stats in on off; do
+  cfg=()
+  [ "$stats" = on ] || cfg=("${off[@]}")
+  measure "RL.TOKEN hot key, denied, stats $stats" 1 "${cfg[@]}" RL.TOKEN hot 10 5 1
+  measure "RL.TOKEN hot key, allowed, stats $stats" 1 "${cfg[@]}" RL.TOKEN hot 1000000000 1000000 1
+  measure "RL.TOKEN random (100k), churn, stats $stats" 100000 "${cfg[@]}" RL.TOKEN 'tok:__rand_int__' 10 5 1
+  measure "RL.TOKEN random (100k), no churn, stats $stats" 100000 "${cfg[@]}" RL.TOKEN 'tok:__rand_int__' 1000000 1 1
+done
+measure "RL.THROTTLE random keys (100k)" 100000 RL.THROTTLE 'thr:__rand_int__' 9 5 1
 measure "RL.SLIDE random keys (1k)" 1000 RL.SLIDE 'slide:__rand_int__' 10 60 req
 measure "RL.SLIDECOUNT random keys (100k)" 100000 RL.SLIDECOUNT 'count:__rand_int__' 100 60 1

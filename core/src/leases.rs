@@ -164,9 +164,19 @@ fn live_within(stored: Option<&[u8]>, now_us: u64, lease_us: u64) -> Result<(Vec
     Ok((leases, cut))
 }
 
-/// The value that holds `leases` (all alive), expiring with the last of them; None when there are
-/// none (the key is deleted).
-fn write(leases: &[Lease]) -> Write {
+/// The finest expiry slack: one second.
+const MIN_EXPIRY_SLACK_MS: u64 = 1000;
+
+/// How long a key may outlive its last lease: max(1 s, 1/16 of a lease of `lease_us`). An expiry
+/// within that of the last lease's end stays, so a key under steady acquires and renewals moves its
+/// expiry about once per slack instead of once per call.
+fn expiry_slack_ms(lease_us: u64) -> i64 {
+    i64::try_from((lease_us / 16 / 1000).max(MIN_EXPIRY_SLACK_MS)).unwrap_or(i64::MAX)
+}
+
+/// The value that holds `leases` (all alive), expiring with the last of them, within
+/// `expiry_slack_ms(lease_us)` after it; the key is deleted when there are none.
+fn write(leases: &[Lease], lease_us: u64) -> Write {
     let Some(last) = leases.iter().map(|l| l.expires_us).max() else {
         return Write { change: Change::Delete, expiry: Expiry::Within { at_least_ms: 0, slack_ms: 0 } };
     };
@@ -188,7 +198,7 @@ fn write(leases: &[Lease]) -> Write {
         }
     };
     let at_least_ms = i64::try_from(last.div_ceil(1000)).unwrap_or(i64::MAX);
-    Write { change: Change::Set(bytes), expiry: Expiry::Within { at_least_ms, slack_ms: 0 } }
+    Write { change: Change::Set(bytes), expiry: Expiry::Within { at_least_ms, slack_ms: expiry_slack_ms(lease_us) } }
 }
 
 impl Leases {
@@ -243,7 +253,7 @@ impl Leases {
         if let Some(last) = only_live_lease(stored, now_us)? {
             // The commonest release: the key's one live lease, or nothing to release.
             return Ok(if last.is_some_and(|l| id.matches(&l)) {
-                (true, Some(write(&[])))
+                (true, Some(write(&[], 0)))
             } else {
                 (false, None)
             });
@@ -251,7 +261,9 @@ impl Leases {
         let mut held = live(stored, now_us)?;
         let before = held.len();
         held.retain(|l| !id.matches(&l.id));
-        Ok(if held.len() < before { (true, Some(write(&held))) } else { (false, None) })
+        // The lease length is not known here: the slack is that of the longest time left.
+        let left = held.iter().map(|l| l.expires_us.saturating_sub(now_us)).max().unwrap_or(0);
+        Ok(if held.len() < before { (true, Some(write(&held, left))) } else { (false, None) })
     }
 
     /// `RL.RENEW`: the lease `id` holds now expires `lease_ns` from `now`. True when it still held one;
@@ -265,11 +277,11 @@ impl Leases {
         let (now_us, lease_us) = (now_us(now), (lease_ns.max(0) / 1000) as u64);
         let (mut held, cut) = live_within(stored, now_us, lease_us)?;
         let Some(lease) = held.iter_mut().find(|l| id.matches(&l.id)) else {
-            return Ok((false, cut.then(|| write(&held))));
+            return Ok((false, cut.then(|| write(&held, lease_us))));
         };
         lease.id = id.digest;
         lease.expires_us = now_us.saturating_add(lease_us);
-        Ok((true, Some(write(&held))))
+        Ok((true, Some(write(&held, lease_us))))
     }
 }
 
@@ -292,7 +304,7 @@ impl Limiter for Leases {
                 // A denial writes nothing but the repair of leases cut to one lease.
                 return Ok(Outcome {
                     verdict: self.verdict(false, &held, now_us, retry),
-                    write: cut.then(|| write(&held)),
+                    write: cut.then(|| write(&held, self.lease_us)),
                     repair: cut,
                 });
             }
@@ -300,7 +312,7 @@ impl Limiter for Leases {
         }
         Ok(Outcome {
             verdict: self.verdict(true, &held, now_us, Some(0)),
-            write: Some(write(&held)),
+            write: Some(write(&held, self.lease_us)),
             repair: false,
         })
     }

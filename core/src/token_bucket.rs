@@ -22,7 +22,7 @@
 //! depth by the wait the caller sleeps, so waiters are served in arrival order, one call each.
 //!
 //! Stored as the TAT (Unix ns, i64 little-endian) behind the tag `RLT\x01` (see `format`); the key
-//! expires on the whole second after the bucket is full again.
+//! expires on a grid of max(1 s, 1/16 of a full refill) after the bucket is full again.
 
 use crate::args::{positive_decimal, whole_for, ArgError};
 use crate::decimal::Decimal;
@@ -218,17 +218,35 @@ impl TokenBucket {
     }
 }
 
-/// Keys expire on whole seconds (see `expiry_ms`).
-const EXPIRY_STEP_MS: i64 = 1000;
+/// The finest expiry grid: keys expire on whole seconds at most.
+const MIN_EXPIRY_STEP_MS: i64 = 1000;
 
-/// When a bucket's key expires: at the first whole second (Unix ms) at or after the instant it is full
-/// again, so less than one second late. A function of the TAT alone: the key's current expiry follows
-/// from the stored TAT, without reading it, and most writes (those whose TAT stays within the same
-/// second) leave it alone.
-pub fn expiry_ms(tat: Nanos) -> i64 {
-    // ceil_ms is never negative, so this is a ceiling division.
+/// When a bucket's key expires: at the first point of a grid of `step_ms` (Unix ms, multiples of
+/// the step) at or after the instant it is full again, so less than one step late. A function of the
+/// TAT and the step alone: the key's current expiry follows from the stored TAT, without reading it,
+/// and writes whose TAT stays within one step of the grid leave it alone (see
+/// [`TokenBucket::expiry_step_ms`]).
+pub fn expiry_ms(tat: Nanos, step_ms: i64) -> i64 {
+    // ceil_ms is never negative and the step is positive, so this is a ceiling division.
     let ms = ceil_ms(tat);
-    (ms / EXPIRY_STEP_MS + i64::from(ms % EXPIRY_STEP_MS != 0)).saturating_mul(EXPIRY_STEP_MS)
+    (ms / step_ms + i64::from(ms % step_ms != 0)).saturating_mul(step_ms)
+}
+
+impl TokenBucket {
+    /// The expiry grid's step: 1/16 of a full refill (whole ms, rounded down), at least one second.
+    /// A key outlives the instant its bucket is full again by less than this, and a key under steady
+    /// traffic moves its expiry about once per step instead of once per call.
+    #[inline]
+    pub fn expiry_step_ms(&self) -> i64 {
+        (self.period_ns() / 16 / 1_000_000).max(MIN_EXPIRY_STEP_MS)
+    }
+
+    /// The expiry a stored TAT implies, and the one the TAT it replaces implied (see [`expiry_ms`]).
+    #[inline]
+    pub fn expiry(&self, tat: Nanos, previous: Option<Nanos>) -> Expiry {
+        let step = self.expiry_step_ms();
+        Expiry::Derived { at_ms: expiry_ms(tat, step), previous_ms: previous.map(|p| expiry_ms(p, step)) }
+    }
 }
 
 /// A request that may wait (`RL.RESERVE`, and `RL.TAKE`'s partial grant): `cost` tokens, taken now
@@ -282,12 +300,13 @@ impl SmallState for TokenBucket {
         Step { verdict: d.verdict, next: d.new_tat, repair: d.repair }
     }
 
-    /// The expiry follows from the TAT (`expiry_ms`), so the previous one is known without reading it.
+    /// The expiry follows from the TAT (`TokenBucket::expiry`), so the previous one is known without
+    /// reading it.
     #[inline]
     fn write(&self, tat: &Nanos, previous: Option<&Nanos>, _now: Nanos) -> Write {
         Write {
             change: Change::Set(words(Layout::TokenBucket, &[*tat as u64])),
-            expiry: Expiry::Derived { at_ms: expiry_ms(*tat), previous_ms: previous.map(|p| expiry_ms(*p)) },
+            expiry: self.expiry(*tat, previous.copied()),
         }
     }
 

@@ -22,10 +22,10 @@
 
 use crate::error::{ParamError, StateError};
 use crate::format::{decimal_tat, decimal_tat_bytes, Layout};
-use crate::limiter::{Change, Expiry, Field, Write};
+use crate::limiter::{Change, Field, Write};
 use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos, NANOS_PER_MS, NANOS_PER_SEC};
-use crate::token_bucket::{expiry_ms, TokenBucket, REFILL_TOO_LONG};
+use crate::token_bucket::{TokenBucket, REFILL_TOO_LONG};
 use crate::verdict::Verdict;
 
 /// How a dialect's call went wrong; each command words it its own way (see `cell_message` and
@@ -168,7 +168,7 @@ impl SmallState for Throttle {
     fn write(&self, tat: &Nanos, previous: Option<&Nanos>, _now: Nanos) -> Write {
         Write {
             change: Change::Set(decimal_tat_bytes(*tat)),
-            expiry: Expiry::Derived { at_ms: expiry_ms(*tat), previous_ms: previous.map(|p| expiry_ms(*p)) },
+            expiry: self.bucket.expiry(*tat, previous.copied()),
         }
     }
 
