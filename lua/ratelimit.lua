@@ -1542,7 +1542,9 @@ local function build()
       local replaced = old ~= nil and #old ~= #write.set
       if replaced or write.derived.previous ~= write.derived.at then at = write.derived.at end
     else
-      at = expiry_change(key, write.within, old ~= nil and #old == #write.set, now)
+      -- An expiry that still fits is kept, whatever the new value's length (the module's store puts
+      -- it back after replacing a value of another length).
+      at = expiry_change(key, write.within, old ~= nil, now)
     end
     if at then
       redis.call("SET", key, write.set, "PXAT", at)

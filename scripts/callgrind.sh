@@ -5,7 +5,8 @@
 #
 #   scripts/callgrind.sh [module.so] [redis-server]     (defaults: this build, the PATH's server)
 #
-# For each path: a fresh server under callgrind, a warm-up, counters zeroed, N calls through
+# For each path: a fresh server under callgrind, a warm-up (twice as many calls as keys, so that random keys
+# mostly exist), counters zeroed, N calls through
 # redis-benchmark (1 client, pipeline 16), counters dumped; prints total instructions / N.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ measure() {
     redis-cli -p "$port" config set "$1" "$2" >/dev/null
     shift 2
   fi
-  redis-benchmark -p "$port" -n 2000 -c 1 -P 16 -r "$range" "$@" >/dev/null
+  redis-benchmark -p "$port" -n $((2 * range > 2000 ? 2 * range : 2000)) -c 1 -P 16 -r "$range" "$@" >/dev/null
   callgrind_control -z "$server_pid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$calls" -c 1 -P 16 -r "$range" "$@" >/dev/null
   callgrind_control -d "$server_pid" >/dev/null 2>&1
@@ -41,7 +42,8 @@ measure() {
 off=(ratelimit.class-stats no)
 # The token bucket's paths, each with the key class statistics on (the default) and off: a hot key
 # (mostly denied), a hot key always allowed, random keys whose expiry moves with most calls (a 2 s
-# refill), random keys whose expiry stays (a refill of 11 days: capacity 1000000 at 1/s).
+# refill), random keys whose expiry stays (a refill of 11 days: capacity 1000000 at 1/s), random keys
+# denied (a cost above the capacity: no write; the most denied keys' summary churns).
 for stats in on off; do
   cfg=()
   [ "$stats" = on ] || cfg=("${off[@]}")
@@ -49,6 +51,7 @@ for stats in on off; do
   measure "RL.TOKEN hot key, allowed, stats $stats" 1 "${cfg[@]}" RL.TOKEN hot 1000000000 1000000 1
   measure "RL.TOKEN random (100k), churn, stats $stats" 100000 "${cfg[@]}" RL.TOKEN 'tok:__rand_int__' 10 5 1
   measure "RL.TOKEN random (100k), no churn, stats $stats" 100000 "${cfg[@]}" RL.TOKEN 'tok:__rand_int__' 1000000 1 1
+  measure "RL.TOKEN random (100k), denied, stats $stats" 100000 "${cfg[@]}" RL.TOKEN 'den:__rand_int__' 1 1 2
 done
 measure "RL.THROTTLE random keys (100k)" 100000 RL.THROTTLE 'thr:__rand_int__' 9 5 1
 measure "RL.SLIDE random keys (1k)" 1000 RL.SLIDE 'slide:__rand_int__' 10 60 req

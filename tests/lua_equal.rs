@@ -84,8 +84,9 @@ impl Model {
         self.keys.get(key).map(|e| e.value.as_slice())
     }
 
-    /// What the module's store does with a write: in place when the length is kept (its expiry
-    /// stays when it satisfies the write's), a new value otherwise (its expiry set).
+    /// What the module's store does with a write: an expiry that satisfies the write's stays (in place
+    /// or replaced by a value of another length), else it is set; a derived expiry is set when the
+    /// value is replaced or the expiry moved.
     fn apply(&mut self, key: &str, write: &Write) {
         let old = self.keys.get(key).cloned();
         let entry = match (&write.change, write.expiry) {
@@ -99,9 +100,9 @@ impl Model {
                 };
                 Some(Entry { value: bytes.as_ref().to_vec(), expire_ms })
             }
+            // Whatever the new length: a kept expiry is put back after a value is replaced.
             (Change::Set(bytes), expiry) => {
-                let in_place = old.as_ref().filter(|e| e.value.len() == bytes.as_ref().len());
-                let expire_ms = expiry_within(in_place.and_then(|e| e.expire_ms), expiry);
+                let expire_ms = expiry_within(old.as_ref().and_then(|e| e.expire_ms), expiry);
                 Some(Entry { value: bytes.as_ref().to_vec(), expire_ms })
             }
             (change @ Change::Range { .. }, expiry) => {

@@ -11,6 +11,7 @@ mod loadgen;
 mod lua;
 mod memory;
 mod peers;
+mod peers_twin;
 mod replicas;
 mod workers;
 

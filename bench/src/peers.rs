@@ -270,6 +270,11 @@ pub fn run(scale: f64) -> String {
         measure(&server, &mut con, path, &list, (repeat, requests), baseline, &mut out);
     }
     dialects(scale, repeat, &mut out);
+    if let Some(cell) = &cell {
+        crate::peers_twin::cell_twins(Path::new(cell), scale, repeat, &mut out);
+    }
+    let calls = ((100_000.0 * scale) as usize).max(800);
+    crate::peers_twin::replicated_bytes(&binary, gcra.is_some(), crate::lua::TOKEN_BUCKET, calls, &mut out);
     if let Some(floor) = floor {
         let _ = std::fs::remove_file(floor);
     }

@@ -198,7 +198,10 @@ fn write(leases: &[Lease], lease_us: u64) -> Write {
         }
     };
     let at_least_ms = i64::try_from(last.div_ceil(1000)).unwrap_or(i64::MAX);
-    Write { change: Change::Set(bytes), expiry: Expiry::Within { at_least_ms, slack_ms: expiry_slack_ms(lease_us) } }
+    Write {
+        change: Change::Set(bytes),
+        expiry: Expiry::Within { at_least_ms, slack_ms: expiry_slack_ms(lease_us) },
+    }
 }
 
 impl Leases {

@@ -140,14 +140,7 @@ impl<'a> StateKey<'a> {
 
     /// The new absolute expiry when the current one does not satisfy `expiry`, else None.
     fn expiry_change(&self, expiry: Expiry) -> Result<Option<i64>, RlError> {
-        let (at_least, latest) = match expiry {
-            Expiry::Derived { at_ms, .. } => (at_ms, at_ms),
-            Expiry::Within { at_least_ms, .. } => (at_least_ms, expiry.latest_ms()),
-        };
-        Ok(match self.expire_at_ms()? {
-            Some(at) if at >= at_least && at <= latest => None,
-            _ => Some(latest),
-        })
+        Ok(expiry_change(self.expire_at_ms()?, expiry))
     }
 
     fn set_expire(&mut self, at_ms: i64) -> Result<(), RlError> {
@@ -161,9 +154,18 @@ impl<'a> StateKey<'a> {
 
     /// Stores `value` with an expiry satisfying `expiry`, and replicates the effect as
     /// `SET key value PXAT ms` or `SET key value KEEPTTL`.
+    ///
+    /// A value of another length replaces the old one, which drops its expiry on this server; an expiry
+    /// that still satisfies `expiry` is put back as it was and replicated as `KEEPTTL` (the replica's
+    /// SET keeps its own, equal one), so a growing lease set or log moves its expiry no more often
+    /// than one of constant size.
     fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
-        self.store_value(value)?;
-        let change = self.expiry_change(expiry)?;
+        let current = if self.empty { None } else { self.expire_at_ms()? };
+        let change = expiry_change(current, expiry);
+        let replaced = self.store_value(value)?;
+        if let (true, None, Some(at)) = (replaced, change, current) {
+            self.set_expire(at)?;
+        }
         self.finish_write(value, change)
     }
 
@@ -328,4 +330,16 @@ static PXAT_STRING: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr:
 fn cstr(bytes: &'static [u8]) -> *const c_char {
     debug_assert_eq!(bytes.last(), Some(&0));
     bytes.as_ptr().cast::<c_char>()
+}
+
+/// The new absolute expiry when `current` (None: no expiry) does not satisfy `expiry`, else None.
+fn expiry_change(current: Option<i64>, expiry: Expiry) -> Option<i64> {
+    let (at_least, latest) = match expiry {
+        Expiry::Derived { at_ms, .. } => (at_ms, at_ms),
+        Expiry::Within { at_least_ms, .. } => (at_least_ms, expiry.latest_ms()),
+    };
+    match current {
+        Some(at) if at >= at_least && at <= latest => None,
+        _ => Some(latest),
+    }
 }

@@ -29,9 +29,8 @@ pub struct Classes {
     counters: Vec<Outcomes>,
     index: HashMap<Box<[u8]>, usize, ahash::RandomState>,
     other: Outcomes,
-    /// The last key and class counted, and the class's index: runs of calls for one key skip finding
-    /// its class, runs of calls in one class skip the hash lookup.
-    last_key: Vec<u8>,
+    /// The last class counted (with its separator) and its index: runs of calls in one class (the
+    /// commonest case: one limiter's keys) skip the hash lookup. The key itself is never copied.
     last_separator: u8,
     last: Vec<u8>,
     last_index: Option<usize>,
@@ -48,18 +47,13 @@ pub fn class_of(key: &[u8], separator: u8) -> &[u8] {
 impl Classes {
     /// Counts `outcome` for `key`'s class; a new class beyond `limit` is counted as `other`.
     pub fn record(&mut self, key: &[u8], separator: u8, limit: usize, outcome: Outcome) {
-        let index = if self.last_key == key && self.last_separator == separator && !self.last_key.is_empty() {
-            self.last_index
-        } else {
-            let class = class_of(key, separator);
-            let index = match self.last_index {
-                Some(i) if self.last == class && self.last_separator == separator => Some(i),
-                _ => self.lookup(class, limit),
-            };
-            self.last_key.clear();
-            self.last_key.extend_from_slice(key);
-            self.last_separator = separator;
-            index
+        let class = class_of(key, separator);
+        let index = match self.last_index {
+            Some(i) if self.last_separator == separator && self.last.as_slice() == class => Some(i),
+            _ => {
+                self.last_separator = separator;
+                self.lookup(class, limit)
+            }
         };
         let counters = match index {
             Some(i) => &mut self.counters[i],
