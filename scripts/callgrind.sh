@@ -54,5 +54,7 @@ for stats in on off; do
   measure "RL.TOKEN random (100k), denied, stats $stats" 100000 "${cfg[@]}" RL.TOKEN 'den:__rand_int__' 1 1 2
 done
 measure "RL.THROTTLE random keys (100k)" 100000 RL.THROTTLE 'thr:__rand_int__' 9 5 1
+measure "GCRA (this module) random keys (100k)" 100000 GCRA 'gcra:__rand_int__' 9 5 1
+measure "RL.ACQUIRE random keys (10k)" 10000 RL.ACQUIRE 'lease:__rand_int__' 10 60 job
 measure "RL.SLIDE random keys (1k)" 1000 RL.SLIDE 'slide:__rand_int__' 10 60 req
 measure "RL.SLIDECOUNT random keys (100k)" 100000 RL.SLIDECOUNT 'count:__rand_int__' 100 60 1
