@@ -17,10 +17,11 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from .decision import Decision
 from .fallback import Limit, LocalLimiter
+from .policy import Policy
 
 __all__ = ["FailurePolicy"]
 
@@ -86,7 +87,7 @@ class FailurePolicy:
         return self._decided(_fixed(self.kind == "open", limits), error)
 
     def take(
-        self, key: str, policy: Any, max_units: int, error: BaseException | None
+        self, key: str, policy: Policy, max_units: int, error: BaseException | None
     ) -> tuple[Decision, int]:
         """A partial grant Redis did not decide: open grants all ``max_units``, closed none, fallback
         as many as the in-process bucket's share holds."""
@@ -129,14 +130,9 @@ class FailurePolicy:
         return hash((self.kind, self.instances))
 
 
-def limit_of(policy: Any) -> int:
-    """A policy's limit: a token bucket's capacity, any other kind's limit."""
-    return int(getattr(policy, "capacity", None) or getattr(policy, "limit", 0))
-
-
 def _fixed(allow: bool, limits: Sequence[Limit]) -> Decision:
     """Open's or closed's decision: the first limit's size, nothing known about its state."""
-    limit = limit_of(limits[0][1]) if limits else 0
+    limit = limits[0][1].limit if limits else 0
     return Decision(
         allowed=allow,
         limit=limit,

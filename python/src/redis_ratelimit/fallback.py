@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from .decision import Decision
+from .policy import Policy
 from .local_kinds import Outcome, Params, Verdict, decide, lease_op, refund, take
 
 __all__ = ["LocalLimiter", "MAX_KEYS"]
@@ -26,7 +26,7 @@ __all__ = ["LocalLimiter", "MAX_KEYS"]
 MAX_KEYS = 100_000
 
 # (key, policy, cost) as the limiter's check_all takes them.
-Limit = tuple[str, Any, int]
+Limit = tuple[str, Policy, int]
 
 
 class LocalLimiter:
@@ -67,7 +67,7 @@ class LocalLimiter:
         return self._lease_op(key, lease_id, int(lease * 1e9), now)
 
     def take(
-        self, key: str, policy: Any, max_units: int, *, now: int | None = None, degraded: bool = True
+        self, key: str, policy: Policy, max_units: int, *, now: int | None = None, degraded: bool = True
     ) -> tuple[Decision, int]:
         """Takes as many whole tokens as the token bucket's share holds, up to ``max_units``, as
         RL.TAKE: the decision and the number taken. Other kinds: a denial that never fits."""
@@ -78,7 +78,7 @@ class LocalLimiter:
             self._store(key, outcome, now, 1)
         return _decision(outcome.verdict, 0, degraded), taken
 
-    def refund(self, key: str, policy: Any, units: int, *, now: int | None = None) -> None:
+    def refund(self, key: str, policy: Policy, units: int, *, now: int | None = None) -> None:
         """Gives ``units`` back (token buckets and windows), as RL.REFUND."""
         now = _now(now)
         params = Params.of(policy, self.instances)

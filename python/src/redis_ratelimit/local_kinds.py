@@ -6,8 +6,11 @@ bound is rough anyway).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from .policy import Policy, TokenBucket
 
 __all__ = ["Params", "Verdict", "Outcome", "decide", "take", "refund", "lease_op"]
 
@@ -39,22 +42,23 @@ class Params:
     period: int
 
     @staticmethod
-    def of(policy: Any, instances: int) -> Params:
-        name = type(policy).__name__
-        if name == "TokenBucket":
-            capacity = int(policy.capacity)
-            interval = max(1, round(NS / float(policy.per_second))) * instances
-            return Params("token_bucket", max(1, capacity // instances), interval)
-        period = max(1, round(float(policy.lease if name == "Concurrency" else policy.window) * NS))
-        kind = {
-            "FixedWindow": "fixed_window",
-            "SlidingCounter": "sliding_counter",
-            "SlidingLog": "sliding_counter",
-            "Concurrency": "concurrency",
-        }.get(name)
-        if kind is None:
-            raise TypeError(f"fallback: not a policy: {policy!r}")
-        return Params(kind, max(1, int(policy.limit) // instances), period)
+    def of(policy: Policy, instances: int) -> Params:
+        name = policy.kind.name
+        limit = max(1, policy.limit // instances)
+        if isinstance(policy, TokenBucket):
+            interval = max(1, math.ceil(NS / float(policy.per_second))) * instances
+            return Params("token_bucket", limit, interval)
+        period = max(1, round(policy.period * NS))
+        return Params(_KINDS[name], limit, period)
+
+
+# The sliding log, which keeps every request, is approximated by the sliding counter.
+_KINDS = {
+    "fixed_window": "fixed_window",
+    "sliding_counter": "sliding_counter",
+    "sliding_log": "sliding_counter",
+    "concurrency": "concurrency",
+}
 
 
 @dataclass(frozen=True)
