@@ -4,8 +4,9 @@ call, connecting included. Server error replies go back to the engine (it decide
 commands, ...); anything else ends the call and becomes a `CallError` (`errors.from_redis`).
 
 - `SyncDriver`: redis-py's `Redis` (also a Sentinel `master_for` client) and `RedisCluster`. Each
-  command takes a connection from the client's pool and sets its connect and socket timeouts to what
-  is left of the deadline (a connection that timed out is closed, never reused half-read).
+  command goes on a connection of the limiter's own, made as the client's pool makes them, with its
+  connect and socket timeouts set to what is left of the deadline (a connection that timed out is
+  closed, never reused half-read).
 - `AsyncDriver`: `redis.asyncio.Redis` and `redis.asyncio.RedisCluster`, the whole call under
   `asyncio.wait_for` (redis-py closes a connection whose command was cancelled).
 """
@@ -13,13 +14,16 @@ commands, ...); anything else ends the call and becomes a `CallError` (`errors.f
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any, Generator, Union
 
 import redis
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 from .engine import Send
 from .errors import CallError, from_redis
@@ -34,6 +38,14 @@ Steps = Generator[Send, Any, Any]
 class SyncDriver:
     def __init__(self, client: SyncClient) -> None:
         self.client = client
+        self._servers: dict[int, tuple[redis.Redis, _Connections]] = {}
+
+    def _connections(self, client: redis.Redis) -> _Connections:
+        # Keyed by the server's client object (one per cluster node), which it keeps alive.
+        found = self._servers.get(id(client))
+        if found is None or found[0] is not client:
+            found = self._servers.setdefault(id(client), (client, _Connections(client)))
+        return found[1]
 
     def run(self, steps: Steps, deadline: float) -> Any:
         """Runs `steps` to their reply within `deadline` seconds; raises CallError."""
@@ -58,12 +70,12 @@ class SyncDriver:
         client = self.client
         if isinstance(client, RedisCluster):
             try:
-                return _on_connection(self._node(client, step), step, end)
+                return self._connections(self._node(client, step)).send(step, end)
             except (redis.exceptions.MovedError, redis.exceptions.AskError):
                 # The slot moved: learn the cluster's map again and send to the new owner, once.
                 client.nodes_manager.initialize()
-                return _on_connection(self._node(client, step), step, end)
-        return _on_connection(client, step, end)
+                return self._connections(self._node(client, step)).send(step, end)
+        return self._connections(client).send(step, end)
 
     @staticmethod
     def _node(client: RedisCluster, step: Send) -> redis.Redis:
@@ -79,30 +91,57 @@ def _node_of(cluster: Any, step: Send) -> Any:
     return cluster.get_node_from_key(step.route.decode() if isinstance(step.route, bytes) else str(step.route))
 
 
-def _on_connection(client: redis.Redis, step: Send, end: float) -> Any:
-    """`step` on a connection of `client`'s pool with its timeouts set to what is left until `end`."""
-    pool: Any = client.connection_pool
+class _Connections:
+    """The limiter's own connections to one server, made like the client's pool makes them (its
+    connection class and settings: credentials, database, TLS, Sentinel's discovery), so that every
+    step, connecting included, runs under the call's timeouts. (The pool's `get_connection` connects
+    with the client's own timeouts, which may wait forever.)"""
+
+    IDLE = 32
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.pool: Any = client.connection_pool
+        self.idle: list[Any] = []
+        self.lock = threading.Lock()
+
+    def send(self, step: Send, end: float) -> Any:
+        """`step` on an idle or a new connection, its timeouts set to what is left until `end`."""
+        with self.lock:
+            conn = self.idle.pop() if self.idle else None
+        if conn is None:
+            conn = self.pool.connection_class(**self.pool.connection_kwargs)
+            conn.retry = Retry(NoBackoff(), 0)  # no retry after the deadline's own: one attempt
+        try:
+            conn.socket_timeout = conn.socket_connect_timeout = _left(end)
+            if getattr(conn, "_sock", None) is not None and _stale(conn):
+                conn.disconnect()  # the server closed it (a restart) or it holds a stray reply
+            conn.connect()
+            _set_timeout(conn, _left(end))
+            conn.send_command(*step.args)
+            _set_timeout(conn, _left(end))
+            reply = conn.read_response()
+        except redis.exceptions.ResponseError:
+            self._keep(conn)
+            raise
+        except BaseException:
+            conn.disconnect()  # in an unknown state: never reused
+            raise
+        self._keep(conn)
+        return reply
+
+    def _keep(self, conn: Any) -> None:
+        with self.lock:
+            if len(self.idle) < self.IDLE:
+                self.idle.append(conn)
+                return
+        conn.disconnect()
+
+
+def _stale(conn: Any) -> bool:
     try:
-        conn = pool.get_connection()
-    except TypeError:  # redis-py < 5.3 names the command
-        conn = pool.get_connection(str(step.args[0]))
-    saved = (conn.socket_timeout, conn.socket_connect_timeout)
-    try:
-        conn.socket_timeout = conn.socket_connect_timeout = _left(end)
-        conn.connect()
-        _set_timeout(conn, _left(end))
-        conn.send_command(*step.args)
-        _set_timeout(conn, _left(end))
-        return conn.read_response()
-    except redis.exceptions.ResponseError:
-        raise
-    except BaseException:
-        conn.disconnect()  # in an unknown state: never reused
-        raise
-    finally:
-        conn.socket_timeout, conn.socket_connect_timeout = saved
-        _set_timeout(conn, saved[0])
-        pool.release(conn)
+        return bool(conn.can_read(timeout=0))
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+        return True
 
 
 def _left(end: float) -> float:
