@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..decision import Decision
+from ..permit import AsyncPermit
 from .config import RateLimitConfig
 from .denial import Denial, DenialKind
 from .plan import Plan, PlannedLimit
@@ -93,7 +94,7 @@ async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
     kept = False
     try:
         for lease in (lim for lim in enforced if lim.concurrency):
-            permit = limiter.acquire(lease.key, lease.policy, 1)
+            permit = _permit(limiter, lease)
             await permit.__aenter__()
             if not permit.granted:
                 return _denied(config, plan, enforced, lease, permit.decision)
@@ -116,6 +117,14 @@ async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
         # A denial, an error or a cancellation gives the slots taken so far back.
         if not kept:
             await served.release()
+
+
+def _permit(limiter: Any, lease: PlannedLimit) -> Any:
+    """A permit for one slot of `lease` (the limiter's `acquire`, or an `AsyncPermit` on it)."""
+    acquire = getattr(limiter, "acquire", None)
+    if acquire is not None:
+        return acquire(lease.key, lease.policy, 1)
+    return AsyncPermit(limiter, lease.key, lease.policy, 1)
 
 
 def _denied(

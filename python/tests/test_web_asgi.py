@@ -1,0 +1,319 @@
+"""The ASGI middleware on a real Redis with the module, through real sockets: a FastAPI app served by
+uvicorn on a free port, hit by httpx (and a WebSocket client)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Iterator
+
+import httpx
+import pytest
+import redis
+import redis.asyncio as aioredis
+from fastapi import FastAPI, HTTPException, WebSocket
+from fastapi.responses import StreamingResponse
+
+from redis_ratelimit import AsyncLimiter, Concurrency, FailurePolicy, TokenBucket
+from redis_ratelimit.web import (
+    AccessLists,
+    Caller,
+    RateLimitConfig,
+    RateLimitMiddleware,
+    Route,
+    set_principal,
+)
+from servers import HOST, Server
+from web_serve import Served
+
+API = TokenBucket(capacity=3, per_second=0.01)  # 3, then one every 100 s: nothing refills mid-test
+GLOBAL = TokenBucket(capacity=5, per_second=0.01)
+
+
+def limiter_on(server: Server, failure: FailurePolicy | None = None, **kwargs: Any) -> AsyncLimiter:
+    client = aioredis.Redis(host=HOST, port=server.port)
+    return AsyncLimiter(client, failure or FailurePolicy.open(), **kwargs)
+
+
+def api_app() -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/api/items")
+    async def items() -> list[str]:
+        return ["a"]
+
+    @app.get("/api/bad")
+    async def bad() -> None:
+        raise HTTPException(400, "bad request")
+
+    @app.get("/api/crash")
+    async def crash() -> None:
+        raise RuntimeError("boom")
+
+    @app.get("/health")
+    async def health() -> str:
+        return "ok"
+
+    @app.get("/other")
+    async def other() -> str:
+        return "other"
+
+    return app
+
+
+class PrincipalFromHeader:
+    """An authentication middleware, as an application has one: the principal from `x-user`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        for name, value in scope.get("headers", []):
+            if name == b"x-user":
+                set_principal(scope, value.decode())
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    started: list[Served] = []
+
+    def start(app: Any) -> httpx.Client:
+        served = Served(app).start()
+        started.append(served)
+        return httpx.Client(base_url=served.url, timeout=10)
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+def keys(server: Server) -> list[str]:
+    with server.client() as r:
+        return sorted(k.decode() for k in r.keys("*"))
+
+
+def test_headers_on_every_response_errors_included(module_server: Server, serve: Any) -> None:
+    config = RateLimitConfig(limiter_on(module_server), routes=[Route("api", "/api", TokenBucket(10, 0.01))],
+                             global_limit=TokenBucket(100, 0.01), skip=["/health"], structured_headers=True)
+    # Wrapped around the whole app: the 500 of an unhandled error gets its fields too.
+    client = serve(RateLimitMiddleware(api_app(), config))
+    expected = {"/api/items": 200, "/api/missing": 404, "/api/bad": 400, "/api/crash": 500}
+    remaining = []
+    for path, status in expected.items():
+        # uvicorn closes a connection whose app raised: the crash gets one of its own.
+        r = client.get(path, headers={"connection": "close"})
+        assert r.status_code == status, path
+        assert r.headers["ratelimit-limit"] == "10", path
+        assert r.headers["ratelimit-policy"] == '"api";q=10;w=1000', path
+        assert r.headers["ratelimit"].startswith('"api";r='), path
+        remaining.append(int(r.headers["ratelimit-remaining"]))
+    assert remaining == [9, 8, 7, 6]
+    other = client.get("/other")  # no route: the global limit alone
+    assert other.headers["ratelimit-limit"] == "100" and other.headers["ratelimit-remaining"] == "95"
+    health = client.get("/health")
+    assert health.status_code == 200 and "ratelimit-limit" not in health.headers
+    assert keys(module_server) == ["rl:{ip:127.0.0.1}:all", "rl:{ip:127.0.0.1}:api"]
+
+
+def test_the_429_its_body_and_one_atomic_call_with_the_global_limit(module_server: Server, serve: Any) -> None:
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("api", "/api", API)], global_limit=GLOBAL))
+    client = serve(app)
+    assert [client.get("/api/items").status_code for _ in range(3)] == [200, 200, 200]
+    denied = client.get("/api/items")
+    assert denied.status_code == 429
+    assert denied.headers["content-type"] == "application/problem+json"
+    assert denied.headers["retry-after"] == "100"
+    assert (denied.headers["ratelimit-limit"], denied.headers["ratelimit-remaining"]) == ("3", "0")
+    assert denied.content == (
+        b'{"detail":"rate limit \'api\' exceeded: retry in 100 s","limit":"api","quota":3,"remaining":0,'
+        b'"retry_after_seconds":100,"status":429,"title":"Too Many Requests",'
+        b'"type":"urn:redis-ratelimit:rate-limited"}'
+    )
+    # The route's denial took nothing from the global limit: 5 - 3 = 2 left for other paths.
+    assert [client.get("/other").status_code for _ in range(3)] == [200, 200, 429]
+    body = client.get("/other").json()
+    assert (body["limit"], body["quota"]) == ("all", 5)
+
+
+def test_costs_and_a_cost_above_the_limit(module_server: Server, serve: Any) -> None:
+    def cost(scope: Any) -> int:
+        return int(dict(scope["headers"]).get(b"x-cost", b"1"))
+
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("api", "/api", TokenBucket(10, 0.01), cost=cost)]))
+    client = serve(app)
+    assert client.get("/api/items", headers={"x-cost": "4"}).headers["ratelimit-remaining"] == "6"
+    never = client.get("/api/items", headers={"x-cost": "15"})
+    assert never.status_code == 429 and "retry-after" not in never.headers
+    body = never.json()
+    assert body["type"] == "urn:redis-ratelimit:cost-exceeds-limit" and body["cost"] == 15
+    assert client.get("/api/items").headers["ratelimit-remaining"] == "5"
+
+
+def test_shadow_limits_are_decided_but_never_enforced(module_server: Server, serve: Any) -> None:
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("api", "/api", API), Route("other", "/other", API)],
+        global_limit=TokenBucket(1, 0.01), shadow=["all", "other"]))
+    client = serve(app)
+    got = [client.get("/api/items") for _ in range(3)]
+    assert [r.status_code for r in got] == [200, 200, 200], "the shadow global of 1 denies none"
+    assert [r.headers["ratelimit-remaining"] for r in got] == ["2", "1", "0"], "the route's fields"
+    assert client.get("/api/items").status_code == 429
+    only_shadow = [client.get("/other") for _ in range(5)]
+    assert [r.status_code for r in only_shadow] == [200] * 5
+    assert all("ratelimit-limit" not in r.headers for r in only_shadow)
+    with module_server.client() as r:
+        # Decided in Redis: the global bucket of 1 was charged once (its denials wrote nothing).
+        assert r.exists("rl:{ip:127.0.0.1}:all") == 1
+
+
+def test_plans_principals_and_the_access_lists(module_server: Server, serve: Any) -> None:
+    def plan(caller: Caller) -> TokenBucket:
+        return TokenBucket(4, 0.01) if caller.id.startswith("pro-") else TokenBucket(2, 0.01)
+
+    lists = AccessLists()
+    lists.deny_principal("mallory")
+    lists.allow_principal("ops")
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("api", "/api", plan)], access_lists=lists))
+    app.add_middleware(PrincipalFromHeader)  # added last: runs first
+    client = serve(app)
+
+    def statuses(user: str, n: int) -> list[int]:
+        return [client.get("/api/items", headers={"x-user": user}).status_code for _ in range(n)]
+
+    assert statuses("pro-ada", 5) == [200] * 4 + [429]
+    assert statuses("bob", 3) == [200, 200, 429]
+    assert statuses("a}x1", 3) == [200, 200, 429]
+    assert statuses("ops", 5) == [200] * 5
+    refused = client.get("/api/items", headers={"x-user": "mallory"})
+    assert refused.status_code == 403 and refused.json()["type"] == "urn:redis-ratelimit:denied"
+    assert keys(module_server) == ["rl:{user.esc:a%7Dx1}:api", "rl:{user:bob}:api", "rl:{user:pro-ada}:api"]
+
+
+def test_forwarding_headers_through_trusted_proxies_only(module_server: Server, serve: Any) -> None:
+    trusting = api_app()
+    trusting.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("api", "/api", API)], trusted_proxies=["127.0.0.0/8"]))
+    client = serve(trusting)
+    for xff in ["203.0.113.7", "198.51.100.1, 203.0.113.8", "2001:db8:1:2::aaaa", "2001:db8:1:2::bbbb"]:
+        assert client.get("/api/items", headers={"x-forwarded-for": xff}).status_code == 200
+    assert client.get("/api/items", headers={"forwarded": 'for="[2001:db8:1:2::cccc]:443"'}).status_code == 200
+    assert keys(module_server) == [
+        "rl:{ip:2001:db8:1:2::}:api",  # one /64: three requests in one bucket
+        "rl:{ip:203.0.113.7}:api",
+        "rl:{ip:203.0.113.8}:api",  # read from the right: the proxy's view, not the spoofed left
+    ]
+    assert client.get("/api/items", headers={"x-forwarded-for": "2001:db8:1:2::dddd"}).status_code == 429
+    untrusting = api_app()
+    # Each server runs its own event loop: a limiter of its own (redis.asyncio connections are per loop).
+    untrusting.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("api", "/api", API)], key_prefix="other"))
+    other = serve(untrusting)
+    assert other.get("/api/items", headers={"x-forwarded-for": "203.0.113.99"}).status_code == 200
+    with module_server.client() as r:
+        assert sorted(k.decode() for k in r.keys("other:*")) == ["other:{ip:127.0.0.1}:api"]
+
+
+def test_a_closed_limiter_with_redis_gone_says_unavailable(servers: Any, serve: Any) -> None:
+    server = servers.redis(module=True)
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(server, FailurePolicy.closed()), routes=[Route("api", "/api", API)],
+        global_limit=GLOBAL, outage_status=503))
+    client = serve(app)
+    assert client.get("/api/items").status_code == 200
+    server.stop()
+    r = client.get("/api/items")
+    assert r.status_code == 503
+    assert r.headers["x-ratelimit-degraded"] == "true" and r.headers["retry-after"] == "1"
+    assert "ratelimit-remaining" not in r.headers
+    body = r.json()
+    assert (body["type"], body["limit"]) == ("urn:redis-ratelimit:unavailable", "api")
+
+
+def test_concurrency_slots_are_held_until_the_body_has_been_sent(module_server: Server, serve: Any) -> None:
+    gate = asyncio.Event()
+    app = api_app()
+
+    @app.get("/export")
+    async def export() -> StreamingResponse:
+        async def chunks() -> Any:
+            yield b"first\n"
+            await gate.wait()
+            yield b"last\n"
+
+        return StreamingResponse(chunks())
+
+    @app.get("/open")
+    async def release() -> str:
+        gate.set()
+        return "released"
+
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("export", "/export", TokenBucket(10, 0.01))],
+        concurrency=[Route("export", "/export", Concurrency(1, 30.0))]))
+    client = serve(app)
+    with client.stream("GET", "/export") as streaming:
+        assert streaming.status_code == 200
+        assert streaming.headers["ratelimit-remaining"] == "9"
+        lines = streaming.iter_lines()
+        assert next(lines) == "first"  # the handler has returned; the body is still being sent
+        second = client.get("/export")
+        assert second.status_code == 429
+        body = second.json()
+        assert (body["type"], body["in_flight_limit"]) == ("urn:redis-ratelimit:concurrency-limited", 1)
+        assert "ratelimit-limit" not in second.headers
+        assert client.get("/open").text == '"released"'
+        assert list(lines) == ["last"]
+    # Sent: the slot is free, and the denied request took no token of the rate limit.
+    third = client.get("/export")
+    assert third.status_code == 200 and third.headers["ratelimit-remaining"] == "8"
+
+
+def test_websocket_connections_are_limited_when_they_open(module_server: Server, serve: Any) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    app = FastAPI()
+
+    @app.websocket("/ws")
+    async def echo(ws: WebSocket) -> None:
+        await ws.accept()
+        await ws.send_text(await ws.receive_text())
+        await ws.close()
+
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("ws", "/ws", TokenBucket(2, 0.01))]))
+    client = serve(app)
+    url = client.base_url.copy_with(scheme="ws").join("/ws")
+    for remaining in ("1", "0"):
+        with connect(str(url)) as ws:
+            assert ws.response is not None
+            assert ws.response.headers["ratelimit-remaining"] == remaining
+            ws.send("hi")
+            assert ws.recv() == "hi"
+    with pytest.raises(InvalidStatus) as refused:
+        connect(str(url))
+    response = refused.value.response
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "100"
+    assert json.loads(response.body)["type"] == "urn:redis-ratelimit:rate-limited"
+
+
+def test_without_the_module_on_the_library(stock_server: Server, serve: Any) -> None:
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(stock_server), routes=[Route("api", "/api", API)], global_limit=GLOBAL))
+    client = serve(app)
+    got = [client.get("/api/items") for _ in range(4)]
+    assert [r.status_code for r in got] == [200, 200, 200, 429]
+    assert [r.headers["ratelimit-remaining"] for r in got] == ["2", "1", "0", "0"]
+    with stock_server.client() as r:
+        assert r.function_list(), "decided by the Lua library, loaded with FUNCTION LOAD"
