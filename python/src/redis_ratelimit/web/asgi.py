@@ -20,7 +20,7 @@ from .check import Denied, Served, enforce
 from .config import RateLimitConfig
 from .denial import Denial
 from .plan import Allowlisted, Plan, Refused, plan
-from .response import RETRY_AFTER, Answer, add_headers, forbidden, put
+from .response import RATELIMIT_LIMIT, RETRY_AFTER, Answer, add_headers, forbidden, put
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -62,10 +62,12 @@ class RateLimitMiddleware:
         async def decorate(message: Message) -> None:
             kind = message["type"]
             if kind == "http.response.start" and headers is not None:
-                message = dict(message)
                 fields = list(message.get("headers") or ())
-                headers.add_to(fields)
-                message["headers"] = fields
+                # A response that describes its own limit (a FastAPI dependency's) keeps its fields.
+                if not any(k.lower() == RATELIMIT_LIMIT for k, _ in fields):
+                    headers.add_to(fields)
+                    message = dict(message)
+                    message["headers"] = fields
             await send(message)
             # Sent: the slot is free before the connection is (kept alive, it may idle for long).
             if permits and kind in _BODY_END and not message.get("more_body", False):
