@@ -5,16 +5,27 @@ also when the test fails.
 - `stock_server`: a server without the module (the Lua library's engines);
 - `servers`: a factory for more: `servers.redis(module=...)`, `servers.cluster(module=...)` (3 primaries),
   `servers.sentinel(module=...)` (a primary and one sentinel). Each Server can `hang()` (SIGSTOP),
-  `resume()`, `stop()` and `restart()` (same port, empty).
+  `resume()`, `stop()` and `restart()` (same port, empty);
+- `engine`: a server and a backend, for each engine (the module; the library through AUTO, FCALL and
+  EVALSHA on a stock server), with the name verify() gives it;
+- `make_limiter`: a Limiter or an AsyncLimiter (called through `Blocking`) on a server or a client.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+import asyncio
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Protocol
 
 import pytest
+import redis
+import redis.asyncio
+import redis.asyncio.sentinel
+import redis.sentinel
 
-from servers import Cluster, Sentinel, Server, module_path
+from redis_ratelimit import AsyncLimiter, Backend, FailurePolicy, Limiter
+from servers import HOST, SENTINEL_SERVICE, Cluster, Sentinel, Server, module_path
 
 
 class _Owned(Protocol):
@@ -79,3 +90,103 @@ def module_server(servers: Servers) -> Server:
 @pytest.fixture
 def stock_server(servers: Servers) -> Server:
     return servers.redis(module=False)
+
+
+# Engines: each limiter behaviour is tested on the module and on the Lua library through FCALL and
+# EVALSHA (a stock server), and through the sync and the asyncio limiter.
+
+@dataclass(frozen=True)
+class EngineCase:
+    server: Server
+    backend: Backend
+    expected: str  # what verify() names: module, functions, scripts
+
+
+ENGINES = [
+    pytest.param(("module", Backend.AUTO, "module"), id="module"),
+    pytest.param(("stock", Backend.AUTO, "functions"), id="library-auto"),
+    pytest.param(("stock", Backend.FUNCTIONS, "functions"), id="fcall"),
+    pytest.param(("stock", Backend.SCRIPTS, "scripts"), id="evalsha"),
+]
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, servers: Servers) -> EngineCase:
+    kind, backend, expected = request.param
+    return EngineCase(servers.redis(module=kind == "module"), backend, expected)
+
+
+class Blocking:
+    """An AsyncLimiter whose methods are called like a Limiter's: each coroutine runs to its end on the
+    fixture's event loop (so one test body covers both limiters)."""
+
+    def __init__(self, limiter: AsyncLimiter, loop: asyncio.AbstractEventLoop) -> None:
+        self.limiter = limiter
+        self.loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        member = getattr(self.limiter, name)
+        if not inspect.iscoroutinefunction(member):
+            return member
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return self.loop.run_until_complete(member(*args, **kwargs))
+
+        return blocking
+
+
+MakeLimiter = Callable[..., Any]
+
+
+@pytest.fixture(params=["sync", "async"])
+def make_limiter(request: pytest.FixtureRequest) -> Iterator[MakeLimiter]:
+    """`make_limiter(target, failure, client={...}, **settings)`: a Limiter, or an AsyncLimiter called
+    through `Blocking`, on a new client (with the `client` options: username, password, ...) of a
+    Server, a Cluster or a Sentinel's primary, closed at teardown; or on a client given (of the mode's
+    kind)."""
+    loop = asyncio.new_event_loop()
+    closers: list[Callable[[], Any]] = []
+
+    def make(target: Any, failure: FailurePolicy | None = None, *, client: dict[str, Any] | None = None,
+             **settings: Any) -> Any:
+        failure = failure or FailurePolicy.closed()
+        options = client or {}
+        if request.param == "sync":
+            sync = _sync_client(target, options)
+            closers.append(sync.close)
+            return Limiter(sync, failure, **settings)
+        aclient = _async_client(target, options)
+        closers.append(lambda: loop.run_until_complete(aclient.aclose()))
+        return Blocking(AsyncLimiter(aclient, failure, **settings), loop)
+
+    try:
+        yield make
+    finally:
+        for close in closers:
+            try:
+                close()
+            except Exception:
+                pass
+        loop.close()
+
+
+def _sync_client(target: Any, options: dict[str, Any]) -> Any:
+    if isinstance(target, Server):
+        return target.client(**options)
+    if isinstance(target, Cluster):
+        return target.client(**options)
+    if isinstance(target, Sentinel):
+        return redis.sentinel.Sentinel(target.sentinels, socket_timeout=5).master_for(
+            SENTINEL_SERVICE, socket_timeout=5, **options)
+    return target
+
+
+def _async_client(target: Any, options: dict[str, Any]) -> Any:
+    if isinstance(target, Server):
+        return redis.asyncio.Redis(host=HOST, port=target.port, **options)
+    if isinstance(target, Cluster):
+        return redis.asyncio.RedisCluster(host=HOST, port=target.nodes[0].port, **options)
+    if isinstance(target, Sentinel):
+        return redis.asyncio.sentinel.Sentinel(target.sentinels, socket_timeout=5).master_for(
+            SENTINEL_SERVICE, socket_timeout=5, **options)
+    return target

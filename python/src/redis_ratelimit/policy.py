@@ -97,6 +97,14 @@ def _text(number: Decimal) -> str:
     return text
 
 
+def _out_of_range(text: str) -> bool:
+    """What core's decimal parser refuses as out of range: more than 36 significant digits, or an
+    exponent beyond 96 (core/src/decimal.rs)."""
+    whole, _, fraction = text.partition(".")
+    fraction = fraction.rstrip("0")
+    return len((whole + fraction).lstrip("0")) > 36 or len(fraction) > 96
+
+
 def _milliseconds(kind: Kind, name: str, value: object, expected: str) -> int:
     """A length in seconds as whole milliseconds within the horizon."""
     if isinstance(value, timedelta):
@@ -134,6 +142,8 @@ class TokenBucket(Policy):
         rate = _decimal(self.per_second)
         if rate is None or rate <= 0:
             raise PolicyError(kind.name, "rate", "must be a number > 0 (tokens per second)")
+        if _out_of_range(_text(rate)):
+            raise PolicyError(kind.name, "rate", "out of range")
         exact_rate = Fraction(rate)
         if math.ceil(exact_rate) > MAX_RATE_PER_SEC:
             raise PolicyError(kind.name, "rate", "must be at most 1000000000 tokens per second")
@@ -204,7 +214,11 @@ class Concurrency(Policy):
 
     def __post_init__(self) -> None:
         kind = self.KIND
-        limit = _whole(kind, "limit", self.limit, 1, MAX_LEASE_LIMIT, "must be a whole number from 1 to 100000")
+        expected = "must be a whole number from 1 to 100000"
+        # In core's order: a whole limit, the lease, then the limit's range.
+        limit = _whole(kind, "limit", self.limit, 1, U64_MAX, expected)
         lease = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
         ms = _milliseconds(kind, "lease", self.lease, lease)
+        if limit > MAX_LEASE_LIMIT:
+            raise PolicyError(kind.name, "limit", expected)
         self._set((str(limit), _seconds_text(ms)), ms * 1_000_000)
