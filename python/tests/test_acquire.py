@@ -141,3 +141,20 @@ def test_a_sync_permit_is_the_sync_type(engine_server: Server) -> None:
     assert isinstance(permit, Permit)
     with pytest.raises(RuntimeError, match="not entered"):
         permit.decision
+
+
+def test_acquire_all_takes_leases_and_rate_limits_together(engine_server: Server) -> None:
+    lim = limiter(engine_server)
+    slots = Concurrency(limit=2, lease=30.0)
+    bucket = TokenBucket(capacity=2, per_second=0.001)
+    limits = [("rl:{t}:slots", slots, 1), ("rl:{t}:rate", bucket, 1)]
+    with lim.acquire_all(limits) as first:
+        assert first.granted and first.leases and first.leases[0][0] == "rl:{t}:slots"
+        with lim.acquire_all(limits) as second:
+            assert second.granted, "two slots, two tokens"
+        with lim.acquire_all(limits) as third:
+            assert not third.granted and third.decision.limiting == 1, "the bucket is empty"
+        with lim.acquire("rl:{t}:slots", slots) as alone:
+            assert alone.granted, "the denial took no slot; the second permit gave its back"
+    with engine_server.client() as r:
+        assert r.exists("rl:{t}:slots") == 0

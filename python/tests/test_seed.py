@@ -55,7 +55,9 @@ def test_3_atomic_200_concurrent_requests_on_two_async_instances(engine_server: 
     async def run() -> list[Decision]:
         # A deadline for 200 calls queued on one loop at once, not for one call.
         instances = [async_limiter(engine_server, deadline=10.0) for _ in range(2)]
-        return await asyncio.gather(*(instances[i % 2].check("rl:seed:atomic", bucket) for i in range(200)))
+        checks = (instances[i % 2].check("rl:seed:atomic", bucket) for i in range(200))
+        decisions: list[Decision] = await asyncio.gather(*checks)
+        return decisions
 
     decisions = asyncio.run(run())
     assert not any(d.degraded for d in decisions)
