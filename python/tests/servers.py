@@ -122,9 +122,9 @@ class Server:
         except OSError:
             return "(no log)"
 
-    def client(self, timeout: float = 5.0, **kwargs: object) -> redis.Redis:
-        return redis.Redis(host=HOST, port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout,
-                           **kwargs)  # type: ignore[arg-type]
+    def client(self, timeout: float | None = 5.0, **kwargs: object) -> redis.Redis:
+        options: dict[str, object] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, **kwargs}
+        return redis.Redis(host=HOST, port=self.port, **options)  # type: ignore[arg-type]
 
     def cluster_ok(self) -> bool:
         with self.client(timeout=1) as r:
