@@ -16,9 +16,12 @@ build: deps
 demo: build
 	$(CARGO) run --release --quiet -p redis-ratelimit-client --example demo
 
-# Unit and property tests of the pure code, then integration tests against real servers.
+# Unit and property tests of the pure code, then integration tests against real servers; then the Python
+# package's suite (python/; a virtualenv in target/py-venv), whose cross-language tests run the Rust demo server.
 test: build
 	$(CARGO) test --release --workspace
+	$(CARGO) build --release -p redis-ratelimit-client --example server
+	scripts/python.sh test
 
 # The integration suite on Redis 7.0, Valkey 8.0, Redis 8.0 and Valkey 9.1 (fetched or built once per machine;
 # a server that cannot be had here is skipped with the reason).
