@@ -21,7 +21,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # servers.py
 
-from servers import Server  # noqa: E402
+from servers import Server  # type: ignore[import-not-found]  # noqa: E402
 
 # The test classes that run against storages (the rest of limits' tests are about limits itself).
 STORAGE_CLASSES = {
@@ -72,7 +72,7 @@ def _stub_lazy_fixtures() -> None:
     """limits' test modules import pytest_lazy_fixtures.lf for their own storages' fixtures; this storage's
     parameters need none, so an absent package is stood in for."""
     try:
-        import pytest_lazy_fixtures  # noqa: F401
+        import pytest_lazy_fixtures  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
         stub = types.ModuleType("pytest_lazy_fixtures")
         stub.lf = lambda name: None  # type: ignore[attr-defined]
@@ -93,7 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.path.insert(0, str(root))
     import importlib
 
-    utils = importlib.import_module("tests.utils")
+    utils: Any = importlib.import_module("tests.utils")
     utils.all_storage = _params(False, False)
     utils.moving_window_storage = _params(False, False)
     utils.sliding_window_counter_storage = _params(False, False)

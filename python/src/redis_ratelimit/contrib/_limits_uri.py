@@ -75,9 +75,9 @@ def parse(uri: str, options: dict[str, Any]) -> Target:
         return target
 
     username, password = parsed.username, parsed.password
-    if username is not None:
+    if username:
         target.client_options.setdefault("username", urllib.parse.unquote(username))
-    if password is not None:
+    if password:
         target.client_options.setdefault("password", urllib.parse.unquote(password))
     target.client_options.update({k: v for k, v in rest_query})
     target.locations = _locations(uri, parsed.netloc)
@@ -126,11 +126,12 @@ def sync_client(target: Target) -> Any:
         return redis.Redis.from_url(target.url, **target.client_options)
     if target.form == "cluster":
         options = dict(target.client_options)
-        nodes = options.pop("startup_nodes", None) or [redis.cluster.ClusterNode(h, p) for h, p in target.locations]
+        nodes = options.pop("startup_nodes", None) or [
+            redis.cluster.ClusterNode(h, p) for h, p in target.locations]  # type: ignore[no-untyped-call]
         return redis.cluster.RedisCluster(startup_nodes=nodes, **options)
-    sentinel = redis.sentinel.Sentinel(target.locations, sentinel_kwargs=target.sentinel_options,
-                                       **target.client_options)
-    return sentinel.master_for(str(target.service))
+    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        target.locations, sentinel_kwargs=target.sentinel_options, **target.client_options)
+    return sentinel.master_for(str(target.service))  # type: ignore[no-untyped-call]
 
 
 def async_client(target: Target) -> Any:
@@ -145,6 +146,6 @@ def async_client(target: Target) -> Any:
         nodes = options.pop("startup_nodes", None) or [redis.asyncio.cluster.ClusterNode(h, p)
                                                         for h, p in target.locations]
         return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **options)
-    sentinel = redis.asyncio.sentinel.Sentinel(target.locations, sentinel_kwargs=target.sentinel_options,
-                                               **target.client_options)
+    sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        target.locations, sentinel_kwargs=target.sentinel_options, **target.client_options)
     return sentinel.master_for(str(target.service))
