@@ -140,7 +140,11 @@ def async_client(target: Target) -> Any:
     import redis.asyncio.sentinel
 
     if target.form == "single":
-        return redis.asyncio.Redis.from_url(target.url, **target.client_options)
+        # A burst of concurrent hits waits for a free connection (within the limiter's deadline) instead
+        # of failing with "Too many connections" once redis-py's default pool of 100 is in use.
+        options = {"max_connections": 100, **target.client_options}
+        pool = redis.asyncio.BlockingConnectionPool.from_url(target.url, **options)
+        return redis.asyncio.Redis(connection_pool=pool)
     if target.form == "cluster":
         options = dict(target.client_options)
         nodes = options.pop("startup_nodes", None) or [redis.asyncio.cluster.ClusterNode(h, p)
