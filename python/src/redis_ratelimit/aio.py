@@ -12,14 +12,16 @@ from .drivers import AsyncClient, AsyncDriver
 from .engine import Backend
 from .errors import CallError
 from .failure import FailurePolicy
+from .permit import AsyncAcquireMixin
 from .policy import Policy
+from .wait import AsyncWaitMixin
 
 __all__ = ["AsyncLimiter"]
 
 T = TypeVar("T")
 
 
-class AsyncLimiter(LimiterBase):
+class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase):
     """``AsyncLimiter(redis.asyncio.Redis(...), FailurePolicy.open())``; see `Limiter`."""
 
     def __init__(

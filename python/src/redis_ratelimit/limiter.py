@@ -14,14 +14,16 @@ from .drivers import SyncClient, SyncDriver
 from .engine import Backend
 from .errors import CallError
 from .failure import FailurePolicy
+from .permit import AcquireMixin
 from .policy import Policy
+from .wait import WaitMixin
 
 __all__ = ["Limiter"]
 
 T = TypeVar("T")
 
 
-class Limiter(LimiterBase):
+class Limiter(AcquireMixin, WaitMixin, LimiterBase):
     """``Limiter(redis.Redis(...), FailurePolicy.open())``; see `LimiterBase` for the settings."""
 
     def __init__(
