@@ -317,3 +317,47 @@ def test_without_the_module_on_the_library(stock_server: Server, serve: Any) -> 
     assert [r.headers["ratelimit-remaining"] for r in got] == ["2", "1", "0", "0"]
     with stock_server.client() as r:
         assert r.function_list(), "decided by the Lua library, loaded with FUNCTION LOAD"
+
+
+def test_your_own_denial_answer_gets_the_fields(module_server: Server, serve: Any) -> None:
+    from starlette.responses import JSONResponse
+
+    from redis_ratelimit.web import Denial, DenialKind
+
+    seen: list[Denial] = []
+
+    def on_denial(denial: Denial) -> Any:
+        seen.append(denial)
+        if denial.kind is DenialKind.RATE_LIMITED:
+            return JSONResponse({"error": "slow down", "limit": denial.limit}, status_code=429)
+        return denial.default_response()
+
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), routes=[Route("api", "/api", TokenBucket(1, 0.01))], on_denial=on_denial))
+    client = serve(app)
+    assert client.get("/api/items").status_code == 200
+    r = client.get("/api/items")
+    assert (r.status_code, r.json()) == (429, {"error": "slow down", "limit": "api"})
+    assert r.headers["retry-after"] == "100" and r.headers["ratelimit-remaining"] == "0"
+    assert [(d.route, d.limit, d.cost, d.retry_after_secs()) for d in seen] == [("api", "api", 1, 100)]
+
+
+def test_any_asgi_app_streaming_untouched(module_server: Server, serve: Any) -> None:
+    """No framework: a bare ASGI callable streaming its body in parts gets them all, as sent."""
+
+    async def bare(scope: Any, receive: Any, send: Any) -> None:
+        assert scope["type"] == "http"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        for part in (b"one ", b"two ", b"three"):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    config = RateLimitConfig(limiter_on(module_server), global_limit=TokenBucket(2, 0.01),
+                             global_concurrency=Concurrency(1, 30.0))
+    client = serve(RateLimitMiddleware(bare, config))
+    first = client.get("/anything")
+    assert (first.status_code, first.text, first.headers["ratelimit-remaining"]) == (200, "one two three", "1")
+    assert client.get("/else").status_code == 200, "the slot was given back once the body was sent"
+    denied = client.get("/x")
+    assert denied.status_code == 429 and denied.json()["limit"] == "all"

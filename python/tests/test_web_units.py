@@ -15,6 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import redis
+import redis.asyncio as aioredis
+
+from redis_ratelimit import AsyncLimiter, FailurePolicy, Limiter
 from redis_ratelimit.decision import Decision
 from redis_ratelimit.policy import Concurrency, SlidingLog, TokenBucket
 from redis_ratelimit.web import AccessLists, Access, Caller, ConfigError, RateLimitConfig, Route
@@ -365,6 +369,13 @@ def test_prefixes_match_whole_segments() -> None:
 
 
 TB = TokenBucket(10, 5.0)
+# Made, never called: no server is needed to plan requests.
+LIMITER = AsyncLimiter(aioredis.Redis(port=1), FailurePolicy.open())
+
+
+def test_the_middleware_needs_an_async_limiter() -> None:
+    with pytest.raises(ConfigError, match="the middleware needs an AsyncLimiter"):
+        RateLimitConfig(Limiter(redis.Redis(port=1), FailurePolicy.open()), global_limit=TB)
 
 
 @pytest.mark.parametrize(
@@ -384,7 +395,7 @@ TB = TokenBucket(10, 5.0)
 )
 def test_configurations_that_cannot_work_are_refused_naming_the_route(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        RateLimitConfig(object(), **kwargs)
+        RateLimitConfig(LIMITER, **kwargs)
 
 
 def scope(path: str, client: str | None = "192.0.2.1", headers: list[tuple[bytes, bytes]] | None = None, **state: str) -> dict[str, Any]:
@@ -396,7 +407,7 @@ def scope(path: str, client: str | None = "192.0.2.1", headers: list[tuple[bytes
 
 def test_plans_name_keys_by_route_and_caller_longest_prefix_first() -> None:
     config = RateLimitConfig(
-        object(),
+        LIMITER,
         routes=[Route("api", "/api", TB), Route("export", "/api/export", TB, cost=lambda s: 5)],
         global_limit=TokenBucket(100, 20.0),
         concurrency=[Route("slow", "/api/export", Concurrency(2, 30.0))],

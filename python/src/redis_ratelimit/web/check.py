@@ -1,15 +1,12 @@
-"""The calls to Redis for one request: its concurrency slots first (each a permit, given back at once
-if anything else denies), then its enforced rate limits in one atomic call (`check_all`), then, if
-they let it through, its shadow limits in another, counted and never enforced. As
-`client/src/http/check.rs`, with one difference: the Rust layer takes the slots and the rate limits
-in one RL.ALL call; here a slot is taken first and released when the rate limits deny, so a denial
-still takes from no limit."""
+"""The calls to Redis for one request: its enforced limits (and concurrency slots) in one RL.ALL
+call, then, if they let it through, its shadow limits in another, counted and never enforced. As
+`client/src/http/check.rs`."""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from ..decision import Decision
@@ -17,7 +14,7 @@ from ..permit import AsyncPermit
 from .config import RateLimitConfig
 from .denial import Denial, DenialKind
 from .plan import Plan, PlannedLimit
-from .policies import window_secs
+from .policies import is_peekable, window_secs
 from .response import Described, RawHeaders, add_headers
 
 log = logging.getLogger("redis_ratelimit.web")
@@ -86,45 +83,66 @@ _shadow_log = _ShadowLog()
 
 
 async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
-    """Checks the request `plan` describes."""
+    """Checks the request `plan` describes: the enforced limits first, in one call (`check_all`, or
+    `acquire_all` when concurrency slots are among them); after they allowed, in a call of its own,
+    the shadow limits, unless Redis just failed to answer."""
     limiter = config.limiter
     enforced = [lim for lim in plan.limits if not lim.shadow]
-    rates = [lim for lim in enforced if not lim.concurrency]
     served = Served()
-    kept = False
-    try:
-        for lease in (lim for lim in enforced if lim.concurrency):
-            permit = _permit(limiter, lease)
+    answered = True
+    if enforced:
+        calls = [(lim.key, lim.policy, lim.cost) for lim in enforced]
+        if any(lim.concurrency for lim in enforced):
+            permit = _permit(limiter, calls)
             await permit.__aenter__()
-            if not permit.granted:
-                return _denied(config, plan, enforced, lease, permit.decision)
-            served.permits.append(permit)
-        answered = True
-        if rates:
-            decision = await limiter.check_all([(lim.key, lim.policy, lim.cost) for lim in rates])
-            limiting = rates[min(decision.limiting, len(rates) - 1)]
-            if not decision.allowed:
-                return _denied(config, plan, enforced, limiting, decision)
-            answered = not decision.degraded
+            decision: Decision = permit.decision
+            if permit.granted:
+                served.permits.append(permit)
+        else:
+            decision = await limiter.check_all(calls)
+        limiting = enforced[min(decision.limiting, len(enforced) - 1)]
+        if not decision.allowed:
+            return _denied(config, plan, enforced, limiting, decision)
+        answered = not decision.degraded
+        if limiting.concurrency:
+            try:
+                decision, limiting = await _peek_rates(limiter, enforced, decision, limiting)
+            except BaseException:
+                await served.release()
+                raise
+        # The RateLimit-* fields describe rate limits; a lease that was the tightest has none.
+        if not limiting.concurrency:
             w = window_secs(limiting.policy)
             served.headers = RateHeaders(decision, limiting.name, w, limiting.cost, config.structured_headers)
-        shadow = [lim for lim in plan.limits if lim.shadow]
-        if shadow and answered:
+    shadow = [lim for lim in plan.limits if lim.shadow]
+    if shadow and answered:
+        try:
             await _check_shadow(config, plan.route_name, shadow)
-        kept = True
-        return served
-    finally:
-        # A denial, an error or a cancellation gives the slots taken so far back.
-        if not kept:
+        except BaseException:
             await served.release()
+            raise
+    return served
 
 
-def _permit(limiter: Any, lease: PlannedLimit) -> Any:
-    """A permit for one slot of `lease` (the limiter's `acquire`, or an `AsyncPermit` on it)."""
-    acquire = getattr(limiter, "acquire", None)
-    if acquire is not None:
-        return acquire(lease.key, lease.policy, 1)
-    return AsyncPermit(limiter, lease.key, lease.policy, 1)
+async def _peek_rates(
+    limiter: Any, enforced: Sequence[PlannedLimit], decision: Decision, limiting: PlannedLimit
+) -> tuple[Decision, PlannedLimit]:
+    """Granted with a lease as the tightest limit: the fields still describe the rate limits, read
+    with a peek (cost 0, writes nothing; a sliding log cannot be peeked)."""
+    rates = [lim for lim in enforced if not lim.concurrency and is_peekable(lim.policy)]
+    if not rates:
+        return decision, limiting
+    peeked: Decision = await limiter.check_all([(lim.key, lim.policy, 0) for lim in rates])
+    described = rates[min(peeked.limiting, len(rates) - 1)]
+    return replace(peeked, allowed=True), described
+
+
+def _permit(limiter: Any, calls: list[tuple[str, Any, int]]) -> Any:
+    """A permit for the slots and rate limits of `calls`, taken in one RL.ALL call."""
+    acquire_all = getattr(limiter, "acquire_all", None)
+    if acquire_all is not None:
+        return acquire_all(calls)
+    return AsyncPermit(limiter, calls)
 
 
 def _denied(

@@ -4,6 +4,7 @@ Rust layer's `LayerError`)."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence, Union
@@ -114,7 +115,9 @@ class RateLimitConfig:
         self.concurrency = tuple(sorted(self.concurrency, key=lambda r: -len(r.prefix)))
 
     def first_mistake(self) -> str | None:
-        """What cannot work, in the order the Rust layer checks it."""
+        """What cannot work, in the order the Rust layer checks it (after the limiter's kind)."""
+        if not inspect.iscoroutinefunction(getattr(self.limiter, "check_all", None)):
+            return f"the middleware needs an AsyncLimiter (redis.asyncio), not {type(self.limiter).__name__}"
         for i, route in enumerate(self.routes):
             m = _limit_mistake(self.routes[:i], route, concurrency=False)
             if m is None and route.name == GLOBAL:
