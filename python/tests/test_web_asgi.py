@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Iterator
+from typing import Any, Iterator, MutableMapping
 
 import httpx
 import pytest
@@ -361,3 +361,42 @@ def test_any_asgi_app_streaming_untouched(module_server: Server, serve: Any) -> 
     assert client.get("/else").status_code == 200, "the slot was given back once the body was sent"
     denied = client.get("/x")
     assert denied.status_code == 429 and denied.json()["limit"] == "all"
+
+
+def test_an_open_limiter_with_redis_gone_serves_and_says_degraded(servers: Any, serve: Any) -> None:
+    server = servers.redis(module=True)
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(server), routes=[Route("api", "/api", API)], structured_headers=True))
+    client = serve(app)
+    assert "x-ratelimit-degraded" not in client.get("/api/items").headers
+    server.stop()
+    r = client.get("/api/items")
+    assert r.status_code == 200
+    assert r.headers["x-ratelimit-degraded"] == "true"
+    assert (r.headers["ratelimit-limit"], r.headers["ratelimit-policy"]) == ("3", '"api";q=3;w=300')
+    assert "ratelimit-remaining" not in r.headers and "ratelimit" not in r.headers
+
+
+async def test_a_websocket_without_the_denial_extension_is_refused_before_the_handshake(module_server: Server) -> None:
+    opened: list[Any] = []
+
+    async def ws_app(scope: Any, receive: Any, send: Any) -> None:
+        opened.append(scope)
+
+    limited = RateLimitMiddleware(ws_app, RateLimitConfig(
+        limiter_on(module_server), routes=[Route("ws", "/ws", TokenBucket(1, 0.01))]))
+    for expected_opened in (1, 1):
+        sent: list[dict[str, Any]] = []
+        inbox = [{"type": "websocket.connect"}]
+
+        async def receive() -> dict[str, Any]:
+            return inbox.pop(0)
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(dict(message))
+
+        scope = {"type": "websocket", "path": "/ws", "headers": [], "client": ("192.0.2.1", 1), "extensions": {}}
+        await limited(scope, receive, send)
+        assert len(opened) == expected_opened
+    assert sent == [{"type": "websocket.close", "code": 1008}]
