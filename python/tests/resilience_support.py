@@ -15,6 +15,7 @@ from redis_ratelimit import FailurePolicy
 from redis_ratelimit import Limiter as _Limiter
 from redis_ratelimit.permit import AcquireMixin, AsyncAcquireMixin
 from redis_ratelimit.wait import AsyncWaitMixin, WaitMixin
+from conftest import EngineCase
 from servers import HOST, Server
 
 
@@ -26,14 +27,14 @@ def _with(base: type, *mixins: type) -> Any:
 Limiter = _with(_Limiter, AcquireMixin, WaitMixin)
 AsyncLimiter = _with(_AsyncLimiter, AsyncAcquireMixin, AsyncWaitMixin)
 
-ENGINES = ["module", "stock"]
+def on(engine: EngineCase, failure: FailurePolicy | None = None, **settings: Any) -> Any:
+    """A Limiter on conftest's `engine` (a server and the backend to ask for)."""
+    return limiter(engine.server, failure, backend=engine.backend, **settings)
 
 
-@pytest.fixture(params=ENGINES)
-def engine_server(request: pytest.FixtureRequest, servers: Any) -> Server:
-    """A module-enabled server, then a stock one (the Lua library's engine)."""
-    server: Server = servers.redis(module=request.param == "module")
-    return server
+def async_on(engine: EngineCase, failure: FailurePolicy | None = None, **settings: Any) -> Any:
+    """An AsyncLimiter on conftest's `engine`."""
+    return async_limiter(engine.server, failure, backend=engine.backend, **settings)
 
 
 def sync_client(server: Server) -> redis.Redis:

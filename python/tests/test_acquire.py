@@ -9,7 +9,8 @@ import pytest
 
 from redis_ratelimit import Concurrency, TokenBucket
 from redis_ratelimit.permit import AsyncPermit, Permit
-from resilience_support import async_limiter, engine_server, eventually, limiter  # noqa: F401
+from resilience_support import async_on, eventually, on  # noqa: F401
+from conftest import EngineCase
 from servers import Server
 
 ONE = Concurrency(limit=1, lease=30.0)
@@ -20,8 +21,8 @@ class Boom(Exception):
     pass
 
 
-def test_released_on_exit_and_on_an_exception(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_released_on_exit_and_on_an_exception(engine: EngineCase) -> None:
+    lim = on(engine)
     key = "rl:permit:exit"
     with lim.acquire(key, ONE) as permit:
         assert permit.granted and permit and permit.decision.remaining == 0
@@ -29,7 +30,7 @@ def test_released_on_exit_and_on_an_exception(engine_server: Server) -> None:
         with lim.acquire(key, ONE) as other:
             assert not other.granted and not other
             assert other.decision.retry_after is not None and 0 < other.decision.retry_after <= 30
-    with engine_server.client() as r:
+    with engine.server.client() as r:
         assert r.exists(key) == 0, "the last release deletes the key"
     with pytest.raises(Boom):
         with lim.acquire(key, ONE) as permit:
@@ -39,8 +40,8 @@ def test_released_on_exit_and_on_an_exception(engine_server: Server) -> None:
         assert again.granted, "the permit of the block that raised was released"
 
 
-def test_weight_and_explicit_release(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_weight_and_explicit_release(engine: EngineCase) -> None:
+    lim = on(engine)
     pool = Concurrency(limit=5, lease=30.0)
     with lim.acquire("rl:permit:w", pool, weight=3) as heavy:
         assert heavy.decision.remaining == 2
@@ -54,12 +55,12 @@ def test_weight_and_explicit_release(engine_server: Server) -> None:
         lim.acquire("rl:permit:w", TokenBucket(capacity=1, per_second=1.0))
 
 
-def test_renewed_past_its_lease_while_held(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_renewed_past_its_lease_while_held(engine: EngineCase) -> None:
+    lim = on(engine)
     key = "rl:permit:renew"
     with lim.acquire(key, SHORT) as permit:
         assert permit.granted
-        with engine_server.client() as r:
+        with engine.server.client() as r:
             first = r.pexpiretime(key)
             # Three leases' time: held only because the renewer moves the lease on.
             eventually("the lease to be renewed past its first end and more",
@@ -71,20 +72,20 @@ def test_renewed_past_its_lease_while_held(engine_server: Server) -> None:
         assert after.granted
 
 
-def test_lost_when_the_lease_is_gone(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_lost_when_the_lease_is_gone(engine: EngineCase) -> None:
+    lim = on(engine)
     key = "rl:permit:lost"
     with lim.acquire(key, SHORT) as permit:
         assert permit.granted and not permit.lost
-        with engine_server.client() as r:
+        with engine.server.client() as r:
             r.delete(key)
         eventually("the renewer to find the lease gone", lambda: permit.lost)
         assert permit.release() is False, "nothing was held any more"
 
 
-def test_async_released_on_exit_exception_and_cancellation(engine_server: Server) -> None:
+def test_async_released_on_exit_exception_and_cancellation(engine: EngineCase) -> None:
     async def run() -> None:
-        lim = async_limiter(engine_server)
+        lim = async_on(engine)
         key = "rl:permit:async"
         async with lim.acquire(key, ONE) as permit:
             assert isinstance(permit, AsyncPermit) and permit.granted
@@ -115,10 +116,10 @@ def test_async_released_on_exit_exception_and_cancellation(engine_server: Server
     asyncio.run(run())
 
 
-def test_async_renewed_and_lost(engine_server: Server) -> None:
+def test_async_renewed_and_lost(engine: EngineCase) -> None:
     async def run() -> None:
-        lim = async_limiter(engine_server)
-        r = engine_server.client()
+        lim = async_on(engine)
+        r = engine.server.client()
         async with lim.acquire("rl:permit:arenew", SHORT) as permit:
             first = r.pexpiretime("rl:permit:arenew")
             while r.pexpiretime("rl:permit:arenew") <= first + 600:
@@ -136,15 +137,15 @@ def test_async_renewed_and_lost(engine_server: Server) -> None:
     asyncio.run(asyncio.wait_for(run(), 20))
 
 
-def test_a_sync_permit_is_the_sync_type(engine_server: Server) -> None:
-    permit = limiter(engine_server).acquire("rl:permit:t", ONE)
+def test_a_sync_permit_is_the_sync_type(engine: EngineCase) -> None:
+    permit = on(engine).acquire("rl:permit:t", ONE)
     assert isinstance(permit, Permit)
     with pytest.raises(RuntimeError, match="not entered"):
         permit.decision
 
 
-def test_acquire_all_takes_leases_and_rate_limits_together(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_acquire_all_takes_leases_and_rate_limits_together(engine: EngineCase) -> None:
+    lim = on(engine)
     slots = Concurrency(limit=2, lease=30.0)
     bucket = TokenBucket(capacity=2, per_second=0.001)
     limits = [("rl:{t}:slots", slots, 1), ("rl:{t}:rate", bucket, 1)]
@@ -156,5 +157,5 @@ def test_acquire_all_takes_leases_and_rate_limits_together(engine_server: Server
             assert not third.granted and third.decision.limiting == 1, "the bucket is empty"
         with lim.acquire("rl:{t}:slots", slots) as alone:
             assert alone.granted, "the denial took no slot; the second permit gave its back"
-    with engine_server.client() as r:
+    with engine.server.client() as r:
         assert r.exists("rl:{t}:slots") == 0

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import pytest
 
 from redis_ratelimit import Breaker, Concurrency, Decision, FailurePolicy, FixedWindow, TokenBucket
-from resilience_support import async_limiter, commands_run, engine_server, limiter, stopped_port  # noqa: F401
+from resilience_support import async_on, commands_run, limiter, on, stopped_port  # noqa: F401
+from conftest import EngineCase
 from servers import Server
 
 SLACK = 1.0
@@ -47,14 +48,14 @@ def _expect(kind: str, decisions: list[Decision]) -> None:
 
 
 @pytest.mark.parametrize("kind,failure", POLICIES, ids=[p[0] for p in POLICIES])
-def test_a_hung_server(engine_server: Server, kind: str, failure: Callable[[], FailurePolicy]) -> None:
-    lim = limiter(engine_server, failure(), deadline=DEADLINE, breaker=Breaker(failures=100))
+def test_a_hung_server(engine: EngineCase, kind: str, failure: Callable[[], FailurePolicy]) -> None:
+    lim = on(engine, failure(), deadline=DEADLINE, breaker=Breaker(failures=100))
     assert not lim.check("rl:fail:warm", BUCKET).degraded
-    engine_server.hang()
+    engine.server.hang()
     try:
         _expect(kind, [_timed(lambda: lim.check("rl:fail:k", BUCKET)) for _ in range(4)])
     finally:
-        engine_server.resume()
+        engine.server.resume()
     assert not lim.check("rl:fail:k", BUCKET).degraded, "Redis decides again once it answers"
 
 
@@ -65,11 +66,11 @@ def test_a_stopped_server(stopped_port: Server, kind: str, failure: Callable[[],
 
 
 @pytest.mark.parametrize("kind,failure", POLICIES, ids=[p[0] for p in POLICIES])
-def test_a_hung_server_async(engine_server: Server, kind: str, failure: Callable[[], FailurePolicy]) -> None:
+def test_a_hung_server_async(engine: EngineCase, kind: str, failure: Callable[[], FailurePolicy]) -> None:
     async def run() -> list[Decision]:
-        lim = async_limiter(engine_server, failure(), deadline=DEADLINE, breaker=Breaker(failures=100))
+        lim = async_on(engine, failure(), deadline=DEADLINE, breaker=Breaker(failures=100))
         assert not (await lim.check("rl:fail:warm", BUCKET)).degraded
-        engine_server.hang()
+        engine.server.hang()
         decisions = []
         for _ in range(4):
             start = time.monotonic()
@@ -80,7 +81,7 @@ def test_a_hung_server_async(engine_server: Server, kind: str, failure: Callable
     try:
         decisions = asyncio.run(run())
     finally:
-        engine_server.resume()
+        engine.server.resume()
     assert all(d.degraded for d in decisions)
     _expect(kind, decisions)
 
@@ -123,11 +124,11 @@ def test_the_breaker_keeps_calls_away_then_lets_one_probe_through(servers: Any) 
     assert commands_run(stats).get("rl.token") == 2, "closed: every call goes to Redis again"
 
 
-def test_the_breaker_opens_on_a_hung_server_and_then_costs_no_deadline(engine_server: Server) -> None:
+def test_the_breaker_opens_on_a_hung_server_and_then_costs_no_deadline(engine: EngineCase) -> None:
     breaker = Breaker(failures=2, cooldown=60.0)
-    lim = limiter(engine_server, FailurePolicy.closed(), deadline=DEADLINE, breaker=breaker)
+    lim = on(engine, FailurePolicy.closed(), deadline=DEADLINE, breaker=breaker)
     assert not lim.check("rl:fail:h", BUCKET).degraded
-    engine_server.hang()
+    engine.server.hang()
     try:
         lim.check("rl:fail:h", BUCKET)
         lim.check("rl:fail:h", BUCKET)
@@ -136,7 +137,7 @@ def test_the_breaker_opens_on_a_hung_server_and_then_costs_no_deadline(engine_se
             assert lim.check("rl:fail:h", BUCKET).degraded
         assert breaker.rejected == 50, "none of them waited for the hung server"
     finally:
-        engine_server.resume()
+        engine.server.resume()
 
 
 def test_permits_under_each_policy_on_a_stopped_server(stopped_port: Server) -> None:

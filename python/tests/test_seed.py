@@ -11,15 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from redis_ratelimit import Decision, FailurePolicy, TokenBucket
-from resilience_support import async_limiter, engine_server, eventually, limiter, stopped_port  # noqa: F401
+from resilience_support import async_on, eventually, limiter, on, stopped_port  # noqa: F401
+from conftest import EngineCase
 from servers import Server
 
 SLOW = 0.001  # tokens per second: no refill within a test
 SLACK = 1.0  # seconds a degraded decision may take beyond the deadline on a loaded machine
 
 
-def test_1_capacity(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_1_capacity(engine: EngineCase) -> None:
+    lim = on(engine)
     bucket = TokenBucket(capacity=5, per_second=SLOW)
     decisions = [lim.check("rl:seed:capacity", bucket) for _ in range(6)]
     assert [d.allowed for d in decisions] == [True] * 5 + [False]
@@ -27,8 +28,8 @@ def test_1_capacity(engine_server: Server) -> None:
     assert not any(d.degraded for d in decisions)
 
 
-def test_2_refill(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_2_refill(engine: EngineCase) -> None:
+    lim = on(engine)
     bucket = TokenBucket(capacity=2, per_second=10.0)
     key = "rl:seed:refill"
     assert lim.check(key, bucket).allowed and lim.check(key, bucket).allowed
@@ -40,8 +41,8 @@ def test_2_refill(engine_server: Server) -> None:
     assert lim.check(key, bucket, 0).remaining == 2, "the bucket refills to its capacity, not past it"
 
 
-def test_3_atomic_200_concurrent_requests_on_two_instances(engine_server: Server) -> None:
-    instances = [limiter(engine_server), limiter(engine_server)]
+def test_3_atomic_200_concurrent_requests_on_two_instances(engine: EngineCase) -> None:
+    instances = [on(engine), on(engine)]
     bucket = TokenBucket(capacity=50, per_second=SLOW)
     with ThreadPoolExecutor(max_workers=32) as pool:
         decisions = list(pool.map(lambda i: instances[i % 2].check("rl:seed:atomic", bucket), range(200)))
@@ -49,12 +50,12 @@ def test_3_atomic_200_concurrent_requests_on_two_instances(engine_server: Server
     assert sum(d.allowed for d in decisions) == 50
 
 
-def test_3_atomic_200_concurrent_requests_on_two_async_instances(engine_server: Server) -> None:
+def test_3_atomic_200_concurrent_requests_on_two_async_instances(engine: EngineCase) -> None:
     bucket = TokenBucket(capacity=50, per_second=SLOW)
 
     async def run() -> list[Decision]:
         # A deadline for 200 calls queued on one loop at once, not for one call.
-        instances = [async_limiter(engine_server, deadline=10.0) for _ in range(2)]
+        instances = [async_on(engine, deadline=10.0) for _ in range(2)]
         checks = (instances[i % 2].check("rl:seed:atomic", bucket) for i in range(200))
         decisions: list[Decision] = await asyncio.gather(*checks)
         return decisions
@@ -64,8 +65,8 @@ def test_3_atomic_200_concurrent_requests_on_two_async_instances(engine_server: 
     assert sum(d.allowed for d in decisions) == 50
 
 
-def test_4_isolation(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_4_isolation(engine: EngineCase) -> None:
+    lim = on(engine)
     bucket = TokenBucket(capacity=3, per_second=SLOW)
     for _ in range(4):
         lim.check("rl:seed:isolation:a", bucket)
@@ -74,8 +75,8 @@ def test_4_isolation(engine_server: Server) -> None:
     assert other.allowed and other.remaining == 2
 
 
-def test_5_cost(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_5_cost(engine: EngineCase) -> None:
+    lim = on(engine)
     bucket = TokenBucket(capacity=9, per_second=SLOW)
     key = "rl:seed:cost"
     assert lim.check(key, bucket, 5).remaining == 4
@@ -86,12 +87,12 @@ def test_5_cost(engine_server: Server) -> None:
     assert not never.allowed and never.retry_after is None and never.never_fits
 
 
-def test_6_expiry(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_6_expiry(engine: EngineCase) -> None:
+    lim = on(engine)
     bucket = TokenBucket(capacity=3, per_second=20.0)  # full again 150 ms after a request
     key = "rl:seed:expiry"
     lim.check(key, bucket, 2)
-    with engine_server.client() as r:
+    with engine.server.client() as r:
         ttl = r.pttl(key)
         # The key expires on the first whole second at or after the bucket is full (docs/commands.md).
         assert 0 < ttl <= 150 + 1000, "every write leaves a TTL: one refill, to the next second"
@@ -114,24 +115,24 @@ def test_7_failure_policy_within_the_deadline(stopped_port: Server) -> None:
         assert took < 0.1 + SLACK
 
 
-def test_7_failure_policy_within_the_deadline_on_a_hung_server(engine_server: Server) -> None:
+def test_7_failure_policy_within_the_deadline_on_a_hung_server(engine: EngineCase) -> None:
     bucket = TokenBucket(capacity=5, per_second=1.0)
-    lims = [(limiter(engine_server, f, deadline=0.1), f.kind == "open")
+    lims = [(on(engine, f, deadline=0.1), f.kind == "open")
             for f in (FailurePolicy.open(), FailurePolicy.closed())]
     for lim, _ in lims:
         assert not lim.check("rl:seed:hung", bucket).degraded  # connected, the engine chosen
-    engine_server.hang()
+    engine.server.hang()
     try:
         for lim, allowed in lims:
             decision, took = _timed(lambda: lim.check("rl:seed:hung", bucket))
             assert decision.degraded and decision.allowed is allowed
             assert took < 0.1 + SLACK
     finally:
-        engine_server.resume()
+        engine.server.resume()
 
 
-def test_8_headers(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_8_headers(engine: EngineCase) -> None:
+    lim = on(engine)
     bucket = TokenBucket(capacity=2, per_second=0.5)  # one token per 2 s
     key = "rl:seed:headers"
     ok = lim.check(key, bucket)

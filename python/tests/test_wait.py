@@ -13,7 +13,8 @@ import pytest
 
 from redis_ratelimit import Decision, FailurePolicy, FixedWindow, TokenBucket
 from redis_ratelimit.wait import jittered, next_try
-from resilience_support import async_limiter, engine_server, limiter, stopped_port  # noqa: F401
+from resilience_support import async_on, limiter, on, stopped_port  # noqa: F401
+from conftest import EngineCase
 from servers import Server
 
 SLACK = 1.0
@@ -26,12 +27,12 @@ def _state(server: Server, key: str) -> bytes | None:
         return value
 
 
-def test_waiters_are_served_in_turn(engine_server: Server) -> None:
+def test_waiters_are_served_in_turn(engine: EngineCase) -> None:
     bucket = TokenBucket(capacity=1, per_second=10.0)  # one token per 100 ms
     key = "rl:wait:turn"
 
     async def run() -> list[tuple[int, Decision]]:
-        lim = async_limiter(engine_server)
+        lim = async_on(engine)
         assert (await lim.check(key, bucket)).allowed
         done: list[tuple[int, Decision]] = []
 
@@ -40,10 +41,10 @@ def test_waiters_are_served_in_turn(engine_server: Server) -> None:
 
         tasks = []
         for i in range(5):
-            before = _state(engine_server, key)
+            before = _state(engine.server, key)
             tasks.append(asyncio.create_task(waiter(i)))
             # The next waiter asks only once this one's reservation is in (the bucket's state moved).
-            while _state(engine_server, key) == before:
+            while _state(engine.server, key) == before:
                 await asyncio.sleep(0.001)
         await asyncio.gather(*tasks)
         return done
@@ -55,8 +56,8 @@ def test_waiters_are_served_in_turn(engine_server: Server) -> None:
     assert time.monotonic() - start >= 0.5 - 0.01, "five tokens at 10 per second after an empty bucket"
 
 
-def test_the_deadline_is_honoured(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_the_deadline_is_honoured(engine: EngineCase) -> None:
+    lim = on(engine)
     bucket = TokenBucket(capacity=1, per_second=1.0)
     key = "rl:wait:deadline"
     assert lim.check(key, bucket).allowed
@@ -72,8 +73,8 @@ def test_the_deadline_is_honoured(engine_server: Server) -> None:
     assert time.monotonic() - start >= 0.5, "it slept until its reservation's time"
 
 
-def test_kinds_that_cannot_reserve_are_polled(engine_server: Server) -> None:
-    lim = limiter(engine_server)
+def test_kinds_that_cannot_reserve_are_polled(engine: EngineCase) -> None:
+    lim = on(engine)
     window = FixedWindow(limit=2, window=0.3)
     key = "rl:wait:window"
     assert lim.check(key, window, 2).allowed
@@ -82,16 +83,16 @@ def test_kinds_that_cannot_reserve_are_polled(engine_server: Server) -> None:
     assert ready.allowed and not ready.degraded
 
 
-def test_a_cancelled_waiter_refunds_its_reservation(engine_server: Server) -> None:
+def test_a_cancelled_waiter_refunds_its_reservation(engine: EngineCase) -> None:
     bucket = TokenBucket(capacity=1, per_second=1.0)
     key = "rl:wait:cancel"
 
     async def run() -> Decision:
-        lim = async_limiter(engine_server)
+        lim = async_on(engine)
         assert (await lim.check(key, bucket)).allowed
-        before = _state(engine_server, key)
+        before = _state(engine.server, key)
         task = asyncio.create_task(lim.until_ready(key, bucket, 1, max_wait=5.0))
-        while _state(engine_server, key) == before:
+        while _state(engine.server, key) == before:
             await asyncio.sleep(0.001)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -103,10 +104,10 @@ def test_a_cancelled_waiter_refunds_its_reservation(engine_server: Server) -> No
     assert nxt.allowed and nxt.retry_after is not None and nxt.retry_after <= 1.0
 
 
-def test_an_interrupted_sync_waiter_refunds_its_reservation(engine_server: Server) -> None:
+def test_an_interrupted_sync_waiter_refunds_its_reservation(engine: EngineCase) -> None:
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signals are delivered to the main thread")
-    lim = limiter(engine_server)
+    lim = on(engine)
     bucket = TokenBucket(capacity=1, per_second=1.0)
     key = "rl:wait:interrupt"
     assert lim.check(key, bucket).allowed
@@ -147,3 +148,40 @@ def test_jitter_spreads_waiters() -> None:
     bucket = TokenBucket(capacity=10, per_second=10.0)  # a refill: 1 s
     assert 0.5 <= next_try(1.5, bucket) <= 0.55, "a bucket is asked again once the wait fits a reservation"
     assert next_try(0.0, FixedWindow(limit=1, window=1.0)) >= 0.001
+
+
+def test_several_limits_reserve_and_decide_together(engine: EngineCase) -> None:
+    lim = on(engine)
+    bucket = TokenBucket(capacity=1, per_second=5.0)  # one token per 200 ms
+    window = FixedWindow(limit=3, window=60.0)
+    limits = [("rl:{w}:bucket", bucket, 1), ("rl:{w}:window", window, 1)]
+    decisions = [lim.until_ready_all(limits, max_wait=2.0) for _ in range(3)]
+    assert all(d.allowed and not d.degraded for d in decisions), "the bucket's waits are reserved"
+    start = time.monotonic()
+    denied = lim.until_ready_all(limits, max_wait=2.0)
+    assert not denied.allowed and denied.limiting == 1, "the window is full for a minute: no wait helps"
+    assert time.monotonic() - start < SLACK
+    assert lim.peek("rl:{w}:window", window).remaining == 0
+
+
+def test_a_waiter_cancelled_while_its_reservation_is_on_the_way_gives_it_back(engine: EngineCase) -> None:
+    bucket = TokenBucket(capacity=1, per_second=1.0)
+    key = "rl:wait:on-the-way"
+
+    async def run() -> Decision:
+        lim = async_on(engine, deadline=10.0)
+        assert (await lim.check(key, bucket)).allowed
+        engine.server.hang()  # the reservation is sent and waits for its answer
+        try:
+            task = asyncio.create_task(lim.until_ready(key, bucket, 1, max_wait=5.0))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            await asyncio.sleep(0.05)
+        finally:
+            engine.server.resume()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return Decision.from_reply(await lim.call("RL.RESERVE", [key], [*bucket.params, 1, "5"]))
+
+    nxt = asyncio.run(run())
+    assert nxt.allowed and nxt.retry_after is not None and nxt.retry_after <= 1.0
