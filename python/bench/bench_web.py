@@ -154,6 +154,7 @@ async def in_process(redis_port: int, n: int) -> tuple[dict[str, float], str]:
         "limiter.check_all alone": await per_request(lambda: limiter.check_all([("rl:{ip:127.0.0.1}:api", policy, 1)])),
         "a raw redis.asyncio round trip (PING)": await per_request(lambda: raw.ping()),
     }
+    timings.update(_limits_hits(redis_port, n))
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(n):
@@ -163,6 +164,30 @@ async def in_process(redis_port: int, n: int) -> tuple[dict[str, float], str]:
     pstats.Stats(profile, stream=text).strip_dirs().sort_stats("tottime").print_stats(18)
     await raw.aclose()
     return timings, text.getvalue()
+
+
+def _limits_hits(redis_port: int, n: int) -> dict[str, float]:
+    """What slowapi's decision costs: one `limits` fixed-window hit, synchronous (it blocks the event
+    loop for its round trip), on `limits`' redis storage and on this package's."""
+    from limits import parse
+    from limits.storage import storage_from_string
+    from limits.strategies import FixedWindowRateLimiter
+
+    import redis_ratelimit.contrib.limits  # noqa: F401  (registers ratelimit://)
+
+    item = parse("100000000/minute")
+    out = {}
+    for label, uri in (("limits' redis storage", f"redis://{HOST}:{redis_port}/0"),
+                       ("this package's storage", f"ratelimit://{HOST}:{redis_port}/0")):
+        strategy = FixedWindowRateLimiter(storage_from_string(uri))
+        for _ in range(200):
+            strategy.hit(item, "bench")
+        start = time.perf_counter()
+        for _ in range(n):
+            strategy.hit(item, "bench")
+        out[f"slowapi's decision: a `limits` fixed-window hit on {label} (sync)"] = (
+            (time.perf_counter() - start) / n * 1e6)
+    return out
 
 
 def _awaitable(fn: Any) -> Any:

@@ -155,13 +155,31 @@ class TrustedProxies:
         return client
 
 
+_PEERS: dict[str, IPAddress | None] = {}
+_PEERS_MAX = 4096
+
+
 def peer_ip(scope: Mapping[str, Any]) -> IPAddress | None:
-    """The address of the connection's peer from an ASGI scope's `client`, if it is an IP address."""
+    """The address of the connection's peer from an ASGI scope's `client`, if it is an IP address.
+    Parsed once per address text (a bounded cache: the same peers come back, keep-alive or not)."""
     client = scope.get("client")
     if not client:
         return None
     try:
-        host = str(client[0])
-        return canonical(ipaddress.ip_address(host.partition("%")[0]))
-    except (ValueError, TypeError, IndexError):
+        host = client[0]
+    except (TypeError, IndexError):
         return None
+    if not isinstance(host, str):
+        return None
+    try:
+        return _PEERS[host]
+    except KeyError:
+        pass
+    try:
+        ip: IPAddress | None = canonical(ipaddress.ip_address(host.partition("%")[0]))
+    except ValueError:
+        ip = None
+    if len(_PEERS) >= _PEERS_MAX:
+        _PEERS.clear()
+    _PEERS[host] = ip
+    return ip

@@ -80,6 +80,10 @@ def put(headers: RawHeaders, name: bytes, value: bytes) -> None:
     headers.append((name, value))
 
 
+def _append(headers: RawHeaders, name: bytes, value: bytes) -> None:
+    headers.append((name, value))
+
+
 def _n(value: int) -> bytes:
     return str(value).encode()
 
@@ -87,23 +91,25 @@ def _n(value: int) -> bytes:
 def add_headers(headers: RawHeaders, d: Decision, limit: Described, structured: bool) -> None:
     """Adds the rate limit headers of `d`. A degraded decision was made without Redis: the policy is
     known, what is left of it and when it resets are not, so those headers are left out."""
+    # Replace what is there (as `HeaderMap::insert`); most responses have none of these fields yet.
+    set_ = put if any(k[:1] in b"rRxX" for k, _ in headers) else _append
     if not limit.rate:
         if d.degraded:
-            put(headers, DEGRADED, b"true")
+            set_(headers, DEGRADED, b"true")
         return
-    put(headers, RATELIMIT_LIMIT, _n(d.limit))
+    set_(headers, RATELIMIT_LIMIT, _n(d.limit))
     if not d.degraded:
-        put(headers, RATELIMIT_REMAINING, _n(d.remaining))
-        put(headers, RATELIMIT_RESET, _n(d.reset_after_secs()))
+        set_(headers, RATELIMIT_REMAINING, _n(d.remaining))
+        set_(headers, RATELIMIT_RESET, _n(d.reset_after_secs()))
     if structured:
         # draft-ietf-httpapi-ratelimit-headers: quota and window of the policy; remaining and reset.
         name = limit.name.replace('"', "").replace("\\", "")
         if _is_header_text(name):
-            put(headers, RATELIMIT_POLICY, f'"{name}";q={d.limit};w={limit.window_secs}'.encode())
+            set_(headers, RATELIMIT_POLICY, f'"{name}";q={d.limit};w={limit.window_secs}'.encode())
             if not d.degraded:
-                put(headers, RATELIMIT, f'"{name}";r={d.remaining};t={d.reset_after_secs()}'.encode())
+                set_(headers, RATELIMIT, f'"{name}";r={d.remaining};t={d.reset_after_secs()}'.encode())
     if d.degraded:
-        put(headers, DEGRADED, b"true")
+        set_(headers, DEGRADED, b"true")
 
 
 def _is_header_text(text: str) -> bool:
