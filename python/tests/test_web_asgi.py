@@ -400,3 +400,21 @@ async def test_a_websocket_without_the_denial_extension_is_refused_before_the_ha
         await limited(scope, receive, send)
         assert len(opened) == expected_opened
     assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_on_a_cluster_the_route_and_global_limits_share_a_slot(servers: Any, serve: Any) -> None:
+    from redis.asyncio.cluster import RedisCluster
+
+    cluster = servers.cluster(module=True)
+    host, port = cluster.startup_nodes[0]
+    limiter = AsyncLimiter(RedisCluster(host=host, port=port), FailurePolicy.closed(), deadline=1.0)
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter, routes=[Route("api", "/api", API)], global_limit=GLOBAL, trusted_proxies=["127.0.0.0/8"]))
+    app.add_middleware(PrincipalFromHeader)
+    client = serve(app)
+    for user in ("ada", "a}x1", "z" * 300):
+        got = [client.get("/api/items", headers={"x-user": user}).status_code for _ in range(4)]
+        assert got == [200, 200, 200, 429], user  # decided by Redis: a closed limiter would say 429 at once
+    other = client.get("/other", headers={"x-user": "ada"})
+    assert other.status_code == 200 and other.headers["ratelimit-remaining"] == "1"
