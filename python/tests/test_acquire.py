@@ -159,3 +159,12 @@ def test_acquire_all_takes_leases_and_rate_limits_together(engine: EngineCase) -
             assert alone.granted, "the denial took no slot; the second permit gave its back"
     with engine.server.client() as r:
         assert r.exists("rl:{t}:slots") == 0
+
+
+def test_a_permit_is_entered_once(engine: EngineCase) -> None:
+    permit = on(engine).acquire("rl:permit:once", ONE)
+    with permit:
+        assert permit.granted
+    with pytest.raises(RuntimeError, match="entered once"):
+        with permit:
+            pass

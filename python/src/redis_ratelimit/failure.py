@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from .decision import Decision
-from .fallback import Limit, LocalLimiter
+from .command import Limit
+from .fallback import LocalLimiter
 from .policy import Policy
 
 __all__ = ["FailurePolicy"]

@@ -17,16 +17,15 @@ import threading
 import time
 from collections.abc import Sequence
 
+from .command import Limit
 from .decision import Decision
-from .policy import Policy
 from .local_kinds import Outcome, Params, Verdict, decide, lease_op, refund, take
+from .policy import Policy
 
 __all__ = ["LocalLimiter", "MAX_KEYS"]
 
 MAX_KEYS = 100_000
 
-# (key, policy, cost) as the limiter's check_all takes them.
-Limit = tuple[str, Policy, int]
 
 
 class LocalLimiter:

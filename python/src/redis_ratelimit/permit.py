@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from . import command
+from .command import Limit
 from .decision import Decision
 from .errors import CallError, DeadlineError, UnreachableError
 from .failure import FailurePolicy
@@ -35,8 +36,6 @@ from .resilience import Request, Steps, decision_of, run_steps, run_steps_async
 __all__ = ["Permit", "AsyncPermit", "AcquireMixin", "AsyncAcquireMixin"]
 
 log = logging.getLogger("redis_ratelimit")
-
-Limit = tuple[str, Policy, int]
 
 
 class _PermitCore:
@@ -75,6 +74,10 @@ class _PermitCore:
 
     def _renew_every(self) -> float:
         return max(min(seconds for _, _, seconds in self.leases) / 2, 0.001)
+
+    def _entering(self) -> None:
+        if self._decision is not None:
+            raise RuntimeError("acquire: a permit is entered once (acquire again for another)")
 
     def _settle(self, reply: Any, error: CallError | None) -> bool:
         """Sets the decision from Redis' reply or the failure policy's; True when an unanswered
@@ -131,6 +134,7 @@ class Permit(_PermitCore):
         self._stop = threading.Event()
 
     def __enter__(self) -> Permit:
+        self._entering()
         try:
             reply, error = run_steps(self._limiter, _one(self._request)), None
         except CallError as e:
@@ -185,6 +189,7 @@ class AsyncPermit(_PermitCore):
         self._background: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> AsyncPermit:
+        self._entering()
         try:
             reply, error = await run_steps_async(self._limiter, _one(self._request)), None
         except CallError as e:

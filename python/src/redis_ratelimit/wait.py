@@ -27,6 +27,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, NamedTuple
 
 from . import command
+from .command import Limit
 from .decision import Decision
 from .errors import CallError, UsageError
 from .policy import Policy, TokenBucket
@@ -35,8 +36,6 @@ from .resilience import Request, decision_of, guarded, guarded_async
 __all__ = ["WaitMixin", "AsyncWaitMixin", "jittered", "next_try"]
 
 MIN_SLEEP = 0.001
-
-Limit = tuple[str, Policy, int]
 
 
 class _Ask(NamedTuple):
