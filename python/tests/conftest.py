@@ -143,7 +143,7 @@ def make_limiter(request: pytest.FixtureRequest) -> Iterator[MakeLimiter]:
     """`make_limiter(target, failure, client={...}, **settings)`: a Limiter, or an AsyncLimiter called
     through `Blocking`, on a new client (with the `client` options: username, password, ...) of a
     Server, a Cluster or a Sentinel's primary, closed at teardown; or on a client given (of the mode's
-    kind)."""
+    kind). The deadline is 2 s unless given (tests of the deadline give theirs)."""
     loop = asyncio.new_event_loop()
     closers: list[Callable[[], Any]] = []
 
@@ -151,6 +151,8 @@ def make_limiter(request: pytest.FixtureRequest) -> Iterator[MakeLimiter]:
              **settings: Any) -> Any:
         failure = failure or FailurePolicy.closed()
         options = client or {}
+        # Behaviour, not speed: a loaded test machine must not turn answers into degraded decisions.
+        settings.setdefault("deadline", 2.0)
         if request.param == "sync":
             sync = _sync_client(target, options)
             closers.append(sync.close)

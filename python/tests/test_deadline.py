@@ -14,14 +14,14 @@ from redis_ratelimit import DeadlineError, FailurePolicy, TokenBucket, Unreachab
 from servers import Server
 
 BUCKET = TokenBucket(3, 1.0)
-GENEROUS = 3.0  # seconds: far above the 0.1 s deadline, far below "forever"
+GENEROUS = 3.0  # seconds: far above the deadlines (0.25 s), far below "forever"
 
 
 @pytest.mark.parametrize("connected", [True, False], ids=["connected", "connecting"])
 def test_a_hung_server_costs_one_deadline(stock_server: Server, make_limiter: MakeLimiter, connected: bool) -> None:
-    strict = make_limiter(stock_server, client={"socket_timeout": None, "socket_connect_timeout": None})
-    lenient = make_limiter(stock_server, FailurePolicy.open(),
-                           client={"socket_timeout": None, "socket_connect_timeout": None})
+    forever = {"socket_timeout": None, "socket_connect_timeout": None}
+    strict = make_limiter(stock_server, client=forever, deadline=0.25)
+    lenient = make_limiter(stock_server, FailurePolicy.open(), client=forever, deadline=0.25)
     if connected:
         assert strict.check("rl:h", BUCKET).allowed and lenient.check("rl:h", BUCKET).allowed
     stock_server.hang()
@@ -36,7 +36,7 @@ def test_a_hung_server_costs_one_deadline(stock_server: Server, make_limiter: Ma
 
 
 def test_a_stopped_server_is_unreachable(stock_server: Server, make_limiter: MakeLimiter) -> None:
-    limiter = make_limiter(stock_server, FailurePolicy.closed())
+    limiter = make_limiter(stock_server, FailurePolicy.closed(), deadline=0.25)
     assert limiter.check("rl:s", BUCKET).allowed
     stock_server.stop()
     with pytest.raises((UnreachableError, DeadlineError)):

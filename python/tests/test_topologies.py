@@ -15,7 +15,7 @@ BUCKET = TokenBucket(3, 0.001)
 @pytest.mark.parametrize("backend", [Backend.AUTO, Backend.FUNCTIONS, Backend.SCRIPTS])
 def test_a_cluster_of_stock_servers(servers: Servers, make_limiter: MakeLimiter, backend: Backend) -> None:
     cluster = servers.cluster(module=False)
-    limiter = make_limiter(cluster, backend=backend, deadline=2.0)  # the first call learns the slot map
+    limiter = make_limiter(cluster, backend=backend)
     keys = [f"rl:user:{i}" for i in range(24)]  # spread over the three primaries' slots
     for _ in range(3):
         assert all(limiter.check(k, BUCKET).allowed for k in keys)
@@ -44,7 +44,7 @@ def test_a_cluster_of_stock_servers(servers: Servers, make_limiter: MakeLimiter,
 
 def test_a_cluster_of_module_servers(servers: Servers, make_limiter: MakeLimiter) -> None:
     cluster = servers.cluster(module=True)
-    limiter = make_limiter(cluster, deadline=2.0)
+    limiter = make_limiter(cluster)
     assert all(limiter.check(f"rl:user:{i}", BUCKET).remaining == 2 for i in range(12))
     assert limiter.verify()["engine"] == "module"
 
@@ -52,7 +52,7 @@ def test_a_cluster_of_module_servers(servers: Servers, make_limiter: MakeLimiter
 @pytest.mark.parametrize("module", [False, True], ids=["library", "module"])
 def test_sentinel(servers: Servers, make_limiter: MakeLimiter, module: bool) -> None:
     sentinel = servers.sentinel(module=module)
-    limiter = make_limiter(sentinel, deadline=2.0)
+    limiter = make_limiter(sentinel)
     assert [limiter.check("rl:s", BUCKET).allowed for _ in range(4)] == [True, True, True, False]
     assert limiter.verify()["engine"] == ("module" if module else "functions")
     with sentinel.primary.client() as r:
