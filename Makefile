@@ -33,12 +33,14 @@ test-gcra-harness: build
 	scripts/gcra-harness.sh
 
 # Throughput, latency and memory against the Lua scripts they replace and plain commands (writes
-# docs/benchmarks.md and docs/bench.png), then ns per decision of the pure algorithms (Criterion).
+# docs/benchmarks.md and docs/bench.png), the Python middleware under uvicorn (docs/bench-python.md), then ns
+# per decision of the pure algorithms (Criterion).
 bench: build
 	@scripts/ensure-deps.sh fonts-dejavu-core
 	$(CARGO) run --release --quiet -p bench --bin rl-bench
 	@scripts/ensure-deps.sh wrk
 	$(CARGO) run --release --quiet -p bench --bin rl-bench-http
+	scripts/python.sh bench
 	$(CARGO) bench -p ratelimit-core --bench decide
 
 # Container images (module on Redis and Valkey, the demo application): podman here, Docker elsewhere.

@@ -43,7 +43,8 @@ case "$cmd" in
     "$py" -m twine check --strict "$dist"/*
     ;;
   bench)
-    exec "$py" python/bench/run.py "$@"
+    scripts/ensure-deps.sh wrk
+    exec "$py" python/bench/bench_web.py "$@"
     ;;
   *)
     echo "usage: scripts/python.sh [venv|test|check|bench] [args]" >&2
