@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from limits import RateLimitItemPerMinute
@@ -17,9 +17,10 @@ from redis_ratelimit import CallError
 from redis_ratelimit.contrib.limits import AsyncRatelimitStorage
 from servers import HOST, Server, free_port
 
-STRATEGIES = [strategies.FixedWindowRateLimiter, strategies.MovingWindowRateLimiter,
-              strategies.SlidingWindowCounterRateLimiter]
-Strategy = Callable[[Any], strategies.RateLimiter]
+Strategy = type[strategies.FixedWindowRateLimiter | strategies.MovingWindowRateLimiter
+                 | strategies.SlidingWindowCounterRateLimiter]
+STRATEGIES: list[Strategy] = [strategies.FixedWindowRateLimiter, strategies.MovingWindowRateLimiter,
+                              strategies.SlidingWindowCounterRateLimiter]
 
 
 @pytest.fixture(params=["module", "lua"])
@@ -82,7 +83,7 @@ async def test_reads_and_reset(server: Server) -> None:
 async def test_cluster(servers: Any) -> None:
     cluster = servers.cluster(module=True)
     hosts = ",".join(f"{h}:{p}" for h, p in cluster.startup_nodes)
-    storage = storage_from_string(f"async+ratelimit+cluster://{hosts}")
+    storage: Any = storage_from_string(f"async+ratelimit+cluster://{hosts}")
     item = RateLimitItemPerMinute(2)
     for strategy in STRATEGIES:
         limiter = strategy(storage)
@@ -92,7 +93,7 @@ async def test_cluster(servers: Any) -> None:
 
 
 async def test_nothing_listens() -> None:
-    storage = storage_from_string(f"async+ratelimit://{HOST}:{free_port()}/0", deadline=0.5)
+    storage: Any = storage_from_string(f"async+ratelimit://{HOST}:{free_port()}/0", deadline=0.5)
     assert not await storage.check()
     with pytest.raises(CallError):
         await strategies.FixedWindowRateLimiter(storage).hit(RateLimitItemPerMinute(1), "ada")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import redis
@@ -21,9 +21,10 @@ from redis_ratelimit.contrib._limits_uri import parse
 from redis_ratelimit.contrib.limits import RatelimitStorage
 from servers import HOST, SENTINEL_SERVICE, Server, free_port
 
-STRATEGIES = [strategies.FixedWindowRateLimiter, strategies.MovingWindowRateLimiter,
-              strategies.SlidingWindowCounterRateLimiter]
-Strategy = Callable[[Any], strategies.RateLimiter]
+Strategy = type[strategies.FixedWindowRateLimiter | strategies.MovingWindowRateLimiter
+                 | strategies.SlidingWindowCounterRateLimiter]
+STRATEGIES: list[Strategy] = [strategies.FixedWindowRateLimiter, strategies.MovingWindowRateLimiter,
+                              strategies.SlidingWindowCounterRateLimiter]
 
 
 @pytest.fixture(params=["module", "lua"])
@@ -47,7 +48,7 @@ class Sent:
         self.server = server
         self.commands: list[str] = []
         self.client = server.client()
-        self.monitor = self.client.monitor()
+        self.monitor = self.client.monitor()  # type: ignore[no-untyped-call]
         self.monitor.__enter__()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -95,8 +96,10 @@ def test_each_hit_is_one_atomic_call(server: Server, strategy: Strategy) -> None
     limiter = strategy(storage_on(server))
     item = RateLimitItemPerMinute(2)
     limiter.hit(item, "warm")  # the engine is chosen (and the library loaded) on the first call
-    command = {strategies.FixedWindowRateLimiter: "rl.fixed", strategies.MovingWindowRateLimiter: "rl.slide",
-               strategies.SlidingWindowCounterRateLimiter: "rl.slidecount"}[strategy]
+    commands: dict[Strategy, str] = {
+        strategies.FixedWindowRateLimiter: "rl.fixed", strategies.MovingWindowRateLimiter: "rl.slide",
+        strategies.SlidingWindowCounterRateLimiter: "rl.slidecount"}
+    command = commands[strategy]
     expected = [command.upper()] if server.module else ["FCALL"]
     for allowed in (True, True, False):
         sent = Sent(server)
@@ -239,7 +242,7 @@ def test_check_and_errors_on_a_stopped_server(servers: Any) -> None:
 
 def test_backend_option_and_a_module_asked_of_a_stock_server(servers: Any) -> None:
     stock = servers.redis(module=False)
-    scripts = storage_from_string(f"ratelimit://{HOST}:{stock.port}/0?backend=scripts")
+    scripts: Any = storage_from_string(f"ratelimit://{HOST}:{stock.port}/0?backend=scripts")
     assert isinstance(scripts, RatelimitStorage)
     assert strategies.FixedWindowRateLimiter(scripts).hit(RateLimitItemPerMinute(1), "ada")
     assert scripts.verify()["engine"] == "scripts"
@@ -265,7 +268,7 @@ def test_cluster_uri(servers: Any, module: bool) -> None:
 def test_sentinel_uri(servers: Any) -> None:
     sentinel = servers.sentinel(module=True)
     hosts = ",".join(f"{h}:{p}" for h, p in sentinel.sentinels)
-    storage = storage_from_string(f"ratelimit+sentinel://{hosts}/{SENTINEL_SERVICE}")
+    storage: Any = storage_from_string(f"ratelimit+sentinel://{hosts}/{SENTINEL_SERVICE}")
     item = RateLimitItemPerMinute(2)
     for strategy in STRATEGIES:
         assert [strategy(storage).hit(item, "ada") for _ in range(3)] == [True, True, False]
@@ -322,7 +325,7 @@ def test_uri_parsing() -> None:
 
 
 def test_every_scheme_is_registered() -> None:
-    from limits.storage import SCHEMES
+    from limits._storage_scheme import SCHEMES
 
     for scheme in ("ratelimit", "ratelimits", "ratelimit+unix", "ratelimit+cluster", "ratelimit+sentinel"):
         assert SCHEMES[scheme].__name__ == "RatelimitStorage"

@@ -110,6 +110,11 @@ class Plans:
     def sliding_key(self, key: str) -> str:
         return f"{self.prefix}:sliding:{key}"
 
+    def all_keys(self, key: str) -> list[str]:
+        """`clear(key)`: the strategy is not named (limits before 5 clears the sliding window counter this
+        way too), so every kind's key goes."""
+        return [self.fixed_key(key), self.moving_key(key), self.sliding_key(key)]
+
     def pattern(self) -> str:
         """Every key of this storage (for `reset`)."""
         return f"{_glob_escape(self.prefix)}:*"

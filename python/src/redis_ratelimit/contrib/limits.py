@@ -50,6 +50,13 @@ def _limiter_options(target: _limits_uri.Target) -> dict[str, Any]:
     return options
 
 
+def _no_elastic_expiry(elastic_expiry: bool) -> None:
+    """`limits` before 5.0 passes `elastic_expiry` (False but for its deprecated elastic strategy)."""
+    if elastic_expiry:
+        raise NotImplementedError("the elastic-expiry fixed window (removed in limits 5) is not supported: "
+                                  "a window that moves with every hit is not RL.FIXED's")
+
+
 class RatelimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow):
     """`limits` storage on redis-ratelimit (synchronous): for `limits.strategies`, Flask-Limiter and
     slowapi. Built by `limits.storage.storage_from_string("ratelimit://...")`.
@@ -80,7 +87,8 @@ class RatelimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport
         return self.limiter.verify()
 
     # Fixed window
-    def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+    def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
+        _no_elastic_expiry(elastic_expiry)
         return run_sync(self.plans.incr(key, int(expiry), amount), self._call)
 
     def get(self, key: str) -> int:
@@ -90,7 +98,7 @@ class RatelimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport
         return run_sync(self.plans.get_expiry(key), self._call)
 
     def clear(self, key: str) -> None:
-        self.storage.delete(self.plans.fixed_key(key), self.plans.moving_key(key))
+        self.storage.delete(*self.plans.all_keys(key))
 
     # Moving window
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
@@ -155,7 +163,8 @@ class AsyncRatelimitStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSliding
     async def verify(self) -> Verified:
         return await self.limiter.verify()
 
-    async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+    async def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
+        _no_elastic_expiry(elastic_expiry)
         return await run_async(self.plans.incr(key, int(expiry), amount), self._call)
 
     async def get(self, key: str) -> int:
@@ -165,7 +174,7 @@ class AsyncRatelimitStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSliding
         return await run_async(self.plans.get_expiry(key), self._call)
 
     async def clear(self, key: str) -> None:
-        await self.storage.delete(self.plans.fixed_key(key), self.plans.moving_key(key))
+        await self.storage.delete(*self.plans.all_keys(key))
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         return await run_async(self.plans.acquire_entry(key, limit, int(expiry), amount), self._call)
