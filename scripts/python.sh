@@ -39,7 +39,11 @@ case "$cmd" in
     (cd python && "$py" -m mypy --strict src/redis_ratelimit)
     dist=$(mktemp -d)
     trap 'rm -rf "$dist"' EXIT
-    "$py" -m build --outdir "$dist" python
+    if ! "$py" -m build --outdir "$dist" python >"$dist/build.log" 2>&1; then
+      cat "$dist/build.log" >&2
+      exit 1
+    fi
+    rm "$dist/build.log"
     "$py" -m twine check --strict "$dist"/*
     ;;
   bench)
