@@ -14,7 +14,7 @@ from conftest import EngineCase
 from servers import Server
 
 ONE = Concurrency(limit=1, lease=30.0)
-SHORT = Concurrency(limit=1, lease=0.3)  # renewed every 150 ms
+SHORT = Concurrency(limit=1, lease=0.6)  # renewed every 300 ms
 
 
 class Boom(Exception):
@@ -64,7 +64,7 @@ def test_renewed_past_its_lease_while_held(engine: EngineCase) -> None:
             first = r.pexpiretime(key)
             # Three leases' time: held only because the renewer moves the lease on.
             eventually("the lease to be renewed past its first end and more",
-                       lambda: r.pexpiretime(key) > first + 600)
+                       lambda: r.pexpiretime(key) > first + 1200)
         with lim.acquire(key, SHORT) as other:
             assert not other.granted, "still held by the renewed permit"
         assert not permit.lost
@@ -122,7 +122,7 @@ def test_async_renewed_and_lost(engine: EngineCase) -> None:
         r = engine.server.client()
         async with lim.acquire("rl:permit:arenew", SHORT) as permit:
             first = r.pexpiretime("rl:permit:arenew")
-            while r.pexpiretime("rl:permit:arenew") <= first + 600:
+            while r.pexpiretime("rl:permit:arenew") <= first + 1200:
                 await asyncio.sleep(0.02)
             async with lim.acquire("rl:permit:arenew", SHORT) as other:
                 assert not other.granted
