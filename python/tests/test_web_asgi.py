@@ -156,9 +156,10 @@ def test_costs_and_a_cost_above_the_limit(module_server: Server, serve: Any) -> 
 
 def test_shadow_limits_are_decided_but_never_enforced(module_server: Server, serve: Any) -> None:
     app = api_app()
-    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+    config = RateLimitConfig(
         limiter_on(module_server), routes=[Route("api", "/api", API), Route("other", "/other", API)],
-        global_limit=TokenBucket(1, 0.01), shadow=["all", "other"]))
+        global_limit=TokenBucket(1, 0.01), shadow=["all", "other"])
+    app.add_middleware(RateLimitMiddleware, config=config)
     client = serve(app)
     got = [client.get("/api/items") for _ in range(3)]
     assert [r.status_code for r in got] == [200, 200, 200], "the shadow global of 1 denies none"
@@ -170,6 +171,14 @@ def test_shadow_limits_are_decided_but_never_enforced(module_server: Server, ser
     with module_server.client() as r:
         # Decided in Redis: the global bucket of 1 was charged once (its denials wrote nothing).
         assert r.exists("rl:{ip:127.0.0.1}:all") == 1
+    # Counted as the Rust layer counts; the shadow limits of a request the route denied are not checked.
+    assert dict(config.counts) == {
+        ("api", "api", "allowed"): 3,
+        ("api", "all", "shadow_allowed"): 1,
+        ("api", "all", "shadow_denied"): 2,
+        ("api", "api", "denied"): 1,
+        ("other", "all", "shadow_denied"): 5,
+    }
 
 
 def test_plans_principals_and_the_access_lists(module_server: Server, serve: Any) -> None:
@@ -180,8 +189,8 @@ def test_plans_principals_and_the_access_lists(module_server: Server, serve: Any
     lists.deny_principal("mallory")
     lists.allow_principal("ops")
     app = api_app()
-    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
-        limiter_on(module_server), routes=[Route("api", "/api", plan)], access_lists=lists))
+    config = RateLimitConfig(limiter_on(module_server), routes=[Route("api", "/api", plan)], access_lists=lists)
+    app.add_middleware(RateLimitMiddleware, config=config)
     app.add_middleware(PrincipalFromHeader)  # added last: runs first
     client = serve(app)
 
@@ -194,6 +203,8 @@ def test_plans_principals_and_the_access_lists(module_server: Server, serve: Any
     assert statuses("ops", 5) == [200] * 5
     refused = client.get("/api/items", headers={"x-user": "mallory"})
     assert refused.status_code == 403 and refused.json()["type"] == "urn:redis-ratelimit:denied"
+    counts = config.counts
+    assert (counts[("api", "api", "allowlisted")], counts[("api", "api", "denylisted")]) == (5, 1)
     assert keys(module_server) == ["rl:{user.esc:a%7Dx1}:api", "rl:{user:bob}:api", "rl:{user:pro-ada}:api"]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, MutableMapping
 
 from .check import Denied, Served, enforce
-from .config import RateLimitConfig
+from .config import RateLimitConfig, record
 from .denial import Denial
 from .plan import Allowlisted, Plan, Refused, plan
 from .response import RATELIMIT_LIMIT, RETRY_AFTER, Answer, add_headers, forbidden, put
@@ -43,9 +43,13 @@ class RateLimitMiddleware:
         if kind != "http" and kind != "websocket":
             return await self.app(scope, receive, send)
         step = plan(self.config, scope)
-        if step is None or isinstance(step, Allowlisted):
+        if step is None:
+            return await self.app(scope, receive, send)
+        if isinstance(step, Allowlisted):
+            record(self.config, step.route_name, step.route_name, "allowlisted")
             return await self.app(scope, receive, send)
         if isinstance(step, Refused):
+            record(self.config, step.route_name, step.route_name, "denylisted")
             return await _answer(forbidden(), None, scope, receive, send)
         verdict = await enforce(self.config, step)
         if isinstance(verdict, Denied):

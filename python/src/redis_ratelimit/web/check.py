@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..decision import Decision
 from ..permit import AsyncPermit
-from .config import RateLimitConfig
+from .config import RateLimitConfig, outcome_of, record
 from .denial import Denial, DenialKind
 from .plan import Plan, PlannedLimit
 from .policies import is_peekable, window_secs
@@ -102,6 +102,7 @@ async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
             decision = await limiter.check_all(calls)
         limiting = enforced[min(decision.limiting, len(enforced) - 1)]
         if not decision.allowed:
+            record(config, plan.route_name, limiting.name, outcome_of(False, decision.degraded, False))
             return _denied(config, plan, enforced, limiting, decision)
         answered = not decision.degraded
         if limiting.concurrency:
@@ -110,6 +111,7 @@ async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
             except BaseException:
                 await served.release()
                 raise
+        record(config, plan.route_name, limiting.name, outcome_of(True, not answered, False))
         # The RateLimit-* fields describe rate limits; a lease that was the tightest has none.
         if not limiting.concurrency:
             w = window_secs(limiting.policy)
@@ -175,5 +177,7 @@ def _misconfigured(limiter: Any) -> bool:
 async def _check_shadow(config: RateLimitConfig, route: str, limits: Sequence[PlannedLimit]) -> None:
     """Checks the shadow limits of a request that is served whatever they say; a denial is logged."""
     decision = await config.limiter.check_all([(lim.key, lim.policy, lim.cost) for lim in limits])
+    limiting = limits[min(decision.limiting, len(limits) - 1)]
+    record(config, route, limiting.name, outcome_of(decision.allowed, decision.degraded, True))
     if not decision.allowed and not decision.degraded:
-        _shadow_log.maybe(route, limits[min(decision.limiting, len(limits) - 1)])
+        _shadow_log.maybe(route, limiting)

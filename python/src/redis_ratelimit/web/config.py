@@ -5,6 +5,7 @@ Rust layer's `LayerError`)."""
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence, Union
@@ -95,11 +96,16 @@ class RateLimitConfig:
     on_denial: DenialFn | None = None
     access_lists: AccessLists | None = None
     # Derived when made.
+    #: Decisions counted as the Rust layer's `ratelimit_http_requests_total{route, limit, outcome}`:
+    #: (route, limit, outcome) -> count; outcomes `allowed`, `denied`, `degraded_allowed`,
+    #: `degraded_denied`, their `shadow_` forms, `allowlisted`, `denylisted`.
+    counts: Counter[tuple[str, str, str]] = field(init=False, repr=False)
     proxies: TrustedProxies = field(init=False)
     shadow_routes: frozenset[str] = field(init=False)
     global_shadow: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        self.counts = Counter()
         self.routes, self.concurrency = tuple(self.routes), tuple(self.concurrency)
         self.skip = tuple(self.skip)
         self.shadow = tuple(dict.fromkeys(self.shadow))
@@ -164,6 +170,16 @@ def _limit_mistake(existing: Sequence[Route], route: Route, concurrency: bool) -
 def _kind_mistake(name: str, concurrency: bool) -> str:
     expected = "a concurrency policy (Concurrency)" if concurrency else "a rate policy"
     return f"limit '{name}': expected {expected}"
+
+
+def record(config: RateLimitConfig, route: str, limit: str, outcome: str) -> None:
+    config.counts[(route, limit, outcome)] += 1
+
+
+def outcome_of(allowed: bool, degraded: bool, shadow: bool) -> str:
+    """The `outcome` label of a decision; a shadow limit's says what enforcing it would have done."""
+    outcome = ("degraded_" if degraded else "") + ("allowed" if allowed else "denied")
+    return "shadow_" + outcome if shadow else outcome
 
 
 def under_prefix(path: str, prefix: str) -> bool:
