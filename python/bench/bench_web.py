@@ -155,6 +155,13 @@ async def in_process(redis_port: int, n: int) -> tuple[dict[str, float], str]:
         "a raw redis.asyncio round trip (PING)": await per_request(lambda: raw.ping()),
     }
     timings.update(_limits_hits(redis_port, n))
+    import redis as sync_redis
+
+    with sync_redis.Redis(host=HOST, port=redis_port) as blocking:
+        start = time.perf_counter()
+        for _ in range(n):
+            blocking.ping()
+        timings["a raw redis (sync) round trip (PING)"] = (time.perf_counter() - start) / n * 1e6
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(n):

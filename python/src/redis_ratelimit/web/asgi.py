@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, MutableMapping
 from .check import Denied, Served, enforce
 from .config import RateLimitConfig, record
 from .denial import Denial
-from .plan import Allowlisted, Plan, Refused, plan
+from .plan import Allowlisted, Refused, plan
 from .response import RATELIMIT_LIMIT, RETRY_AFTER, Answer, add_headers, forbidden, put
 
 Scope = MutableMapping[str, Any]
@@ -56,9 +56,9 @@ class RateLimitMiddleware:
             return await self._deny(verdict.denial, scope, receive, send)
         if kind == "websocket":
             return await self._websocket(verdict, scope, receive, send)
-        return await self._serve(verdict, step, scope, receive, send)
+        return await self._serve(verdict, scope, receive, send)
 
-    async def _serve(self, served: Served, _: Plan, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(self, served: Served, scope: Scope, receive: Receive, send: Send) -> None:
         headers, permits = served.headers, served.permits
         if headers is None and not permits:
             return await self.app(scope, receive, send)
