@@ -16,12 +16,14 @@ from .errors import (BreakerOpenError, CallError, ConfigurationError, DeadlineEr
                      ServerError, UnreachableError, UsageError)
 from .failure import FailurePolicy
 from .limiter import Limiter
+from .permit import AsyncPermit, Permit
 from .policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncLimiter",
+    "AsyncPermit",
     "Backend",
     "Breaker",
     "BreakerOpenError",
@@ -35,6 +37,7 @@ __all__ = [
     "Inspection",
     "Limit",
     "Limiter",
+    "Permit",
     "Policy",
     "PolicyError",
     "ReplyError",
