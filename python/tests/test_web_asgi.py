@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any, Iterator, MutableMapping
 
 import httpx
@@ -429,3 +430,67 @@ def test_on_a_cluster_the_route_and_global_limits_share_a_slot(servers: Any, ser
         assert got == [200, 200, 200, 429], user  # decided by Redis: a closed limiter would say 429 at once
     other = client.get("/other", headers={"x-user": "ada"})
     assert other.status_code == 200 and other.headers["ratelimit-remaining"] == "1"
+
+
+def test_a_starlette_app_and_a_global_limit_per_plan(module_server: Server, serve: Any) -> None:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route as Path
+
+    async def hello(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    def plan(caller: Caller) -> TokenBucket:
+        return TokenBucket(3, 0.01) if caller.id == "pro" else TokenBucket(1, 0.01)
+
+    config = RateLimitConfig(limiter_on(module_server), global_limit=plan)
+    app = Starlette(routes=[Path("/hello", hello)],
+                    middleware=[Middleware(PrincipalFromHeader), Middleware(RateLimitMiddleware, config=config)])
+    client = serve(app)
+    assert [client.get("/hello", headers={"x-user": "pro"}).status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert [client.get("/hello", headers={"x-user": "free"}).status_code for _ in range(2)] == [200, 429]
+    assert client.get("/hello", headers={"x-user": "free"}).json()["quota"] == 1
+
+
+def test_a_websocket_holds_its_slot_while_open(module_server: Server, serve: Any) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    app = FastAPI()
+
+    @app.websocket("/ws")
+    async def echo(ws: WebSocket) -> None:
+        await ws.accept()
+        while True:
+            text = await ws.receive_text()
+            if text == "bye":
+                break
+            await ws.send_text(text)
+        await ws.close()
+
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter_on(module_server), concurrency=[Route("ws", "/ws", Concurrency(1, 30.0))]))
+    client = serve(app)
+    url = str(client.base_url.copy_with(scheme="ws").join("/ws"))
+    with connect(url) as first:
+        first.send("hi")
+        assert first.recv() == "hi"
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url)
+        assert refused.value.response.status_code == 429
+        body = json.loads(refused.value.response.body)
+        assert (body["type"], body["in_flight_limit"]) == ("urn:redis-ratelimit:concurrency-limited", 1)
+        first.send("bye")
+    # Closed: the slot is given back when the handler returns (at once, not when the lease ends).
+    for _ in range(50):
+        try:
+            with connect(url) as again:
+                again.send("x")
+                assert again.recv() == "x"
+                again.send("bye")
+            break
+        except InvalidStatus:
+            time.sleep(0.05)
+    else:
+        pytest.fail("the slot was not given back after the connection closed")

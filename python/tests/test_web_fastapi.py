@@ -109,3 +109,26 @@ def test_a_dependency_and_a_middleware_route_of_one_name_share_the_bucket(module
     app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(limiter, routes=[Route("api", "/api", TokenBucket(3, 0.01))]))
     client = serve(app)
     assert [client.get(p).status_code for p in ("/api/a", "/b", "/api/a", "/b")] == [200, 200, 200, 429]
+
+
+def test_a_dependency_with_a_global_limit_checks_both_in_one_call(module_server: Server, serve: Any) -> None:
+    limiter = limiter_on(module_server)
+    everything = TokenBucket(3, 0.01)
+    a = RateLimit(limiter, "a", TokenBucket(2, 0.01), global_limit=everything)
+    b = RateLimit(limiter, "b", TokenBucket(2, 0.01), global_limit=everything)
+    app = FastAPI()
+    install(app)
+
+    @app.get("/a", dependencies=[Depends(a)])
+    async def get_a() -> str:
+        return "a"
+
+    @app.get("/b", dependencies=[Depends(b)])
+    async def get_b() -> str:
+        return "b"
+
+    client = serve(app)
+    got = [client.get(p) for p in ("/a", "/a", "/a", "/b", "/b")]
+    assert [r.status_code for r in got] == [200, 200, 429, 200, 429]
+    assert got[2].json()["limit"] == "a", "a's own limit denied; the global one was not charged"
+    assert got[4].json()["limit"] == "all"
