@@ -50,7 +50,10 @@ def sdist() -> Path:
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
                         f"limits=={version}", "-d", str(CACHE)], check=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(CACHE, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+            tar.extractall(CACHE, filter="data")
+        else:
+            tar.extractall(CACHE)  # noqa: S202 - PyPI's sdist of the installed limits
     return root
 
 
