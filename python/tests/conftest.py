@@ -46,10 +46,10 @@ class Servers:
     def _own(self, thing: _Owned) -> None:
         self.owned.append(thing)
 
-    def redis(self, module: bool, args: tuple[str, ...] = ()) -> Server:
+    def redis(self, module: bool, args: tuple[str, ...] = (), binary: str | None = None) -> Server:
         if module:
             require_module()
-        server = Server(module, args)
+        server = Server(module, args, binary=binary)
         self._own(server)
         return server.start()
 

@@ -78,8 +78,9 @@ def wait_until(what: str, ready: Callable[[], bool], timeout: float = 15.0) -> N
 class Server:
     """One redis-server process. `module=True` loads the ratelimit module."""
 
-    def __init__(self, module: bool, args: tuple[str, ...] = (), bus: bool = False) -> None:
+    def __init__(self, module: bool, args: tuple[str, ...] = (), bus: bool = False, binary: str | None = None) -> None:
         self.module = module
+        self.binary = binary or server_binary()
         self.args = args
         self.port = free_port(bus)
         self.dir = Path(tempfile.mkdtemp(prefix="rl-py-test-"))
@@ -95,7 +96,7 @@ class Server:
         return self.dir / "server.log"
 
     def command(self) -> list[str]:
-        cmd = [server_binary(), "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no",
+        cmd = [self.binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no",
                "--dir", str(self.dir), "--logfile", str(self.log)]
         if self.module:
             cmd += ["--loadmodule", str(module_path())]

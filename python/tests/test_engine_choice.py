@@ -4,6 +4,8 @@ with fewer rights."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import MakeLimiter, Servers
@@ -90,3 +92,20 @@ def test_verify_says_which_engine_and_why(servers: Servers, make_limiter: MakeLi
     assert denied.degraded and denied.allowed, "decided by the failure policy, visibly"
     with pytest.raises(ConfigurationError):
         make_limiter(stock, backend=Backend.MODULE).verify()
+
+
+def test_redis_6_2_takes_the_scripts(servers: Servers, make_limiter: MakeLimiter) -> None:
+    """A server without FUNCTION (Redis 6.2, built by `scripts/servers.sh redis-6.2`; CI sets
+    RL_REDIS62_SERVER): AUTO goes on to EVALSHA."""
+    binary = os.environ.get("RL_REDIS62_SERVER")
+    if not binary:
+        pytest.skip("RL_REDIS62_SERVER is not set (scripts/servers.sh redis-6.2 builds one)")
+    old = servers.redis(module=False, binary=binary)
+    limiter = make_limiter(old)
+    assert [remaining(limiter) for _ in range(3)] == [9, 8, 7]
+    assert limiter.verify() == {
+        "engine": "scripts",
+        "why": "module not loaded; FCALL unknown to this server; using the Lua library through EVALSHA scripts"}
+    with old.client() as r:
+        r.execute_command("SCRIPT", "FLUSH")
+    assert remaining(limiter) == 6

@@ -97,3 +97,14 @@ def test_call_is_the_raw_engine_call(engine: EngineCase, make_limiter: MakeLimit
     assert limiter.call("RL.FIXED", ["rl:c"], [5, "10", 2]) == [1, 5, 3, 0, 10000]
     assert limiter.call("RL.REFUND", ["rl:c"], ["FIXED", 5, "10", 1])[:3] == [1, 5, 4]
     assert limiter.call("RL.INSPECT", ["rl:none"], []) is None
+
+
+@pytest.mark.parametrize("options", [{"decode_responses": True}, {"protocol": 3}], ids=["decoded", "resp3"])
+def test_clients_that_decode_or_speak_resp3(engine: EngineCase, make_limiter: MakeLimiter,
+                                            options: dict[str, object]) -> None:
+    limiter = make_limiter(engine.server, backend=engine.backend, client=options)
+    assert limiter.check("rl:o", SLOW).remaining == 2
+    seen = limiter.peek("rl:o", SLOW)
+    assert (seen.limiter, seen.remaining) == ("RL.TOKEN", 2)
+    assert limiter.take("rl:o", SLOW, 5).taken == 2
+    assert limiter.verify()["engine"] == engine.expected
