@@ -10,31 +10,9 @@ import pytest
 import redis
 import redis.asyncio
 
-from redis_ratelimit import AsyncLimiter as _AsyncLimiter
-from redis_ratelimit import FailurePolicy, TokenBucket
-from redis_ratelimit import Limiter as _Limiter
-from redis_ratelimit.permit import AcquireMixin, AsyncAcquireMixin
-from redis_ratelimit.wait import AsyncWaitMixin, WaitMixin
 from conftest import EngineCase
+from redis_ratelimit import AsyncLimiter, FailurePolicy, Limiter, TokenBucket
 from servers import HOST, Server
-
-
-# Until limiter.py and aio.py inherit the mixins; then these are the package's classes as they are.
-def _with(base: type, *mixins: type) -> Any:
-    return base if issubclass(base, mixins[0]) else type(base.__name__, (*mixins, base), {})
-
-
-Limiter = _with(_Limiter, AcquireMixin, WaitMixin)
-AsyncLimiter = _with(_AsyncLimiter, AsyncAcquireMixin, AsyncWaitMixin)
-
-def on(engine: EngineCase, failure: FailurePolicy | None = None, **settings: Any) -> Any:
-    """A Limiter on conftest's `engine` (a server and the backend to ask for)."""
-    return limiter(engine.server, failure, backend=engine.backend, **settings)
-
-
-def async_on(engine: EngineCase, failure: FailurePolicy | None = None, **settings: Any) -> Any:
-    """An AsyncLimiter on conftest's `engine`."""
-    return async_limiter(engine.server, failure, backend=engine.backend, **settings)
 
 
 def sync_client(server: Server) -> redis.Redis:
@@ -50,14 +28,24 @@ def async_client(server: Server) -> redis.asyncio.Redis:
 BEHAVIOUR_DEADLINE = 2.0
 
 
-def limiter(server: Server, failure: FailurePolicy | None = None, **settings: Any) -> Any:
+def limiter(server: Server, failure: FailurePolicy | None = None, **settings: Any) -> Limiter:
     settings.setdefault("deadline", BEHAVIOUR_DEADLINE)
     return Limiter(sync_client(server), failure or FailurePolicy.closed(), **settings)
 
 
-def async_limiter(server: Server, failure: FailurePolicy | None = None, **settings: Any) -> Any:
+def async_limiter(server: Server, failure: FailurePolicy | None = None, **settings: Any) -> AsyncLimiter:
     settings.setdefault("deadline", BEHAVIOUR_DEADLINE)
     return AsyncLimiter(async_client(server), failure or FailurePolicy.closed(), **settings)
+
+
+def on(engine: EngineCase, failure: FailurePolicy | None = None, **settings: Any) -> Limiter:
+    """A Limiter on conftest's `engine` (a server and the backend to ask for)."""
+    return limiter(engine.server, failure, backend=engine.backend, **settings)
+
+
+def async_on(engine: EngineCase, failure: FailurePolicy | None = None, **settings: Any) -> AsyncLimiter:
+    """An AsyncLimiter on conftest's `engine`."""
+    return async_limiter(engine.server, failure, backend=engine.backend, **settings)
 
 
 def warm_up(engine: EngineCase) -> None:

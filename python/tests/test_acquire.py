@@ -52,7 +52,7 @@ def test_weight_and_explicit_release(engine: EngineCase) -> None:
         with lim.acquire("rl:permit:w", pool, weight=5) as whole:
             assert whole.granted
     with pytest.raises(TypeError, match="Concurrency"):
-        lim.acquire("rl:permit:w", TokenBucket(capacity=1, per_second=1.0))
+        lim.acquire("rl:permit:w", TokenBucket(capacity=1, per_second=1.0))  # type: ignore[arg-type]
 
 
 def test_renewed_past_its_lease_while_held(engine: EngineCase) -> None:
