@@ -83,11 +83,11 @@ def from_redis(error: BaseException, deadline: float, timed_out: bool) -> CallEr
     """The `CallError` for an exception a call ended with (`timed_out`: the deadline had passed)."""
     if isinstance(error, CallError):
         return error
-    if timed_out:
-        return DeadlineError(deadline)
-    if isinstance(error, redis.exceptions.ResponseError):
+    if isinstance(error, redis.exceptions.ResponseError):  # Redis answered, whenever it did
         cls = ConfigurationError if refuses(error) else ServerError
         return cls(str(error))
+    if timed_out or isinstance(error, redis.exceptions.TimeoutError):
+        return DeadlineError(deadline)
     if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)):
         return UnreachableError(str(error) or type(error).__name__)
     if isinstance(error, redis.exceptions.RedisError):
