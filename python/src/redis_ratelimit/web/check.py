@@ -99,7 +99,7 @@ async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
             if permit.granted:
                 served.permits.append(permit)
         else:
-            decision = await limiter.check_all(calls)
+            decision = await config.checks.check_all(calls)
         limiting = enforced[min(decision.limiting, len(enforced) - 1)]
         if not decision.allowed:
             record(config, plan.route_name, limiting.name, outcome_of(False, decision.degraded, False))
@@ -107,7 +107,7 @@ async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
         answered = not decision.degraded
         if limiting.concurrency:
             try:
-                decision, limiting = await _peek_rates(limiter, enforced, decision, limiting)
+                decision, limiting = await _peek_rates(config, enforced, decision, limiting)
             except BaseException:
                 await served.release()
                 raise
@@ -127,14 +127,14 @@ async def enforce(config: RateLimitConfig, plan: Plan) -> Served | Denied:
 
 
 async def _peek_rates(
-    limiter: Any, enforced: Sequence[PlannedLimit], decision: Decision, limiting: PlannedLimit
+    config: RateLimitConfig, enforced: Sequence[PlannedLimit], decision: Decision, limiting: PlannedLimit
 ) -> tuple[Decision, PlannedLimit]:
     """Granted with a lease as the tightest limit: the fields still describe the rate limits, read
     with a peek (cost 0, writes nothing; a sliding log cannot be peeked)."""
     rates = [lim for lim in enforced if not lim.concurrency and is_peekable(lim.policy)]
     if not rates:
         return decision, limiting
-    peeked: Decision = await limiter.check_all([(lim.key, lim.policy, 0) for lim in rates])
+    peeked = await config.checks.check_all([(lim.key, lim.policy, 0) for lim in rates])
     described = rates[min(peeked.limiting, len(rates) - 1)]
     return replace(peeked, allowed=True), described
 
@@ -176,7 +176,7 @@ def _misconfigured(limiter: Any) -> bool:
 
 async def _check_shadow(config: RateLimitConfig, route: str, limits: Sequence[PlannedLimit]) -> None:
     """Checks the shadow limits of a request that is served whatever they say; a denial is logged."""
-    decision = await config.limiter.check_all([(lim.key, lim.policy, lim.cost) for lim in limits])
+    decision = await config.checks.check_all([(lim.key, lim.policy, lim.cost) for lim in limits])
     limiting = limits[min(decision.limiting, len(limits) - 1)]
     record(config, route, limiting.name, outcome_of(decision.allowed, decision.degraded, True))
     if not decision.allowed and not decision.degraded:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence, Union
 
 from .access import AccessLists
+from .batch import Batcher
 from .caller import Caller, IPAddress
 from .forwarded import Network, TrustedProxies
 from .policies import is_concurrency, is_policy
@@ -76,6 +77,8 @@ class RateLimitConfig:
     - `caller`: a custom key choice; by default the principal, the tenant (`set_principal`,
       `set_tenant`), then the client IP, IPv6 per `ipv6_prefix` (64) bits;
     - `structured_headers`: also the draft's `RateLimit-Policy` and `RateLimit` fields;
+    - `batch`: the decisions of requests that arrive together go to Redis in one pipeline (each
+      still its own atomic command; on by default, for a single server's client);
     - `outage_status`: the status of a denial by the closed failure policy (429; 503 tells callers the
       outage is not their overuse); `on_denial`: your own answer; `access_lists`: allow and deny lists.
     """
@@ -95,12 +98,15 @@ class RateLimitConfig:
     outage_status: int = 429
     on_denial: DenialFn | None = None
     access_lists: AccessLists | None = None
+    #: Send the decisions of requests that arrive together in one pipeline (`batch.py`).
+    batch: bool = True
     # Derived when made.
     #: Decisions counted as the Rust layer's `ratelimit_http_requests_total{route, limit, outcome}`:
     #: (route, limit, outcome) -> count; outcomes `allowed`, `denied`, `degraded_allowed`,
     #: `degraded_denied`, their `shadow_` forms, `allowlisted`, `denylisted`.
     counts: Counter[tuple[str, str, str]] = field(init=False, repr=False)
     proxies: TrustedProxies = field(init=False)
+    checks: Batcher = field(init=False, repr=False)
     shadow_routes: frozenset[str] = field(init=False)
     global_shadow: bool = field(init=False)
 
@@ -116,6 +122,8 @@ class RateLimitConfig:
         mistake = self.first_mistake()
         if mistake is not None:
             raise ConfigError(mistake)
+        self.checks = Batcher(self.limiter)
+        self.checks.enabled = self.checks.enabled and self.batch
         # Matched longest prefix first (checked above in the order written, as named there).
         self.routes = tuple(sorted(self.routes, key=lambda r: -len(r.prefix)))
         self.concurrency = tuple(sorted(self.concurrency, key=lambda r: -len(r.prefix)))
