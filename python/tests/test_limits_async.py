@@ -15,7 +15,7 @@ from limits.storage import storage_from_string
 import redis_ratelimit.contrib.limits  # noqa: F401  (registers the schemes)
 from redis_ratelimit import CallError
 from redis_ratelimit.contrib.limits import AsyncRatelimitStorage
-from servers import HOST, Server, free_port
+from servers import HOST, SENTINEL_SERVICE, Server, free_port
 
 Strategy = type[strategies.FixedWindowRateLimiter | strategies.MovingWindowRateLimiter
                  | strategies.SlidingWindowCounterRateLimiter]
@@ -90,6 +90,16 @@ async def test_cluster(servers: Any) -> None:
         for who in range(10):
             assert [await limiter.hit(item, str(who)) for _ in range(3)] == [True, True, False]
     assert await storage.reset() == 30
+
+
+async def test_sentinel(servers: Any) -> None:
+    sentinel = servers.sentinel(module=False)
+    hosts = ",".join(f"{h}:{p}" for h, p in sentinel.sentinels)
+    storage: Any = storage_from_string(f"async+ratelimit+sentinel://{hosts}/{SENTINEL_SERVICE}")
+    item = RateLimitItemPerMinute(2)
+    for strategy in STRATEGIES:
+        assert [await strategy(storage).hit(item, "ada") for _ in range(3)] == [True, True, False]
+    assert (await storage.verify())["engine"] == "functions"
 
 
 async def test_nothing_listens() -> None:

@@ -170,6 +170,33 @@ def test_moving_window_cost_takes_that_many_entries(server: Server) -> None:
     assert not limiter.hit(item, "ada")
 
 
+def test_moving_window_costs_under_concurrency_stay_within_the_documented_bound(server: Server) -> None:
+    """Cost 3 from 8 threads on a limit of 30: each decision is atomic, the other 2 entries follow it, so
+    at most 8 x 2 units beyond the limit can be admitted in the window (README), and the log itself
+    never holds more than the limit."""
+    storage = storage_on(server)
+    limiter = strategies.MovingWindowRateLimiter(storage)
+    item = RateLimitItemPerMinute(30)
+    admitted: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        mine = sum(3 for _ in range(10) if limiter.hit(item, "crowd", cost=3))
+        with lock:
+            admitted.append(mine)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 30 <= sum(admitted) <= 30 + 8 * 2
+    assert storage.get_moving_window(item.key_for("crowd"), 30, 60)[1] == 30
+    inspected = inspect_fields(storage.limiter.call("RL.INSPECT", [storage.plans.moving_key(item.key_for("crowd"))],
+                                                    []))
+    assert inspected is not None and int(inspected["recorded"]) <= 30
+
+
 def test_moving_window_stats_name_the_oldest_entry(server: Server) -> None:
     storage = storage_on(server)
     limiter = strategies.MovingWindowRateLimiter(storage)
