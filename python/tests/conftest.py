@@ -178,8 +178,8 @@ def _sync_client(target: Any, options: dict[str, Any]) -> Any:
     if isinstance(target, Cluster):
         return target.client(**options)
     if isinstance(target, Sentinel):
-        return redis.sentinel.Sentinel(target.sentinels, socket_timeout=5).master_for(
-            SENTINEL_SERVICE, socket_timeout=5, **options)
+        sentinel: Any = redis.sentinel.Sentinel
+        return sentinel(target.sentinels, socket_timeout=5).master_for(SENTINEL_SERVICE, socket_timeout=5, **options)
     return target
 
 
@@ -189,6 +189,6 @@ def _async_client(target: Any, options: dict[str, Any]) -> Any:
     if isinstance(target, Cluster):
         return redis.asyncio.RedisCluster(host=HOST, port=target.nodes[0].port, **options)
     if isinstance(target, Sentinel):
-        return redis.asyncio.sentinel.Sentinel(target.sentinels, socket_timeout=5).master_for(
-            SENTINEL_SERVICE, socket_timeout=5, **options)
+        sentinel: Any = redis.asyncio.sentinel.Sentinel
+        return sentinel(target.sentinels, socket_timeout=5).master_for(SENTINEL_SERVICE, socket_timeout=5, **options)
     return target

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import redis
 
@@ -190,7 +190,8 @@ class Cluster:
 
     def client(self, **kwargs: object) -> redis.RedisCluster:
         from redis.cluster import ClusterNode
-        return redis.RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.startup_nodes],
+        node: Any = ClusterNode
+        return redis.RedisCluster(startup_nodes=[node(h, p) for h, p in self.startup_nodes],
                                   **kwargs)  # type: ignore[arg-type]
 
     def cleanup(self) -> None:

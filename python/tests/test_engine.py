@@ -8,6 +8,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 
@@ -17,7 +18,7 @@ from redis_ratelimit.policy import Concurrency, FixedWindow, SlidingLog, TokenBu
 from servers import REPO
 
 
-def words(args: tuple[object, ...] | list[object]) -> list[str]:
+def words(args: Sequence[object]) -> list[str]:
     return [str(a) for a in args]
 
 
