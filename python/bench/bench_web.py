@@ -136,13 +136,13 @@ async def in_process(redis_port: int, n: int) -> tuple[dict[str, float], str]:
     async def send(message: MutableMapping[str, Any]) -> None:
         return None
 
-    async def per_request(what: Any) -> float:
-        for _ in range(200):
+    async def per_request(what: Any, rounds: int = n) -> float:
+        for _ in range(min(200, rounds)):
             await what()
         start = time.perf_counter()
-        for _ in range(n):
+        for _ in range(rounds):
             await what()
-        return (time.perf_counter() - start) / n * 1e6
+        return (time.perf_counter() - start) / rounds * 1e6
 
     one_plan = plan(config, scope())
     assert isinstance(one_plan, Plan)
@@ -154,6 +154,16 @@ async def in_process(redis_port: int, n: int) -> tuple[dict[str, float], str]:
         "limiter.check_all alone": await per_request(lambda: limiter.check_all([("rl:{ip:127.0.0.1}:api", policy, 1)])),
         "a raw redis.asyncio round trip (PING)": await per_request(lambda: raw.ping()),
     }
+    for batch in (False, True):
+        burst_limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=redis_port), FailurePolicy.open())
+        burst_app = RateLimitMiddleware(app, RateLimitConfig(burst_limiter, routes=[Route("api", "/api", policy)],
+                                                             batch=batch))
+
+        async def burst(target: Any = burst_app) -> None:
+            await asyncio.gather(*[target(scope(), receive, send) for _ in range(32)])
+
+        label = "one pipeline per round (batch=True)" if batch else "one call each (batch=False)"
+        timings[f"32 concurrent requests behind the middleware, {label}"] = await per_request(burst, n // 32) / 32
     timings.update(_limits_hits(redis_port, n))
     import redis as sync_redis
 

@@ -37,8 +37,7 @@ class Batcher:
 
     def __init__(self, limiter: Any) -> None:
         self.limiter = limiter
-        self._pending: list[_Pending] = []
-        self._scheduled = False
+        self._round: list[_Pending] | None = None
         #: How many pipelines were sent, and how many decisions they carried (for tests and tuning).
         self.batches = 0
         self.batched = 0
@@ -53,20 +52,48 @@ class Batcher:
             decision: Decision = await self.limiter.check_all(limits)
             return decision
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Decision] = loop.create_future()
-        self._pending.append(_Pending(limits, future))
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._flush)
-        return await future
+        if self._round is not None:  # a round is gathering: join it
+            future: asyncio.Future[Decision] = loop.create_future()
+            self._round.append(_Pending(limits, future))
+            return await future
+        # Lead a round: one turn of the event loop lets the requests that arrived with this one join.
+        joined: list[_Pending] = []
+        self._round = joined
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            self._round = None
+            if joined:
+                self._spawn(joined)
+            raise
+        self._round = None
+        if not joined:  # alone: the limiter's own call, in this task
+            alone: Decision = await self.limiter.check_all(limits)
+            return alone
+        mine = _Pending(limits, loop.create_future())
+        # In a task of its own: if this request is cancelled, the others are still answered.
+        self._spawn([mine, *joined])
+        return await mine.future
 
-    def _flush(self) -> None:
-        pending, self._pending, self._scheduled = self._pending, [], False
+    def _spawn(self, pending: list[_Pending]) -> None:
         task = asyncio.ensure_future(self._send(pending))
         task.add_done_callback(_quiet)
 
     async def _send(self, pending: list[_Pending]) -> None:
         limiter = self.limiter
+        if len(pending) == 1:  # alone in its round: the limiter's own call is the cheaper one
+            alone = pending[0]
+            try:
+                decision = await limiter.check_all(alone.limits)
+            except BaseException as e:
+                if not alone.future.done():
+                    alone.future.set_exception(e)
+                if isinstance(e, asyncio.CancelledError):
+                    raise
+                return
+            if not alone.future.done():
+                alone.future.set_result(decision)
+            return
         plans, steps, sends = [], [], []
         try:
             limiter._admit()
