@@ -4,6 +4,7 @@ exception (and on cancellation), renewed past their lease while held, `lost` whe
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -168,3 +169,30 @@ def test_a_permit_is_entered_once(engine: EngineCase) -> None:
     with pytest.raises(RuntimeError, match="entered once"):
         with permit:
             pass
+
+
+def test_a_permit_dropped_without_release_stops_renewing_and_its_lease_ends(engine: EngineCase) -> None:
+    lim = on(engine)
+    key = "rl:permit:dropped"
+    permit = lim.acquire(key, SHORT)
+    assert permit.__enter__().granted  # entered, never exited (a programming error)
+    del permit
+    gc.collect()
+    with engine.server.client() as r:
+        eventually("the dropped permit's lease to end by itself", lambda: r.exists(key) == 0)
+
+    async def run() -> None:
+        alim = async_on(engine)
+        apermit = alim.acquire(key, SHORT)
+        assert (await apermit.__aenter__()).granted
+        del apermit
+        gc.collect()
+        r = engine.server.client()
+        for _ in range(500):
+            if r.exists(key) == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert r.exists(key) == 0, "the dropped async permit's lease ended by itself"
+        r.close()
+
+    asyncio.run(run())

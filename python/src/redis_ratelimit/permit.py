@@ -20,6 +20,7 @@ import asyncio
 import logging
 import secrets
 import threading
+import weakref
 from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import Any
@@ -36,6 +37,8 @@ from .resilience import Request, Steps, decision_of, run_steps, run_steps_async
 __all__ = ["Permit", "AsyncPermit", "AcquireMixin", "AsyncAcquireMixin"]
 
 log = logging.getLogger("redis_ratelimit")
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
 
 
 class _PermitCore:
@@ -142,7 +145,8 @@ class Permit(_PermitCore):
         if self._settle(reply, error):
             threading.Thread(target=self._give_back_quietly, daemon=True).start()
         if self._holds:
-            threading.Thread(target=self._renew_while_held, name="rl-permit-renew", daemon=True).start()
+            args = (weakref.ref(self), self._stop, self._renew_every())
+            threading.Thread(target=_renew_while_held, args=args, name="rl-permit-renew", daemon=True).start()
         return self
 
     def __exit__(
@@ -161,16 +165,16 @@ class Permit(_PermitCore):
         steps = self._release_all()
         return not self._lost if steps is None else run_steps(self._limiter, steps)
 
-    def _renew_while_held(self) -> None:
-        every = self._renew_every()
-        while not self._stop.wait(every):
-            try:
-                held = run_steps(self._limiter, self._renew_steps())
-            except CallError:
-                continue  # unanswered: the lease may still be held; try again next turn
-            if not held and not self._stop.is_set():
-                self._found_gone()
-                return
+    def _renew_turn(self) -> bool:
+        """One renewal of every lease; False when one was found gone (renewing stops)."""
+        try:
+            held = run_steps(self._limiter, self._renew_steps())
+        except CallError:
+            return True  # unanswered: the lease may still be held; try again next turn
+        if not held and not self._stop.is_set():
+            self._found_gone()
+            return False
+        return True
 
     def _give_back_quietly(self) -> None:
         try:
@@ -186,7 +190,6 @@ class AsyncPermit(_PermitCore):
         super().__init__(limiter.failure, limits)
         self._limiter = limiter
         self._renewer: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> AsyncPermit:
         self._entering()
@@ -197,7 +200,7 @@ class AsyncPermit(_PermitCore):
         if self._settle(reply, error):
             self._spawn(self._give_back_quietly())
         if self._holds:
-            self._renewer = self._spawn(self._renew_while_held())
+            self._renewer = self._spawn(_renew_while_held_async(weakref.ref(self), self._renew_every()))
         return self
 
     async def __aexit__(
@@ -224,22 +227,22 @@ class AsyncPermit(_PermitCore):
         steps = self._release_all()
         return not self._lost if steps is None else await run_steps_async(self._limiter, steps)
 
-    async def _renew_while_held(self) -> None:
-        every = self._renew_every()
-        while True:
-            await asyncio.sleep(every)
-            try:
-                held = await run_steps_async(self._limiter, self._renew_steps())
-            except CallError:
-                continue
-            if not held:
-                self._found_gone()
-                return
+    async def _renew_turn(self) -> bool:
+        """As ``Permit._renew_turn``."""
+        try:
+            held = await run_steps_async(self._limiter, self._renew_steps())
+        except CallError:
+            return True
+        if not held:
+            self._found_gone()
+            return False
+        return True
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    @staticmethod
+    def _spawn(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        _BACKGROUND.add(task)  # the loop holds tasks weakly: kept until done, whatever the permit
+        task.add_done_callback(_BACKGROUND.discard)
         return task
 
     async def _give_back_quietly(self) -> None:
@@ -247,6 +250,27 @@ class AsyncPermit(_PermitCore):
             await run_steps_async(self._limiter, self._release_steps(None))
         except CallError:
             pass
+
+
+# The renewers hold their permit weakly: a permit dropped without being released (never exited)
+# stops being renewed, and its leases end by themselves.
+
+
+def _renew_while_held(ref: weakref.ref[Permit], stop: threading.Event, every: float) -> None:
+    while not stop.wait(every):
+        permit = ref()
+        if permit is None or not permit._renew_turn():
+            return
+        del permit
+
+
+async def _renew_while_held_async(ref: weakref.ref[AsyncPermit], every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        permit = ref()
+        if permit is None or not await permit._renew_turn():
+            return
+        del permit
 
 
 def _one(request: Request) -> Steps[Any]:
