@@ -36,8 +36,9 @@ async def test_concurrent_decisions_share_round_trips_and_stay_exact(module_serv
     assert batcher.batched == 60 and batcher.batches < 60
     # Two limits in one atomic call, batched beside single ones: the same answers as check_all's.
     both = [("rl:{user:ada}:api", TokenBucket(2, 0.01), 1), ("rl:{user:ada}:all", TokenBucket(5, 0.01), 1)]
-    answers = await asyncio.gather(*[batcher.check_all(both) for _ in range(3)], wave(batcher, 2, "rl:{x}:k"))
-    assert [d.allowed for d in answers[:3]] == [True, True, False]
+    answers = await asyncio.gather(*[batcher.check_all(both) for _ in range(3)], *[
+        batcher.check_all([("rl:{x}:k", BUCKET, 1)]) for _ in range(2)])
+    assert [d.allowed for d in answers] == [True, True, False, True, True]
     assert answers[2].limiting == 0 and answers[2].limit == 2
 
 
@@ -62,3 +63,17 @@ async def test_redis_gone_the_failure_policy_decides_each(servers: Any) -> None:
     allowed = await wave(opened, 5)
     assert all(d.degraded and not d.allowed for d in denied)
     assert all(d.degraded and d.allowed for d in allowed)
+
+
+async def test_a_cancelled_request_leaves_the_others_of_its_round_answered(module_server: Server) -> None:
+    import pytest
+
+    batcher = batcher_on(module_server)
+    leader = asyncio.ensure_future(batcher.check_all([("rl:{a}:k", BUCKET, 1)]))
+    joiner = asyncio.ensure_future(batcher.check_all([("rl:{b}:k", BUCKET, 1)]))
+    await asyncio.sleep(0)  # the leader waits for its round; the other has joined it
+    leader.cancel()
+    decision = await asyncio.wait_for(joiner, 5)
+    assert decision.allowed and decision.remaining == 24 and not decision.degraded
+    with pytest.raises(asyncio.CancelledError):
+        await leader
