@@ -150,3 +150,45 @@ def test_escaped_and_hashed_principals_are_where_the_rust_layer_looks(rust: Rust
     assert keys(module_server, "rl:{user*") == [f"rl:{{{part}}}:all", f"rl:{{{part}}}:api"]
     # The Rust service reads the bucket the Python service charged: 4 of 10 taken.
     assert after["remaining"] is not None and 6 <= after["remaining"] <= min(10, 6 + refilled(elapsed))
+
+
+HOSTILE: list[list[tuple[str, bytes]]] = [
+    [("x-forwarded-for", b"203.0.113.7:8080")],
+    [("x-forwarded-for", b"[2001:db8::1]:443")],
+    [("x-forwarded-for", b"fe80::1%eth0")],
+    [("x-forwarded-for", b"::ffff:203.0.113.9")],
+    [("x-forwarded-for", b"203.0.113.9, ::ffff:127.0.0.5")],
+    [("x-forwarded-for", b"203.0.113.9, [::1%2]:80")],
+    [("x-forwarded-for", b"\xff, 203.0.113.11")],
+    [("x-forwarded-for", b"203.0.113.12, \xff")],
+    [("x-forwarded-for", b"203.0.113.13,")],
+    [("x-forwarded-for", b"unknown")],
+    [("x-forwarded-for", b"1.2.3.4, 300.1.1.1")],
+    [("x-forwarded-for", b"2001:DB8:0:0:1:0:0:1")],
+    [("x-forwarded-for", b"2001:db8:0:0:0:0:0:1, 127.0.0.9")],
+    [("x-forwarded-for", b"::1.2.3.4")],
+    [("x-forwarded-for", b"198.51.100.1"), ("x-forwarded-for", b"198.51.100.2, 127.0.0.3")],
+    [("forwarded", b'for=198.51.100.1, FOR="[fe80::2%25eth0]:80";proto=https')],
+    [("forwarded", b"for=_hidden"), ("x-forwarded-for", b"203.0.113.1")],
+    [("forwarded", b"by=127.0.0.1;for=192.0.2.77, for=127.0.0.2")],
+    [("forwarded", b'for="192.0.2.78:8080"')],
+    [("x-forwarded-for", b"192.0.2.1:http")],
+    [("x-forwarded-for", b"[2001:db8::1]x")],
+    [("x-forwarded-for", b"192.168.001.1")],
+]
+
+
+@pytest.mark.parametrize("headers", HOSTILE, ids=[repr(h)[:60] for h in HOSTILE])
+def test_both_services_read_a_forwarding_header_as_the_same_caller(rust: RustService, python: Served,
+                                                                   module_server: Server,
+                                                                   headers: list[tuple[str, bytes]]) -> None:
+    charged = []
+    with httpx.Client(timeout=10) as http:
+        for url in (rust.url, python.url):
+            with module_server.client() as r:
+                r.flushall()
+            raw = [(name.encode(), value) for name, value in headers]
+            assert http.get(f"{url}/api/items", headers=raw).status_code == 200
+            charged.append(keys(module_server))
+    assert charged[0] == charged[1]
+    assert len(charged[0]) == 2, charged  # the route's key and the global one, of one caller
