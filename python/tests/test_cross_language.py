@@ -63,6 +63,10 @@ def python(module_server: Server) -> Iterator[Served]:
     async def api(rest: str) -> str:
         return "ok\n"
 
+    @app.get("/health")
+    async def health() -> str:
+        return "ok\n"
+
     limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(), name="app")
     config = RateLimitConfig(limiter, routes=[Route("api", "/api", TokenBucket(10, 5.0))],
                              global_limit=TokenBucket(100, 20.0), skip=["/health", "/admin/"],
@@ -192,3 +196,22 @@ def test_both_services_read_a_forwarding_header_as_the_same_caller(rust: RustSer
             charged.append(keys(module_server))
     assert charged[0] == charged[1]
     assert len(charged[0]) == 2, charged  # the route's key and the global one, of one caller
+
+
+def test_both_services_send_the_same_fields_off_the_routes(rust: RustService, python: Served) -> None:
+    fields = ("ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy", "ratelimit")
+    with httpx.Client(timeout=10) as http:
+        seen = []
+        for url, who in ((rust.url, "198.51.100.70"), (python.url, "198.51.100.71")):
+            unrouted = http.get(f"{url}/nowhere", headers={"x-forwarded-for": who})
+            health = http.get(f"{url}/health", headers={"x-forwarded-for": who})
+            assert unrouted.status_code == 404 and health.status_code == 200
+            assert not any(f in health.headers for f in fields)
+            seen.append({f: unrouted.headers.get(f) for f in fields})
+    assert seen[0] == seen[1] == {
+        "ratelimit-limit": "100",
+        "ratelimit-remaining": "99",
+        "ratelimit-reset": "1",
+        "ratelimit-policy": '"all";q=100;w=5',
+        "ratelimit": '"all";r=99;t=1',
+    }
