@@ -8,7 +8,8 @@ commands, ...); anything else ends the call and becomes a `CallError` (`errors.f
   connect and socket timeouts set to what is left of the deadline (a connection that timed out is
   closed, never reused half-read).
 - `AsyncDriver`: `redis.asyncio.Redis` and `redis.asyncio.RedisCluster`, the whole call under
-  `asyncio.wait_for` (redis-py closes a connection whose command was cancelled).
+  `asyncio.timeout` (`asyncio.wait_for` before Python 3.11; redis-py closes a connection whose
+  command was cancelled).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from .engine import Send
 from .errors import CallError, from_redis
 
 __all__ = ["SyncDriver", "AsyncDriver", "SyncClient", "AsyncClient"]
+
+_timeout: Any = getattr(asyncio, "timeout", None)
 
 SyncClient = Union[redis.Redis, RedisCluster]
 AsyncClient = Union[redis.asyncio.Redis, AsyncRedisCluster]
@@ -164,6 +167,9 @@ class AsyncDriver:
     async def run(self, steps: Steps, deadline: float) -> Any:
         """Runs `steps` to their reply within `deadline` seconds; raises CallError."""
         try:
+            if _timeout is not None:  # Python 3.11+: no task per call
+                async with _timeout(deadline):
+                    return await self._drive(steps)
             return await asyncio.wait_for(self._drive(steps), deadline)
         except CallError:
             raise
