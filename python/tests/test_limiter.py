@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import EngineCase, MakeLimiter
-from redis_ratelimit import (Concurrency, FailurePolicy, FixedWindow, SlidingCounter, SlidingLog, TokenBucket,
-                             UsageError)
+from redis_ratelimit import (Concurrency, FailurePolicy, FixedWindow, Limiter, SlidingCounter, SlidingLog,
+                             TokenBucket, UsageError)
 
 # Slow enough that nothing refills during a test.
 SLOW = TokenBucket(capacity=3, per_second=0.001)
@@ -108,3 +108,17 @@ def test_clients_that_decode_or_speak_resp3(engine: EngineCase, make_limiter: Ma
     assert (seen.limiter, seen.remaining) == ("RL.TOKEN", 2)
     assert limiter.take("rl:o", SLOW, 5).taken == 2
     assert limiter.verify()["engine"] == engine.expected
+
+
+def test_one_sync_limiter_shared_by_threads(engine: EngineCase) -> None:
+    """200 checks from 32 threads through one Limiter (its connections are shared): exactly the
+    capacity is allowed, every answer Redis'."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with engine.server.client() as client:
+        limiter = Limiter(client, FailurePolicy.closed(), backend=engine.backend, deadline=2.0)
+        bucket = TokenBucket(10, 0.001)
+        with ThreadPoolExecutor(32) as pool:
+            decisions = list(pool.map(lambda _: limiter.check("rl:threads", bucket), range(200)))
+    assert sum(d.allowed for d in decisions) == 10
+    assert not any(d.degraded for d in decisions)
