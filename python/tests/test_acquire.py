@@ -12,7 +12,6 @@ from redis_ratelimit import Concurrency, TokenBucket
 from redis_ratelimit.permit import AsyncPermit, Permit
 from resilience_support import async_on, eventually, on  # noqa: F401
 from conftest import EngineCase
-from servers import Server
 
 ONE = Concurrency(limit=1, lease=30.0)
 SHORT = Concurrency(limit=1, lease=0.6)  # renewed every 300 ms

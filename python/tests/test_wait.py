@@ -185,3 +185,50 @@ def test_a_waiter_cancelled_while_its_reservation_is_on_the_way_gives_it_back(en
 
     nxt = asyncio.run(run())
     assert nxt.allowed and nxt.retry_after is not None and nxt.retry_after <= 1.0
+
+
+def test_take_within_takes_a_batch_waiting_its_turn_for_the_least(engine: EngineCase) -> None:
+    lim = on(engine)
+    bucket = TokenBucket(capacity=10, per_second=10.0)
+    key = "rl:wait:batch"
+    first = lim.take_within(key, bucket, 1, 4, max_wait=1.0)
+    assert (first.taken, first.decision.allowed, first.decision.remaining) == (4, True, 6)
+    assert lim.take_within(key, bucket, 1, 100, max_wait=1.0).taken == 6, "what the bucket holds"
+    emptied = time.monotonic()
+    assert lim.take_within(key, bucket, 5, 5, max_wait=0.1).taken == 0, "5 tokens take 0.5 s"
+    waited = lim.take_within(key, bucket, 2, 5, max_wait=2.0)
+    assert waited.taken == 2 and waited.decision.allowed and waited.decision.retry_after == 0
+    assert time.monotonic() - emptied >= 0.19, "it slept until its 2 tokens were due"
+    with pytest.raises(ValueError, match="max >= min"):
+        lim.take_within(key, bucket, 3, 2)
+
+
+def test_take_within_under_the_failure_policy(stopped_port: Server) -> None:
+    bucket = TokenBucket(capacity=10, per_second=1.0)
+    opened = limiter(stopped_port, FailurePolicy.open()).take_within("rl:wait:b", bucket, 1, 7, max_wait=5.0)
+    assert opened.decision.degraded and opened.taken == 7
+    closed = limiter(stopped_port, FailurePolicy.closed()).take_within("rl:wait:b", bucket, 1, 7, max_wait=5.0)
+    assert closed.decision.degraded and closed.taken == 0
+    local = limiter(stopped_port, FailurePolicy.fallback(instances=2)).take_within("rl:wait:b", bucket, 1, 7, 5.0)
+    assert local.decision.degraded and local.taken == 5, "the in-process share: 10 / 2"
+
+
+def test_a_cancelled_batch_gives_its_tokens_back(engine: EngineCase) -> None:
+    bucket = TokenBucket(capacity=4, per_second=4.0)  # a refill: 1 s
+    key = "rl:wait:batch-cancel"
+
+    async def run() -> Decision:
+        lim = async_on(engine)
+        assert (await lim.check(key, bucket, 4)).allowed
+        before = _state(engine.server, key)
+        task = asyncio.create_task(lim.take_within(key, bucket, 2, 4, max_wait=5.0))
+        while _state(engine.server, key) == before:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # Had it kept its 2 tokens, 4 more would wait ~1.5 s: beyond one refill, denied.
+        return Decision.from_reply(await lim.call("RL.RESERVE", [key], [*bucket.params, 4, "5"]))
+
+    nxt = asyncio.run(run())
+    assert nxt.allowed and nxt.retry_after is not None and nxt.retry_after <= 1.0

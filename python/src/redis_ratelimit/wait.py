@@ -14,109 +14,34 @@ past; ``until_ready_all(limits, max_wait)`` does so for several limits checked t
 - It returns at once when the request can never fit (``retry_after`` None), when the wait needed is
   longer than ``max_wait``, and when the decision is degraded (an outage is no capacity to wait for).
 
-The logic is one generator of steps (``_steps``) that the sync and async drivers run.
+``take_within(key, bucket, min, max, max_wait)`` is a worker's batch: it waits for at least ``min``
+tokens and takes as many more as the bucket holds, up to ``max``, in one reservation
+(RL.RESERVE ... UPTO max), with the same turns, sleeps and refunds.
+
+The logic is one generator of steps (``wait_plan.steps``) that the sync and async drivers run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import random
 import time
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from . import command
 from .command import Limit
-from .decision import Decision
-from .errors import CallError, UsageError
-from .policy import Policy, TokenBucket
+from .decision import Decision, Taken
+from .errors import CallError
+from .policy import Policy
 from .resilience import Request, decision_of, guarded, guarded_async
+from .wait_plan import (NOTHING, Ask, Asked, batch, jittered, limits_of, next_try, refundable, reserve, steps, taken,
+                        with_wait)
 
 __all__ = ["WaitMixin", "AsyncWaitMixin", "jittered", "next_try"]
 
-MIN_SLEEP = 0.001
-
-
-class _Ask(NamedTuple):
-    """One call: reservations within ``max_wait`` (token buckets), the others deciding now."""
-
-    max_wait: float
-
-
-class _Sleep(NamedTuple):
-    seconds: float
-    reserved: bool  # taken already: given back if the sleep is interrupted
-
-
-def jittered(seconds: float, rand: Callable[[float, float], float] = random.uniform) -> float:
-    """``seconds`` plus a random extra of up to a tenth of it (up to 1 ms for short waits)."""
-    return seconds + rand(0.0, max(seconds / 10, MIN_SLEEP))
-
-
-def next_try(retry_after: float, policy: Policy) -> float:
-    """How long to sleep after a denial of ``retry_after`` by ``policy``: a token bucket can be asked
-    again as soon as the wait is within one refill (a reservation's longest); any other limit once
-    its ``retry_after`` is over; plus jitter, and at least 1 ms."""
-    if isinstance(policy, TokenBucket):
-        retry_after = max(0.0, retry_after - policy.period)  # a full refill
-    return max(jittered(retry_after), MIN_SLEEP)
-
-
-def _steps(
-    limits: Sequence[Limit], max_wait: float, clock: Callable[[], float]
-) -> Generator[_Ask | _Sleep, Decision | None, Decision]:
-    give_up = clock() + max_wait
-    reserving = any(isinstance(p, TokenBucket) for _, p, _ in limits)
-    while True:
-        left = max(0.0, give_up - clock())
-        decision = yield _Ask(left)
-        assert decision is not None
-        if decision.degraded:
-            return decision
-        if decision.allowed:
-            if reserving and (decision.retry_after or 0.0) > 0:
-                yield _Sleep(decision.retry_after or 0.0, reserved=True)
-                decision = dataclasses.replace(decision, retry_after=0.0)
-            return decision
-        if decision.retry_after is None or left <= 0 or decision.retry_after > left:
-            return decision
-        limiting = limits[min(decision.limiting, len(limits) - 1)][1]
-        yield _Sleep(min(next_try(decision.retry_after, limiting), left), reserved=False)
-
-
-def _reserve(limits: Sequence[Limit], max_wait: float) -> Request | None:
-    """The call reserving the token buckets among ``limits`` within ``max_wait`` while the others
-    decide now; None when none reserves (then it is ``check_all``)."""
-    if not any(isinstance(p, TokenBucket) for _, p, _ in limits):
-        return None
-    wait = f"{int(max_wait * 1000) / 1000:.3f}"  # whole ms, rounded down: never past max_wait
-    if len(limits) == 1:
-        key, policy, cost = limits[0]
-        return Request("RL.RESERVE", [key], [*policy.params, cost, wait])
-    cmd: list[Any] = ["RL.ALL"]
-    for key, policy, cost in limits:
-        if isinstance(policy, TokenBucket):
-            cmd += [key, "RESERVE", *policy.params, cost, wait]
-        else:  # its own command's arguments, as a group
-            cmd += [key, policy.KIND.group, *command.decide([(key, policy, cost)])[2:]]
-    return Request.of(cmd)
-
-
-def _refundable(limits: Sequence[Limit]) -> list[Limit]:
-    """What an allowed call took that can be given back."""
-    return [(k, p, c) for k, p, c in limits if c > 0 and p.KIND.refunds]
-
-
-def _limits(limits: Sequence[Limit]) -> list[Limit]:
-    if not limits:
-        raise UsageError("no limits to wait for")
-    return [(str(k), p, c) for k, p, c in limits]
-
 
 class WaitMixin:
-    """``Limiter.until_ready`` and ``until_ready_all``: inherit them (they use the limiter's ``call``,
-    ``check_all``, ``refund`` and ``failure``)."""
+    """``Limiter.until_ready``, ``until_ready_all`` and ``take_within``: inherit them (they use the
+    limiter's ``call``, ``check_all``, ``refund`` and ``failure``)."""
 
     def until_ready(self, key: str, policy: Policy, cost: int = 1, max_wait: float = 1.0) -> Decision:
         """Waits (sleeping this thread) until ``cost`` fits under ``policy`` at ``key``, for at most
@@ -126,49 +51,70 @@ class WaitMixin:
     def until_ready_all(self, limits: Sequence[Limit], max_wait: float = 1.0) -> Decision:
         """``until_ready`` for several limits ``(key, policy, cost)`` checked together, as
         ``check_all`` does, in one call each time."""
-        limits = _limits(limits)
-        steps = _steps(limits, max_wait, time.monotonic)
-        step = next(steps)
+        limits = limits_of(limits)
+        return self._wait(limits, max_wait, lambda left: self._ask(limits, left)).decision
+
+    def take_within(self, key: str, policy: Policy, min: int, max: int, max_wait: float = 1.0) -> Taken:
+        """A batch: at least ``min`` tokens of the token bucket ``policy`` at ``key`` within
+        ``max_wait``, and as many more as it holds, up to ``max`` (``taken``: 0 when no batch of
+        ``min`` could be had). Under the failure policy as ``take``, without waiting."""
+        request = batch(key, policy, min, max, 0)
+        limits: list[Limit] = [(key, policy, min)]
+        return taken(self._wait(limits, max_wait, lambda left: self._askbatch(request, limits, max, left)))
+
+    def _wait(self, limits: list[Limit], max_wait: float, ask: Callable[[float], Asked]) -> Asked:
+        walk = steps(limits, max_wait, time.monotonic)
+        step = next(walk)
+        asked = Asked(NOTHING, [])
         while True:
             result: Decision | None = None
-            if isinstance(step, _Ask):
-                result = self._ask(limits, step.max_wait)
+            if isinstance(step, Ask):
+                asked = ask(step.max_wait)
+                result = asked.decision
             else:
                 try:
                     time.sleep(step.seconds)
                 except BaseException:
                     if step.reserved:
-                        self._give_back(limits)
+                        self._give_back(asked.took)
                     raise
             try:
-                step = steps.send(result)
+                step = walk.send(result)
             except StopIteration as done:
-                decision: Decision = done.value
-                return decision
+                return Asked(done.value, asked.took)
 
-    def _ask(self, limits: list[Limit], max_wait: float) -> Decision:
+    def _ask(self, limits: list[Limit], max_wait: float) -> Asked:
         limiter: Any = self
-        request = _reserve(limits, max_wait)
-        if request is None:
-            checked: Decision = limiter.check_all(limits)
-            return checked
+        request = reserve(limits, max_wait)
         try:
-            return decision_of(guarded(limiter, request))
+            if request is None:
+                decision: Decision = limiter.check_all(limits)
+            else:
+                decision = decision_of(guarded(limiter, request))
         except CallError as e:
-            degraded: Decision = limiter.failure.decide(limits, e)
-            return degraded
+            decision = limiter.failure.decide(limits, e)
+        return Asked(decision, refundable(limits) if decision.allowed else [])
 
-    def _give_back(self, limits: list[Limit]) -> None:
+    def _askbatch(self, request: Request, limits: list[Limit], most: int, max_wait: float) -> Asked:
         limiter: Any = self
-        for key, policy, cost in _refundable(limits):
+        key, policy, _ = limits[0]
+        try:
+            taken = Taken.from_reply(guarded(limiter, with_wait(request, max_wait)))
+        except CallError as e:
+            taken = Taken(*limiter.failure.take(key, policy, most, e))
+        return Asked(taken.decision, [(key, policy, taken.taken)] if taken.taken else [])
+
+    def _give_back(self, took: list[Limit]) -> None:
+        limiter: Any = self
+        for key, policy, units in took:
             try:
-                limiter.refund(key, policy, cost)
+                limiter.refund(key, policy, units)
             except CallError:
                 pass  # the reservation then simply runs its course
 
 
 class AsyncWaitMixin:
-    """``AsyncLimiter.until_ready`` and ``until_ready_all``: inherit them."""
+    """``AsyncLimiter.until_ready``, ``until_ready_all`` and ``take_within``: inherit them."""
 
     async def until_ready(
         self, key: str, policy: Policy, cost: int = 1, max_wait: float = 1.0
@@ -179,56 +125,94 @@ class AsyncWaitMixin:
     async def until_ready_all(self, limits: Sequence[Limit], max_wait: float = 1.0) -> Decision:
         """As ``Limiter.until_ready_all``; a waiter cancelled while it sleeps on a reservation, or
         while its reservation is on the way, gives it back before the cancellation goes on."""
-        limits = _limits(limits)
-        steps = _steps(limits, max_wait, time.monotonic)
-        step = next(steps)
+        limits = limits_of(limits)
+        return (await self._wait(limits, max_wait, lambda left: self._ask(limits, left))).decision
+
+    async def take_within(
+        self, key: str, policy: Policy, min: int, max: int, max_wait: float = 1.0
+    ) -> Taken:
+        """As ``Limiter.take_within``."""
+        request = batch(key, policy, min, max, 0)
+        limits: list[Limit] = [(key, policy, min)]
+        asked = await self._wait(limits, max_wait, lambda left: self._askbatch(request, limits, max, left))
+        return taken(asked)
+
+    async def _wait(
+        self, limits: list[Limit], max_wait: float, ask: Callable[[float], Awaitable[Asked]]
+    ) -> Asked:
+        walk = steps(limits, max_wait, time.monotonic)
+        step = next(walk)
+        asked = Asked(NOTHING, [])
         while True:
             result: Decision | None = None
-            if isinstance(step, _Ask):
-                result = await self._ask(limits, step.max_wait)
+            if isinstance(step, Ask):
+                asked = await ask(step.max_wait)
+                result = asked.decision
             else:
                 try:
                     await asyncio.sleep(step.seconds)
                 except asyncio.CancelledError:
                     if step.reserved:
-                        await asyncio.shield(self._give_back(limits))
+                        await asyncio.shield(self._give_back(asked.took))
                     raise
             try:
-                step = steps.send(result)
+                step = walk.send(result)
             except StopIteration as done:
-                decision: Decision = done.value
-                return decision
+                return Asked(done.value, asked.took)
 
-    async def _ask(self, limits: list[Limit], max_wait: float) -> Decision:
+    async def _ask(self, limits: list[Limit], max_wait: float) -> Asked:
         limiter: Any = self
-        request = _reserve(limits, max_wait)
+        request = reserve(limits, max_wait)
         if request is None:
-            checked: Decision = await limiter.check_all(limits)
-            return checked
-        call = asyncio.ensure_future(guarded_async(limiter, request))
+            decision: Decision = await limiter.check_all(limits)
+            return Asked(decision, refundable(limits) if decision.allowed else [])
+
+        def read(reply: Any) -> Asked:
+            decision = decision_of(reply)
+            return Asked(decision, refundable(limits) if decision.allowed else [])
+
         try:
-            return decision_of(await asyncio.shield(call))
+            return await self._reserved(request, read)
         except CallError as e:
-            degraded: Decision = limiter.failure.decide(limits, e)
-            return degraded
+            return Asked(limiter.failure.decide(limits, e), [])
+
+    async def _askbatch(self, request: Request, limits: list[Limit], most: int, max_wait: float) -> Asked:
+        limiter: Any = self
+        key, policy, _ = limits[0]
+
+        def read(reply: Any) -> Asked:
+            taken = Taken.from_reply(reply)
+            return Asked(taken.decision, [(key, policy, taken.taken)] if taken.taken else [])
+
+        try:
+            return await self._reserved(with_wait(request, max_wait), read)
+        except CallError as e:
+            decision, _ = limiter.failure.take(key, policy, most, e)
+            return Asked(decision, [])
+
+    async def _reserved(self, request: Request, read: Callable[[Any], Asked]) -> Asked:
+        """Sends a reservation; cancelled while it is on the way, gives back what it took once it
+        is answered (within the deadline), then lets the cancellation go on."""
+        call = asyncio.ensure_future(guarded_async(self, request))
+        try:
+            return read(await asyncio.shield(call))
         except asyncio.CancelledError:
-            # Cancelled while the reservation is on the way: once it is answered (within the
-            # deadline), what it took goes back.
-            await asyncio.shield(self._give_back_once_answered(call, limits))
+            await asyncio.shield(self._give_back_once_answered(call, read))
             raise
 
-    async def _give_back_once_answered(self, call: asyncio.Future[Any], limits: list[Limit]) -> None:
+    async def _give_back_once_answered(self, call: asyncio.Future[Any], read: Callable[[Any], Asked]) -> None:
         try:
-            allowed = decision_of(await call).allowed
+            took = read(await call).took
         except CallError:
             return
-        if allowed:
-            await self._give_back(limits)
+        await self._give_back(took)
 
-    async def _give_back(self, limits: list[Limit]) -> None:
+    async def _give_back(self, took: list[Limit]) -> None:
         limiter: Any = self
-        for key, policy, cost in _refundable(limits):
+        for key, policy, units in took:
             try:
-                await limiter.refund(key, policy, cost)
+                await limiter.refund(key, policy, units)
             except CallError:
                 pass  # the reservation then simply runs its course
+
+
