@@ -76,3 +76,15 @@ def test_refuses_nonsense() -> None:
         Breaker(failures=0)
     with pytest.raises(ValueError, match="cooldown"):
         Breaker(cooldown=float("nan"))
+
+
+def test_opening_and_closing_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    b = Breaker(failures=1, cooldown=1.0, clock=clock)
+    with caplog.at_level("WARNING", logger="redis_ratelimit"):
+        b.failure()
+        clock.now += 1
+        assert b.allow()
+        b.success()
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "circuit breaker open", "circuit breaker closed"]

@@ -10,11 +10,14 @@ Thread-safe; the lock is held for a few instructions only, so it is safe on an e
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 __all__ = ["Breaker"]
+
+log = logging.getLogger("redis_ratelimit")
 
 _CLOSED = "closed"
 _OPEN = "open"
@@ -66,8 +69,11 @@ class Breaker:
     def success(self) -> None:
         """Redis answered (a decision, or an error reply such as a bad argument): closed."""
         with self._lock:
+            was = self._state
             self._state = _CLOSED
             self._in_a_row = 0
+        if was != _CLOSED:
+            log.warning("circuit breaker closed: Redis answers again and decides")
 
     def failure(self) -> None:
         """No answer (the deadline, a broken connection): counts towards opening; a failed probe
@@ -89,6 +95,7 @@ class Breaker:
     def _open(self, now: float) -> None:
         if self._state == _CLOSED:
             self.opened += 1
+            log.warning("circuit breaker open: no call goes to Redis for %g s, then one probes", self.cooldown)
         self._state = _OPEN
         self._until = now + self.cooldown
         self._in_a_row = 0
