@@ -53,10 +53,10 @@ class Servers:
         self._own(server)
         return server.start()
 
-    def cluster(self, module: bool = False) -> Cluster:
+    def cluster(self, module: bool = False, replicas: int = 0) -> Cluster:
         if module:
             require_module()
-        cluster = Cluster(module)
+        cluster = Cluster(module, replicas)
         self._own(cluster)
         return cluster.start()
 

@@ -131,6 +131,12 @@ class Server:
         with self.client(timeout=1) as r:
             return bool(r.cluster("INFO").get("cluster_state") == "ok")
 
+    def linked(self) -> bool:
+        """A primary, or a replica whose link to its primary is up."""
+        with self.client(timeout=1) as r:
+            info = r.info("replication")
+            return bool(info["role"] == "master" or info.get("master_link_status") == "up")
+
     def hang(self) -> None:
         """SIGSTOP: the port accepts connections (the kernel does) but nothing answers."""
         assert self.process is not None
@@ -167,22 +173,31 @@ CLUSTER_ARGS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf
 
 
 class Cluster:
-    """Three primaries (no replicas) made with `redis-cli --cluster create`."""
+    """Three primaries (with `replicas`: that many replicas each) made with `redis-cli --cluster create`."""
 
-    def __init__(self, module: bool) -> None:
-        self.nodes = [Server(module, CLUSTER_ARGS, bus=True) for _ in range(3)]
+    def __init__(self, module: bool, replicas: int = 0) -> None:
+        self.replicas = replicas
+        self.nodes = [Server(module, CLUSTER_ARGS, bus=True) for _ in range(3 * (1 + replicas))]
 
     def start(self) -> Cluster:
         for node in self.nodes:
             node.start()
         addresses = [f"{HOST}:{n.port}" for n in self.nodes]
-        out = subprocess.run([cli_binary(), "--cluster", "create", *addresses, "--cluster-replicas", "0",
+        out = subprocess.run([cli_binary(), "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
                               "--cluster-yes"], capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout}{out.stderr}")
         for node in self.nodes:
             wait_until(f"cluster_state:ok on port {node.port}", node.cluster_ok)
+            if self.replicas:
+                wait_until(f"the replication link of port {node.port}", node.linked)
         return self
+
+    def primary_of(self, key: str) -> Server:
+        """The node serving `key`'s slot now."""
+        with self.client() as rc:
+            port = rc.get_node_from_key(key).port
+        return next(n for n in self.nodes if n.port == port)
 
     @property
     def startup_nodes(self) -> list[tuple[str, int]]:

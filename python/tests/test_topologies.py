@@ -3,11 +3,14 @@ node as it turns out to lack it) and Sentinel, through redis-py's own clients.""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from conftest import MakeLimiter, Servers
-from redis_ratelimit import Backend, FixedWindow, SlidingLog, TokenBucket
+from redis_ratelimit import Backend, Decision, FailurePolicy, FixedWindow, SlidingLog, TokenBucket
 from redis_ratelimit.engine import script
+from servers import wait_until
 
 BUCKET = TokenBucket(3, 0.001)
 
@@ -57,3 +60,24 @@ def test_sentinel(servers: Servers, make_limiter: MakeLimiter, module: bool) -> 
     assert limiter.verify()["engine"] == ("module" if module else "functions")
     with sentinel.primary.client() as r:
         assert r.exists("rl:s") == 1, "decided on the primary Sentinel names"
+
+
+def test_a_cluster_failover(servers: Servers, make_limiter: MakeLimiter) -> None:
+    """A primary stops and its replica takes its slots: the limiter learns the new map and decides
+    there again (meanwhile the failure policy decides, visibly)."""
+    cluster = servers.cluster(module=False, replicas=1)
+    limiter = make_limiter(cluster, FailurePolicy.closed(), breaker=(3, 0.2))
+    key = "rl:failover"
+    assert limiter.check(key, BUCKET).allowed
+    old = cluster.primary_of(key)
+    old.stop()
+    answers: list[Decision] = []
+
+    def decided_again() -> bool:
+        answers.append(limiter.check(key, BUCKET))
+        time.sleep(0.1)
+        return not answers[-1].degraded
+
+    wait_until("a decision from the new primary", decided_again, timeout=60)
+    assert answers[-1].limit == 3 and cluster.primary_of(key).port != old.port
+    assert all(not d.allowed for d in answers if d.degraded), "closed: denied while nobody could decide"

@@ -42,6 +42,7 @@ class SyncDriver:
     def __init__(self, client: SyncClient) -> None:
         self.client = client
         self._servers: dict[int, tuple[redis.Redis, _Connections]] = {}
+        self._remap = False
 
     def _connections(self, client: redis.Redis) -> _Connections:
         # Keyed by the server's client object (one per cluster node), which it keeps alive.
@@ -71,14 +72,26 @@ class SyncDriver:
 
     def _send(self, step: Send, end: float) -> Any:
         client = self.client
-        if isinstance(client, RedisCluster):
+        if not isinstance(client, RedisCluster):
+            return self._connections(client).send(step, end)
+        if self._remap:
+            # A node did not answer last time (a failover may have moved its slots): the cluster's map
+            # is learned again first, through the cluster client (its own timeouts apply).
+            self._remap = False
             try:
-                return self._connections(self._node(client, step)).send(step, end)
-            except (redis.exceptions.MovedError, redis.exceptions.AskError):
-                # The slot moved: learn the cluster's map again and send to the new owner, once.
                 client.nodes_manager.initialize()
-                return self._connections(self._node(client, step)).send(step, end)
-        return self._connections(client).send(step, end)
+            except BaseException:
+                self._remap = True
+                raise
+        try:
+            return self._connections(self._node(client, step)).send(step, end)
+        except (redis.exceptions.MovedError, redis.exceptions.AskError):
+            # The slot moved: learn the cluster's map again and send to the new owner, once.
+            client.nodes_manager.initialize()
+            return self._connections(self._node(client, step)).send(step, end)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            self._remap = True
+            raise
 
     @staticmethod
     def _node(client: RedisCluster, step: Send) -> redis.Redis:
