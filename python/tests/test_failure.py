@@ -157,3 +157,23 @@ def test_permits_under_each_policy_on_a_stopped_server(stopped_port: Server) -> 
             assert not second.granted, "1 of 2 on one of two instances, held by the first"
     with lim.acquire("rl:fail:p", lease) as third:
         assert third.granted, "the first released its in-process lease on exit"
+
+
+def test_the_async_breaker_opens_on_a_hung_server_and_then_costs_no_deadline(engine: EngineCase) -> None:
+    breaker = Breaker(failures=2, cooldown=60.0)
+    warm_up(engine)
+
+    async def run() -> list[Decision]:
+        lim = async_on(engine, FailurePolicy.open(), deadline=DEADLINE, breaker=breaker)
+        engine.server.hang()
+        await lim.check("rl:fail:ah", BUCKET)
+        await lim.check("rl:fail:ah", BUCKET)
+        assert breaker.open
+        return [await lim.check("rl:fail:ah", BUCKET) for _ in range(50)]
+
+    try:
+        decisions = asyncio.run(run())
+    finally:
+        engine.server.resume()
+    assert all(d.degraded and d.allowed for d in decisions)
+    assert breaker.rejected == 50, "none of them waited for the hung server"
