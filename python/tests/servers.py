@@ -5,7 +5,8 @@ test fails.
 
 Environment (as testkit/src/lib.rs): RL_MODULE (the module; default <repo>/target/release/
 libredis_ratelimit.so), RL_REDIS_SERVER, RL_REDIS_CLI, RL_RUST_SERVER (the Rust demo service; default
-<repo>/target/release/examples/server).
+<repo>/target/release/examples/server), RL_REDIS62_SERVER (a Redis 6.2 server, for the EVALSHA engine
+where FUNCTION is unknown: scripts/servers.sh redis-6.2).
 """
 
 from __future__ import annotations

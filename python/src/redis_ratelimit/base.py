@@ -83,7 +83,7 @@ class LimiterBase:
     # the *_strict methods raise). Each raises UsageError when its call cannot be built.
 
     def _check_all(self, limits: Sequence[Limit], strict: bool) -> Plan[Decision]:
-        limits = [(str(key), policy, cost) for key, policy, cost in limits]
+        limits = [(key, policy, cost) for key, policy, cost in limits]
         degrade = None if strict else (lambda e: self.failure.decide(limits, e))
         return Plan(command.decide(limits), Decision.from_reply, degrade)
 
