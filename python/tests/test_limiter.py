@@ -122,3 +122,9 @@ def test_one_sync_limiter_shared_by_threads(engine: EngineCase) -> None:
             decisions = list(pool.map(lambda _: limiter.check("rl:threads", bucket), range(200)))
     assert sum(d.allowed for d in decisions) == 10
     assert not any(d.degraded for d in decisions)
+
+
+def test_bytes_keys_are_the_same_keys(engine: EngineCase, make_limiter: MakeLimiter) -> None:
+    limiter = make_limiter(engine.server, backend=engine.backend)
+    assert limiter.check(b"rl:b", SLOW).remaining == 2
+    assert limiter.check("rl:b", SLOW).remaining == 1
