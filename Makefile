@@ -16,9 +16,12 @@ build: deps
 demo: build
 	$(CARGO) run --release --quiet -p redis-ratelimit-client --example demo
 
-# Unit and property tests of the pure code, then integration tests against real servers.
+# Unit and property tests of the pure code, then integration tests against real servers; then the Python
+# package's suite (python/; a virtualenv in target/py-venv), whose cross-language tests run the Rust demo server.
 test: build
 	$(CARGO) test --release --workspace
+	$(CARGO) build --release -p redis-ratelimit-client --example server
+	scripts/python.sh test
 
 # The integration suite on Redis 7.0, Valkey 8.0, Redis 8.0 and Valkey 9.1 (fetched or built once per machine;
 # a server that cannot be had here is skipped with the reason).
@@ -30,12 +33,14 @@ test-gcra-harness: build
 	scripts/gcra-harness.sh
 
 # Throughput, latency and memory against the Lua scripts they replace and plain commands (writes
-# docs/benchmarks.md and docs/bench.png), then ns per decision of the pure algorithms (Criterion).
+# docs/benchmarks.md and docs/bench.png), the Python middleware under uvicorn (docs/bench-python.md), then ns
+# per decision of the pure algorithms (Criterion).
 bench: build
 	@scripts/ensure-deps.sh fonts-dejavu-core
 	$(CARGO) run --release --quiet -p bench --bin rl-bench
 	@scripts/ensure-deps.sh wrk
 	$(CARGO) run --release --quiet -p bench --bin rl-bench-http
+	scripts/python.sh bench
 	$(CARGO) bench -p ratelimit-core --bench decide
 
 # Container images (module on Redis and Valkey, the demo application): podman here, Docker elsewhere.

@@ -1,0 +1,53 @@
+"""Rate limits on Redis: the redis-ratelimit module's commands, or its Lua library where the module
+cannot be loaded (FCALL, or EVALSHA), from asyncio and synchronous code.
+
+    from redis_ratelimit import Limiter, TokenBucket, FailurePolicy
+    limiter = Limiter(redis.Redis(), FailurePolicy.open())
+    decision = limiter.check("rl:{user:42}:api", TokenBucket(capacity=10, per_second=5.0))
+"""
+
+from .aio import AsyncLimiter
+from .base import Verified
+from .breaker import Breaker
+from .command import Limit
+from .decision import Decision, Inspection, Taken
+from .engine import Backend
+from .errors import (BreakerOpenError, CallError, ConfigurationError, DeadlineError, PolicyError, ReplyError,
+                     ServerError, UnreachableError, UsageError)
+from .failure import FailurePolicy
+from .limiter import Limiter
+from .permit import AsyncPermit, Permit
+from .policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncLimiter",
+    "AsyncPermit",
+    "Backend",
+    "Breaker",
+    "BreakerOpenError",
+    "CallError",
+    "Concurrency",
+    "ConfigurationError",
+    "DeadlineError",
+    "Decision",
+    "FailurePolicy",
+    "FixedWindow",
+    "Inspection",
+    "Limit",
+    "Limiter",
+    "Permit",
+    "Policy",
+    "PolicyError",
+    "ReplyError",
+    "ServerError",
+    "SlidingCounter",
+    "SlidingLog",
+    "Taken",
+    "TokenBucket",
+    "UnreachableError",
+    "UsageError",
+    "Verified",
+    "__version__",
+]

@@ -1,0 +1,88 @@
+"""`AsyncLimiter`: `Limiter` (limiter.py) on `redis.asyncio` (`Redis`, a Sentinel `master_for` client,
+`RedisCluster`): the same methods, awaited; the whole call, connect included, within the deadline."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, TypeVar
+
+from .base import BreakerSetting, LimiterBase, Plan, Verified
+from .command import Arg, Limit
+from .decision import Decision, Inspection, Taken
+from .drivers import AsyncClient, AsyncDriver
+from .engine import Backend
+from .errors import CallError
+from .failure import FailurePolicy
+from .permit import AsyncAcquireMixin
+from .policy import Policy
+from .wait import AsyncWaitMixin
+
+__all__ = ["AsyncLimiter"]
+
+T = TypeVar("T")
+
+
+class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase):
+    """``AsyncLimiter(redis.asyncio.Redis(...), FailurePolicy.open())``; see `Limiter`."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        failure: FailurePolicy,
+        *,
+        backend: Backend = Backend.AUTO,
+        deadline: float = 0.1,
+        breaker: BreakerSetting = None,
+        name: str = "default",
+    ) -> None:
+        super().__init__(failure, backend=backend, deadline=deadline, breaker=breaker, name=name)
+        self.client = client
+        self._driver = AsyncDriver(client)
+
+    async def check(self, key: str, policy: Policy, cost: int = 1) -> Decision:
+        return await self._run(self._check_all([(key, policy, cost)], strict=False))
+
+    async def check_all(self, limits: Sequence[Limit]) -> Decision:
+        return await self._run(self._check_all(limits, strict=False))
+
+    async def check_strict(self, key: str, policy: Policy, cost: int = 1) -> Decision:
+        return await self._run(self._check_all([(key, policy, cost)], strict=True))
+
+    async def check_all_strict(self, limits: Sequence[Limit]) -> Decision:
+        return await self._run(self._check_all(limits, strict=True))
+
+    async def take(self, key: str, policy: Policy, max: int) -> Taken:
+        return await self._run(self._take(key, policy, max, strict=False))
+
+    async def take_strict(self, key: str, policy: Policy, max: int) -> Taken:
+        return await self._run(self._take(key, policy, max, strict=True))
+
+    async def refund(self, key: str, policy: Policy, units: int) -> Decision:
+        return await self._run(self._refund(key, policy, units))
+
+    async def peek(self, key: str, policy: Policy | None = None) -> Inspection:
+        return await self._run(self._peek(key, policy))
+
+    async def call(self, command: str, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        return await self._run(self._call(command, keys, args))
+
+    async def verify(self) -> Verified:
+        inspected = await self._send(self.VERIFY_INSPECT)
+        return self._verified(inspected, await self._send(self.VERIFY_PEEK))
+
+    async def _run(self, plan: Plan[T]) -> T:
+        try:
+            return plan.parse(await self._send(plan.cmd))
+        except CallError as error:
+            if plan.degrade is None:
+                raise
+            return plan.degrade(error)
+
+    async def _send(self, cmd: Sequence[Arg]) -> Any:
+        self._admit()
+        try:
+            reply = await self._driver.run(self.engine.run(cmd), self.deadline)
+        except CallError as error:
+            self._observe(error)
+            raise
+        self._observe(None)
+        return reply

@@ -1,0 +1,125 @@
+"""What `Limiter` (sync) and `AsyncLimiter` share, without I/O: the settings, the engine, the breaker,
+the commands each method sends, how a reply is read, and what the failure policy answers when Redis
+does not. The two classes only send (`limiter.py`, `aio.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Sequence, Tuple, TypedDict, TypeVar, Union
+
+from . import command
+from .breaker import Breaker
+from .command import Arg, Limit
+from .decision import Decision, Inspection, Taken
+from .engine import Backend, Engine, module_command
+from .errors import BreakerOpenError, CallError, ConfigurationError, DeadlineError, ReplyError, UnreachableError
+from .failure import FailurePolicy
+from .policy import Policy
+
+__all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY"]
+
+# The key verify() reads and peeks at (nothing is written): inside docs/deployment.md's `~rl:*`.
+VERIFY_KEY = "rl:verify"
+
+T = TypeVar("T")
+BreakerSetting = Union[Breaker, Tuple[int, float], None]
+
+
+class Verified(TypedDict):
+    """What `verify()` found: the engine in use (``module``, ``functions``, ``scripts``) and why."""
+
+    engine: str
+    why: str
+
+
+class LimiterBase:
+    """The settings and the sans-I/O half of a limiter. ``failure`` is required: what a check answers
+    when Redis cannot (``FailurePolicy.open()``, ``.closed()``, ``.fallback(instances=N)``)."""
+
+    def __init__(
+        self,
+        failure: FailurePolicy,
+        *,
+        backend: Backend = Backend.AUTO,
+        deadline: float = 0.1,
+        breaker: BreakerSetting = None,
+        name: str = "default",
+    ) -> None:
+        if not isinstance(failure, FailurePolicy):
+            raise TypeError("a limiter needs its failure policy: FailurePolicy.open(), .closed() or "
+                            f".fallback(instances=N), not {failure!r}")
+        if not deadline > 0:
+            raise ValueError(f"the deadline must be a number of seconds > 0, not {deadline!r}")
+        self.failure = failure
+        self.engine = Engine(Backend(backend))
+        self.deadline = float(deadline)
+        self.breaker = breaker if isinstance(breaker, Breaker) else Breaker(*(breaker or ()))
+        self.name = name
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(name={self.name!r}, failure={self.failure!r}, deadline={self.deadline}, "
+                f"engine={self.engine.describe()[0].value}, breaker_open={self.breaker.open})")
+
+    # Before and after a call.
+
+    def _admit(self) -> None:
+        if not self.breaker.allow():
+            raise BreakerOpenError()
+
+    def _observe(self, error: CallError | None) -> None:
+        """Tells the breaker how a call that went to Redis ended: an error reply (a bad argument) is
+        Redis answering; no answer counts against it; an answer saying the limiter cannot work here
+        (no engine, NOPERM) opens it at once."""
+        if isinstance(error, (DeadlineError, UnreachableError)):
+            # A failover or a restart may land on another kind of server: the engine is chosen anew.
+            self.engine.forget()
+            self.breaker.failure()
+        elif isinstance(error, ConfigurationError):
+            self.breaker.fault()
+        else:
+            self.breaker.success()
+
+    # What each method sends, how its reply reads, and what it answers when Redis does not (None:
+    # the *_strict methods raise). Each raises UsageError when its call cannot be built.
+
+    def _check_all(self, limits: Sequence[Limit], strict: bool) -> Plan[Decision]:
+        limits = [(key, policy, cost) for key, policy, cost in limits]
+        degrade = None if strict else (lambda e: self.failure.decide(limits, e))
+        return Plan(command.decide(limits), Decision.from_reply, degrade)
+
+    def _take(self, key: str, policy: Policy, most: int, strict: bool) -> Plan[Taken]:
+        def degrade(error: CallError) -> Taken:
+            decision, taken = self.failure.take(key, policy, most, error)
+            return Taken(decision, taken)
+
+        return Plan(command.take(key, policy, most), Taken.from_reply, None if strict else degrade)
+
+    def _refund(self, key: str, policy: Policy, units: int) -> Plan[Decision]:
+        return Plan(command.refund(key, policy, units), Decision.from_reply, None)
+
+    def _peek(self, key: str, policy: Policy | None) -> Plan[Inspection]:
+        return Plan(command.inspect(key, policy), Inspection.from_reply, None)
+
+    def _call(self, cmd: str, keys: Sequence[Arg], args: Sequence[Arg]) -> Plan[Any]:
+        return Plan(module_command(cmd, keys, args), lambda reply: reply, None)
+
+    # verify(): RL.INSPECT (read-only, on a key that need not exist), then RL.TOKEN with cost 0 (a
+    # peek: writes nothing); under AUTO these calls choose the engine.
+    VERIFY_INSPECT: list[Arg] = command.inspect(VERIFY_KEY, None)
+    VERIFY_PEEK: list[Arg] = ["RL.TOKEN", VERIFY_KEY, 1, 1, 0]
+
+    def _verified(self, inspected: Any, peeked: Any) -> Verified:
+        if inspected is not None and not isinstance(inspected, (list, dict)):
+            raise ReplyError(f"RL.INSPECT answered {inspected!r}, not what the ratelimit module answers")
+        Decision.from_reply(peeked)
+        engine, why = self.engine.describe()
+        return Verified(engine=engine.value, why=why)
+
+
+@dataclass(frozen=True)
+class Plan(Generic[T]):
+    """One method's call: the command, how its reply reads, and the failure policy's answer."""
+
+    cmd: list[Arg]
+    parse: Callable[[Any], T]
+    degrade: Callable[[CallError], T] | None

@@ -1,0 +1,105 @@
+"""`Limiter`: rate limits on a synchronous redis-py client (`redis.Redis`, a Sentinel `master_for`
+client, `redis.RedisCluster`). One call per check under a deadline; when Redis cannot decide, the
+failure policy does, visibly (``degraded``), behind a circuit breaker. `AsyncLimiter` (aio.py) is the
+same on `redis.asyncio`; both are `LimiterBase` (base.py) plus their I/O."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, TypeVar
+
+from .base import BreakerSetting, LimiterBase, Plan, Verified
+from .command import Arg, Limit
+from .decision import Decision, Inspection, Taken
+from .drivers import SyncClient, SyncDriver
+from .engine import Backend
+from .errors import CallError
+from .failure import FailurePolicy
+from .permit import AcquireMixin
+from .policy import Policy
+from .wait import WaitMixin
+
+__all__ = ["Limiter"]
+
+T = TypeVar("T")
+
+
+class Limiter(AcquireMixin, WaitMixin, LimiterBase):
+    """``Limiter(redis.Redis(...), FailurePolicy.open())``; see `LimiterBase` for the settings."""
+
+    def __init__(
+        self,
+        client: SyncClient,
+        failure: FailurePolicy,
+        *,
+        backend: Backend = Backend.AUTO,
+        deadline: float = 0.1,
+        breaker: BreakerSetting = None,
+        name: str = "default",
+    ) -> None:
+        super().__init__(failure, backend=backend, deadline=deadline, breaker=breaker, name=name)
+        self.client = client
+        self._driver = SyncDriver(client)
+
+    def check(self, key: str, policy: Policy, cost: int = 1) -> Decision:
+        """One limit: Redis' decision, or the failure policy's (``degraded``). Never raises CallError."""
+        return self._run(self._check_all([(key, policy, cost)], strict=False))
+
+    def check_all(self, limits: Sequence[Limit]) -> Decision:
+        """Several limits ``(key, policy, cost)`` of any kinds in one atomic call (RL.TOKEN when all
+        are token buckets, RL.ALL otherwise): allowed only when every one allows, and then it takes from
+        all; a denial takes from none. ``limiting`` says which limit the decision describes."""
+        return self._run(self._check_all(limits, strict=False))
+
+    def check_strict(self, key: str, policy: Policy, cost: int = 1) -> Decision:
+        """Like `check` without the failure policy: raises CallError when Redis does not decide."""
+        return self._run(self._check_all([(key, policy, cost)], strict=True))
+
+    def check_all_strict(self, limits: Sequence[Limit]) -> Decision:
+        return self._run(self._check_all(limits, strict=True))
+
+    def take(self, key: str, policy: Policy, max: int) -> Taken:
+        """As many whole tokens as the token bucket holds now, up to `max` (RL.TAKE), or the failure
+        policy's grant (open: all, closed: none, fallback: the in-process share)."""
+        return self._run(self._take(key, policy, max, strict=False))
+
+    def take_strict(self, key: str, policy: Policy, max: int) -> Taken:
+        return self._run(self._take(key, policy, max, strict=True))
+
+    def refund(self, key: str, policy: Policy, units: int) -> Decision:
+        """Gives `units` back (RL.REFUND; token buckets, fixed windows, sliding counters); the state
+        after it. Raises CallError."""
+        return self._run(self._refund(key, policy, units))
+
+    def peek(self, key: str, policy: Policy | None = None) -> Inspection:
+        """What `key` holds, read-only (RL.INSPECT); with its policy, what a request would meet now.
+        Raises CallError."""
+        return self._run(self._peek(key, policy))
+
+    def call(self, command: str, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        """The raw engine call (``call("RL.FIXED", [key], [limit, window, cost])``): the module's
+        reply, through the engine in use, NOSCRIPT handled; the breaker and the deadline apply, the
+        failure policy does not. Raises CallError."""
+        return self._run(self._call(command, keys, args))
+
+    def verify(self) -> Verified:
+        """The start-up check: the engine answers RL.INSPECT and a peek of RL.TOKEN for this user;
+        which engine it is and why. Raises CallError (ConfigurationError: no engine works here)."""
+        return self._verified(self._send(self.VERIFY_INSPECT), self._send(self.VERIFY_PEEK))
+
+    def _run(self, plan: Plan[T]) -> T:
+        try:
+            return plan.parse(self._send(plan.cmd))
+        except CallError as error:
+            if plan.degrade is None:
+                raise
+            return plan.degrade(error)
+
+    def _send(self, cmd: Sequence[Arg]) -> Any:
+        self._admit()
+        try:
+            reply = self._driver.run(self.engine.run(cmd), self.deadline)
+        except CallError as error:
+            self._observe(error)
+            raise
+        self._observe(None)
+        return reply

@@ -1,0 +1,224 @@
+"""Limiter policies: which algorithm, with which parameters. Each policy is validated when built with
+the module's own rules (ratelimit-core's grammar: `core/src/args.rs` and each kind's file), so a policy
+is valid exactly when the module would accept its parameters, and an invalid one names the kind and the
+field in the module's words: ``TokenBucket(capacity=0, per_second=5)`` raises
+``PolicyError("token_bucket: invalid capacity: must be a whole number >= 1")``.
+
+Times are seconds (float, int or `datetime.timedelta`) in whole milliseconds, as the commands take them.
+Each kind is declared once, in its `KIND` (its names, its request's form, whether it takes refunds);
+the command builder reads that declaration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import ClassVar, Literal, Union
+
+from .errors import PolicyError
+
+__all__ = ["Kind", "Policy", "TokenBucket", "SlidingLog", "FixedWindow", "SlidingCounter", "Concurrency", "Seconds"]
+
+Seconds = Union[float, int, timedelta]
+
+NS_PER_SEC = 1_000_000_000
+MAX_HORIZON_SECS = 3_000_000_000  # core/src/limits.rs: a refill, window or lease at most this long
+MAX_HORIZON_NS = MAX_HORIZON_SECS * NS_PER_SEC
+MAX_RATE_PER_SEC = 1_000_000_000
+MAX_LOG_LIMIT = 1_000_000
+MAX_LEASE_LIMIT = 100_000
+U64_MAX = 2**64 - 1
+
+WHOLE_1 = "must be a whole number >= 1"
+WINDOW = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A limiter kind's declaration: its name, its RL.ALL / RL.REFUND group, its command, how its
+    request is written (``cost``; ``id``: a sliding log's request id; ``lease``: a concurrency
+    permit's holder and weight) and whether units can be given back."""
+
+    name: str
+    group: str
+    command: str
+    request: Literal["cost", "id", "lease"]
+    refunds: bool
+
+
+class Policy:
+    """One limit's algorithm and parameters. ``params`` are its two parameters as its command takes
+    them after the key; ``limit`` is what ``RateLimit-Limit`` says; ``period`` the time in seconds the
+    limit is measured over (a window, a lease, or a bucket's full refill: the draft's ``w``)."""
+
+    KIND: ClassVar[Kind]
+    limit: int
+    params: tuple[str, str]
+    period: float
+
+    @property
+    def kind(self) -> Kind:
+        return self.KIND
+
+    def _set(self, params: tuple[str, str], period_ns: int) -> None:
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "period", period_ns / NS_PER_SEC)
+
+
+def _whole(kind: Kind, name: str, value: object, low: int, high: int, expected: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise PolicyError(kind.name, name, expected)
+    if value > U64_MAX:
+        raise PolicyError(kind.name, name, "too large")
+    if value > high:
+        raise PolicyError(kind.name, name, expected)
+    return value
+
+
+def _decimal(value: object) -> Decimal | None:
+    """The number as written: a float's shortest decimal (what Rust's `{}` prints), an int exactly."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
+def _text(number: Decimal) -> str:
+    """Plain decimal digits, no exponent, no trailing zeros (`5`, `0.5`, `0.0000001`)."""
+    text = format(number, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _out_of_range(text: str) -> bool:
+    """What core's decimal parser refuses as out of range: more than 36 significant digits, or an
+    exponent beyond 96 (core/src/decimal.rs)."""
+    whole, _, fraction = text.partition(".")
+    fraction = fraction.rstrip("0")
+    return len((whole + fraction).lstrip("0")) > 36 or len(fraction) > 96
+
+
+def _milliseconds(kind: Kind, name: str, value: object, expected: str) -> int:
+    """A length in seconds as whole milliseconds within the horizon."""
+    if isinstance(value, timedelta):
+        value = Decimal(value.days * 86400 + value.seconds) + Decimal(value.microseconds) / 1_000_000
+        ms = value * 1000
+    else:
+        number = _decimal(value)
+        if number is None:
+            raise PolicyError(kind.name, name, expected)
+        ms = number * 1000
+    if ms != ms.to_integral_value() or not 0 < ms <= MAX_HORIZON_SECS * 1000:
+        raise PolicyError(kind.name, name, expected)
+    return int(ms)
+
+
+def _seconds_text(ms: int) -> str:
+    """As the commands write lengths: `1.500`."""
+    return f"{ms // 1000}.{ms % 1000:03d}"
+
+
+@dataclass(frozen=True)
+class TokenBucket(Policy):
+    """RL.TOKEN: bursts of up to ``capacity``, ``per_second`` tokens per second on average."""
+
+    KIND: ClassVar[Kind] = Kind("token_bucket", "TOKEN", "RL.TOKEN", "cost", True)
+    capacity: int
+    per_second: float
+    limit: int = field(init=False, repr=False, compare=False)
+    params: tuple[str, str] = field(init=False, repr=False, compare=False)
+    period: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kind = self.KIND
+        capacity = _whole(kind, "capacity", self.capacity, 1, U64_MAX, WHOLE_1)
+        rate = _decimal(self.per_second)
+        if rate is None or rate <= 0:
+            raise PolicyError(kind.name, "rate", "must be a number > 0 (tokens per second)")
+        if _out_of_range(_text(rate)):
+            raise PolicyError(kind.name, "rate", "out of range")
+        exact_rate = Fraction(rate)
+        if math.ceil(exact_rate) > MAX_RATE_PER_SEC:
+            raise PolicyError(kind.name, "rate", "must be at most 1000000000 tokens per second")
+        too_long = PolicyError(kind.name, "capacity", "capacity / rate must be at most 3000000000 seconds")
+        # core/src/token_bucket.rs: the emission interval and a full refill, in ns, rounded up.
+        interval = math.ceil(NS_PER_SEC / exact_rate)
+        exact = math.ceil(capacity * NS_PER_SEC / exact_rate)
+        tau = interval * capacity
+        if tau > MAX_HORIZON_NS or interval == 0:
+            raise too_long
+        slack = min(tau - min(exact, tau), interval - 1)
+        self._set((str(capacity), _text(rate)), tau - slack)
+        object.__setattr__(self, "limit", capacity)
+
+
+@dataclass(frozen=True)
+class _Windowed(Policy):
+    LIMIT_RANGE: ClassVar[tuple[int, str]] = (U64_MAX, WHOLE_1)
+    limit: int
+    window: Seconds
+    params: tuple[str, str] = field(init=False, repr=False, compare=False)
+    period: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        high, expected = self.LIMIT_RANGE
+        limit = _whole(self.KIND, "limit", self.limit, 1, high, expected)
+        ms = _milliseconds(self.KIND, "window", self.window, WINDOW)
+        self._set((str(limit), _seconds_text(ms)), ms * 1_000_000)
+
+
+@dataclass(frozen=True)
+class SlidingLog(_Windowed):
+    """RL.SLIDE: the exact sliding window, at most ``limit`` requests in any ``window`` seconds
+    (memory grows with the limit: at most 1,000,000). Counts requests: its cost is always 1."""
+
+    KIND: ClassVar[Kind] = Kind("sliding_log", "SLIDE", "RL.SLIDE", "id", False)
+    LIMIT_RANGE: ClassVar[tuple[int, str]] = (
+        MAX_LOG_LIMIT,
+        "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)",
+    )
+
+
+@dataclass(frozen=True)
+class FixedWindow(_Windowed):
+    """RL.FIXED: ``limit`` units per ``window`` seconds; a window starts at the key's first request."""
+
+    KIND: ClassVar[Kind] = Kind("fixed_window", "FIXED", "RL.FIXED", "cost", True)
+
+
+@dataclass(frozen=True)
+class SlidingCounter(_Windowed):
+    """RL.SLIDECOUNT: the sliding window counter, O(1) memory, within 2x of the limit in the worst case."""
+
+    KIND: ClassVar[Kind] = Kind("sliding_counter", "SLIDECOUNT", "RL.SLIDECOUNT", "cost", True)
+
+
+@dataclass(frozen=True)
+class Concurrency(Policy):
+    """RL.ACQUIRE: at most ``limit`` (1 to 100,000) weight of work in flight, each permit held on a
+    lease of ``lease`` seconds that its holder renews while it lives. Taken with ``acquire``, never
+    with ``check`` (it has to be released)."""
+
+    KIND: ClassVar[Kind] = Kind("concurrency", "ACQUIRE", "RL.ACQUIRE", "lease", False)
+    limit: int
+    lease: Seconds
+    params: tuple[str, str] = field(init=False, repr=False, compare=False)
+    period: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kind = self.KIND
+        expected = "must be a whole number from 1 to 100000"
+        # In core's order: a whole limit, the lease, then the limit's range.
+        limit = _whole(kind, "limit", self.limit, 1, U64_MAX, expected)
+        lease = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
+        ms = _milliseconds(kind, "lease", self.lease, lease)
+        if limit > MAX_LEASE_LIMIT:
+            raise PolicyError(kind.name, "limit", expected)
+        self._set((str(limit), _seconds_text(ms)), ms * 1_000_000)

@@ -1,0 +1,131 @@
+"""FastAPI: a dependency for per-endpoint limits. The endpoint declares its limit and takes no
+`request` it does not use; the `RateLimit-*` fields go on its response (through FastAPI's `Response`
+injection: on what the endpoint returns, unless it returns a `Response` object of its own).
+
+    limit = RateLimit(limiter, "items", TokenBucket(capacity=10, per_second=5.0))
+
+    @app.get("/items", dependencies=[Depends(limit)])
+    async def items() -> list[str]: ...
+
+A denial raises `RateLimited`, an `HTTPException` (429, `Retry-After`, the `RateLimit-*` fields):
+with `install(app)` its body is the middleware's RFC 9457 problem, byte for byte; without it,
+FastAPI's `{"detail": ...}` with the problem's sentence. Keys, headers and bodies are the middleware's
+(`<prefix>:{<caller>}:<name>`), so a dependency and a middleware route of one name share the bucket.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from fastapi import FastAPI, HTTPException, Request, Response
+from starlette.responses import Response as StarletteResponse
+
+from ..decision import Decision
+from .check import Denied, Served, enforce
+from .config import CallerFn, PolicySource, RateLimitConfig, Route
+from .denial import Denial
+from .forwarded import Network, TrustedProxies
+from .plan import Plan, plan
+from .response import Answer
+
+__all__ = ["RateLimit", "RateLimited", "install", "problem_response"]
+
+
+class RateLimited(HTTPException):
+    """A request a `RateLimit` dependency denied: `denial` says why, `answer` is the problem
+    response (status, headers, body)."""
+
+    def __init__(self, denial: Denial) -> None:
+        self.denial = denial
+        self.answer: Answer = denial.default_response()
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in self.answer.headers if k != b"content-type"}
+        super().__init__(self.answer.status, detail=self.answer.json().get("detail"), headers=headers)
+
+
+def problem_response(request: Request, exc: Exception) -> StarletteResponse:
+    """The exception handler of `RateLimited`: the RFC 9457 problem as the middleware sends it."""
+    if not isinstance(exc, RateLimited):
+        raise exc
+    answer = exc.answer
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in answer.headers}
+    return StarletteResponse(answer.body, status_code=answer.status, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    """Answers `RateLimited` with the RFC 9457 problem body (`application/problem+json`)."""
+    app.add_exception_handler(RateLimited, problem_response)
+
+
+class RateLimit:
+    """A per-endpoint limit: `Depends(RateLimit(limiter, name, policy))`.
+
+    - `policy`: a rate policy, or a function of the `Caller` giving one (plans);
+    - `cost`: what a request costs, a number or a function of the `Request`;
+    - `global_limit`: a per-caller limit checked with this one in one atomic call (key `...:all`);
+    - `shadow`: decided and counted, never enforced (no fields, no 429 from it);
+    - the caller as the middleware finds it: `trusted_proxies`, `caller`, `ipv6_prefix`, `key_prefix`
+      (the principal and tenant set with `set_principal` / `set_tenant` by an earlier middleware);
+    - `structured_headers`, `outage_status` as the middleware's.
+
+    The dependency returns the decision of the limit that applied (None for a shadow limit).
+    """
+
+    def __init__(
+        self,
+        limiter: Any,
+        name: str,
+        policy: PolicySource,
+        *,
+        cost: int | Callable[[Request], int] = 1,
+        global_limit: PolicySource | None = None,
+        shadow: bool = False,
+        trusted_proxies: Iterable[str | Network] | TrustedProxies = (),
+        caller: CallerFn | None = None,
+        ipv6_prefix: int = 64,
+        key_prefix: str = "rl",
+        structured_headers: bool = False,
+        outage_status: int = 429,
+    ) -> None:
+        cost_fn: Callable[[Any], int]
+        if callable(cost):
+            request_cost = cost
+            cost_fn = lambda scope: request_cost(Request(scope))  # noqa: E731
+        else:
+            fixed = int(cost)
+            cost_fn = lambda scope: fixed  # noqa: E731
+        self.config = RateLimitConfig(
+            limiter,
+            routes=[Route(name, "/", policy, cost_fn)],
+            global_limit=global_limit,
+            shadow=[name] if shadow else [],
+            trusted_proxies=trusted_proxies,
+            caller=caller,
+            structured_headers=structured_headers,
+            key_prefix=key_prefix,
+            ipv6_prefix=ipv6_prefix,
+            outage_status=outage_status,
+        )
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"RateLimit({self.name!r})"
+
+    async def __call__(self, request: Request, response: Response) -> Decision | None:
+        step = plan(self.config, request.scope)
+        if not isinstance(step, Plan):  # every path is under "/": only a misused config lands here
+            return None
+        verdict = await enforce(self.config, step)
+        if isinstance(verdict, Denied):
+            raise RateLimited(verdict.denial)
+        return _decorate(verdict, response)
+
+
+def _decorate(served: Served, response: Response) -> Decision | None:
+    if served.headers is None:
+        return None
+    fields: list[tuple[bytes, bytes]] = []
+    served.headers.add_to(fields)
+    for name, value in fields:
+        response.headers[name.decode("latin-1")] = value.decode("latin-1")
+    return served.headers.decision
+

@@ -1,0 +1,122 @@
+"""Request planning: which limits a request is checked against (its route's, the global one, the
+concurrency limits), under which keys and at what cost, or why it is not checked at all (skipped, on
+an allow or deny list). No call to Redis is made here. As `client/src/http/plan.rs`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .access import Access
+from .caller import PRINCIPAL_STATE, TENANT_STATE, Caller, IPAddress, caller_tag, default_caller, group_ip
+from .config import GLOBAL, RateLimitConfig, Route, Scope, log, resolve, skipped, state_of, under_prefix
+from .forwarded import peer_ip
+
+
+@dataclass(frozen=True)
+class PlannedLimit:
+    """One limit of a request: its key, policy, what the request costs, and its name (the route's,
+    or `all`) in headers and bodies."""
+
+    key: str
+    policy: Any
+    cost: int
+    name: str
+    shadow: bool = False
+    concurrency: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    route_name: str
+    caller: Caller
+    limits: list[PlannedLimit]
+
+
+@dataclass(frozen=True)
+class Allowlisted:
+    route_name: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    route_name: str
+
+
+Step = Union[Plan, Allowlisted, Refused]
+
+_warned_unknown = False
+
+
+def plan(config: RateLimitConfig, scope: Scope) -> Step | None:
+    """What to do with the request of `scope`; None: pass it on untouched."""
+    path: str = scope.get("path", "")
+    if config.skip and skipped(path, config.skip):
+        return None
+    route = _match(config.routes, path)
+    concurrency = _match(config.concurrency, path)
+    if route is None and config.global_limit is None and concurrency is None and config.global_concurrency is None:
+        return None
+    peer = peer_ip(scope)
+    client_ip = config.proxies.client_ip(peer, scope.get("headers") or ())
+    ip = None if client_ip is None else group_ip(client_ip, config.ipv6_prefix)
+    caller = config.caller(scope, ip) if config.caller is not None else default_caller(scope, ip)
+    if caller.kind == "unknown" and peer is None:
+        _warn_unknown(config)
+    named = route or concurrency
+    route_name = named.name if named is not None else GLOBAL
+    if config.access_lists is not None:
+        access = _access(config, scope, caller, client_ip)
+        if access is Access.DENIED:
+            return Refused(route_name)
+        if access is Access.ALLOWED:
+            return Allowlisted(route_name)
+    cost = 1 if route is None or route.cost is None else int(route.cost(scope))
+    tag = caller_tag(config.key_prefix, caller)
+    limits: list[PlannedLimit] = []
+    if route is not None:
+        shadow = route.name in config.shadow_routes
+        limits.append(PlannedLimit(f"{tag}:{route.name}", route.policy_for(caller), cost, route.name, shadow))
+    if config.global_limit is not None:
+        policy = resolve(config.global_limit, caller)
+        limits.append(PlannedLimit(f"{tag}:{GLOBAL}", policy, cost, GLOBAL, config.global_shadow))
+    # Leases of weight 1: a request in flight is one, whatever its rate cost.
+    if concurrency is not None:
+        policy = concurrency.policy_for(caller)
+        limits.append(PlannedLimit(f"{tag}:{concurrency.name}:lease", policy, 1, concurrency.name, False, True))
+    if config.global_concurrency is not None:
+        policy = resolve(config.global_concurrency, caller)
+        limits.append(PlannedLimit(f"{tag}:{GLOBAL}:lease", policy, 1, GLOBAL, False, True))
+    return Plan(route_name, caller, limits)
+
+
+def _match(routes: Any, path: str) -> Route | None:
+    for r in routes:
+        if under_prefix(path, r.prefix):
+            return r  # type: ignore[no-any-return]
+    return None
+
+
+def _access(config: RateLimitConfig, scope: Scope, caller: Caller, client_ip: IPAddress | None) -> Access:
+    """What the lists say: the request's principal and tenant (the state's, and a custom caller's)
+    and its client address, not grouped."""
+    assert config.access_lists is not None
+    state = state_of(scope)
+    principals = [str(state[PRINCIPAL_STATE])] if state.get(PRINCIPAL_STATE) is not None else []
+    tenants = [str(state[TENANT_STATE])] if state.get(TENANT_STATE) is not None else []
+    if caller.kind == "user":
+        principals.append(caller.id)
+    elif caller.kind == "tenant":
+        tenants.append(caller.id)
+    return config.access_lists.access_of(principals, tenants, client_ip)
+
+
+def _warn_unknown(config: RateLimitConfig) -> None:
+    global _warned_unknown
+    if not _warned_unknown:
+        _warned_unknown = True
+        log.error(
+            "rate limit middleware: a request without a peer address (no scope['client']): every such "
+            "caller shares the key %s:{unknown}; said once",
+            config.key_prefix,
+        )

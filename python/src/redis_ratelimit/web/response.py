@@ -1,0 +1,207 @@
+"""What the middleware tells the caller: `RateLimit-*` headers on every limited response, and for a
+denial a 429 with `Retry-After` and an RFC 9457 problem body (a 403 for a caller on the deny list).
+Field for field and byte for byte the Rust layer's answers (`client/src/http/response.rs`): the bodies
+are compact JSON with sorted keys, as serde_json writes them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, MutableSequence
+
+from ..decision import Decision
+
+RATELIMIT_LIMIT = b"ratelimit-limit"
+RATELIMIT_REMAINING = b"ratelimit-remaining"
+RATELIMIT_RESET = b"ratelimit-reset"
+RATELIMIT_POLICY = b"ratelimit-policy"
+RATELIMIT = b"ratelimit"
+DEGRADED = b"x-ratelimit-degraded"
+RETRY_AFTER = b"retry-after"
+CONTENT_TYPE = b"content-type"
+PROBLEM_JSON = b"application/problem+json"
+
+#: The problem type of an ordinary denial.
+RATE_LIMITED = "urn:redis-ratelimit:rate-limited"
+#: The problem type of a request that costs more than the limit: it can never be allowed.
+COST_EXCEEDS_LIMIT = "urn:redis-ratelimit:cost-exceeds-limit"
+#: A denial by the closed failure policy: Redis could not decide. Not the caller's overuse.
+UNAVAILABLE = "urn:redis-ratelimit:unavailable"
+#: A denial by the closed failure policy while Redis answers that the limiter cannot work with it as
+#: configured (the module not loaded, a renamed or refused command).
+MISCONFIGURED = "urn:redis-ratelimit:misconfigured"
+#: A denial by a concurrency limit: too many of the caller's requests in flight.
+CONCURRENCY_LIMITED = "urn:redis-ratelimit:concurrency-limited"
+#: A caller on the deny list: 403, no `Retry-After`, no `RateLimit-*` fields.
+DENIED = "urn:redis-ratelimit:denied"
+
+RawHeaders = MutableSequence[tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True)
+class Described:
+    """The limit a decision describes, for headers and problem bodies."""
+
+    name: str
+    window_secs: int
+    cost: int
+    #: A rate policy: the `RateLimit-*` fields describe it. A concurrency limit has none of them.
+    rate: bool = True
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A complete response the middleware sends by itself: status, headers, body."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """An ASGI app answering with this response (what `on_denial` hooks may return too)."""
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def problem_body(body: dict[str, Any]) -> bytes:
+    """JSON as serde_json writes a `json!` object: keys sorted, no spaces, UTF-8 as it is."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def put(headers: RawHeaders, name: bytes, value: bytes) -> None:
+    """Sets `name` to `value`, replacing any value it had (as `HeaderMap::insert`)."""
+    for i in range(len(headers) - 1, -1, -1):
+        if headers[i][0].lower() == name:
+            del headers[i]
+    headers.append((name, value))
+
+
+def _append(headers: RawHeaders, name: bytes, value: bytes) -> None:
+    headers.append((name, value))
+
+
+def _n(value: int) -> bytes:
+    return str(value).encode()
+
+
+def add_headers(headers: RawHeaders, d: Decision, limit: Described, structured: bool) -> None:
+    """Adds the rate limit headers of `d`. A degraded decision was made without Redis: the policy is
+    known, what is left of it and when it resets are not, so those headers are left out."""
+    # Replace what is there (as `HeaderMap::insert`); most responses have none of these fields yet.
+    set_ = put if any(k[:1] in b"rRxX" for k, _ in headers) else _append
+    if not limit.rate:
+        if d.degraded:
+            set_(headers, DEGRADED, b"true")
+        return
+    set_(headers, RATELIMIT_LIMIT, _n(d.limit))
+    if not d.degraded:
+        set_(headers, RATELIMIT_REMAINING, _n(d.remaining))
+        set_(headers, RATELIMIT_RESET, _n(d.reset_after_secs()))
+    if structured:
+        # draft-ietf-httpapi-ratelimit-headers: quota and window of the policy; remaining and reset.
+        name = limit.name.replace('"', "").replace("\\", "")
+        if _is_header_text(name):
+            set_(headers, RATELIMIT_POLICY, f'"{name}";q={d.limit};w={limit.window_secs}'.encode())
+            if not d.degraded:
+                set_(headers, RATELIMIT, f'"{name}";r={d.remaining};t={d.reset_after_secs()}'.encode())
+    if d.degraded:
+        set_(headers, DEGRADED, b"true")
+
+
+def _is_header_text(text: str) -> bool:
+    # What `HeaderValue::from_str` takes: visible ASCII, space and tab.
+    return all(c == "\t" or " " <= c <= "~" for c in text)
+
+
+def _problem(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> Answer:
+    out: list[tuple[bytes, bytes]] = [] if headers is None else headers
+    out.insert(0, (CONTENT_TYPE, PROBLEM_JSON))
+    return Answer(status, out, problem_body(body))
+
+
+def denied(d: Decision, limit: Described, structured: bool) -> Answer:
+    """The 429 answer. An ordinary denial says when to retry (`Retry-After`, whole seconds >= 1); a
+    request that costs more than the limit gets no `Retry-After` and its own problem type."""
+    body: dict[str, Any] = {"status": 429, "limit": limit.name, "quota": d.limit}
+    if not d.degraded:
+        body["remaining"] = d.remaining
+    headers: list[tuple[bytes, bytes]] = []
+    secs = d.retry_after_secs()
+    if secs is not None:
+        body["type"] = RATE_LIMITED
+        body["title"] = "Too Many Requests"
+        body["detail"] = f"rate limit '{limit.name}' exceeded: retry in {secs} s"
+        body["retry_after_seconds"] = secs
+        headers.append((RETRY_AFTER, _n(secs)))
+    else:
+        body["type"] = COST_EXCEEDS_LIMIT
+        body["title"] = "Request costs more than the limit"
+        body["detail"] = (
+            f"this request costs {limit.cost} and limit '{limit.name}' allows {d.limit}: "
+            "it can never be allowed, do not retry it"
+        )
+        body["cost"] = limit.cost
+    answer = _problem(429, body, headers)
+    add_headers(answer.headers, d, limit, structured)
+    return answer
+
+
+def forbidden() -> Answer:
+    """The answer to a caller on the deny list: 403 with its own problem type, nothing to wait for."""
+    body = {
+        "type": DENIED,
+        "title": "Forbidden",
+        "status": 403,
+        "detail": "requests from this caller are refused",
+    }
+    return _problem(403, body)
+
+
+def unavailable(d: Decision, limit: Described, structured: bool, status: int, misconfigured: bool) -> Answer:
+    """The answer when Redis could not decide and the failure policy is closed: the request was not
+    checked, so it says so, with the `Retry-After` the limiter suggests."""
+    secs = d.retry_after_secs() or 1
+    what = "rate limit" if limit.rate else "concurrency limit"
+    if misconfigured:
+        kind, title = MISCONFIGURED, "Rate limiter misconfigured"
+        why = "the rate limiter is misconfigured and fails closed"
+    else:
+        kind, title = UNAVAILABLE, "Rate limiter unavailable"
+        why = "the rate limiter is unavailable and fails closed"
+    body = {
+        "type": kind,
+        "title": title,
+        "status": status,
+        "detail": f"{what} '{limit.name}' could not be checked: {why}; retry in {secs} s",
+        "limit": limit.name,
+        "retry_after_seconds": secs,
+    }
+    answer = _problem(status, body, [(RETRY_AFTER, _n(secs))])
+    add_headers(answer.headers, d, limit, structured)
+    return answer
+
+
+def concurrency_limited(d: Decision, limit: Described) -> Answer:
+    """The 429 of a concurrency limit: so many requests in flight already. `Retry-After` is when the
+    soonest held lease ends, an upper bound. No `RateLimit-*` fields: those describe rate limits."""
+    secs = d.retry_after_secs() or 1
+    body = {
+        "type": CONCURRENCY_LIMITED,
+        "title": "Too Many Requests In Flight",
+        "status": 429,
+        "detail": (
+            f"concurrency limit '{limit.name}' reached: {d.limit} requests in flight at most; "
+            f"retry in {secs} s at the latest"
+        ),
+        "limit": limit.name,
+        "in_flight_limit": d.limit,
+        "retry_after_seconds": secs,
+    }
+    headers = [(RETRY_AFTER, _n(secs))]
+    if d.degraded:
+        headers.append((DEGRADED, b"true"))
+    return _problem(429, body, headers)

@@ -1,0 +1,260 @@
+"""Throwaway redis-server processes on free loopback ports for the tests: module-enabled or stock, a
+3-primary cluster, a primary behind one Sentinel. Each can be hung (SIGSTOP), resumed, stopped and
+restarted on its port; every process is killed by its owner (the fixtures in conftest.py), also when a
+test fails.
+
+Environment (as testkit/src/lib.rs): RL_MODULE (the module; default <repo>/target/release/
+libredis_ratelimit.so), RL_REDIS_SERVER, RL_REDIS_CLI, RL_RUST_SERVER (the Rust demo service; default
+<repo>/target/release/examples/server), RL_REDIS62_SERVER (a Redis 6.2 server, for the EVALSHA engine
+where FUNCTION is unknown: scripts/servers.sh redis-6.2).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import redis
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+
+
+def module_path() -> Path:
+    return Path(os.environ.get("RL_MODULE") or REPO / "target/release/libredis_ratelimit.so")
+
+
+def rust_server_path() -> Path:
+    return Path(os.environ.get("RL_RUST_SERVER") or REPO / "target/release/examples/server")
+
+
+def server_binary() -> str:
+    return os.environ.get("RL_REDIS_SERVER", "redis-server")
+
+
+def cli_binary() -> str:
+    return os.environ.get("RL_REDIS_CLI", "redis-cli")
+
+
+def free_port(bus: bool = False) -> int:
+    """A free loopback port; with `bus`, one whose cluster bus port (+10000) is free too."""
+    while True:
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port: int = s.getsockname()[1]
+        if not bus:
+            return port
+        if port + 10000 <= 65535 and _is_free(port + 10000):
+            return port
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_until(what: str, ready: Callable[[], bool], timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if ready():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        time.sleep(0.02)
+    raise TimeoutError(f"waited {timeout}s for {what}")
+
+
+class Server:
+    """One redis-server process. `module=True` loads the ratelimit module."""
+
+    def __init__(self, module: bool, args: tuple[str, ...] = (), bus: bool = False, binary: str | None = None) -> None:
+        self.module = module
+        self.binary = binary or server_binary()
+        self.args = args
+        self.port = free_port(bus)
+        self.dir = Path(tempfile.mkdtemp(prefix="rl-py-test-"))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.hung = False
+
+    @property
+    def url(self) -> str:
+        return f"redis://{HOST}:{self.port}/0"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "server.log"
+
+    def command(self) -> list[str]:
+        cmd = [self.binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no",
+               "--dir", str(self.dir), "--logfile", str(self.log)]
+        if self.module:
+            cmd += ["--loadmodule", str(module_path())]
+        return cmd + list(self.args)
+
+    def start(self) -> Server:
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(f"redis-server on port {self.port}", self._ready)
+        except TimeoutError:
+            self.stop()
+            raise RuntimeError(f"redis-server did not start: {self.tail()}") from None
+        return self
+
+    def _ready(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(f"redis-server exited: {self.tail()}")
+        with self.client(timeout=0.5) as r:
+            return bool(r.ping())
+
+    def tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def client(self, timeout: float | None = 5.0, **kwargs: object) -> redis.Redis:
+        options: dict[str, object] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, **kwargs}
+        return redis.Redis(host=HOST, port=self.port, **options)  # type: ignore[arg-type]
+
+    def cluster_ok(self) -> bool:
+        with self.client(timeout=1) as r:
+            return bool(r.cluster("INFO").get("cluster_state") == "ok")
+
+    def linked(self) -> bool:
+        """A primary, or a replica whose link to its primary is up."""
+        with self.client(timeout=1) as r:
+            info = r.info("replication")
+            return bool(info["role"] == "master" or info.get("master_link_status") == "up")
+
+    def hang(self) -> None:
+        """SIGSTOP: the port accepts connections (the kernel does) but nothing answers."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+        self.hung = True
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+        self.hung = False
+
+    def stop(self) -> None:
+        """Kills the process (nothing listens on the port afterwards)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.process = None
+        self.hung = False
+
+    def restart(self) -> Server:
+        """Stopped and started again on the same port: no data, no scripts, no functions."""
+        self.stop()
+        return self.start()
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+CLUSTER_ARGS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+                "2000")
+
+
+class Cluster:
+    """Three primaries (with `replicas`: that many replicas each) made with `redis-cli --cluster create`."""
+
+    def __init__(self, module: bool, replicas: int = 0) -> None:
+        self.replicas = replicas
+        self.nodes = [Server(module, CLUSTER_ARGS, bus=True) for _ in range(3 * (1 + replicas))]
+
+    def start(self) -> Cluster:
+        for node in self.nodes:
+            node.start()
+        addresses = [f"{HOST}:{n.port}" for n in self.nodes]
+        out = subprocess.run([cli_binary(), "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
+                              "--cluster-yes"], capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout}{out.stderr}")
+        for node in self.nodes:
+            wait_until(f"cluster_state:ok on port {node.port}", node.cluster_ok)
+            if self.replicas:
+                wait_until(f"the replication link of port {node.port}", node.linked)
+        return self
+
+    def primary_of(self, key: str) -> Server:
+        """The node serving `key`'s slot now."""
+        with self.client() as rc:
+            port = rc.get_node_from_key(key).port
+        return next(n for n in self.nodes if n.port == port)
+
+    @property
+    def startup_nodes(self) -> list[tuple[str, int]]:
+        return [(HOST, n.port) for n in self.nodes]
+
+    def client(self, **kwargs: object) -> redis.RedisCluster:
+        from redis.cluster import ClusterNode
+        node: Any = ClusterNode
+        return redis.RedisCluster(startup_nodes=[node(h, p) for h, p in self.startup_nodes],
+                                  **kwargs)  # type: ignore[arg-type]
+
+    def cleanup(self) -> None:
+        for node in self.nodes:
+            node.cleanup()
+
+
+SENTINEL_SERVICE = "rl-primary"
+
+
+class Sentinel:
+    """A primary (module or stock) watched by one sentinel (`redis-server --sentinel`)."""
+
+    def __init__(self, module: bool) -> None:
+        self.primary = Server(module)
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="rl-py-sentinel-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Sentinel:
+        self.primary.start()
+        conf = self.dir / "sentinel.conf"
+        conf.write_text(
+            f"port {self.port}\nbind {HOST}\ndir {self.dir}\nlogfile {self.dir / 'sentinel.log'}\n"
+            f"sentinel monitor {SENTINEL_SERVICE} {HOST} {self.primary.port} 1\n"
+            f"sentinel down-after-milliseconds {SENTINEL_SERVICE} 1000\n"
+            f"sentinel failover-timeout {SENTINEL_SERVICE} 5000\n")
+        self.process = subprocess.Popen([server_binary(), str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+
+        def knows_primary() -> bool:
+            with redis.Redis(host=HOST, port=self.port, socket_timeout=1) as r:
+                addr = r.execute_command("SENTINEL", "get-master-addr-by-name", SENTINEL_SERVICE)
+                return addr is not None and int(addr[1]) == self.primary.port
+
+        wait_until("the sentinel to name the primary", knows_primary)
+        return self
+
+    @property
+    def sentinels(self) -> list[tuple[str, int]]:
+        return [(HOST, self.port)]
+
+    def cleanup(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            self.process = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.primary.cleanup()

@@ -1,0 +1,83 @@
+"""Redis Cluster (3 primaries, stock servers: the library through FCALL and EVALSHA, loaded on each
+node as it turns out to lack it) and Sentinel, through redis-py's own clients."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import MakeLimiter, Servers
+from redis_ratelimit import Backend, Decision, FailurePolicy, FixedWindow, SlidingLog, TokenBucket
+from redis_ratelimit.engine import script
+from servers import wait_until
+
+BUCKET = TokenBucket(3, 0.001)
+
+
+@pytest.mark.parametrize("backend", [Backend.AUTO, Backend.FUNCTIONS, Backend.SCRIPTS])
+def test_a_cluster_of_stock_servers(servers: Servers, make_limiter: MakeLimiter, backend: Backend) -> None:
+    cluster = servers.cluster(module=False)
+    limiter = make_limiter(cluster, backend=backend)
+    keys = [f"rl:user:{i}" for i in range(24)]  # spread over the three primaries' slots
+    for _ in range(3):
+        assert all(limiter.check(k, BUCKET).allowed for k in keys)
+    assert not any(limiter.check(k, BUCKET).allowed for k in keys)
+    # One atomic call over keys of one slot (a hash tag), of mixed kinds.
+    limits = [("rl:{ada}:login", SlidingLog(1, 600), 1), ("rl:{ada}:all", FixedWindow(5, 600), 1)]
+    assert limiter.check_all(limits).allowed
+    assert (limiter.check_all(limits).allowed, limiter.peek("rl:{ada}:all", limits[1][1]).remaining) == (False, 4)
+    # Every primary got the library (or the scripts) when it first turned out to lack it.
+    engine = limiter.verify()["engine"]
+    assert engine == ("scripts" if backend is Backend.SCRIPTS else "functions")
+    for node in cluster.nodes:
+        with node.client() as r:
+            if engine == "functions":
+                assert len(r.execute_command("FUNCTION", "LIST")) == 1
+            else:
+                assert r.execute_command("SCRIPT", "EXISTS", script("rl_token").sha) == [1]
+    # Flushed on every node: each loads it again on its next call.
+    for node in cluster.nodes:
+        with node.client() as r:
+            r.execute_command("FUNCTION", "FLUSH")
+            r.execute_command("SCRIPT", "FLUSH")
+    fresh = TokenBucket(5, 0.001)
+    assert all(limiter.check(f"rl:again:{i}", fresh).remaining == 4 for i in range(24))
+
+
+def test_a_cluster_of_module_servers(servers: Servers, make_limiter: MakeLimiter) -> None:
+    cluster = servers.cluster(module=True)
+    limiter = make_limiter(cluster)
+    assert all(limiter.check(f"rl:user:{i}", BUCKET).remaining == 2 for i in range(12))
+    assert limiter.verify()["engine"] == "module"
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["library", "module"])
+def test_sentinel(servers: Servers, make_limiter: MakeLimiter, module: bool) -> None:
+    sentinel = servers.sentinel(module=module)
+    limiter = make_limiter(sentinel)
+    assert [limiter.check("rl:s", BUCKET).allowed for _ in range(4)] == [True, True, True, False]
+    assert limiter.verify()["engine"] == ("module" if module else "functions")
+    with sentinel.primary.client() as r:
+        assert r.exists("rl:s") == 1, "decided on the primary Sentinel names"
+
+
+def test_a_cluster_failover(servers: Servers, make_limiter: MakeLimiter) -> None:
+    """A primary stops and its replica takes its slots: the limiter learns the new map and decides
+    there again (meanwhile the failure policy decides, visibly)."""
+    cluster = servers.cluster(module=False, replicas=1)
+    limiter = make_limiter(cluster, FailurePolicy.closed(), breaker=(3, 0.2))
+    key = "rl:failover"
+    assert limiter.check(key, BUCKET).allowed
+    old = cluster.primary_of(key)
+    old.stop()
+    answers: list[Decision] = []
+
+    def decided_again() -> bool:
+        answers.append(limiter.check(key, BUCKET))
+        time.sleep(0.1)
+        return not answers[-1].degraded
+
+    wait_until("a decision from the new primary", decided_again, timeout=60)
+    assert answers[-1].limit == 3 and cluster.primary_of(key).port != old.port
+    assert all(not d.allowed for d in answers if d.degraded), "closed: denied while nobody could decide"

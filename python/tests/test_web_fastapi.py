@@ -1,0 +1,134 @@
+"""The FastAPI dependency on a real Redis with the module, through a real socket: per-endpoint limits
+on endpoints that take no `request`, the fields on their responses, the 429 as a problem body (with
+`install`) or FastAPI's own `{"detail": ...}` (without)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from fastapi import Depends, FastAPI
+
+from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, TokenBucket
+from redis_ratelimit.web import RateLimitConfig, RateLimitMiddleware, Route
+from redis_ratelimit.web.fastapi import RateLimit, install
+from servers import HOST, Server
+from web_serve import Served
+
+
+def limiter_on(server: Server) -> AsyncLimiter:
+    return AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), FailurePolicy.open())
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    started: list[Served] = []
+
+    def start(app: Any) -> httpx.Client:
+        served = Served(app).start()
+        started.append(served)
+        return httpx.Client(base_url=served.url, timeout=10)
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+def test_a_dependency_limits_its_endpoints_without_a_request_parameter(module_server: Server, serve: Any) -> None:
+    limiter = limiter_on(module_server)
+    search = RateLimit(limiter, "search", TokenBucket(2, 0.01), structured_headers=True)
+    export = RateLimit(limiter, "export", TokenBucket(10, 0.01), cost=lambda request: int(request.query_params.get("n", "1")))
+    app = FastAPI()
+    install(app)
+
+    @app.get("/search", dependencies=[Depends(search)])
+    async def do_search(q: str = "") -> dict[str, str]:
+        return {"q": q}
+
+    @app.get("/export")
+    async def do_export(decision: Decision = Depends(export)) -> dict[str, int]:
+        return {"remaining": decision.remaining}
+
+    client = serve(app)
+    first = client.get("/search", params={"q": "x"})
+    assert first.status_code == 200 and first.json() == {"q": "x"}
+    assert (first.headers["ratelimit-limit"], first.headers["ratelimit-remaining"]) == ("2", "1")
+    assert first.headers["ratelimit-policy"] == '"search";q=2;w=200'
+    assert client.get("/search").status_code == 200
+    denied = client.get("/search")
+    assert denied.status_code == 429
+    assert denied.headers["content-type"] == "application/problem+json"
+    assert denied.headers["retry-after"] == "100"
+    assert denied.headers["ratelimit-remaining"] == "0"
+    assert denied.json() == {
+        "detail": "rate limit 'search' exceeded: retry in 100 s",
+        "limit": "search",
+        "quota": 2,
+        "remaining": 0,
+        "retry_after_seconds": 100,
+        "status": 429,
+        "title": "Too Many Requests",
+        "type": "urn:redis-ratelimit:rate-limited",
+    }
+    assert client.get("/export", params={"n": "4"}).json() == {"remaining": 6}
+    assert client.get("/export").headers["ratelimit-remaining"] == "5"
+    with module_server.client() as r:
+        assert sorted(k.decode() for k in r.keys("*")) == ["rl:{ip:127.0.0.1}:export", "rl:{ip:127.0.0.1}:search"]
+
+
+def test_without_install_fastapis_own_body_with_the_same_fields(module_server: Server, serve: Any) -> None:
+    limit = RateLimit(limiter_on(module_server), "items", TokenBucket(1, 0.01))
+    app = FastAPI()
+
+    @app.get("/items", dependencies=[Depends(limit)])
+    async def items() -> list[int]:
+        return [1]
+
+    client = serve(app)
+    assert client.get("/items").status_code == 200
+    denied = client.get("/items")
+    assert denied.status_code == 429
+    assert denied.json() == {"detail": "rate limit 'items' exceeded: retry in 100 s"}
+    assert denied.headers["retry-after"] == "100" and denied.headers["ratelimit-limit"] == "1"
+
+
+def test_a_dependency_and_a_middleware_route_of_one_name_share_the_bucket(module_server: Server, serve: Any) -> None:
+    limiter = limiter_on(module_server)
+    app = FastAPI()
+
+    @app.get("/api/a")
+    async def a() -> str:
+        return "a"
+
+    @app.get("/b", dependencies=[Depends(RateLimit(limiter, "api", TokenBucket(3, 0.01)))])
+    async def b() -> str:
+        return "b"
+
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(limiter, routes=[Route("api", "/api", TokenBucket(3, 0.01))]))
+    client = serve(app)
+    assert [client.get(p).status_code for p in ("/api/a", "/b", "/api/a", "/b")] == [200, 200, 200, 429]
+
+
+def test_a_dependency_with_a_global_limit_checks_both_in_one_call(module_server: Server, serve: Any) -> None:
+    limiter = limiter_on(module_server)
+    everything = TokenBucket(3, 0.01)
+    a = RateLimit(limiter, "a", TokenBucket(2, 0.01), global_limit=everything)
+    b = RateLimit(limiter, "b", TokenBucket(2, 0.01), global_limit=everything)
+    app = FastAPI()
+    install(app)
+
+    @app.get("/a", dependencies=[Depends(a)])
+    async def get_a() -> str:
+        return "a"
+
+    @app.get("/b", dependencies=[Depends(b)])
+    async def get_b() -> str:
+        return "b"
+
+    client = serve(app)
+    got = [client.get(p) for p in ("/a", "/a", "/a", "/b", "/b")]
+    assert [r.status_code for r in got] == [200, 200, 429, 200, 429]
+    assert got[2].json()["limit"] == "a", "a's own limit denied; the global one was not charged"
+    assert got[4].json()["limit"] == "all"

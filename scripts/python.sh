@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The Python package (python/): a virtualenv in target/py-venv with the package installed editable with
+# its test and `limits` extras, then
+#   scripts/python.sh test [pytest args]   pytest python/tests against real servers (started by the tests)
+#   scripts/python.sh check                mypy --strict on the package; python -m build and twine check
+#   scripts/python.sh bench                the uvicorn benchmark (python/bench; writes docs/bench-python.md)
+#   scripts/python.sh venv                 only makes the virtualenv
+# The tests find the module at target/release/libredis_ratelimit.so (RL_MODULE overrides) and the Rust
+# demo server at target/release/examples/server (RL_RUST_SERVER overrides).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+venv=$root/target/py-venv
+py=$venv/bin/python
+
+make_venv() {
+  if [ ! -x "$py" ]; then
+    python3 -m venv --help >/dev/null 2>&1 || scripts/ensure-deps.sh python3-venv
+    python3 -m venv "$venv"
+  fi
+  # Reinstalled when pyproject.toml changed since the last install.
+  local stamp=$venv/.installed
+  if [ ! -f "$stamp" ] || [ python/pyproject.toml -nt "$stamp" ]; then
+    "$py" -m pip install -q --upgrade pip
+    "$py" -m pip install -q -e "python[test,limits]"
+    touch "$stamp"
+  fi
+}
+
+cmd=${1:-test}
+[ $# -gt 0 ] && shift
+make_venv
+case "$cmd" in
+  venv) ;;
+  test)
+    exec "$py" -m pytest python/tests "$@"
+    ;;
+  check)
+    (cd python && "$py" -m mypy --strict src/redis_ratelimit)
+    dist=$(mktemp -d)
+    trap 'rm -rf "$dist"' EXIT
+    if ! "$py" -m build --outdir "$dist" python >"$dist/build.log" 2>&1; then
+      cat "$dist/build.log" >&2
+      exit 1
+    fi
+    rm "$dist/build.log"
+    "$py" -m twine check --strict "$dist"/*
+    ;;
+  bench)
+    scripts/ensure-deps.sh wrk
+    exec "$py" python/bench/bench_web.py "$@"
+    ;;
+  *)
+    echo "usage: scripts/python.sh [venv|test|check|bench] [args]" >&2
+    exit 2
+    ;;
+esac
