@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package (python/): a virtualenv in target/py-venv with the package installed editable with
 # its test and `limits` extras, then
-#   scripts/python.sh test [pytest args]   pytest python/tests against real servers (started by the tests)
+#   scripts/python.sh test [pytest args]   pytest python/tests against real servers (started by the tests),
+#                                          then limits' own storage tests against this package's storage
 #   scripts/python.sh check                mypy --strict on the package; python -m build and twine check
 #   scripts/python.sh bench                the uvicorn benchmark (python/bench; writes docs/bench-python.md)
 #   scripts/python.sh venv                 only makes the virtualenv
@@ -33,7 +34,11 @@ make_venv
 case "$cmd" in
   venv) ;;
   test)
-    exec "$py" -m pytest python/tests "$@"
+    "$py" -m pytest python/tests "$@"
+    # limits' own storage tests, against this package's storage (module and library, sync and async):
+    # its sdist from PyPI once (cached under target/), the exclusions and their reasons in
+    # python/tests/limits_suite/plugin.py.
+    (cd python && "$py" tests/limits_suite/run.py)
     ;;
   check)
     (cd python && "$py" -m mypy --strict src/redis_ratelimit)

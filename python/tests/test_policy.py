@@ -6,10 +6,11 @@ same field."""
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from redis_ratelimit import (Concurrency, FixedWindow, Policy, PolicyError, SlidingCounter, SlidingLog,
@@ -118,6 +119,7 @@ def test_token_buckets_are_valid_exactly_when_the_module_says(module_server: Ser
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from([FixedWindow, SlidingCounter, SlidingLog, Concurrency]),
        limit=st.integers(min_value=0, max_value=3_000_000), window=windows)
+@example(kind=FixedWindow, limit=5, window=1.7229995727539062)  # not whole ms: 6 places would round it
 def test_windows_are_valid_exactly_when_the_module_says(module_server: Server, kind: Any, limit: int,
                                                         window: float) -> None:
     try:
@@ -125,7 +127,8 @@ def test_windows_are_valid_exactly_when_the_module_says(module_server: Server, k
     except PolicyError as e:
         # The module reads the length only as text: a length Python refuses is sent in full digits.
         ours: str | None = e.field
-        params = [str(limit), format(window, "f") if isinstance(window, float) else str(window)]
+        # (repr's shortest digits, without an exponent: format(window, "f") would round to 6 places)
+        params = [str(limit), format(Decimal(repr(window)), "f") if isinstance(window, float) else str(window)]
     else:
         ours = None
         params = list(policy.params)

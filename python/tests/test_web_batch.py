@@ -5,6 +5,7 @@ still its own atomic decision, answered as `check_all` answers it, on the module
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -17,7 +18,9 @@ BUCKET = TokenBucket(25, 0.01)
 
 
 def batcher_on(server: Server, failure: FailurePolicy | None = None) -> Batcher:
-    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), failure or FailurePolicy.open())
+    # A deadline of 2 s: a loaded machine must not turn these answers into the failure policy's.
+    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), failure or FailurePolicy.open(),
+                           deadline=2.0)
     batcher = Batcher(limiter)
     assert batcher.enabled
     return batcher
@@ -44,11 +47,12 @@ async def test_concurrent_decisions_share_round_trips_and_stay_exact(module_serv
 
 async def test_on_the_library_the_first_calls_load_it_and_then_share_round_trips(stock_server: Server) -> None:
     batcher = batcher_on(stock_server)
-    first = await wave(batcher, 40)
+    key = f"rl:{{ip:{uuid.uuid4()}}}:api"  # the stock server is shared: a key of its own
+    first = await wave(batcher, 40, key)
     assert sum(d.allowed for d in first) == 25 and not any(d.degraded for d in first)
     assert (await batcher.limiter.verify())["engine"] == "functions"
     before = batcher.batches
-    second = await wave(batcher, 10)
+    second = await wave(batcher, 10, key)
     assert not any(d.allowed or d.degraded for d in second)
     assert batcher.batches > before, "FCALL batched once the engine is known"
 
