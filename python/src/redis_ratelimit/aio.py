@@ -9,7 +9,7 @@ from .base import BreakerSetting, LimiterBase, Plan, Verified
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
 from .drivers import AsyncClient, AsyncDriver
-from .engine import Backend
+from .engine import Backend, module_command
 from .errors import CallError
 from .failure import FailurePolicy
 from .permit import AsyncAcquireMixin
@@ -63,7 +63,7 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase):
         return await self._run(self._peek(key, policy))
 
     async def call(self, command: str, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        return await self._run(self._call(command, keys, args))
+        return await self._send(module_command(command, keys, args))
 
     async def verify(self) -> Verified:
         inspected = await self._send(self.VERIFY_INSPECT)

@@ -11,7 +11,7 @@ from . import command
 from .breaker import Breaker
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
-from .engine import Backend, Engine, module_command
+from .engine import Backend, Engine
 from .errors import BreakerOpenError, CallError, ConfigurationError, DeadlineError, ReplyError, UnreachableError
 from .failure import FailurePolicy
 from .policy import Policy
@@ -99,9 +99,6 @@ class LimiterBase:
 
     def _peek(self, key: str, policy: Policy | None) -> Plan[Inspection]:
         return Plan(command.inspect(key, policy), Inspection.from_reply, None)
-
-    def _call(self, cmd: str, keys: Sequence[Arg], args: Sequence[Arg]) -> Plan[Any]:
-        return Plan(module_command(cmd, keys, args), lambda reply: reply, None)
 
     # verify(): RL.INSPECT (read-only, on a key that need not exist), then RL.TOKEN with cost 0 (a
     # peek: writes nothing); under AUTO these calls choose the engine.

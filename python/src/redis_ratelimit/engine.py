@@ -22,7 +22,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Generator, Sequence, Union
+from typing import Any, Generator, NamedTuple, Sequence, Union
 
 import redis
 
@@ -178,9 +178,9 @@ class Call:
         return ("EVAL", script(self.function).code, len(self.keys), *self.keys, *self.args)
 
 
-@dataclass(frozen=True)
-class Send:
-    """One command to send; `route`: the key whose node must answer it (Redis Cluster), or None."""
+class Send(NamedTuple):
+    """One command to send; `route`: the key whose node must answer it (Redis Cluster), or None. (A
+    named tuple: one is built for every call, and a tuple is the cheapest immutable record.)"""
 
     args: tuple[Arg, ...]
     route: Arg | None
@@ -188,9 +188,12 @@ class Send:
 
 def route_of(command: Sequence[Arg]) -> Arg | None:
     """The first key of a module command (what routes it in a cluster); None without keys."""
-    if len(command) < 2 or _word(command[0]).upper() not in FUNCTIONS:
+    if len(command) < 2:
         return None
-    return command[2] if _word(command[0]).upper() == "RL.REFUND" and len(command) > 2 else command[1]
+    name = _word(command[0]).upper()
+    if name not in FUNCTIONS:
+        return None
+    return command[2] if name == "RL.REFUND" and len(command) > 2 else command[1]
 
 
 def missing(error: BaseException) -> bool:

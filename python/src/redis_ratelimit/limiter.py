@@ -11,7 +11,7 @@ from .base import BreakerSetting, LimiterBase, Plan, Verified
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
 from .drivers import SyncClient, SyncDriver
-from .engine import Backend
+from .engine import Backend, module_command
 from .errors import CallError
 from .failure import FailurePolicy
 from .permit import AcquireMixin
@@ -79,7 +79,7 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase):
         """The raw engine call (``call("RL.FIXED", [key], [limit, window, cost])``): the module's
         reply, through the engine in use, NOSCRIPT handled; the breaker and the deadline apply, the
         failure policy does not. Raises CallError."""
-        return self._run(self._call(command, keys, args))
+        return self._send(module_command(command, keys, args))
 
     def verify(self) -> Verified:
         """The start-up check: the engine answers RL.INSPECT and a peek of RL.TOKEN for this user;

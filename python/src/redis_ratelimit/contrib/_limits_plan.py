@@ -97,8 +97,12 @@ def inspect_fields(reply: Any) -> dict[str, Any] | None:
 class Plans:
     """The storage's methods as plans, for one key prefix."""
 
+    #: How many `(key, expiry)` pairs `fixed_target` remembers (then it starts again, empty).
+    CACHE = 4096
+
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
+        self._fixed: dict[tuple[str, int], tuple[str, int]] = {}
 
     # Keys ---------------------------------------------------------------------------------------------
     def fixed_key(self, key: str) -> str:
@@ -120,19 +124,37 @@ class Plans:
         return f"{_glob_escape(self.prefix)}:*"
 
     # Fixed window -------------------------------------------------------------------------------------
+    def fixed_target(self, key: str, expiry: int) -> tuple[str, int]:
+        """`(the RL.FIXED key, the limit)` for `limits`' key and expiry (`limit_in_key`, or
+        COUNTER_LIMIT), remembered: a hit on a key seen before neither parses nor formats it again."""
+        found = self._fixed.get((key, expiry))
+        if found is None:
+            limit = limit_in_key(key, expiry)
+            found = (self.fixed_key(key), COUNTER_LIMIT if limit is None else limit)
+            if len(self._fixed) >= self.CACHE:
+                self._fixed.clear()
+            self._fixed[(key, expiry)] = found
+        return found
+
+    @staticmethod
+    def fixed_count(reply: Any, amount: int) -> int:
+        """`incr`'s answer from RL.FIXED's reply: the count after it when allowed, else the count plus
+        `amount` (above the limit)."""
+        r = list(reply)
+        count = int(r[1]) - int(r[2])
+        return count if int(r[0]) else count + amount
+
     def incr(self, key: str, expiry: int, amount: int) -> Plan[int]:
         """RL.FIXED, one atomic call. Allowed: the count after it (<= the limit). Denied: nothing is
         counted (RL.FIXED writes nothing for a denial), and the reply is the count plus `amount`, which is
-        above the limit, so `limits` sees the denial it would have computed from its own counter."""
-        limit = limit_in_key(key, expiry)
-        if limit is None:
-            limit = COUNTER_LIMIT
+        above the limit, so `limits` sees the denial it would have computed from its own counter. (The
+        storages call `fixed_target` and `fixed_count` directly for a limit of 1 or more: one call, no
+        plan to drive.)"""
+        fixed_key, limit = self.fixed_target(key, expiry)
         if limit < 1:  # "0/minute": nothing fits; RL.FIXED takes no limit of 0
             count = yield from self.get(key)
             return count + amount
-        r = Reply.of((yield ("RL.FIXED", [self.fixed_key(key)], [limit, expiry, amount])))
-        count = r.limit - r.remaining
-        return count if r.allowed else count + amount
+        return self.fixed_count((yield ("RL.FIXED", [fixed_key], [limit, expiry, amount])), amount)
 
     def get(self, key: str) -> Plan[int]:
         f = inspect_fields((yield ("RL.INSPECT", [self.fixed_key(key)], [])))

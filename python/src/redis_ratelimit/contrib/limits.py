@@ -89,7 +89,12 @@ class RatelimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport
     # Fixed window
     def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
         _no_elastic_expiry(elastic_expiry)
-        return run_sync(self.plans.incr(key, int(expiry), amount), self._call)
+        expiry = int(expiry)
+        fixed_key, limit = self.plans.fixed_target(key, expiry)
+        if limit < 1:
+            return run_sync(self.plans.incr(key, expiry, amount), self._call)
+        # The plan's one RL.FIXED, sent without driving a generator (the hit every request makes).
+        return self.plans.fixed_count(self.limiter.call("RL.FIXED", [fixed_key], [limit, expiry, amount]), amount)
 
     def get(self, key: str) -> int:
         return run_sync(self.plans.get(key), self._call)
@@ -165,7 +170,12 @@ class AsyncRatelimitStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSliding
 
     async def incr(self, key: str, expiry: int, amount: int = 1, elastic_expiry: bool = False) -> int:
         _no_elastic_expiry(elastic_expiry)
-        return await run_async(self.plans.incr(key, int(expiry), amount), self._call)
+        expiry = int(expiry)
+        fixed_key, limit = self.plans.fixed_target(key, expiry)
+        if limit < 1:
+            return await run_async(self.plans.incr(key, expiry, amount), self._call)
+        return self.plans.fixed_count(await self.limiter.call("RL.FIXED", [fixed_key], [limit, expiry, amount]),
+                                      amount)
 
     async def get(self, key: str) -> int:
         return await run_async(self.plans.get(key), self._call)
