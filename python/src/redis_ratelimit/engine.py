@@ -62,6 +62,8 @@ def library() -> str:
 # The module commands the library implements.
 FUNCTIONS = ("RL.TOKEN", "RL.SLIDE", "RL.SLIDECOUNT", "RL.FIXED", "RL.TAKE", "RL.RESERVE", "RL.REFUND", "RL.ALL",
              "RL.ACQUIRE", "RL.RELEASE", "RL.RENEW", "RL.INSPECT")
+# Each one's library function (RL.TOKEN: rl_token).
+_FUNCTION_OF: dict[str, str] = {name: name.lower().replace(".", "_") for name in FUNCTIONS}
 
 # How each RL.ALL group's request is written after its two parameters (the kinds' declarations).
 _REQUEST: dict[str, str] = {k.KIND.group: k.KIND.request for k in (TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency)}
@@ -160,13 +162,17 @@ class Call:
         if not command:
             return None
         name = _word(command[0]).upper()
-        if name not in FUNCTIONS:
+        function = _FUNCTION_OF.get(name)
+        if function is None:
             return None
         rest = command[1:]
-        at = set(key_positions(name, rest))
+        positions = key_positions(name, rest)
+        if positions == [0]:  # one key, first (all but RL.TOKEN on several keys, RL.REFUND, RL.ALL)
+            return Call(function, tuple(rest[:1]), tuple(rest[1:]))
+        at = set(positions)
         keys = tuple(w for i, w in enumerate(rest) if i in at)
         args = tuple(w for i, w in enumerate(rest) if i not in at)
-        return Call(name.lower().replace(".", "_"), keys, args)
+        return Call(function, keys, args)
 
     def fcall(self) -> tuple[Arg, ...]:
         return ("FCALL", self.function, len(self.keys), *self.keys, *self.args)
@@ -191,7 +197,7 @@ def route_of(command: Sequence[Arg]) -> Arg | None:
     if len(command) < 2:
         return None
     name = _word(command[0]).upper()
-    if name not in FUNCTIONS:
+    if name not in _FUNCTION_OF:
         return None
     return command[2] if name == "RL.REFUND" and len(command) > 2 else command[1]
 
