@@ -3,6 +3,7 @@ node as it turns out to lack it) and Sentinel, through redis-py's own clients.""
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -81,3 +82,53 @@ def test_a_cluster_failover(servers: Servers, make_limiter: MakeLimiter) -> None
     wait_until("a decision from the new primary", decided_again, timeout=60)
     assert answers[-1].limit == 3 and cluster.primary_of(key).port != old.port
     assert all(not d.allowed for d in answers if d.degraded), "closed: denied while nobody could decide"
+
+
+def test_a_hung_cluster_primary_never_blocks_past_the_deadline(servers: Servers, make_limiter: MakeLimiter) -> None:
+    """One primary SIGSTOPped (the kernel accepts, nobody answers): each call returns within the
+    deadline, those on its slots degraded, the others answered; learning the cluster's map again
+    after a node failed to answer happens within the deadline too and asks the hung node last. (The
+    cluster client's own refresh would wait its socket timeout, 3 s here, on the hung node.)"""
+    cluster = servers.cluster(module=False)
+    deadline = 0.1
+    limiter = make_limiter(cluster, FailurePolicy.open(), client={"socket_timeout": 3, "socket_connect_timeout": 3},
+                           deadline=deadline, breaker=(1000, 0.1))
+    keys = [f"rl:hung:{i}" for i in range(12)]
+    assert all(limiter.check(k, TokenBucket(1000, 1)).allowed for k in keys)  # engines loaded everywhere
+    hung = cluster.primary_of(keys[0])
+    on_hung = {k for k in keys if cluster.primary_of(k).port == hung.port}
+    hung.hang()
+    slowest = 0.0
+    answered: list[bool] = []
+    for _ in range(4):
+        for key in keys:
+            start = time.monotonic()
+            decision = limiter.check(key, TokenBucket(1000, 1))
+            slowest = max(slowest, time.monotonic() - start)
+            if key in on_hung:
+                assert decision.degraded and decision.allowed, "open: allowed, visibly, while its node hangs"
+            else:
+                answered.append(not decision.degraded)
+    assert slowest < deadline + 0.5, f"a call took {slowest:.2f} s with a deadline of {deadline} s"
+    assert sum(answered) >= len(answered) // 2, "the other primaries kept answering"
+
+
+def test_a_hung_sentinel_never_blocks_past_the_deadline(servers: Servers, make_limiter: MakeLimiter) -> None:
+    """The sentinel SIGSTOPped before the first call: asking it for the primary's address is part of
+    the call, within its deadline (the Sentinel client's own timeout is 5 s here): a degraded decision
+    in time; once it answers again, the primary's."""
+    sentinel = servers.sentinel(module=False)
+    deadline = 0.1
+    limiter = make_limiter(sentinel, FailurePolicy.open(), deadline=deadline, breaker=(1000, 0.1))
+    assert sentinel.process is not None
+    sentinel.process.send_signal(signal.SIGSTOP)
+    try:
+        for _ in range(3):
+            start = time.monotonic()
+            decision = limiter.check("rl:sentinel-hung", BUCKET)
+            took = time.monotonic() - start
+            assert decision.degraded and decision.allowed
+            assert took < deadline + 0.5, f"a call took {took:.2f} s with a deadline of {deadline} s"
+    finally:
+        sentinel.process.send_signal(signal.SIGCONT)
+    wait_until("an answer through the sentinel", lambda: not limiter.check("rl:sentinel-hung", BUCKET).degraded)

@@ -6,7 +6,9 @@ commands, ...); anything else ends the call and becomes a `CallError` (`errors.f
 - `SyncDriver`: redis-py's `Redis` (also a Sentinel `master_for` client) and `RedisCluster`. Each
   command goes on a connection of the limiter's own, made as the client's pool makes them, with its
   connect and socket timeouts set to what is left of the deadline (a connection that timed out is
-  closed, never reused half-read).
+  closed, never reused half-read). What the client would learn with its own timeouts is learned on
+  these terms too: the primary's address behind Sentinel, a cluster's map of slots after a node
+  failed to answer or answered MOVED.
 - `AsyncDriver`: `redis.asyncio.Redis` and `redis.asyncio.RedisCluster`, the whole call under
   `asyncio.timeout` (`asyncio.wait_for` before Python 3.11; redis-py closes a connection whose
   command was cancelled).
@@ -27,6 +29,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError
 
 from .engine import Send
 from .errors import CallError, from_redis
@@ -34,6 +37,11 @@ from .errors import CallError, from_redis
 __all__ = ["SyncDriver", "AsyncDriver", "SyncClient", "AsyncClient"]
 
 _timeout: Any = getattr(asyncio, "timeout", None)
+_poll: Any = getattr(select, "poll", None)  # not on Windows: `can_read` there
+try:
+    from redis._parsers.socket import SocketBuffer as _SocketBuffer
+except ImportError:  # another redis-py layout: `can_read`
+    _SocketBuffer = None  # type: ignore[assignment,misc]
 
 SyncClient = Union[redis.Redis, RedisCluster]
 AsyncClient = Union[redis.asyncio.Redis, AsyncRedisCluster]
@@ -43,15 +51,9 @@ Steps = Generator[Send, Any, Any]
 class SyncDriver:
     def __init__(self, client: SyncClient) -> None:
         self.client = client
-        self._servers: dict[int, tuple[redis.Redis, _Connections]] = {}
-        self._remap = False
-
-    def _connections(self, client: redis.Redis) -> _Connections:
-        # Keyed by the server's client object (one per cluster node), which it keeps alive.
-        found = self._servers.get(id(client))
-        if found is None or found[0] is not client:
-            found = self._servers.setdefault(id(client), (client, _Connections(client)))
-        return found[1]
+        self._single: _Connections | None = None
+        self._cluster: _ClusterMap | None = None
+        self._lock = threading.Lock()
 
     def run(self, steps: Steps, deadline: float) -> Any:
         """Runs `steps` to their reply within `deadline` seconds; raises CallError."""
@@ -74,67 +76,172 @@ class SyncDriver:
 
     def _send(self, step: Send, end: float) -> Any:
         client = self.client
-        if not isinstance(client, RedisCluster):
-            return self._connections(client).send(step, end)
-        if self._remap:
-            # A node did not answer last time (a failover may have moved its slots): the cluster's map
-            # is learned again first, through the cluster client (its own timeouts apply).
-            self._remap = False
-            try:
-                client.nodes_manager.initialize()
-            except BaseException:
-                self._remap = True
-                raise
+        if isinstance(client, RedisCluster):
+            cluster = self._cluster
+            if cluster is None:
+                with self._lock:
+                    cluster = self._cluster = self._cluster or _ClusterMap(client)
+            return cluster.send(step, end)
+        single = self._single
+        if single is None:
+            with self._lock:
+                single = self._single = self._single or _Connections.of(client)
+        return single.send(step, end)
+
+
+class _ClusterMap:
+    """The limiter's own map of a cluster's slots to their primaries, first copied from the cluster
+    client's (no I/O) and learned again with CLUSTER SLOTS on the limiter's own connections, within
+    the call's deadline, after a node failed to answer or answered MOVED (a failover, a resharding).
+    (The cluster client's `nodes_manager.initialize()` runs with the client's own timeouts, which may
+    wait forever, and may ask the node that just hung.) The nodes that last failed are asked last."""
+
+    SLOTS = 16384
+
+    def __init__(self, cluster: RedisCluster) -> None:
+        client: Any = cluster  # redis-py's cluster methods are untyped
+        self.client = client
+        self.lock = threading.Lock()
+        default = client.get_default_node()
+        base: Any = client.get_redis_connection(default)
+        self.connection_class: Any = base.connection_pool.connection_class
+        self.kwargs: dict[str, Any] = dict(base.connection_pool.connection_kwargs)
+        self.nodes: dict[tuple[str, int], _Connections] = {}
+        self.slots: list[tuple[str, int] | None] = [None] * self.SLOTS
+        cache: Any = client.nodes_manager.slots_cache
+        for slot, holders in list(cache.items()):
+            if holders:
+                self.slots[slot] = (holders[0].host, int(holders[0].port))
+        self.default: tuple[str, int] = (default.host, int(default.port))
+        self.suspects: set[tuple[str, int]] = set()
+        self.remap = False
+
+    def connections(self, node: tuple[str, int]) -> _Connections:
+        found = self.nodes.get(node)
+        if found is None:
+            with self.lock:
+                found = self.nodes.get(node)
+                if found is None:
+                    kwargs = {**self.kwargs, "host": node[0], "port": node[1]}
+                    found = self.nodes[node] = _Connections(self.connection_class, kwargs)
+        return found
+
+    def node_of(self, step: Send) -> tuple[str, int]:
+        if step.route is None:
+            healthy = [n for n in self.known() if n not in self.suspects]
+            return healthy[0] if healthy else self.default
+        node: tuple[str, int] | None = self.slots[self.client.keyslot(step.route)]
+        if node is None:
+            raise redis.exceptions.ConnectionError("no node serves the key's slot (the cluster's map is incomplete)")
+        return node
+
+    def known(self) -> list[tuple[str, int]]:
+        """Every node of the map (the default node first), those that last failed at the end."""
+        nodes = list(dict.fromkeys([self.default, *(n for n in self.slots if n is not None), *self.nodes]))
+        return [n for n in nodes if n not in self.suspects] + [n for n in nodes if n in self.suspects]
+
+    def send(self, step: Send, end: float) -> Any:
+        if self.remap:
+            self.refresh(end)
+        node = self.node_of(step)
         try:
-            return self._connections(self._node(client, step)).send(step, end)
-        except (redis.exceptions.MovedError, redis.exceptions.AskError):
-            # The slot moved: learn the cluster's map again and send to the new owner, once.
-            client.nodes_manager.initialize()
-            return self._connections(self._node(client, step)).send(step, end)
+            return self.send_to(node, step, end)
+        except redis.exceptions.AskError as e:
+            target = (e.host, int(e.port))
+            if isinstance(e, redis.exceptions.MovedError):
+                # The slot moved: its new owner from the reply, the whole map learned again next call.
+                self.slots[e.slot_id] = target
+                self.remap = True
+                return self.send_to(target, step, end)
+            return self.send_to(target, step, end, asking=True)  # a slot migrating: once, ASKING first
+
+    def send_to(self, node: tuple[str, int], step: Send, end: float, asking: bool = False) -> Any:
+        try:
+            reply = self.connections(node).send(step, end, asking)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
-            self._remap = True
+            # No answer: a failover may move its slots. The map is learned again on the next call.
+            self.suspects.add(node)
+            self.remap = True
             raise
+        self.suspects.discard(node)
+        return reply
 
-    @staticmethod
-    def _node(client: RedisCluster, step: Send) -> redis.Redis:
-        node = _node_of(client, step)
-        connection: redis.Redis = node.redis_connection or client.get_redis_connection(node)
-        return connection
-
-
-def _node_of(cluster: Any, step: Send) -> Any:
-    """The node of `step`'s key (any node for a keyless command), sync or asyncio RedisCluster."""
-    if step.route is None:
-        return cluster.get_default_node()
-    return cluster.get_node_from_key(step.route.decode() if isinstance(step.route, bytes) else str(step.route))
+    def refresh(self, end: float) -> None:
+        """CLUSTER SLOTS from the first node that answers within the deadline, into the map."""
+        error: BaseException | None = None
+        for node in self.known():
+            try:
+                reply = self.connections(node).send(Send(("CLUSTER", "SLOTS"), None), end)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
+                    redis.exceptions.ResponseError) as e:
+                error = e
+                self.suspects.add(node)
+                if isinstance(e, redis.exceptions.TimeoutError) and time.monotonic() >= end:
+                    raise
+                continue
+            self.suspects.discard(node)
+            slots: list[tuple[str, int] | None] = [None] * self.SLOTS
+            for entry in reply:
+                start, stop, primary = int(entry[0]), int(entry[1]), entry[2]
+                host = primary[0].decode() if isinstance(primary[0], bytes) else str(primary[0])
+                owner = (host or node[0], int(primary[1]))
+                for slot in range(start, stop + 1):
+                    slots[slot] = owner
+            self.slots = slots
+            self.remap = False
+            return
+        if error is None or isinstance(error, redis.exceptions.ResponseError):  # not a reply to the call's command
+            raise redis.exceptions.ConnectionError(f"no cluster node gave its map: {error!r}")
+        raise error
 
 
 class _Connections:
     """The limiter's own connections to one server, made like the client's pool makes them (its
-    connection class and settings: credentials, database, TLS, Sentinel's discovery), so that every
-    step, connecting included, runs under the call's timeouts. (The pool's `get_connection` connects
-    with the client's own timeouts, which may wait forever.)"""
+    connection class and settings: credentials, database, TLS), so that every step, connecting
+    included, runs under the call's timeouts. (The pool's `get_connection` connects with the client's
+    own timeouts, which may wait forever.) Behind Sentinel (a `master_for` client), the primary's
+    address is asked of the sentinels on these terms too (`_SentinelDiscovery`)."""
 
     IDLE = 32
 
-    def __init__(self, client: redis.Redis) -> None:
-        self.pool: Any = client.connection_pool
+    def __init__(self, connection_class: Any, kwargs: dict[str, Any], discovery: _SentinelDiscovery | None = None) -> None:
+        self.connection_class = connection_class
+        self.kwargs = kwargs
+        self.discovery = discovery
         self.idle: list[Any] = []
         self.lock = threading.Lock()
         self.packs: dict[Any, Any] = {}  # `_packed`'s
 
-    def send(self, step: Send, end: float) -> Any:
-        """`step` on an idle or a new connection, its timeouts set to what is left until `end`."""
+    @classmethod
+    def of(cls, client: redis.Redis) -> _Connections:
+        pool: Any = client.connection_pool
+        discovery = None
+        if getattr(pool, "is_master", False) and getattr(pool, "sentinel_manager", None) is not None:
+            discovery = _SentinelDiscovery(pool)
+        return cls(pool.connection_class, pool.connection_kwargs, discovery)
+
+    def send(self, step: Send, end: float, asking: bool = False) -> Any:
+        """`step` on an idle or a new connection, its timeouts set to what is left until `end`
+        (`asking`: after ASKING, on the same connection: a cluster slot being migrated)."""
         with self.lock:
             conn = self.idle.pop() if self.idle else None
         if conn is None:
-            conn = self.pool.connection_class(**self.pool.connection_kwargs)
+            conn = self.connection_class(**self.kwargs)
             conn.retry = Retry(NoBackoff(), 0)  # no retry after the deadline's own: one attempt
         try:
             conn.socket_timeout = conn.socket_connect_timeout = _left(end)
             if getattr(conn, "_sock", None) is not None and _stale(conn):
                 conn.disconnect()  # the server closed it (a restart) or it holds a stray reply
-            conn.connect()
+            if self.discovery is not None and getattr(conn, "_sock", None) is None:
+                address = self.discovery.primary(end)
+                conn.socket_timeout = conn.socket_connect_timeout = _left(end)
+                conn.connect_to(address)
+            else:
+                conn.connect()
+            if asking:
+                _set_timeout(conn, _left(end))
+                conn.send_command("ASKING")
+                conn.read_response()
             _set_timeout(conn, _left(end))
             conn.send_packed_command(_packed(self.packs, conn, step.args))
             _set_timeout(conn, _left(end))
@@ -156,16 +263,60 @@ class _Connections:
         conn.disconnect()
 
 
-def _socket_buffer_class() -> Any:
-    try:
-        from redis._parsers.socket import SocketBuffer
-    except ImportError:  # another redis-py layout: `_stale` asks can_read
-        return None
-    return SocketBuffer
+class _SentinelDiscovery:
+    """The primary's address behind Sentinel, asked of each sentinel in turn (SENTINEL MASTER, as
+    redis-py's `discover_master` does: a primary neither subjectively nor objectively down, seen by
+    enough other sentinels) on connections of the limiter's own, within the call's deadline. (The
+    Sentinel client asks with its own timeouts, which may wait forever.)"""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.manager: Any = pool.sentinel_manager
+        self.service: str = pool.service_name
+        self.sentinels: dict[int, tuple[Any, _Connections]] = {}
+
+    def connections(self, sentinel: Any) -> _Connections:
+        found = self.sentinels.get(id(sentinel))
+        if found is None or found[0] is not sentinel:
+            found = self.sentinels.setdefault(id(sentinel), (sentinel, _Connections.of(sentinel)))
+        return found[1]
+
+    def primary(self, end: float) -> tuple[str, int]:
+        errors: list[str] = []
+        for sentinel in list(self.manager.sentinels):
+            try:
+                reply = self.connections(sentinel).send(Send(("SENTINEL", "MASTER", self.service), None), end)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
+                    redis.exceptions.ResponseError) as e:
+                if isinstance(e, redis.exceptions.TimeoutError) and time.monotonic() >= end:
+                    raise
+                errors.append(f"{sentinel}: {e!r}")
+                continue
+            state = _fields(reply)
+            flags = set(state.get("flags", "").split(","))
+            if ("master" in flags and not flags & {"s_down", "o_down"}
+                    and int(state.get("num-other-sentinels", "0")) >= self.manager.min_other_sentinels):
+                forced = getattr(self.manager, "_force_master_ip", None)
+                return (forced if forced is not None else state["ip"]), int(state["port"])
+            errors.append(f"{sentinel}: the primary is down or not seen by enough sentinels")
+        raise MasterNotFoundError(f"No master found for {self.service!r} : {', '.join(errors)}")
 
 
-_poll: Any = getattr(select, "poll", None)
-_SocketBuffer: Any = _socket_buffer_class()
+def _fields(reply: Any) -> dict[str, str]:
+    """SENTINEL MASTER's reply (field, value pairs; a map in RESP3) as text."""
+    def text(value: Any) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    if isinstance(reply, dict):
+        return {text(k): text(v) for k, v in reply.items()}
+    return {text(reply[i]): text(reply[i + 1]) for i in range(0, len(reply) - 1, 2)}
+
+
+def _node_of(cluster: Any, step: Send) -> Any:
+    """The node of `step`'s key (any node for a keyless command), sync or asyncio RedisCluster."""
+    if step.route is None:
+        return cluster.get_default_node()
+    return cluster.get_node_from_key(step.route.decode() if isinstance(step.route, bytes) else str(step.route))
 
 
 def _stale(conn: Any) -> bool:
