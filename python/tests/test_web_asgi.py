@@ -250,6 +250,35 @@ def test_a_closed_limiter_with_redis_gone_says_unavailable(servers: Any, serve: 
     assert (body["type"], body["limit"]) == ("urn:redis-ratelimit:unavailable", "api")
 
 
+def test_a_closed_limiter_refused_by_the_acl_says_misconfigured(servers: Any, serve: Any) -> None:
+    """A user whose ACL refuses every engine's command (NOPERM): Redis answers, so this is no
+    outage; the closed policy's denial says ``misconfigured`` (as the Rust layer does), and the
+    limiter's `misconfigured` says so until Redis decides again."""
+    server = servers.redis(module=False)
+    with server.client() as r:
+        r.execute_command("ACL", "SETUSER", "nothing", "on", ">pw", "~rl:*", "+ping", "+hello", "+client")
+    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=server.port, username="nothing", password="pw"),
+                           FailurePolicy.closed())
+    assert not limiter.misconfigured
+    app = api_app()
+    app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(
+        limiter, routes=[Route("api", "/api", API)], global_limit=GLOBAL, outage_status=503))
+    client = serve(app)
+    r = client.get("/api/items")
+    assert r.status_code == 503 and r.headers["x-ratelimit-degraded"] == "true"
+    body = r.json()
+    assert (body["type"], body["limit"]) == ("urn:redis-ratelimit:misconfigured", "api")
+    assert limiter.misconfigured
+    with server.client() as r2:
+        r2.execute_command("ACL", "SETUSER", "nothing", "+@all")
+    time.sleep(0.05)  # the breaker (opened at once by the fault) lets a call through again
+    deadline = time.monotonic() + 10
+    while client.get("/api/items").status_code != 200:
+        assert time.monotonic() < deadline, "answered again once the ACL allows the library"
+        time.sleep(0.1)
+    assert not limiter.misconfigured
+
+
 def test_concurrency_slots_are_held_until_the_body_has_been_sent(module_server: Server, serve: Any) -> None:
     gate = asyncio.Event()
     app = api_app()

@@ -55,6 +55,15 @@ class LimiterBase:
         self.deadline = float(deadline)
         self.breaker = breaker if isinstance(breaker, Breaker) else Breaker(*(breaker or ()))
         self.name = name
+        self._misconfigured = False
+
+    @property
+    def misconfigured(self) -> bool:
+        """True since Redis answered that the limiter cannot work with it as configured (no engine's
+        command known: the module not loaded and FCALL/EVALSHA unknown, or refused to this user by its
+        ACL: NOPERM), until Redis answers again. The failure policy decides meanwhile (and the ASGI
+        middleware's outage answer says ``misconfigured``, not ``unavailable``)."""
+        return self._misconfigured
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(name={self.name!r}, failure={self.failure!r}, deadline={self.deadline}, "
@@ -75,8 +84,10 @@ class LimiterBase:
             self.engine.forget()
             self.breaker.failure()
         elif isinstance(error, ConfigurationError):
+            self._misconfigured = True
             self.breaker.fault()
         else:
+            self._misconfigured = False
             self.breaker.success()
 
     # What each method sends, how its reply reads, and what it answers when Redis does not (None:

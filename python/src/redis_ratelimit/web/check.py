@@ -170,6 +170,7 @@ def _denied(
 
 
 def _misconfigured(limiter: Any) -> bool:
+    """The limiter's `misconfigured` (a limiter of this package: a property; a method elsewhere)."""
     flag = getattr(limiter, "misconfigured", False)
     return bool(flag() if callable(flag) else flag)
 
