@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import MakeLimiter, Servers
-from redis_ratelimit import Backend, Decision, FailurePolicy, FixedWindow, SlidingLog, TokenBucket
+from redis_ratelimit import Backend, Decision, FailurePolicy, FixedWindow, SlidingLog, TokenBucket, UsageError
 from redis_ratelimit.engine import script
 from servers import wait_until
 
@@ -132,3 +132,17 @@ def test_a_hung_sentinel_never_blocks_past_the_deadline(servers: Servers, make_l
     finally:
         sentinel.process.send_signal(signal.SIGCONT)
     wait_until("an answer through the sentinel", lambda: not limiter.check("rl:sentinel-hung", BUCKET).degraded)
+
+
+def test_keys_of_one_call_in_different_cluster_slots_are_refused(servers: Servers, make_limiter: MakeLimiter) -> None:
+    """On a cluster client, keys of one call in different slots raise UsageError up front: Redis would
+    answer CROSSSLOT, which the open policy would otherwise turn into an allowed, degraded decision."""
+    cluster = servers.cluster(module=False)
+    limiter = make_limiter(cluster, FailurePolicy.open())
+    apart = [("rl:user:1", FixedWindow(5, 60), 1), ("rl:user:2", FixedWindow(5, 60), 1)]
+    for method in (limiter.check_all, limiter.check_all_strict, limiter.acquire_all):
+        with pytest.raises(UsageError, match="different cluster slots"):
+            method(apart)
+    tagged = [("rl:{user:1}:a", FixedWindow(5, 60), 1), ("rl:{user:1}:b", FixedWindow(5, 60), 1)]
+    decision = limiter.check_all(tagged)
+    assert decision.allowed and not decision.degraded

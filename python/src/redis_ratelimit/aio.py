@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence, TypeVar
 
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
 from .base import BreakerSetting, LimiterBase, Plan, Verified
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
@@ -36,6 +38,7 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase):
     ) -> None:
         super().__init__(failure, backend=backend, deadline=deadline, breaker=breaker, name=name)
         self.client = client
+        self._cluster = isinstance(client, AsyncRedisCluster)
         self._driver = AsyncDriver(client)
 
     async def check(self, key: str, policy: Policy, cost: int = 1) -> Decision:

@@ -7,16 +7,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, Tuple, TypedDict, TypeVar, Union
 
+from redis.crc import key_slot
+
 from . import command
 from .breaker import Breaker
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
 from .engine import Backend, Engine
-from .errors import BreakerOpenError, CallError, ConfigurationError, DeadlineError, ReplyError, UnreachableError
+from .errors import (
+    BreakerOpenError,
+    CallError,
+    ConfigurationError,
+    DeadlineError,
+    ReplyError,
+    UnreachableError,
+    UsageError,
+)
 from .failure import FailurePolicy
 from .policy import Policy
 
-__all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY"]
+__all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]
 
 # The key verify() reads and peeks at (nothing is written): inside docs/deployment.md's `~rl:*`.
 VERIFY_KEY = "rl:verify"
@@ -56,6 +66,7 @@ class LimiterBase:
         self.breaker = breaker if isinstance(breaker, Breaker) else Breaker(*(breaker or ()))
         self.name = name
         self._misconfigured = False
+        self._cluster = False  # on a cluster client: the keys of one call must share a slot
 
     @property
     def misconfigured(self) -> bool:
@@ -95,6 +106,8 @@ class LimiterBase:
 
     def _check_all(self, limits: Sequence[Limit], strict: bool) -> Plan[Decision]:
         limits = [(key, policy, cost) for key, policy, cost in limits]
+        if self._cluster:
+            one_slot([key for key, _, _ in limits])
         degrade = None if strict else (lambda e: self.failure.decide(limits, e))
         return Plan(command.decide(limits), Decision.from_reply, degrade)
 
@@ -131,3 +144,13 @@ class Plan(Generic[T]):
     cmd: list[Arg]
     parse: Callable[[Any], T]
     degrade: Callable[[CallError], T] | None
+
+
+def one_slot(keys: Sequence[Any]) -> None:
+    """Raises UsageError unless `keys` map to one cluster slot: one call's keys must (Redis Cluster
+    answers CROSSSLOT otherwise, which no failure policy should turn into a decision). A hash tag puts
+    keys in one slot: ``rl:{user:42}:login`` and ``rl:{user:42}:api``."""
+    slots = {key_slot(k if isinstance(k, bytes) else str(k).encode()) for k in keys}
+    if len(slots) > 1:
+        raise UsageError(f"the keys of one call map to {len(slots)} different cluster slots: {list(keys)!r}; "
+                         "give them one hash tag (rl:{user:42}:login, rl:{user:42}:api)")

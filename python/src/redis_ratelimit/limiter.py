@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence, TypeVar
 
+from redis.cluster import RedisCluster
+
 from .base import BreakerSetting, LimiterBase, Plan, Verified
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
@@ -38,6 +40,7 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase):
     ) -> None:
         super().__init__(failure, backend=backend, deadline=deadline, breaker=breaker, name=name)
         self.client = client
+        self._cluster = isinstance(client, RedisCluster)
         self._driver = SyncDriver(client)
 
     def check(self, key: str, policy: Policy, cost: int = 1) -> Decision:

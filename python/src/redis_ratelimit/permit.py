@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from . import command
+from .base import one_slot
 from .command import Limit
 from .decision import Decision
 from .errors import CallError, DeadlineError, UnreachableError
@@ -296,6 +297,8 @@ class AcquireMixin:
         """A permit for ``with`` over limits of any kinds checked together in one atomic call
         (RL.ALL): the concurrency limits among them are held as leases (their cost is the weight),
         the others are charged as by ``check_all``; all or nothing."""
+        if getattr(self, "_cluster", False):
+            one_slot([key for key, _, _ in limits])
         return Permit(self, limits)
 
 
@@ -308,5 +311,7 @@ class AsyncAcquireMixin:
 
     def acquire_all(self, limits: Sequence[Limit]) -> AsyncPermit:
         """A permit for ``async with``: as ``Limiter.acquire_all``."""
+        if getattr(self, "_cluster", False):
+            one_slot([key for key, _, _ in limits])
         return AsyncPermit(self, limits)
 
