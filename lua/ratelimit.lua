@@ -792,15 +792,23 @@ local function build()
     return ms
   end
 
+  -- Whole seconds (core's TokenBucket::expiry_step_ms): every grid point is a whole second.
   function token.expiry_step_ms(b)
-    return math.max(B.num(B.div(B.div(b.period, 16), MILLION)), 1000)
+    return math.max(B.num(B.div(B.div(b.period, 16), NS_PER_SEC)) * 1000, 1000)
   end
 
+  -- The grid point, the state's end, the point the replaced TAT implied under these parameters, and
+  -- the whole second the expiry in place is at least (core's Expiry::Derived).
   function token.write(b, tat, previous)
     local step = token.expiry_step_ms(b)
     return {
       set = F.tagged("token", { tat }),
-      derived = { at = token_expiry_ms(tat, step), previous = previous and token_expiry_ms(previous, step) },
+      derived = {
+        at = token_expiry_ms(tat, step),
+        at_least = ceil_ms(tat),
+        previous = previous and token_expiry_ms(previous, step),
+        certain = previous and token_expiry_ms(previous, 1000),
+      },
     }
   end
 
@@ -1539,8 +1547,17 @@ local function build()
     end
     local at
     if write.derived then
-      local replaced = old ~= nil and #old ~= #write.set
-      if replaced or write.derived.previous ~= write.derived.at then at = write.derived.at end
+      -- core's Expiry::change: set when new, replaced or moved; kept without reading when the
+      -- replaced state's whole second covers the new one; else kept only when the expiry in place
+      -- is a whole second within [at_least, at].
+      local d = write.derived
+      local replaced = old == nil or #old ~= #write.set
+      if replaced or d.previous ~= d.at then
+        at = d.at
+      elseif not (d.certain and d.certain >= d.at_least) then
+        local current = S.expiry(key, now)
+        if not (current and current % 1000 == 0 and current >= d.at_least and current <= d.at) then at = d.at end
+      end
     else
       -- An expiry that still fits is kept, whatever the new value's length (the module's store puts
       -- it back after replacing a value of another length).

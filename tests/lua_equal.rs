@@ -67,16 +67,9 @@ struct Model {
     keys: HashMap<String, Entry>,
 }
 
-/// An expiry that satisfies `expiry`: the current one when it lies in its range, else the latest.
-fn expiry_within(current: Option<i64>, expiry: Expiry) -> Option<i64> {
-    let (at_least, latest) = match expiry {
-        Expiry::Derived { at_ms, .. } => (at_ms, at_ms),
-        Expiry::Within { at_least_ms, .. } => (at_least_ms, expiry.latest_ms()),
-    };
-    match current {
-        Some(at) if at >= at_least && at <= latest => Some(at),
-        _ => Some(latest),
-    }
+/// An expiry that satisfies `expiry` (core's `Expiry::change`): the current one when it stays.
+fn expiry_within(current: Option<i64>, expiry: Expiry, replaced: bool) -> Option<i64> {
+    expiry.change(replaced, || current).or(current)
 }
 
 impl Model {
@@ -84,31 +77,28 @@ impl Model {
         self.keys.get(key).map(|e| e.value.as_slice())
     }
 
-    /// What the module's store does with a write: an expiry that satisfies the write's stays (in place
-    /// or replaced by a value of another length), else it is set; a derived expiry is set when the
-    /// value is replaced or the expiry moved.
+    /// What the module's store does with a write (core's `Expiry::change`): an expiry that satisfies
+    /// the write's stays (in place, or put back after a value of another length replaces it), else it
+    /// is set; a derived expiry is set when the value is new or replaced or its grid point moved.
     fn apply(&mut self, key: &str, write: &Write) {
         let old = self.keys.get(key).cloned();
         let entry = match (&write.change, write.expiry) {
             (Change::Delete, _) => None,
-            (Change::Set(bytes), Expiry::Derived { at_ms, previous_ms }) => {
-                let replaced = old.as_ref().is_some_and(|e| e.value.len() != bytes.as_ref().len());
-                let expire_ms = if replaced || previous_ms != Some(at_ms) {
-                    Some(at_ms)
-                } else {
-                    old.and_then(|e| e.expire_ms)
-                };
-                Some(Entry { value: bytes.as_ref().to_vec(), expire_ms })
-            }
-            // Whatever the new length: a kept expiry is put back after a value is replaced.
             (Change::Set(bytes), expiry) => {
-                let expire_ms = expiry_within(old.as_ref().and_then(|e| e.expire_ms), expiry);
+                let replaced = match (&old, expiry) {
+                    (None, _) => true,
+                    // A derived expiry is set again when the value's length changes; any other is
+                    // put back after the value is replaced.
+                    (Some(e), Expiry::Derived { .. }) => e.value.len() != bytes.as_ref().len(),
+                    (Some(_), Expiry::Within { .. }) => false,
+                };
+                let expire_ms = expiry_within(old.as_ref().and_then(|e| e.expire_ms), expiry, replaced);
                 Some(Entry { value: bytes.as_ref().to_vec(), expire_ms })
             }
             (change @ Change::Range { .. }, expiry) => {
                 let mut e = old.expect("a range write on an existing value");
                 apply(&mut e.value, change);
-                e.expire_ms = expiry_within(e.expire_ms, expiry);
+                e.expire_ms = expiry_within(e.expire_ms, expiry, false);
                 Some(e)
             }
         };

@@ -90,10 +90,14 @@ pub enum Change {
 /// When the stored state stops mattering, so its key can expire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expiry {
-    /// Exactly `at_ms` (Unix ms), a function of the value: `previous_ms` is the expiry the value being
-    /// replaced implied (None when there was none), so a store can leave an unmoved expiry alone
-    /// without reading it.
-    Derived { at_ms: i64, previous_ms: Option<i64> },
+    /// `at_ms` (Unix ms, a whole second: a point of the value's grid), a function of the value and
+    /// its parameters; the state ends at `at_least_ms`. So that a store can leave an unmoved expiry
+    /// alone, mostly without reading it (see [`Expiry::derived_change`]): `previous_ms` is the grid
+    /// point the value being replaced implied under these parameters (None when there was none), and
+    /// `certain_ms` what the expiry in place is at least, whatever parameters wrote it: the whole
+    /// second at or after the replaced value's end (every writer keeps its key's expiry on a whole
+    /// second at or after the state's end).
+    Derived { at_ms: i64, at_least_ms: i64, previous_ms: Option<i64>, certain_ms: Option<i64> },
     /// No earlier than `at_least_ms` and no later than `slack_ms` after it: a current expiry in that
     /// range is left alone.
     Within { at_least_ms: i64, slack_ms: i64 },
@@ -105,6 +109,38 @@ impl Expiry {
         match *self {
             Expiry::Derived { at_ms, .. } => at_ms,
             Expiry::Within { at_least_ms, slack_ms } => at_least_ms.saturating_add(slack_ms),
+        }
+    }
+
+    /// The expiry a store sets for this write, None to keep the one in place. `current` reads the
+    /// key's expiry in place (None: none), before the write.
+    ///
+    /// A derived expiry: set when the value is new or `replaced` by one of another length (which
+    /// drops its expiry) or the grid point moved; kept without reading when `certain_ms` already
+    /// covers the new state; otherwise (the grid point did not move, but the state now ends after
+    /// the whole second the old one ended by: the key's parameters changed, or another version wrote
+    /// it, so its expiry may be on another grid) read, and kept only when it is a whole second within
+    /// [`at_least_ms`, `at_ms`]. So an expiry never comes before the state's end, and stays on whole
+    /// seconds. A `Within` expiry: kept when it lies in its range (`replaced` plays no part: a store
+    /// puts a kept expiry back after replacing the value).
+    pub fn change(&self, replaced: bool, current: impl FnOnce() -> Option<i64>) -> Option<i64> {
+        match *self {
+            Expiry::Derived { at_ms, at_least_ms, previous_ms, certain_ms } => {
+                if replaced || previous_ms != Some(at_ms) {
+                    return Some(at_ms);
+                }
+                if certain_ms.is_some_and(|c| c >= at_least_ms) {
+                    return None;
+                }
+                match current() {
+                    Some(at) if at % 1000 == 0 && (at_least_ms..=at_ms).contains(&at) => None,
+                    _ => Some(at_ms),
+                }
+            }
+            Expiry::Within { at_least_ms, .. } => match current() {
+                Some(at) if (at_least_ms..=self.latest_ms()).contains(&at) => None,
+                _ => Some(self.latest_ms()),
+            },
         }
     }
 }

@@ -218,14 +218,14 @@ impl TokenBucket {
     }
 }
 
-/// The finest expiry grid: keys expire on whole seconds at most.
+/// The finest expiry grid: one second.
 const MIN_EXPIRY_STEP_MS: i64 = 1000;
 
 /// When a bucket's key expires: at the first point of a grid of `step_ms` (Unix ms, multiples of
 /// the step) at or after the instant it is full again, so less than one step late. A function of the
-/// TAT and the step alone: the key's current expiry follows from the stored TAT, without reading it,
-/// and writes whose TAT stays within one step of the grid leave it alone (see
-/// [`TokenBucket::expiry_step_ms`]).
+/// TAT and the step alone: the key's current expiry follows from the stored TAT, mostly without
+/// reading it, and writes whose TAT stays within one step of the grid leave it alone (see
+/// [`TokenBucket::expiry_step_ms`], [`Expiry::change`]).
 pub fn expiry_ms(tat: Nanos, step_ms: i64) -> i64 {
     // ceil_ms is never negative and the step is positive, so this is a ceiling division.
     let ms = ceil_ms(tat);
@@ -233,19 +233,26 @@ pub fn expiry_ms(tat: Nanos, step_ms: i64) -> i64 {
 }
 
 impl TokenBucket {
-    /// The expiry grid's step: 1/16 of a full refill (whole ms, rounded down), at least one second.
-    /// A key outlives the instant its bucket is full again by less than this, and a key under steady
-    /// traffic moves its expiry about once per step instead of once per call.
+    /// The expiry grid's step: 1/16 of a full refill in whole seconds (rounded down), at least one
+    /// second. A key outlives the instant its bucket is full again by less than this, and a key under
+    /// steady traffic moves its expiry about once per step instead of once per call. Whole seconds:
+    /// every grid point is a whole second, as 0.2's one-second grid was (see `Expiry::Derived`).
     #[inline]
     pub fn expiry_step_ms(&self) -> i64 {
-        (self.period_ns() / 16 / 1_000_000).max(MIN_EXPIRY_STEP_MS)
+        (self.period_ns() / 16 / NANOS_PER_SEC * 1000).max(MIN_EXPIRY_STEP_MS)
     }
 
-    /// The expiry a stored TAT implies, and the one the TAT it replaces implied (see [`expiry_ms`]).
+    /// The expiry a stored TAT implies, and what the TAT it replaces says of the expiry in place
+    /// (see [`Expiry::Derived`]).
     #[inline]
     pub fn expiry(&self, tat: Nanos, previous: Option<Nanos>) -> Expiry {
         let step = self.expiry_step_ms();
-        Expiry::Derived { at_ms: expiry_ms(tat, step), previous_ms: previous.map(|p| expiry_ms(p, step)) }
+        Expiry::Derived {
+            at_ms: expiry_ms(tat, step),
+            at_least_ms: ceil_ms(tat),
+            previous_ms: previous.map(|p| expiry_ms(p, step)),
+            certain_ms: previous.map(|p| expiry_ms(p, MIN_EXPIRY_STEP_MS)),
+        }
     }
 }
 
@@ -362,6 +369,39 @@ mod tests {
 
     fn bucket(capacity: u64, rate: &str) -> TokenBucket {
         TokenBucket::new(capacity, Decimal::parse(rate.as_bytes()).unwrap()).unwrap()
+    }
+
+    proptest! {
+        /// The expiry grid: whole seconds, at most max(1 s, 1/16 of a full refill) apart; the key never
+        /// expires before the bucket is full again and less than one step after. A store keeps the
+        /// expiry in place only within those bounds, whatever grid wrote it.
+        #[test]
+        fn the_expiry_is_on_whole_seconds_within_one_step_after_the_bucket_is_full(
+            capacity in 1u64..1_000_000, rate in prop::sample::select(vec!["0.001", "0.3", "1", "7", "1000"]),
+            tat in T0..T0 + 1_000_000 * SEC, moved in 0..200 * SEC, current in prop::option::of(T0 / MS..T0 / MS + 2_000_000_000),
+        ) {
+            let b = bucket(capacity, rate);
+            let step = b.expiry_step_ms();
+            prop_assert!(step % 1000 == 0 && step >= 1000);
+            prop_assert!(step == 1000 || step <= b.period_ns() / 16 / MS);
+            let at = expiry_ms(tat, step);
+            prop_assert!(at >= ceil_ms(tat) && at < ceil_ms(tat) + step && at % step == 0);
+            let new = tat + moved;
+            let expiry = b.expiry(new, Some(tat));
+            let kept = expiry.change(false, || current);
+            let Expiry::Derived { at_ms, at_least_ms, .. } = expiry else { unreachable!() };
+            // What the key ends up expiring at: the one set, or the one in place, which then covers
+            // the state (either the store read it, or it is at least the old state's whole second,
+            // which every writer keeps).
+            match kept {
+                Some(set) => prop_assert_eq!(set, at_ms),
+                None => {
+                    let in_place = current.filter(|c| *c >= at_least_ms && *c <= at_ms && c % 1000 == 0);
+                    let certain = expiry_ms(tat, 1000) >= at_least_ms;
+                    prop_assert!(in_place.is_some() || certain, "kept {current:?} for a state ending at {at_least_ms}");
+                }
+            }
+        }
     }
 
     fn run(b: &TokenBucket, tat: &mut Option<Nanos>, now: Nanos, cost: u64) -> TokenDecision {

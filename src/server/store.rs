@@ -109,8 +109,8 @@ impl<'a> StateKey<'a> {
     /// Stores what a limiter asked for (see `ratelimit_core::limiter::Write`).
     pub fn apply(&mut self, write: &Write) -> Result<(), RlError> {
         match (&write.change, write.expiry) {
-            (Change::Set(bytes), Expiry::Derived { at_ms, previous_ms }) => {
-                self.write_expiring(bytes.as_ref(), at_ms, previous_ms)
+            (Change::Set(bytes), expiry @ Expiry::Derived { .. }) => {
+                self.write_expiring(bytes.as_ref(), expiry)
             }
             (Change::Set(bytes), expiry) => self.write(bytes.as_ref(), expiry),
             (Change::Range { offset, bytes }, expiry) => self.write_at(*offset, bytes.as_ref(), expiry),
@@ -140,7 +140,8 @@ impl<'a> StateKey<'a> {
 
     /// The new absolute expiry when the current one does not satisfy `expiry`, else None.
     fn expiry_change(&self, expiry: Expiry) -> Result<Option<i64>, RlError> {
-        Ok(expiry_change(self.expire_at_ms()?, expiry))
+        let current = self.expire_at_ms()?;
+        Ok(expiry.change(false, || current))
     }
 
     fn set_expire(&mut self, at_ms: i64) -> Result<(), RlError> {
@@ -161,7 +162,7 @@ impl<'a> StateKey<'a> {
     /// than one of constant size.
     fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
         let current = if self.empty { None } else { self.expire_at_ms()? };
-        let change = expiry_change(current, expiry);
+        let change = expiry.change(false, || current);
         let replaced = self.store_value(value)?;
         if let (true, None, Some(at)) = (replaced, change, current) {
             self.set_expire(at)?;
@@ -169,12 +170,24 @@ impl<'a> StateKey<'a> {
         self.finish_write(value, change)
     }
 
-    /// Stores `value` expiring at `at_ms`, when the caller knows the key's current expiry from its own
-    /// state: `current_ms` (None for a key that did not exist). The expiry is neither read nor written
-    /// when it does not move; replicated as `SET key value KEEPTTL` or `SET key value PXAT at_ms`.
-    fn write_expiring(&mut self, value: &[u8], at_ms: i64, current_ms: Option<i64>) -> Result<(), RlError> {
-        let replaced = self.store_value(value)?;
-        let change = (replaced || current_ms != Some(at_ms)).then_some(at_ms);
+    /// Stores `value` with a derived expiry (see `Expiry::change`): the expiry is neither read nor
+    /// written when the stored state says it need not be; replicated as `SET key value KEEPTTL` or
+    /// `SET key value PXAT at_ms`.
+    fn write_expiring(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
+        // Read before the value is written: an in-place write keeps the expiry, a replaced value is
+        // set one without reading.
+        let replaced = self.empty || self.read()?.is_some_and(|v| v.len() != value.len());
+        let mut failed = None;
+        let change = expiry.change(replaced, || {
+            self.expire_at_ms().unwrap_or_else(|e| {
+                failed = Some(e);
+                None
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        self.store_value(value)?;
         self.finish_write(value, change)
     }
 
@@ -330,16 +343,4 @@ static PXAT_STRING: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr:
 fn cstr(bytes: &'static [u8]) -> *const c_char {
     debug_assert_eq!(bytes.last(), Some(&0));
     bytes.as_ptr().cast::<c_char>()
-}
-
-/// The new absolute expiry when `current` (None: no expiry) does not satisfy `expiry`, else None.
-fn expiry_change(current: Option<i64>, expiry: Expiry) -> Option<i64> {
-    let (at_least, latest) = match expiry {
-        Expiry::Derived { at_ms, .. } => (at_ms, at_ms),
-        Expiry::Within { at_least_ms, .. } => (at_least_ms, expiry.latest_ms()),
-    };
-    match current {
-        Some(at) if at >= at_least && at <= latest => None,
-        _ => Some(latest),
-    }
 }

@@ -127,19 +127,23 @@ impl HeavyHitters {
     }
 
     /// A slot with the smallest count: the next one at the floor from the cursor on, else (none is
-    /// left there) the smallest, whose count becomes the floor.
+    /// left there) the smallest, found in the same pass, whose count becomes the floor.
     fn next_min(&mut self) -> Option<usize> {
         let n = self.slots.len();
         let start = if self.cursor < n { self.cursor } else { 0 };
-        let at_floor = (start..n).chain(0..start).find(|&i| self.slots[i].count <= self.floor);
-        let i = match at_floor {
-            Some(i) => i,
-            None => {
-                let i = self.min_index()?;
-                self.floor = self.slots[i].count;
-                i
+        let mut smallest: Option<usize> = None;
+        for i in (start..n).chain(0..start) {
+            let count = self.slots[i].count;
+            if count <= self.floor {
+                self.cursor = i + 1;
+                return Some(i);
             }
-        };
+            if smallest.is_none_or(|m| count < self.slots[m].count) {
+                smallest = Some(i);
+            }
+        }
+        let i = smallest?;
+        self.floor = self.slots[i].count;
         self.cursor = i + 1;
         Some(i)
     }
@@ -214,6 +218,27 @@ mod tests {
                     "{} ({t}) is not tracked",
                     String::from_utf8_lossy(k)
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_key_always_replaces_a_slot_with_the_smallest_count() {
+        let mut h = HeavyHitters::default();
+        let mut x: u64 = 7;
+        for step in 0..20_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            // Lowered and raised capacities on the way, as ratelimit.top-size may be.
+            let capacity = if step % 5000 < 2500 { 16 } else { 8 };
+            let key = format!("k:{}", (x >> 33) % if step % 3 == 0 { 4 } else { 400 });
+            let tracked = h.slots.iter().any(|s| s.key == key.as_bytes());
+            // (A step that lowers the capacity evicts first: its smallest count is not this one.)
+            let full = h.slots.len() == capacity;
+            let min = h.slots.iter().map(|s| s.count).min();
+            h.record(key.as_bytes(), 0, capacity);
+            if !tracked && full {
+                let slot = h.slots.iter().find(|s| s.key == key.as_bytes()).expect("the new key is tracked");
+                assert_eq!(Some(slot.error), min, "step {step}: replaced a slot above the smallest count");
             }
         }
     }

@@ -17,8 +17,8 @@
 //! - a quantity of 0 is a peek here (same reply, nothing written); redis-cell writes the key.
 //!
 //! Stored as redis-cell stores it: the TAT in Unix nanoseconds as decimal digits, so that a rollback to
-//! redis-cell keeps every bucket. Keys expire on the whole second after the bucket is full again,
-//! like RL.TOKEN's (redis-cell: on the millisecond).
+//! redis-cell keeps every bucket. Keys expire on RL.TOKEN's grid (max(1 s, 1/16 of a full refill),
+//! whole seconds) after the bucket is full again (redis-cell: on the millisecond).
 
 use crate::error::{ParamError, StateError};
 use crate::format::{decimal_tat, decimal_tat_bytes, Layout};
