@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from redis_ratelimit import Decision, FailurePolicy, FixedWindow, TokenBucket
+from redis_ratelimit import CallError, Decision, FailurePolicy, FixedWindow, TokenBucket
 from redis_ratelimit.wait import jittered, next_try
-from resilience_support import async_on, limiter, on, stopped_port  # noqa: F401
+from resilience_support import async_limiter, async_on, limiter, on, stopped_port  # noqa: F401
 from conftest import EngineCase
 from servers import Server
 
@@ -232,3 +232,21 @@ def test_a_cancelled_batch_gives_its_tokens_back(engine: EngineCase) -> None:
 
     nxt = asyncio.run(run())
     assert nxt.allowed and nxt.retry_after is not None and nxt.retry_after <= 1.0
+
+
+def test_take_within_strict_raises_where_take_within_degrades(engine: EngineCase, stopped_port: Server) -> None:
+    """As the Rust client's take_within_strict: Redis' grant when it decides (the same batch, turns
+    and sleeps as take_within), CallError when it does not; sync and asyncio."""
+    bucket = TokenBucket(capacity=10, per_second=10.0)
+    lim, alim = on(engine), async_on(engine)
+    first = lim.take_within_strict("rl:wait:strict", bucket, 1, 4, max_wait=1.0)
+    assert (first.taken, first.decision.allowed, first.decision.degraded) == (4, True, False)
+    rest = asyncio.run(alim.take_within_strict("rl:wait:strict", bucket, 1, 100, max_wait=1.0))
+    assert rest.taken == 6 and not rest.decision.degraded, "what the bucket holds"
+    assert lim.take_within_strict("rl:wait:strict", bucket, 5, 5, max_wait=0.1).taken == 0, "5 tokens take 0.5 s"
+    with pytest.raises(CallError):
+        limiter(stopped_port, FailurePolicy.open()).take_within_strict("rl:wait:b", bucket, 1, 7, max_wait=5.0)
+    with pytest.raises(CallError):
+        asyncio.run(async_limiter(stopped_port, FailurePolicy.open()).take_within_strict("rl:wait:b", bucket, 1, 7))
+    with pytest.raises(ValueError, match="max >= min"):
+        lim.take_within_strict("rl:wait:strict", bucket, 3, 2)

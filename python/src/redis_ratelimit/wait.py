@@ -16,7 +16,8 @@ past; ``until_ready_all(limits, max_wait)`` does so for several limits checked t
 
 ``take_within(key, bucket, min, max, max_wait)`` is a worker's batch: it waits for at least ``min``
 tokens and takes as many more as the bucket holds, up to ``max``, in one reservation
-(RL.RESERVE ... UPTO max), with the same turns, sleeps and refunds.
+(RL.RESERVE ... UPTO max), with the same turns, sleeps and refunds; ``take_within_strict`` is the
+same without the failure policy (CallError when Redis does not decide), as the Rust client's.
 
 The logic is one generator of steps (``wait_plan.steps``) that the sync and async drivers run.
 """
@@ -40,7 +41,7 @@ __all__ = ["WaitMixin", "AsyncWaitMixin", "jittered", "next_try"]
 
 
 class WaitMixin:
-    """``Limiter.until_ready``, ``until_ready_all`` and ``take_within``: inherit them (they use the
+    """``Limiter.until_ready``, ``until_ready_all``, ``take_within`` and ``take_within_strict``: inherit them (they use the
     limiter's ``call``, ``check_all``, ``refund`` and ``failure``)."""
 
     def until_ready(self, key: str, policy: Policy, cost: int = 1, max_wait: float = 1.0) -> Decision:
@@ -61,6 +62,13 @@ class WaitMixin:
         request = batch(key, policy, min, max, 0)
         limits: list[Limit] = [(key, policy, min)]
         return taken(self._wait(limits, max_wait, lambda left: self._askbatch(request, limits, max, left)))
+
+    def take_within_strict(self, key: str, policy: Policy, min: int, max: int, max_wait: float = 1.0) -> Taken:
+        """Like ``take_within`` without the failure policy: Redis' grant, or CallError when Redis
+        does not decide. The breaker and the deadline still apply."""
+        request = batch(key, policy, min, max, 0)
+        limits: list[Limit] = [(key, policy, min)]
+        return taken(self._wait(limits, max_wait, lambda left: self._askbatch(request, limits, max, left, True)))
 
     def _wait(self, limits: list[Limit], max_wait: float, ask: Callable[[float], Asked]) -> Asked:
         walk = steps(limits, max_wait, time.monotonic)
@@ -95,12 +103,15 @@ class WaitMixin:
             decision = limiter.failure.decide(limits, e)
         return Asked(decision, refundable(limits) if decision.allowed else [])
 
-    def _askbatch(self, request: Request, limits: list[Limit], most: int, max_wait: float) -> Asked:
+    def _askbatch(self, request: Request, limits: list[Limit], most: int, max_wait: float,
+                  strict: bool = False) -> Asked:
         limiter: Any = self
         key, policy, _ = limits[0]
         try:
             taken = Taken.from_reply(guarded(limiter, with_wait(request, max_wait)))
         except CallError as e:
+            if strict:
+                raise
             taken = Taken(*limiter.failure.take(key, policy, most, e))
         return Asked(taken.decision, [(key, policy, taken.taken)] if taken.taken else [])
 
@@ -114,7 +125,8 @@ class WaitMixin:
 
 
 class AsyncWaitMixin:
-    """``AsyncLimiter.until_ready``, ``until_ready_all`` and ``take_within``: inherit them."""
+    """``AsyncLimiter.until_ready``, ``until_ready_all``, ``take_within`` and ``take_within_strict``:
+    inherit them."""
 
     async def until_ready(
         self, key: str, policy: Policy, cost: int = 1, max_wait: float = 1.0
@@ -135,6 +147,15 @@ class AsyncWaitMixin:
         request = batch(key, policy, min, max, 0)
         limits: list[Limit] = [(key, policy, min)]
         asked = await self._wait(limits, max_wait, lambda left: self._askbatch(request, limits, max, left))
+        return taken(asked)
+
+    async def take_within_strict(
+        self, key: str, policy: Policy, min: int, max: int, max_wait: float = 1.0
+    ) -> Taken:
+        """As ``Limiter.take_within_strict``."""
+        request = batch(key, policy, min, max, 0)
+        limits: list[Limit] = [(key, policy, min)]
+        asked = await self._wait(limits, max_wait, lambda left: self._askbatch(request, limits, max, left, True))
         return taken(asked)
 
     async def _wait(
@@ -176,7 +197,8 @@ class AsyncWaitMixin:
         except CallError as e:
             return Asked(limiter.failure.decide(limits, e), [])
 
-    async def _askbatch(self, request: Request, limits: list[Limit], most: int, max_wait: float) -> Asked:
+    async def _askbatch(self, request: Request, limits: list[Limit], most: int, max_wait: float,
+                        strict: bool = False) -> Asked:
         limiter: Any = self
         key, policy, _ = limits[0]
 
@@ -187,6 +209,8 @@ class AsyncWaitMixin:
         try:
             return await self._reserved(with_wait(request, max_wait), read)
         except CallError as e:
+            if strict:
+                raise
             decision, _ = limiter.failure.take(key, policy, most, e)
             return Asked(decision, [])
 
