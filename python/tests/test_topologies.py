@@ -146,3 +146,34 @@ def test_keys_of_one_call_in_different_cluster_slots_are_refused(servers: Server
     tagged = [("rl:{user:1}:a", FixedWindow(5, 60), 1), ("rl:{user:1}:b", FixedWindow(5, 60), 1)]
     decision = limiter.check_all(tagged)
     assert decision.allowed and not decision.degraded
+
+
+def test_a_slot_migrating_then_moved(servers: Servers, make_limiter: MakeLimiter) -> None:
+    """A key's slot migrates to another primary while the limiter runs: the key already moved
+    (ASK: sent again after ASKING to the importing node), then the slot given to it (MOVED: sent to
+    the new owner, the map learned again): every call answered, on the state that moved with it."""
+    cluster = servers.cluster(module=False)
+    limiter = make_limiter(cluster, FailurePolicy.closed())
+    assert all(limiter.check(f"rl:warm:{i}", BUCKET).allowed for i in range(24))  # the library everywhere
+    key = "rl:migrating"
+    assert limiter.check(key, BUCKET).remaining == 2
+    source = cluster.primary_of(key)
+    target = next(n for n in cluster.nodes if n.port != source.port)
+    with source.client() as src, target.client() as dst:
+        slot = int(src.execute_command("CLUSTER", "KEYSLOT", key))
+        src_id, dst_id = (c.execute_command("CLUSTER", "MYID") for c in (src, dst))
+        src_id, dst_id = (i.decode() if isinstance(i, bytes) else i for i in (src_id, dst_id))
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        src.execute_command("MIGRATE", "127.0.0.1", target.port, key, 0, 5000)
+        asked = limiter.check(key, BUCKET)
+        assert (asked.degraded, asked.remaining) == (False, 1), "ASK: decided on the importing node"
+        for node in cluster.nodes:
+            with node.client() as r:
+                r.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    moved = limiter.check(key, BUCKET)
+    assert (moved.degraded, moved.remaining) == (False, 0), "MOVED: decided on the new owner"
+    again = limiter.check(key, BUCKET)
+    assert again.degraded is False and not again.allowed
+    with target.client() as r:
+        assert r.exists(key) == 1

@@ -147,7 +147,7 @@ class _ClusterMap:
         try:
             return self.send_to(node, step, end)
         except redis.exceptions.AskError as e:
-            target = (e.host, int(e.port))
+            target = (e.host or node[0], int(e.port))  # no host: the one asked (cluster-announce)
             if isinstance(e, redis.exceptions.MovedError):
                 # The slot moved: its new owner from the reply, the whole map learned again next call.
                 self.slots[e.slot_id] = target
