@@ -132,6 +132,7 @@ class _ClusterMap:
             return healthy[0] if healthy else self.default
         node: tuple[str, int] | None = self.slots[self.client.keyslot(step.route)]
         if node is None:
+            self.remap = True  # learned again on the next call
             raise redis.exceptions.ConnectionError("no node serves the key's slot (the cluster's map is incomplete)")
         return node
 
