@@ -92,7 +92,7 @@ pub enum Change {
 pub enum Expiry {
     /// `at_ms` (Unix ms, a whole second: a point of the value's grid), a function of the value and
     /// its parameters; the state ends at `at_least_ms`. So that a store can leave an unmoved expiry
-    /// alone, mostly without reading it (see [`Expiry::derived_change`]): `previous_ms` is the grid
+    /// alone, mostly without reading it (see [`Expiry::change`]): `previous_ms` is the grid
     /// point the value being replaced implied under these parameters (None when there was none), and
     /// `certain_ms` what the expiry in place is at least, whatever parameters wrote it: the whole
     /// second at or after the replaced value's end (every writer keeps its key's expiry on a whole
@@ -120,7 +120,7 @@ impl Expiry {
     /// covers the new state; otherwise (the grid point did not move, but the state now ends after
     /// the whole second the old one ended by: the key's parameters changed, or another version wrote
     /// it, so its expiry may be on another grid) read, and kept only when it is a whole second within
-    /// [`at_least_ms`, `at_ms`]. So an expiry never comes before the state's end, and stays on whole
+    /// `[at_least_ms, at_ms]`. So an expiry never comes before the state's end, and stays on whole
     /// seconds. A `Within` expiry: kept when it lies in its range (`replaced` plays no part: a store
     /// puts a kept expiry back after replacing the value).
     pub fn change(&self, replaced: bool, current: impl FnOnce() -> Option<i64>) -> Option<i64> {
