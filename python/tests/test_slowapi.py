@@ -42,7 +42,7 @@ def make_app(storage_uri: str, strategy: str) -> FastAPI:
 @pytest.mark.parametrize("engine, strategy", CASES, ids=[f"{e}-{s}" for e, s in CASES])
 def test_429_after_the_limit(servers: Any, engine: str, strategy: str) -> None:
     redis_server: Server = servers.redis(module=engine == "module")
-    served = Served(make_app(f"ratelimit://{HOST}:{redis_server.port}/0", strategy)).start()
+    served = Served(make_app(f"ratelimit://{HOST}:{redis_server.port}/0?deadline=2", strategy)).start()
     try:
         with httpx.Client(base_url=served.url, timeout=10) as http:
             codes = [http.get("/hello").status_code for _ in range(5)]
