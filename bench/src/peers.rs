@@ -222,7 +222,7 @@ fn dialects(scale: f64, repeat: usize, out: &mut String) {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

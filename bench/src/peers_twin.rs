@@ -4,16 +4,12 @@
 //! primary's replication offset over a run, divided by the calls) for RL.TOKEN, core's GCRA and the
 //! seed's Lua script.
 
+use crate::peers::median;
 use crate::{redis_benchmark, us_per_call};
 use std::fmt::Write as _;
 use std::path::Path;
 use testkit::redis;
 use testkit::{info_field, Server};
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// Our CL.THROTTLE (this module alone) and redis-cell's (its module alone) on two servers, random keys
 /// and one hot key, `repeat` interleaved runs each; rows with req/s, us/call and our speed-up.

@@ -163,7 +163,8 @@ impl<'a> StateKey<'a> {
     fn write(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
         let current = if self.empty { None } else { self.expire_at_ms()? };
         let change = expiry.change(false, || current);
-        let replaced = self.store_value(value)?;
+        let existing = self.length()?;
+        let replaced = self.store_value(value, existing)?;
         if let (true, None, Some(at)) = (replaced, change, current) {
             self.set_expire(at)?;
         }
@@ -174,20 +175,11 @@ impl<'a> StateKey<'a> {
     /// written when the stored state says it need not be; replicated as `SET key value KEEPTTL` or
     /// `SET key value PXAT at_ms`.
     fn write_expiring(&mut self, value: &[u8], expiry: Expiry) -> Result<(), RlError> {
-        // Read before the value is written: an in-place write keeps the expiry, a replaced value is
-        // set one without reading.
-        let replaced = self.empty || self.read()?.is_some_and(|v| v.len() != value.len());
-        let mut failed = None;
-        let change = expiry.change(replaced, || {
-            self.expire_at_ms().unwrap_or_else(|e| {
-                failed = Some(e);
-                None
-            })
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        self.store_value(value)?;
+        // Decided before the value is written: an in-place write keeps the expiry, a new or replaced
+        // value is set one without reading it. An expiry that cannot be read counts as none (set).
+        let existing = self.length()?;
+        let change = expiry.change(existing != Some(value.len()), || self.expire_at_ms().ok().flatten());
+        self.store_value(value, existing)?;
         self.finish_write(value, change)
     }
 
@@ -267,10 +259,14 @@ impl<'a> StateKey<'a> {
         }
     }
 
-    /// Writes the value in place when the length matches, else replaces it (dropping any TTL, which
-    /// the caller then sets). True when it was replaced.
-    fn store_value(&mut self, value: &[u8]) -> Result<bool, RlError> {
-        let existing = self.read()?.map(<[u8]>::len);
+    /// The stored value's length, or None when the key does not exist.
+    fn length(&self) -> Result<Option<usize>, RlError> {
+        Ok(self.read()?.map(<[u8]>::len))
+    }
+
+    /// Writes the value in place when the `existing` length (`length()`) matches, else replaces it
+    /// (dropping any TTL, which the caller then sets or puts back). True when it was replaced.
+    fn store_value(&mut self, value: &[u8], existing: Option<usize>) -> Result<bool, RlError> {
         // SAFETY: a live key handle opened for writing.
         unsafe {
             match existing {
