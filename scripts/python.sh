@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python package (python/): a virtualenv in target/py-venv with the package installed editable with
 # its test and `limits` extras, then
-#   scripts/python.sh test [pytest args]   pytest python/tests against real servers (started by the tests),
+#   scripts/python.sh test                 pytest python/tests against real servers (started by the tests),
 #                                          then limits' own storage tests against this package's storage
+#   scripts/python.sh test ARGS...         pytest with only these arguments (e.g. python/tests/test_web.py -k x)
 #   scripts/python.sh check                mypy --strict on the package; python -m build and twine check
 #   scripts/python.sh bench                the uvicorn benchmark (python/bench; writes docs/bench-python.md)
 #   scripts/python.sh venv                 only makes the virtualenv
@@ -34,7 +35,10 @@ make_venv
 case "$cmd" in
   venv) ;;
   test)
-    "$py" -m pytest python/tests "$@"
+    if [ $# -gt 0 ]; then
+      exec "$py" -m pytest "$@"
+    fi
+    "$py" -m pytest python/tests
     # limits' own storage tests, against this package's storage (module and library, sync and async):
     # its sdist from PyPI once (cached under target/), the exclusions and their reasons in
     # python/tests/limits_suite/plugin.py.
