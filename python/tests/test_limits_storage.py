@@ -19,6 +19,7 @@ from redis_ratelimit import CallError
 from redis_ratelimit.contrib._limits_plan import COUNTER_LIMIT, inspect_fields, limit_in_key
 from redis_ratelimit.contrib._limits_uri import parse
 from redis_ratelimit.contrib.limits import RatelimitStorage
+from clock import clear_of_minute_edge
 from servers import HOST, SENTINEL_SERVICE, Server, free_port
 
 Strategy = type[strategies.FixedWindowRateLimiter | strategies.MovingWindowRateLimiter
@@ -166,6 +167,7 @@ def test_a_cost_above_the_limit_never_fits_and_writes_nothing(server: Server) ->
 def test_moving_window_cost_takes_that_many_entries(server: Server) -> None:
     limiter = strategies.MovingWindowRateLimiter(storage_on(server))
     item = RateLimitItemPerMinute(10)
+    clear_of_minute_edge()
     assert limiter.hit(item, "ada", cost=4)
     assert limiter.get_window_stats(item, "ada").remaining == 6
     assert limiter.test(item, "ada", cost=6)
