@@ -7,13 +7,12 @@ from typing import Any, Sequence, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from .base import BreakerSetting, LimiterBase, Plan, Verified
+from .base import LimiterBase, Plan, Verified
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
 from .drivers import AsyncClient, AsyncDriver
-from .engine import Backend, module_command
+from .engine import module_command
 from .errors import CallError
-from .failure import FailurePolicy
 from .permit import AsyncAcquireMixin
 from .policy import Policy
 from .wait import AsyncWaitMixin
@@ -23,21 +22,11 @@ __all__ = ["AsyncLimiter"]
 T = TypeVar("T")
 
 
-class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase):
-    """``AsyncLimiter(redis.asyncio.Redis(...), FailurePolicy.open())``; see `Limiter`."""
+class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
+    """``AsyncLimiter(redis.asyncio.Redis(...), FailurePolicy.open(), ...)``: `Limiter`'s settings and
+    methods, awaited."""
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        failure: FailurePolicy,
-        *,
-        backend: Backend = Backend.AUTO,
-        deadline: float = 0.1,
-        breaker: BreakerSetting = None,
-        name: str = "default",
-    ) -> None:
-        super().__init__(failure, backend=backend, deadline=deadline, breaker=breaker, name=name)
-        self.client = client
+    def _bind(self, client: AsyncClient) -> None:
         self._cluster = isinstance(client, AsyncRedisCluster)
         self._driver = AsyncDriver(client)
 

@@ -32,6 +32,7 @@ __all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]
 VERIFY_KEY = "rl:verify"
 
 T = TypeVar("T")
+C = TypeVar("C")  # the redis-py client a limiter sends on (sync or asyncio)
 BreakerSetting = Union[Breaker, Tuple[int, float], None]
 
 
@@ -42,12 +43,16 @@ class Verified(TypedDict):
     why: str
 
 
-class LimiterBase:
-    """The settings and the sans-I/O half of a limiter. ``failure`` is required: what a check answers
-    when Redis cannot (``FailurePolicy.open()``, ``.closed()``, ``.fallback(instances=N)``)."""
+class LimiterBase(Generic[C]):
+    """The settings and the sans-I/O half of a limiter on a redis-py client of type C. ``failure`` is
+    required: what a check answers when Redis cannot (``FailurePolicy.open()``, ``.closed()``,
+    ``.fallback(instances=N)``). ``backend`` picks the engine (module, FCALL, EVALSHA or the first that
+    answers), ``deadline`` bounds a whole call in seconds, connect included, ``breaker`` is a `Breaker`
+    or ``(failures, cooldown)``, and ``name`` tells limiters apart in `repr` and the fallback."""
 
     def __init__(
         self,
+        client: C,
         failure: FailurePolicy,
         *,
         backend: Backend = Backend.AUTO,
@@ -66,7 +71,13 @@ class LimiterBase:
         self.breaker = breaker if isinstance(breaker, Breaker) else Breaker(*(breaker or ()))
         self.name = name
         self._misconfigured = False
+        self.client = client
         self._cluster = False  # on a cluster client: the keys of one call must share a slot
+        self._bind(client)
+
+    def _bind(self, client: C) -> None:
+        """Sets up the I/O half on the client (its driver, and `_cluster` on a cluster client)."""
+        raise NotImplementedError
 
     @property
     def misconfigured(self) -> bool:

@@ -9,13 +9,12 @@ from typing import Any, Sequence, TypeVar
 
 from redis.cluster import RedisCluster
 
-from .base import BreakerSetting, LimiterBase, Plan, Verified
+from .base import LimiterBase, Plan, Verified
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
 from .drivers import SyncClient, SyncDriver
-from .engine import Backend, module_command
+from .engine import module_command
 from .errors import CallError
-from .failure import FailurePolicy
 from .permit import AcquireMixin
 from .policy import Policy
 from .wait import WaitMixin
@@ -25,21 +24,11 @@ __all__ = ["Limiter"]
 T = TypeVar("T")
 
 
-class Limiter(AcquireMixin, WaitMixin, LimiterBase):
-    """``Limiter(redis.Redis(...), FailurePolicy.open())``; see `LimiterBase` for the settings."""
+class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
+    """``Limiter(redis.Redis(...), FailurePolicy.open(), *, backend=Backend.AUTO, deadline=0.1,
+    breaker=None, name="default")``; `LimiterBase` says what each setting does."""
 
-    def __init__(
-        self,
-        client: SyncClient,
-        failure: FailurePolicy,
-        *,
-        backend: Backend = Backend.AUTO,
-        deadline: float = 0.1,
-        breaker: BreakerSetting = None,
-        name: str = "default",
-    ) -> None:
-        super().__init__(failure, backend=backend, deadline=deadline, breaker=breaker, name=name)
-        self.client = client
+    def _bind(self, client: SyncClient) -> None:
         self._cluster = isinstance(client, RedisCluster)
         self._driver = SyncDriver(client)
 
