@@ -18,6 +18,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
+import httpx
 import pytest
 import redis
 import redis.asyncio
@@ -26,6 +27,7 @@ import redis.sentinel
 
 from redis_ratelimit import AsyncLimiter, Backend, FailurePolicy, Limiter
 from servers import HOST, SENTINEL_SERVICE, Cluster, Sentinel, Server, module_path
+from web_serve import Served
 
 
 class _Owned(Protocol):
@@ -192,3 +194,19 @@ def _async_client(target: Any, options: dict[str, Any]) -> Any:
         sentinel: Any = redis.asyncio.sentinel.Sentinel
         return sentinel(target.sentinels, socket_timeout=5).master_for(SENTINEL_SERVICE, socket_timeout=5, **options)
     return target
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """`serve(app)` serves an ASGI app on a free port (uvicorn) and gives an httpx client on it; every app
+    served is stopped when the test ends."""
+    started: list[Served] = []
+
+    def start(app: Any) -> httpx.Client:
+        served = Served(app).start()
+        started.append(served)
+        return httpx.Client(base_url=served.url, timeout=10)
+
+    yield start
+    for served in started:
+        served.stop()

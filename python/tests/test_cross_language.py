@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 from urllib.parse import quote
 
 import httpx
@@ -24,9 +24,9 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from redis_ratelimit import AsyncLimiter, FailurePolicy, TokenBucket
-from redis_ratelimit.web import Caller, RateLimitConfig, RateLimitMiddleware, Route, set_principal
+from redis_ratelimit.web import Caller, RateLimitConfig, RateLimitMiddleware, Route
 from servers import HOST, Server, rust_server_path
-from web_serve import RustService, Served
+from web_serve import PrincipalFromHeader, RustService, Served
 
 RATE = 5.0  # the Rust service's api route: 10 at 5/s
 
@@ -41,17 +41,6 @@ def rust(module_server: Server) -> Iterator[RustService]:
         yield service
     finally:
         service.stop()
-
-
-class PrincipalFromHeader:
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        for name, value in scope.get("headers", []):
-            if name == b"x-user":
-                set_principal(scope, value.decode())
-        await self.app(scope, receive, send)
 
 
 @pytest.fixture

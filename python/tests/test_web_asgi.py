@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Iterator, MutableMapping
+from typing import Any, MutableMapping
 
-import httpx
 import pytest
-import redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, HTTPException, WebSocket
 from fastapi.responses import StreamingResponse
@@ -22,10 +20,9 @@ from redis_ratelimit.web import (
     RateLimitConfig,
     RateLimitMiddleware,
     Route,
-    set_principal,
 )
 from servers import HOST, Server
-from web_serve import Served
+from web_serve import PrincipalFromHeader
 
 API = TokenBucket(capacity=3, per_second=0.01)  # 3, then one every 100 s: nothing refills mid-test
 GLOBAL = TokenBucket(capacity=5, per_second=0.01)
@@ -60,33 +57,6 @@ def api_app() -> FastAPI:
         return "other"
 
     return app
-
-
-class PrincipalFromHeader:
-    """An authentication middleware, as an application has one: the principal from `x-user`."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        for name, value in scope.get("headers", []):
-            if name == b"x-user":
-                set_principal(scope, value.decode())
-        await self.app(scope, receive, send)
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    started: list[Served] = []
-
-    def start(app: Any) -> httpx.Client:
-        served = Served(app).start()
-        started.append(served)
-        return httpx.Client(base_url=served.url, timeout=10)
-
-    yield start
-    for served in started:
-        served.stop()
 
 
 def keys(server: Server) -> list[str]:

@@ -4,10 +4,8 @@ on endpoints that take no `request`, the fields on their responses, the 429 as a
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
-import httpx
-import pytest
 import redis.asyncio as aioredis
 from fastapi import Depends, FastAPI
 
@@ -15,25 +13,10 @@ from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, TokenBucket
 from redis_ratelimit.web import RateLimitConfig, RateLimitMiddleware, Route
 from redis_ratelimit.web.fastapi import RateLimit, install
 from servers import HOST, Server
-from web_serve import Served
 
 
 def limiter_on(server: Server) -> AsyncLimiter:
     return AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), FailurePolicy.open())
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    started: list[Served] = []
-
-    def start(app: Any) -> httpx.Client:
-        served = Served(app).start()
-        started.append(served)
-        return httpx.Client(base_url=served.url, timeout=10)
-
-    yield start
-    for served in started:
-        served.stop()
 
 
 def test_a_dependency_limits_its_endpoints_without_a_request_parameter(module_server: Server, serve: Any) -> None:

@@ -14,7 +14,21 @@ from typing import Any, Iterator
 import httpx
 import uvicorn
 
+from redis_ratelimit.web import set_principal
 from servers import HOST, free_port, rust_server_path
+
+
+class PrincipalFromHeader:
+    """An authentication middleware, as an application has one: the principal from `x-user`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        for name, value in scope.get("headers", []):
+            if name == b"x-user":
+                set_principal(scope, value.decode())
+        await self.app(scope, receive, send)
 
 
 class Served:

@@ -100,7 +100,7 @@ class Batcher:
             limiter._admit()
         except CallError as closed:  # the breaker is open: nothing is sent
             for p in pending:
-                _settle(p.future, lambda p=p: limiter._check_all(p.limits, strict=False).degrade(closed))
+                _settle(p.future, lambda p=p, error=closed: limiter._check_all(p.limits, strict=False).degrade(error))
             return
         for p in pending:
             try:
