@@ -5,6 +5,9 @@
 #                                          then limits' own storage tests against this package's storage
 #   scripts/python.sh test ARGS...         pytest with only these arguments (e.g. python/tests/test_web.py -k x)
 #   scripts/python.sh check                mypy --strict on the package; python -m build and twine check
+#   scripts/python.sh floor                the limiters' and the limits storage's tests on the oldest
+#                                          versions the package declares: redis-py 5.0.0, limits 4.1
+#                                          (a second virtualenv, target/py-floor-venv)
 #   scripts/python.sh bench                the uvicorn benchmark (python/bench; writes docs/bench-python.md)
 #   scripts/python.sh venv                 only makes the virtualenv
 # The tests find the module at target/release/libredis_ratelimit.so (RL_MODULE overrides) and the Rust
@@ -16,6 +19,7 @@ venv=$root/target/py-venv
 py=$venv/bin/python
 
 make_venv() {
+  local venv=${1:-$venv} py=${1:-$venv}/bin/python pins=${2:-}
   if [ ! -x "$py" ]; then
     python3 -m venv --help >/dev/null 2>&1 || scripts/ensure-deps.sh python3-venv
     python3 -m venv "$venv"
@@ -24,14 +28,23 @@ make_venv() {
   local stamp=$venv/.installed
   if [ ! -f "$stamp" ] || [ python/pyproject.toml -nt "$stamp" ]; then
     "$py" -m pip install -q --upgrade pip
-    "$py" -m pip install -q -e "python[test,limits]"
+    # shellcheck disable=SC2086  # the pins are words
+    "$py" -m pip install -q -e "python[test,limits]" $pins
     touch "$stamp"
   fi
 }
 
 cmd=${1:-test}
 [ $# -gt 0 ] && shift
-make_venv
+# The oldest versions pyproject.toml declares (redis>=5, limits>=4.1); Python is the system's 3.11 (Debian
+# 12 has no 3.10).
+floor_venv=$root/target/py-floor-venv
+floor_pins="redis==5.0.0 limits==4.1"
+if [ "$cmd" = floor ]; then
+  make_venv "$floor_venv" "$floor_pins"
+else
+  make_venv
+fi
 case "$cmd" in
   venv) ;;
   test)
@@ -55,12 +68,20 @@ case "$cmd" in
     rm "$dist/build.log"
     "$py" -m twine check --strict "$dist"/*
     ;;
+  floor)
+    cd python
+    exec "$floor_venv/bin/python" -m pytest -p no:cacheprovider tests/test_limiter.py tests/test_engine.py \
+      tests/test_engine_choice.py tests/test_failure.py tests/test_breaker.py tests/test_deadline.py \
+      tests/test_fallback.py tests/test_acquire.py tests/test_wait.py tests/test_topologies.py \
+      tests/test_resilience_cluster.py tests/test_seed.py tests/test_limits_storage.py \
+      tests/test_limits_async.py "$@"
+    ;;
   bench)
     scripts/ensure-deps.sh wrk
     exec "$py" python/bench/bench_web.py "$@"
     ;;
   *)
-    echo "usage: scripts/python.sh [venv|test|check|bench] [args]" >&2
+    echo "usage: scripts/python.sh [venv|test|check|floor|bench] [args]" >&2
     exit 2
     ;;
 esac

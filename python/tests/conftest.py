@@ -26,7 +26,7 @@ import redis.asyncio.sentinel
 import redis.sentinel
 
 from redis_ratelimit import AsyncLimiter, Backend, FailurePolicy, Limiter
-from servers import HOST, SENTINEL_SERVICE, Cluster, Sentinel, Server, module_path
+from servers import HOST, SENTINEL_SERVICE, Cluster, Sentinel, Server, aclose, module_path
 from web_serve import Served
 
 
@@ -160,7 +160,7 @@ def make_limiter(request: pytest.FixtureRequest) -> Iterator[MakeLimiter]:
             closers.append(sync.close)
             return Limiter(sync, failure, **settings)
         aclient = _async_client(target, options)
-        closers.append(lambda: loop.run_until_complete(aclient.aclose()))
+        closers.append(lambda: loop.run_until_complete(aclose(aclient)))
         return Blocking(AsyncLimiter(aclient, failure, **settings), loop)
 
     try:
@@ -210,3 +210,4 @@ def serve() -> Iterator[Any]:
     yield start
     for served in started:
         served.stop()
+

@@ -76,6 +76,11 @@ def wait_until(what: str, ready: Callable[[], bool], timeout: float = 15.0) -> N
     raise TimeoutError(f"waited {timeout}s for {what}")
 
 
+async def aclose(client: Any) -> None:
+    """Closes a redis.asyncio client: `aclose()` since redis-py 5.0.1, `close()` before."""
+    await (client.aclose() if hasattr(client, "aclose") else client.close())
+
+
 class Server:
     """One redis-server process. `module=True` loads the ratelimit module."""
 

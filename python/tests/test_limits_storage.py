@@ -360,7 +360,7 @@ def test_uri_parsing() -> None:
 
 
 def test_every_scheme_is_registered() -> None:
-    from limits._storage_scheme import SCHEMES
+    from limits.storage import SCHEMES  # type: ignore[attr-defined]  # public on every limits since 4
 
     for scheme in ("ratelimit", "ratelimits", "ratelimit+unix", "ratelimit+cluster", "ratelimit+sentinel"):
         assert SCHEMES[scheme].__name__ == "RatelimitStorage"

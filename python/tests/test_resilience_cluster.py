@@ -11,7 +11,7 @@ import redis.asyncio
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 
 from redis_ratelimit import AsyncLimiter, Concurrency, FailurePolicy, Limiter, TokenBucket
-from servers import HOST
+from servers import HOST, aclose
 
 
 def test_permits_and_waits_on_a_cluster(servers: Any) -> None:
@@ -47,6 +47,6 @@ def test_permits_and_waits_on_a_cluster(servers: Any) -> None:
             async with alim.acquire(keys[0], short) as other:
                 assert not other.granted and not permit.lost
         assert all([(await alim.until_ready(buckets[1], bucket, 1, max_wait=2.0)).allowed for _ in range(2)])
-        await client.aclose()
+        await aclose(client)
 
     asyncio.run(run())
