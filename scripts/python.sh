@@ -20,6 +20,8 @@ py=$venv/bin/python
 
 make_venv() {
   local venv=${1:-$venv} py=${1:-$venv}/bin/python pins=${2:-}
+  # tests/test_tls.py makes its certificate with openssl.
+  command -v openssl >/dev/null 2>&1 || scripts/ensure-deps.sh openssl
   if [ ! -x "$py" ]; then
     python3 -m venv --help >/dev/null 2>&1 || scripts/ensure-deps.sh python3-venv
     python3 -m venv "$venv"
