@@ -255,10 +255,40 @@ local function build()
     return out(tdigits(s))
   end
 
+  -- tcmp(limbs(x), t) for a number |x| < 2^53 (at most 3 limbs), without building limbs(x).
+  local function cmp_num_tab(x, t)
+    local xneg = x < 0
+    if xneg ~= t.neg then return xneg and -1 or 1 end
+    if xneg then x = -x end
+    local l1 = x % BASE
+    x = (x - l1) / BASE
+    local l2 = x % BASE
+    local l3 = (x - l2) / BASE
+    local n = l3 > 0 and 3 or l2 > 0 and 2 or l1 > 0 and 1 or 0
+    local nt, c = #t, 0
+    if n ~= nt then
+      c = n < nt and -1 or 1
+    elseif n >= 3 and l3 ~= t[3] then
+      c = l3 < t[3] and -1 or 1
+    elseif n >= 2 and l2 ~= t[2] then
+      c = l2 < t[2] and -1 or 1
+    elseif n >= 1 and l1 ~= t[1] then
+      c = l1 < t[1] and -1 or 1
+    end
+    return xneg and -c or c
+  end
+
   function B.cmp(a, b)
-    if type(a) == "number" and type(b) == "number" then
-      if a < b then return -1 end
-      return a > b and 1 or 0
+    local ta, tb = type(a), type(b)
+    if ta == "number" then
+      if tb == "number" then
+        if a < b then return -1 end
+        return a > b and 1 or 0
+      end
+      if a < SMALL and a > -SMALL then return cmp_num_tab(a, b) end
+    elseif tb == "number" and b < SMALL and b > -SMALL then
+      local c = cmp_num_tab(b, a)
+      return c == 0 and 0 or -c
     end
     return tcmp(tab(a), tab(b))
   end
@@ -280,17 +310,42 @@ local function build()
   -- A sum, difference or product of numbers is exact when it lies below 2^53, and lies there exactly
   -- when the exact one does.
   function B.add(a, b)
-    if type(a) == "number" and type(b) == "number" then
-      local s = a + b
-      if s < SMALL and s > -SMALL then return s end
+    local ta, tb = type(a), type(b)
+    if ta == "number" then
+      if tb == "number" then
+        local s = a + b
+        if s < SMALL and s > -SMALL then return s end
+      end
+    elseif tb == "number" and not a.neg and #a == 3 and b >= 0 and b < SMALL then
+      -- A time plus a duration: madd on three limbs in locals; >= 2^53, so limbs as out() keeps them.
+      local b1 = b % BASE
+      local rest = (b - b1) / BASE
+      local b2 = rest % BASE
+      local s1 = a[1] + b1
+      local c = s1 >= BASE and 1 or 0
+      local s2 = a[2] + b2 + c
+      local c2 = s2 >= BASE and 1 or 0
+      local s3 = a[3] + (rest - b2) / BASE + c2
+      if s3 < BASE then return { s1 - c * BASE, s2 - c2 * BASE, s3, neg = false } end
     end
     return out(tadd(tab(a), tab(b)))
   end
 
   function B.sub(a, b)
-    if type(a) == "number" and type(b) == "number" then
-      local s = a - b
-      if s < SMALL and s > -SMALL then return s end
+    local ta, tb = type(a), type(b)
+    if ta == "number" then
+      if tb == "number" then
+        local s = a - b
+        if s < SMALL and s > -SMALL then return s end
+      end
+    elseif tb == "table" and #a == 3 and #b == 3 and not a.neg and not b.neg then
+      -- Two times: when their top limbs are within 80 the difference is below 2^53, exact as a number.
+      local d3 = a[3] - b[3]
+      if d3 <= 80 and d3 >= -80 then
+        local d = d3 * 100000000000000 + (a[2] - b[2]) * BASE + (a[1] - b[1])
+        if d == 0 then return 0 end
+        return d
+      end
     end
     return out(tadd(tab(a), tab(b), true))
   end
@@ -353,6 +408,24 @@ local function build()
 
   -- The little-endian 8 bytes of a (two's complement when negative), for a in [-2^63, 2^64).
   function B.le64(a)
+    if type(a) == "table" and not a.neg and #a == 3 then
+      -- divsmall(., 65536) four times, on the three limbs held in locals (no tables).
+      local x1, x2, x3, r = a[1], a[2], a[3], nil
+      local b = {}
+      for i = 1, 4 do
+        local q3 = floor(x3 / 65536)
+        r = x3 - q3 * 65536
+        local cur = r * BASE + x2
+        local q2 = floor(cur / 65536)
+        r = cur - q2 * 65536
+        cur = r * BASE + x1
+        local q1 = floor(cur / 65536)
+        r = cur - q1 * 65536
+        x1, x2, x3 = q1, q2, q3
+        b[2 * i - 1], b[2 * i] = r % 256, floor(r / 256)
+      end
+      return char(b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
+    end
     local out_bytes = {}
     if type(a) == "number" and a >= 0 then
       for i = 1, 4 do
@@ -377,13 +450,51 @@ local function build()
     local lo = ((b4 * 256 + b3) * 256 + b2) * 256 + b1
     local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
     if hi < 2097152 then return hi * 4294967296 + lo end
-    local v = out(mulsmall(mulsmall(limbs(hi), 65536), 65536, lo))
+    -- mulsmall(mulsmall(limbs(hi), 65536), 65536, lo) in locals: hi < 2^32 is two limbs, the value
+    -- (>= 2^53, < 2^64) three.
+    local h1 = hi % BASE
+    local h2 = (hi - h1) / BASE
+    local t = h1 * 65536
+    local c = floor(t / BASE)
+    local l1 = t - c * BASE
+    t = h2 * 65536 + c
+    c = floor(t / BASE)
+    local l2 = t - c * BASE
+    local l3 = c
+    t = l1 * 65536 + lo
+    c = floor(t / BASE)
+    l1 = t - c * BASE
+    t = l2 * 65536 + c
+    c = floor(t / BASE)
+    l2 = t - c * BASE
+    l3 = l3 * 65536 + c
+    local v = { l1, l2, l3, neg = false }
     if signed and B.cmp(v, TWO63) >= 0 then v = B.sub(v, TWO64) end
     return v
   end
 
+  -- B.add(B.mul(sec, NS_PER_SEC), B.mul(usec, THOUSAND)): the clock's ns, built as its three limbs
+  -- for the seconds of any real clock (10^7 <= sec < 10^12, whole usec < 10^6).
+  function B.time_ns(sec, usec)
+    if type(sec) == "number" and type(usec) == "number" and sec >= 10000000 and sec < 1000000000000
+        and sec % 1 == 0 and usec >= 0 and usec < 1000000 and usec % 1 == 0 then
+      local v = usec * 1000
+      local v1 = v % BASE
+      local h = sec * 100 + (v - v1) / BASE
+      local h1 = h % BASE
+      return { v1, h1, (h - h1) / BASE, neg = false }
+    end
+    return B.add(B.mul(sec, NS_PER_SEC), B.mul(usec, THOUSAND))
+  end
+
   -- Milliseconds, rounded up, of a duration or instant in ns (0 for anything <= 0): time.rs' ceil_ms.
   local function ceil_ms(ns)
+    if type(ns) == "table" and not ns.neg and #ns == 3 then
+      -- divsmall by 10^6 on three limbs: ns[3] * 10^8 + ns[2] * 10 + ns[1] / 10^6, rounded up.
+      local a1 = ns[1]
+      local r = a1 % MILLION
+      return ns[3] * 100000000 + ns[2] * 10 + (a1 - r) / MILLION + (r ~= 0 and 1 or 0)
+    end
     if not B.pos(ns) then return 0 end
     return B.num(B.divceil(ns, MILLION))
   end
@@ -571,7 +682,16 @@ local function build()
     return ns
   end
 
-  function P.cost(s) return P.whole(s, "cost", 0, "must be a whole number >= 0") end
+  -- Costs parsed, by text (bounded): parsing is pure, and a cost that does not parse raises, uncached.
+  local costs, costs_count = {}, 0
+  function P.cost(s)
+    local hit = costs[s]
+    if hit then return hit end
+    local value = P.whole(s, "cost", 0, "must be a whole number >= 0")
+    if costs_count >= 1024 then costs, costs_count = {}, 0 end
+    costs[s], costs_count = value, costs_count + 1
+    return value
+  end
 
   -- A wait in seconds that may be zero (args.rs' wait_ns): ns as B.
   local MAX_WAIT = "must be a number of seconds >= 0, in whole milliseconds"
@@ -1576,7 +1696,7 @@ local function build()
   -- CLOCK BEGIN
   local function clock(args)
     local t = redis.call("TIME")
-    return B.add(B.mul(B.digits(t[1]), NS_PER_SEC), B.mul(B.digits(t[2]), THOUSAND))
+    return B.time_ns(B.digits(t[1]), B.digits(t[2]))
   end
   -- CLOCK END
 
