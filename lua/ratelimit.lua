@@ -403,28 +403,35 @@ local function build()
   local HORIZON_NS = const("3000000000000000000", { 0, 0, 30000, neg = false })
   local MAX_RATE = 1000000000
 
-  function B.sat_i64(a) return B.max(I64MIN, B.min(a, I64MAX)) end
+  -- (A number, below 2^53 in magnitude, is within i64.)
+  function B.sat_i64(a)
+    if type(a) == "number" then return a end
+    return B.max(I64MIN, B.min(a, I64MAX))
+  end
   function B.sat_u64(a) return B.max(ZERO, B.min(a, U64MAX)) end
 
   -- The little-endian 8 bytes of a (two's complement when negative), for a in [-2^63, 2^64).
   function B.le64(a)
     if type(a) == "table" and not a.neg and #a == 3 then
-      -- divsmall(., 65536) four times, on the three limbs held in locals (no tables).
-      local x1, x2, x3, r = a[1], a[2], a[3], nil
-      local b = {}
-      for i = 1, 4 do
-        local q3 = floor(x3 / 65536)
-        r = x3 - q3 * 65536
-        local cur = r * BASE + x2
-        local q2 = floor(cur / 65536)
-        r = cur - q2 * 65536
-        cur = r * BASE + x1
-        local q1 = floor(cur / 65536)
-        r = cur - q1 * 65536
-        x1, x2, x3 = q1, q2, q3
-        b[2 * i - 1], b[2 * i] = r % 256, floor(r / 256)
-      end
-      return char(b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
+      -- One divsmall(., 65536) on the three limbs in locals; the quotient, below 2^48, is then a
+      -- plain number, whose six bytes follow.
+      local q3 = floor(a[3] / 65536)
+      local cur = (a[3] - q3 * 65536) * BASE + a[2]
+      local q2 = floor(cur / 65536)
+      cur = (cur - q2 * 65536) * BASE + a[1]
+      local q1 = floor(cur / 65536)
+      local r = cur - q1 * 65536
+      local q = (q3 * BASE + q2) * BASE + q1
+      local b2 = q % 256
+      q = (q - b2) / 256
+      local b3 = q % 256
+      q = (q - b3) / 256
+      local b4 = q % 256
+      q = (q - b4) / 256
+      local b5 = q % 256
+      q = (q - b5) / 256
+      local b6 = q % 256
+      return char(r % 256, floor(r / 256), b2, b3, b4, b5, b6, (q - b6) / 256)
     end
     local out_bytes = {}
     if type(a) == "number" and a >= 0 then
@@ -861,6 +868,8 @@ local function build()
       E.invalid("capacity", REFILL_TOO_LONG)
     end
     local slack = B.min(B.sub(tau, B.min(exact, tau)), B.sub(interval, ONE))
+    -- A full refill: the longest wait a reservation counts.
+    local period = B.sub(tau, slack)
     return {
       limit = reply_bound(capacity, "capacity"),
       capacity = capacity,
@@ -868,8 +877,9 @@ local function build()
       tau = tau,
       slack = slack,
       depth = B.add(tau, slack),
-      -- A full refill: the longest wait a reservation counts.
-      period = B.sub(tau, slack),
+      period = period,
+      -- The expiry's grid step, whole seconds (core's TokenBucket::expiry_step_ms).
+      expiry_step_ms = math.max(B.num(B.div(B.div(period, 16), NS_PER_SEC)) * 1000, 1000),
     }
   end
 
@@ -905,29 +915,25 @@ local function build()
 
   function token.step(b, tat, now, cost) return token.reserve_step(b, tat, now, cost, ZERO) end
 
-  -- The key expires on the first point of a grid of max(1 s, 1/16 of a full refill) at or after the TAT.
-  local function token_expiry_ms(tat, step)
-    local ms = ceil_ms(tat)
+  -- The key expires on the first point of a grid of max(1 s, 1/16 of a full refill) at or after the TAT
+  -- (its milliseconds, rounded up).
+  local function on_grid(ms, step)
     if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
     return ms
-  end
-
-  -- Whole seconds (core's TokenBucket::expiry_step_ms): every grid point is a whole second.
-  function token.expiry_step_ms(b)
-    return math.max(B.num(B.div(B.div(b.period, 16), NS_PER_SEC)) * 1000, 1000)
   end
 
   -- The grid point, the state's end, the point the replaced TAT implied under these parameters, and
   -- the whole second the expiry in place is at least (core's Expiry::Derived).
   function token.write(b, tat, previous)
-    local step = token.expiry_step_ms(b)
+    local step = b.expiry_step_ms
+    local ms, previous_ms = ceil_ms(tat), previous and ceil_ms(previous)
     return {
       set = F.tagged("token", { tat }),
       derived = {
-        at = token_expiry_ms(tat, step),
-        at_least = ceil_ms(tat),
-        previous = previous and token_expiry_ms(previous, step),
-        certain = previous and token_expiry_ms(previous, 1000),
+        at = on_grid(ms, step),
+        at_least = ms,
+        previous = previous_ms and on_grid(previous_ms, step),
+        certain = previous_ms and on_grid(previous_ms, 1000),
       },
     }
   end
