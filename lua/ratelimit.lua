@@ -410,38 +410,38 @@ local function build()
   end
   function B.sat_u64(a) return B.max(ZERO, B.min(a, U64MAX)) end
 
+  -- Eight little-endian bytes: the low 16 bits r, then q (below 2^48) in the other six.
+  local function le64_of(r, q)
+    local b2 = q % 256
+    q = (q - b2) / 256
+    local b3 = q % 256
+    q = (q - b3) / 256
+    local b4 = q % 256
+    q = (q - b4) / 256
+    local b5 = q % 256
+    q = (q - b5) / 256
+    local b6 = q % 256
+    return char(r % 256, floor(r / 256), b2, b3, b4, b5, b6, (q - b6) / 256)
+  end
+
   -- The little-endian 8 bytes of a (two's complement when negative), for a in [-2^63, 2^64).
   function B.le64(a)
-    if type(a) == "table" and not a.neg and #a == 3 then
+    if type(a) == "number" then
+      if a >= 0 then
+        local r = a % 65536
+        return le64_of(r, (a - r) / 65536)
+      end
+    elseif not a.neg and #a == 3 then
       -- One divsmall(., 65536) on the three limbs in locals; the quotient, below 2^48, is then a
-      -- plain number, whose six bytes follow.
+      -- plain number.
       local q3 = floor(a[3] / 65536)
       local cur = (a[3] - q3 * 65536) * BASE + a[2]
       local q2 = floor(cur / 65536)
       cur = (cur - q2 * 65536) * BASE + a[1]
       local q1 = floor(cur / 65536)
-      local r = cur - q1 * 65536
-      local q = (q3 * BASE + q2) * BASE + q1
-      local b2 = q % 256
-      q = (q - b2) / 256
-      local b3 = q % 256
-      q = (q - b3) / 256
-      local b4 = q % 256
-      q = (q - b4) / 256
-      local b5 = q % 256
-      q = (q - b5) / 256
-      local b6 = q % 256
-      return char(r % 256, floor(r / 256), b2, b3, b4, b5, b6, (q - b6) / 256)
+      return le64_of(cur - q1 * 65536, (q3 * BASE + q2) * BASE + q1)
     end
     local out_bytes = {}
-    if type(a) == "number" and a >= 0 then
-      for i = 1, 4 do
-        local r = a % 65536
-        a = (a - r) / 65536
-        out_bytes[i] = char(r % 256, floor(r / 256))
-      end
-      return concat(out_bytes)
-    end
     local v = tab(B.negative(a) and B.add(a, TWO64) or a)
     for i = 1, 4 do
       local r
