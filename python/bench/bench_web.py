@@ -4,7 +4,7 @@ in one run: no limiter; RateLimitMiddleware on the module; RateLimitMiddleware o
 storage (on the module, and on the library). Then where the middleware's time goes, measured in
 process (no HTTP) with cProfile. Writes docs/bench-python.md.
 
-    RL_MODULE=target/release/libredis_ratelimit.so python python/bench/bench_web.py [--seconds 10]
+    RL_MODULE=target/release/libredis_ratelimit.so python python/bench/bench_web.py [--seconds 8] [--rounds 3]
 
 Needs wrk (scripts/ensure-deps.sh wrk) and the package's test extras in the running Python.
 """
@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, MutableMapping
 
@@ -43,6 +43,11 @@ class Row:
     rps: float = 0.0
     p99: str = ""
     errors: int = 0
+    runs: list[tuple[float, str, int]] = field(default_factory=list)  # (req/s, p99, non-2xx) per round
+
+    def settle(self) -> None:
+        """The median round's figures."""
+        self.rps, self.p99, self.errors = sorted(self.runs)[len(self.runs) // 2]
 
 
 ROWS = [
@@ -94,10 +99,9 @@ def measure(row: Row, redis_url: str, seconds: int, connections: int) -> None:
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     p99 = re.search(r"99%\s+(\S+)", out)
     errors = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    row.rps = float(rps.group(1)) if rps else 0.0
-    row.p99 = p99.group(1) if p99 else "?"
-    row.errors = int(errors.group(1)) if errors else 0
-    print(f"{row.label}: {row.rps:.0f} req/s, p99 {row.p99}, non-2xx {row.errors}", flush=True)
+    run = (float(rps.group(1)) if rps else 0.0, p99.group(1) if p99 else "?", int(errors.group(1)) if errors else 0)
+    row.runs.append(run)
+    print(f"{row.label}: {run[0]:.0f} req/s, p99 {run[1]}, non-2xx {run[2]}", flush=True)
 
 
 # -- where the time goes: the middleware path in process --------------------------------------------
@@ -231,7 +235,8 @@ def _stack() -> str:
     return f"{loop} and {http}"
 
 
-def write(rows: list[Row], timings: dict[str, float], profile: str, seconds: int, connections: int) -> Path:
+def write(rows: list[Row], timings: dict[str, float], profile: str, seconds: int, connections: int,
+          rounds: int) -> Path:
     by = {r.label: r for r in rows}
     base = by["no limiter"].rps
     mw_module = by["RateLimitMiddleware, module"].rps
@@ -251,7 +256,9 @@ def write(rows: list[Row], timings: dict[str, float], profile: str, seconds: int
         "",
         "Written by `python/bench/bench_web.py` (`make bench`'s Python step). uvicorn with one worker serves one",
         "trivial FastAPI endpoint (`GET /api/items` returning `[\"a\"]`, `python/bench/web_app.py`); wrk loads it",
-        f"with one thread and {connections} connections for {seconds} s per row, after a 2 s warm-up. Every row",
+        f"with one thread and {connections} connections for {seconds} s per row, after a 2 s warm-up; {rounds} rounds",
+        "over all the rows, each round in the other order than the one before, and each row's median round",
+        "is shown. Every row",
         "uses the same Redis (a module-enabled `redis-server` for the module rows and `limits`' own storage, a",
         "stock one for the Lua library rows), and every limit is far above the load, so every request is",
         "allowed and each row measures the cost of a decision. The limiter rows decide one limit per request",
@@ -325,7 +332,8 @@ def write(rows: list[Row], timings: dict[str, float], profile: str, seconds: int
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--seconds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--profile-requests", type=int, default=3000)
     args = parser.parse_args()
@@ -335,18 +343,21 @@ def main() -> None:
         raise SystemExit(f"the module is not built: {module_path()} (make build, or set RL_MODULE)")
     module, stock = Server(True).start(), Server(False).start()
     try:
+        for round_ in range(args.rounds):
+            for row in ROWS if round_ % 2 == 0 else ROWS[::-1]:
+                server = module if row.engine == "module" else stock
+                with server.client() as r:
+                    r.flushall()
+                measure(row, server.url, args.seconds, args.connections)
         for row in ROWS:
-            server = module if row.engine == "module" else stock
-            with server.client() as r:
-                r.flushall()
-            measure(row, server.url, args.seconds, args.connections)
+            row.settle()
         timings, profile = asyncio.run(in_process(module.port, args.profile_requests))
     finally:
         module.cleanup()
         stock.cleanup()
     for name, us in timings.items():
         print(f"{name}: {us:.1f} µs")
-    print(f"wrote {write(ROWS, timings, profile, args.seconds, args.connections)}")
+    print(f"wrote {write(ROWS, timings, profile, args.seconds, args.connections, args.rounds)}")
 
 
 if __name__ == "__main__":
