@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 from limits import RateLimitItemPerMinute
 from limits.aio import strategies
 from limits.storage import storage_from_string
@@ -81,6 +82,27 @@ async def test_reads_and_reset(server: Server) -> None:
     assert await storage.check()
     assert await storage.reset() == 3
     assert await storage.get(key) == 0
+
+
+async def test_every_call_on_a_hung_server_ends_within_its_deadline(servers: Any) -> None:
+    server = servers.redis(module=True)
+    storage = storage_on(server, deadline=0.3)
+    assert await storage.check()
+    server.hang()
+    try:
+        limiter = strategies.FixedWindowRateLimiter(storage)
+        calls: list[Any] = [lambda: limiter.hit(RateLimitItemPerMinute(1), "a"), lambda: storage.clear("k"),
+                            storage.reset]
+        for call in calls:
+            started = time.monotonic()
+            with pytest.raises((CallError, redis.RedisError)):
+                await call()
+            assert time.monotonic() - started < 2.0  # 0.3 s, and a loaded machine's slack; forever without
+        started = time.monotonic()
+        assert not await storage.check()
+        assert time.monotonic() - started < 2.0
+    finally:
+        server.resume()
 
 
 async def test_cluster(servers: Any) -> None:

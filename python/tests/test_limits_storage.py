@@ -275,6 +275,29 @@ def test_check_and_errors_on_a_stopped_server(servers: Any) -> None:
     assert isinstance(caught.value.storage_error, CallError)
 
 
+def test_every_call_on_a_hung_server_ends_within_its_deadline(servers: Any) -> None:
+    """The hits go through the limiter (its deadline); `clear`, `check` and `reset` go to the client,
+    whose socket timeouts are the deadline unless given."""
+    server = servers.redis(module=True)
+    storage = storage_on(server, deadline=0.3)
+    assert storage.check()
+    server.hang()
+    try:
+        calls: list[Any] = [lambda: strategies.FixedWindowRateLimiter(storage).hit(RateLimitItemPerMinute(1), "a"),
+                            lambda: storage.clear("k"), storage.reset]
+        for call in calls:
+            started = time.monotonic()
+            with pytest.raises((CallError, redis.RedisError)):
+                call()
+            assert time.monotonic() - started < 2.0  # 0.3 s, and a loaded machine's slack; forever without
+        started = time.monotonic()
+        assert not storage.check()
+        assert time.monotonic() - started < 2.0
+    finally:
+        server.resume()
+    assert storage.check()
+
+
 def test_backend_option_and_a_module_asked_of_a_stock_server(servers: Any) -> None:
     stock = servers.redis(module=False)
     scripts: Any = storage_from_string(f"ratelimit://{HOST}:{stock.port}/0?backend=scripts&{DEADLINE}")

@@ -31,6 +31,9 @@ __all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]
 # The key verify() reads and peeks at (nothing is written): inside docs/deployment.md's `~rl:*`.
 VERIFY_KEY = "rl:verify"
 
+#: Seconds a whole call may take, connect included, unless a limiter is given another.
+DEFAULT_DEADLINE = 0.1
+
 T = TypeVar("T")
 C = TypeVar("C")  # the redis-py client a limiter sends on (sync or asyncio)
 BreakerSetting = Union[Breaker, Tuple[int, float], None]
@@ -56,7 +59,7 @@ class LimiterBase(Generic[C]):
         failure: FailurePolicy,
         *,
         backend: Backend = Backend.AUTO,
-        deadline: float = 0.1,
+        deadline: float = DEFAULT_DEADLINE,
         breaker: BreakerSetting = None,
         name: str = "default",
     ) -> None:

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from limits.errors import ConfigurationError
 
+from ..base import DEFAULT_DEADLINE
+
 BASE_SCHEMES = ("ratelimit", "ratelimits", "ratelimit+unix", "ratelimit+cluster", "ratelimit+sentinel")
 SYNC_SCHEMES = list(BASE_SCHEMES)
 ASYNC_SCHEMES = [f"async+{s}" for s in BASE_SCHEMES]
@@ -41,7 +43,7 @@ class Target:
     service: str | None = None
     key_prefix: str = "LIMITS"
     backend: str = "auto"
-    deadline: float | None = None
+    deadline: float = DEFAULT_DEADLINE
     client_options: dict[str, Any] = field(default_factory=dict)
     sentinel_options: dict[str, Any] = field(default_factory=dict)
 
@@ -116,6 +118,12 @@ def _locations(uri: str, netloc: str) -> list[tuple[str, int]]:
     return out
 
 
+def _timeouts(target: Target, options: dict[str, Any]) -> dict[str, Any]:
+    """The client's options, with socket timeouts of the deadline unless given: what the storage sends
+    past the limiter (`clear`, `check`, `reset`) waits no longer for any one reply."""
+    return {"socket_timeout": target.deadline, "socket_connect_timeout": target.deadline, **options}
+
+
 def sync_client(target: Target) -> Any:
     """The redis-py client for the target (redis.Redis, RedisCluster, or a Sentinel's primary)."""
     import redis
@@ -123,14 +131,15 @@ def sync_client(target: Target) -> Any:
     import redis.sentinel
 
     if target.form == "single":
-        return redis.Redis.from_url(target.url, **target.client_options)
+        return redis.Redis.from_url(target.url, **_timeouts(target, target.client_options))
     if target.form == "cluster":
-        options = dict(target.client_options)
+        options = _timeouts(target, target.client_options)
         nodes = options.pop("startup_nodes", None) or [
             redis.cluster.ClusterNode(h, p) for h, p in target.locations]  # type: ignore[no-untyped-call]
         return redis.cluster.RedisCluster(startup_nodes=nodes, **options)
     sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
-        target.locations, sentinel_kwargs=target.sentinel_options, **target.client_options)
+        target.locations, sentinel_kwargs=_timeouts(target, target.sentinel_options),
+        **_timeouts(target, target.client_options))
     return sentinel.master_for(str(target.service))  # type: ignore[no-untyped-call]
 
 
@@ -142,14 +151,15 @@ def async_client(target: Target) -> Any:
     if target.form == "single":
         # A burst of concurrent hits waits for a free connection (within the limiter's deadline) instead
         # of failing with "Too many connections" once redis-py's default pool of 100 is in use.
-        options = {"max_connections": 100, **target.client_options}
+        options = {"max_connections": 100, **_timeouts(target, target.client_options)}
         pool = redis.asyncio.BlockingConnectionPool.from_url(target.url, **options)
         return redis.asyncio.Redis(connection_pool=pool)
     if target.form == "cluster":
-        options = dict(target.client_options)
+        options = _timeouts(target, target.client_options)
         nodes = options.pop("startup_nodes", None) or [redis.asyncio.cluster.ClusterNode(h, p)
                                                         for h, p in target.locations]
         return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **options)
     sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
-        target.locations, sentinel_kwargs=target.sentinel_options, **target.client_options)
+        target.locations, sentinel_kwargs=_timeouts(target, target.sentinel_options),
+        **_timeouts(target, target.client_options))
     return sentinel.master_for(str(target.service))

@@ -44,9 +44,8 @@ def _limiter_options(target: _limits_uri.Target) -> dict[str, Any]:
         "failure": FailurePolicy.closed(),
         "backend": Backend(target.backend),
         "name": "limits",
+        "deadline": target.deadline,
     }
-    if target.deadline is not None:
-        options["deadline"] = target.deadline
     return options
 
 
