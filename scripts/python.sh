@@ -18,13 +18,19 @@ root=$PWD
 venv=$root/target/py-venv
 py=$venv/bin/python
 
+# make_venv [DIR PINS BASE]: DIR (default target/py-venv) made by the BASE interpreter (default python3),
+# the package installed editable with its test and limits extras and PINS.
 make_venv() {
-  local venv=${1:-$venv} py=${1:-$venv}/bin/python pins=${2:-}
+  local venv=${1:-$venv} py=${1:-$venv}/bin/python pins=${2:-} base=${3:-python3}
   # tests/test_tls.py makes its certificate with openssl.
   command -v openssl >/dev/null 2>&1 || scripts/ensure-deps.sh openssl
+  if [ -x "$py" ] && [ "$("$py" -c 'import sys; print(sys.version_info[:2])')" != \
+                       "$("$base" -c 'import sys; print(sys.version_info[:2])')" ]; then
+    rm -rf "$venv"  # made by another Python
+  fi
   if [ ! -x "$py" ]; then
-    python3 -m venv --help >/dev/null 2>&1 || scripts/ensure-deps.sh python3-venv
-    python3 -m venv "$venv"
+    "$base" -m venv --help >/dev/null 2>&1 || scripts/ensure-deps.sh python3-venv
+    "$base" -m venv "$venv"
   fi
   # Reinstalled when pyproject.toml changed since the last install.
   local stamp=$venv/.installed
@@ -38,12 +44,27 @@ make_venv() {
 
 cmd=${1:-test}
 [ $# -gt 0 ] && shift
-# The oldest versions pyproject.toml declares (redis>=5, limits>=4.1); Python is the system's 3.11 (Debian
-# 12 has no 3.10).
+# The oldest versions pyproject.toml declares (redis>=5, limits>=4.1), on Python 3.10 where one is here
+# (on PATH, or pyenv's); Debian 12 has none: then on python3, and said.
 floor_venv=$root/target/py-floor-venv
 floor_pins="redis==5.0.0 limits==4.1"
+python310() {
+  local candidate
+  for candidate in python3.10 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10*/bin/python3; do
+    if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
 if [ "$cmd" = floor ]; then
-  make_venv "$floor_venv" "$floor_pins"
+  if ! floor_python=$(python310); then
+    floor_python=python3
+    echo "python.sh floor: no Python 3.10 here: the floor runs on $(python3 --version)" >&2
+  fi
+  make_venv "$floor_venv" "$floor_pins" "$floor_python"
+  echo "python.sh floor: $("$floor_venv/bin/python" --version), redis-py 5.0.0, limits 4.1" >&2
 else
   make_venv
 fi

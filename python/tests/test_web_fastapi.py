@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aioredis
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import PlainTextResponse
 
 from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, TokenBucket
 from redis_ratelimit.web import RateLimitConfig, RateLimitMiddleware, Route
-from redis_ratelimit.web.fastapi import RateLimit, install
+from redis_ratelimit.web.fastapi import RateLimit, add_fields, install
 from servers import HOST, Server
 
 
@@ -115,3 +116,34 @@ def test_a_dependency_with_a_global_limit_checks_both_in_one_call(module_server:
     assert [r.status_code for r in got] == [200, 200, 429, 200, 429]
     assert got[2].json()["limit"] == "a", "a's own limit denied; the global one was not charged"
     assert got[4].json()["limit"] == "all"
+
+
+def test_the_fields_are_on_error_responses_and_on_responses_an_endpoint_builds(module_server: Server,
+                                                                               serve: Any) -> None:
+    limiter = limiter_on(module_server)
+    items = RateLimit(limiter, "items", TokenBucket(5, 0.01))
+    app = FastAPI()
+    install(app)
+
+    @app.get("/items/{n}", dependencies=[Depends(items)])
+    async def item(n: int) -> dict[str, int]:
+        if n > 10:
+            raise HTTPException(404, "no such item", headers={"x-why": "range"})
+        return {"n": n}
+
+    @app.get("/text", dependencies=[Depends(items)])
+    async def text(request: Request) -> PlainTextResponse:
+        return add_fields(request, PlainTextResponse("hello"))
+
+    client = serve(app)
+    assert client.get("/items/1").headers["ratelimit-remaining"] == "4"
+    missing = client.get("/items/99")
+    assert missing.status_code == 404 and missing.json() == {"detail": "no such item"}
+    assert (missing.headers["ratelimit-limit"], missing.headers["ratelimit-remaining"]) == ("5", "3")
+    assert missing.headers["x-why"] == "range"
+    own = client.get("/text")
+    assert own.text == "hello" and own.headers["ratelimit-remaining"] == "2"
+    for _ in range(2):
+        client.get("/items/1")
+    denied = client.get("/items/99")  # the limit first: a 429, not the endpoint's 404
+    assert denied.status_code == 429 and denied.headers["content-type"] == "application/problem+json"

@@ -1,6 +1,7 @@
 """FastAPI: a dependency for per-endpoint limits. The endpoint declares its limit and takes no
 `request` it does not use; the `RateLimit-*` fields go on its response (through FastAPI's `Response`
-injection: on what the endpoint returns, unless it returns a `Response` object of its own).
+injection: on what the endpoint returns), on the error response of an `HTTPException` it raises (with
+`install(app)`), and on a `Response` object it builds itself with `add_fields(request, response)`.
 
     limit = RateLimit(limiter, "items", TokenBucket(capacity=10, per_second=5.0))
 
@@ -15,9 +16,11 @@ FastAPI's `{"detail": ...}` with the problem's sentence. Keys, headers and bodie
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.exception_handlers import http_exception_handler
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response as StarletteResponse
 
 from ..decision import Decision
@@ -28,7 +31,12 @@ from .forwarded import Network, TrustedProxies
 from .plan import Plan, plan
 from .response import Answer
 
-__all__ = ["RateLimit", "RateLimited", "install", "problem_response"]
+__all__ = ["RateLimit", "RateLimited", "add_fields", "install", "problem_response"]
+
+R = TypeVar("R", bound=StarletteResponse)
+
+# Where a request's fields wait for a response the injected `Response` does not reach.
+_FIELDS = "redis_ratelimit_fields"
 
 
 class RateLimited(HTTPException):
@@ -51,9 +59,28 @@ def problem_response(request: Request, exc: Exception) -> StarletteResponse:
     return StarletteResponse(answer.body, status_code=answer.status, headers=headers)
 
 
+def add_fields(request: Request, response: R) -> R:
+    """Puts the `RateLimit-*` fields of the request's limit on `response` (one the endpoint or an
+    exception handler built itself), unless it has them; returns it."""
+    for name, value in getattr(request.state, _FIELDS, ()):
+        if name not in response.headers:
+            response.headers[name] = value
+    return response
+
+
+async def _http_exception_with_fields(request: Request, exc: Exception) -> StarletteResponse:
+    """FastAPI's own answer to an `HTTPException`, with the fields of the limit the request passed."""
+    if not isinstance(exc, StarletteHTTPException):
+        raise exc
+    return add_fields(request, await http_exception_handler(request, exc))
+
+
 def install(app: FastAPI) -> None:
-    """Answers `RateLimited` with the RFC 9457 problem body (`application/problem+json`)."""
+    """Answers `RateLimited` with the RFC 9457 problem body (`application/problem+json`), and puts the
+    fields on the error response of any other `HTTPException` an endpoint that passed its limit raises
+    (FastAPI's own answer otherwise: an app's own handler replaces it, and can call `add_fields`)."""
     app.add_exception_handler(RateLimited, problem_response)
+    app.add_exception_handler(StarletteHTTPException, _http_exception_with_fields)
 
 
 class RateLimit:
@@ -117,15 +144,17 @@ class RateLimit:
         verdict = await enforce(self.config, step)
         if isinstance(verdict, Denied):
             raise RateLimited(verdict.denial)
-        return _decorate(verdict, response)
+        return _decorate(verdict, request, response)
 
 
-def _decorate(served: Served, response: Response) -> Decision | None:
+def _decorate(served: Served, request: Request, response: Response) -> Decision | None:
     if served.headers is None:
         return None
-    fields: list[tuple[bytes, bytes]] = []
-    served.headers.add_to(fields)
+    raw: list[tuple[bytes, bytes]] = []
+    served.headers.add_to(raw)
+    fields = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
     for name, value in fields:
-        response.headers[name.decode("latin-1")] = value.decode("latin-1")
+        response.headers[name] = value
+    setattr(request.state, _FIELDS, fields)
     return served.headers.decision
 
