@@ -5,6 +5,7 @@ still its own atomic decision, answered as `check_all` answers it, on the module
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -67,6 +68,23 @@ async def test_redis_gone_the_failure_policy_decides_each(servers: Any) -> None:
     allowed = await wave(opened, 5)
     assert all(d.degraded and not d.allowed for d in denied)
     assert all(d.degraded and d.allowed for d in allowed)
+
+
+async def test_a_hung_redis_costs_a_batched_round_one_deadline(servers: Any) -> None:
+    """SIGSTOP: the kernel keeps the connections, nothing answers; every request of the round gets the
+    failure policy's answer once the limiter's deadline (0.3 s here) has passed, not a socket timeout."""
+    server = servers.redis(module=True)
+    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), FailurePolicy.open(), deadline=0.3)
+    batcher = Batcher(limiter)
+    assert all(d.allowed and not d.degraded for d in await wave(batcher, 3))
+    server.hang()
+    try:
+        started = time.monotonic()
+        decisions = await wave(batcher, 8)
+        assert time.monotonic() - started < 2.0  # 0.3 s and a loaded machine's slack; forever without
+        assert all(d.allowed and d.degraded for d in decisions)
+    finally:
+        server.resume()
 
 
 async def test_a_cancelled_request_leaves_the_others_of_its_round_answered(module_server: Server) -> None:
