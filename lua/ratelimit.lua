@@ -660,6 +660,22 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   local P = {}
 
+  -- `fn`, remembered by the text `key_of` makes of its arguments: for pure functions of argument
+  -- strings that most calls repeat. Bounded (at most 1024 texts, then forgotten at once); what raises
+  -- is not kept. Kept across calls where the library is (FUNCTION LOAD), rebuilt with each script run.
+  local function remembered(fn, key_of)
+    local seen, count = {}, 0
+    return function(...)
+      local key = key_of(...)
+      local hit = seen[key]
+      if hit then return hit end
+      local value = fn(...)
+      if count >= 1024 then seen, count = {}, 0 end
+      seen[key], count = value, count + 1
+      return value
+    end
+  end
+
   -- A whole number >= min (plain digits, one optional '+'), within u64, as B.
   function P.whole(s, field, min, expected)
     local digits = s
@@ -689,16 +705,8 @@ local function build()
     return ns
   end
 
-  -- Costs parsed, by text (bounded): parsing is pure, and a cost that does not parse raises, uncached.
-  local costs, costs_count = {}, 0
-  function P.cost(s)
-    local hit = costs[s]
-    if hit then return hit end
-    local value = P.whole(s, "cost", 0, "must be a whole number >= 0")
-    if costs_count >= 1024 then costs, costs_count = {}, 0 end
-    costs[s], costs_count = value, costs_count + 1
-    return value
-  end
+  P.cost = remembered(function(s) return P.whole(s, "cost", 0, "must be a whole number >= 0") end,
+    function(s) return s end)
 
   -- A wait in seconds that may be zero (args.rs' wait_ns): ns as B.
   local MAX_WAIT = "must be a number of seconds >= 0, in whole milliseconds"
@@ -1577,21 +1585,10 @@ local function build()
   -- How many arguments a form takes without its option.
   local FORM_LEN = { reserve = 2 }
 
-  -- The parameters parsed last, by kind and text: most calls repeat them (the module keeps the last
-  -- ones too). Parsing is pure, so a hit is what parsing would give; bounded, and kept across calls
-  -- where the library is (FUNCTION LOAD), rebuilt with each script run otherwise.
-  local parsed, parsed_count = {}, 0
+  -- Each kind's parameters, remembered by their text: most calls repeat them (the module keeps the
+  -- last ones too).
   for _, k in ipairs(KINDS) do
-    local parse = k.parse
-    k.parse = function(p1, p2)
-      local text = k.group .. "\0" .. p1 .. "\0" .. p2
-      local hit = parsed[text]
-      if hit then return hit end
-      local limiter = parse(p1, p2)
-      if parsed_count >= 1024 then parsed, parsed_count = {}, 0 end
-      parsed[text], parsed_count = limiter, parsed_count + 1
-      return limiter
-    end
+    k.parse = remembered(k.parse, function(p1, p2) return p1 .. "\0" .. p2 end)
   end
 
   local function kind_of_group(name)

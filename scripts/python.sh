@@ -3,11 +3,11 @@
 # its test and `limits` extras, then
 #   scripts/python.sh test                 pytest python/tests against real servers (started by the tests),
 #                                          then limits' own storage tests against this package's storage
-#   scripts/python.sh test ARGS...         pytest with only these arguments (e.g. python/tests/test_web.py -k x)
+#   scripts/python.sh test ARGS...         pytest with only these arguments (e.g. python/tests/test_web_asgi.py -k x)
 #   scripts/python.sh check                mypy --strict on the package; python -m build and twine check
 #   scripts/python.sh floor                the limiters' and the limits storage's tests on the oldest
-#                                          versions the package declares: redis-py 5.0.0, limits 4.1
-#                                          (a second virtualenv, target/py-floor-venv)
+#                                          versions the package declares: Python 3.10 where there is one,
+#                                          redis-py 5.0.0, limits 4.1 (a second virtualenv, target/py-floor-venv)
 #   scripts/python.sh bench                the uvicorn benchmark (python/bench; writes docs/bench-python.md)
 #   scripts/python.sh venv                 only makes the virtualenv
 # The tests find the module at target/release/libredis_ratelimit.so (RL_MODULE overrides) and the Rust
@@ -32,13 +32,13 @@ make_venv() {
     "$base" -m venv --help >/dev/null 2>&1 || scripts/ensure-deps.sh python3-venv
     "$base" -m venv "$venv"
   fi
-  # Reinstalled when pyproject.toml changed since the last install.
+  # Reinstalled when pyproject.toml or the pins changed since the last install (the stamp holds the pins).
   local stamp=$venv/.installed
-  if [ ! -f "$stamp" ] || [ python/pyproject.toml -nt "$stamp" ]; then
+  if [ ! -f "$stamp" ] || [ python/pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$pins" ]; then
     "$py" -m pip install -q --upgrade pip
     # shellcheck disable=SC2086  # the pins are words
     "$py" -m pip install -q -e "python[test,limits]" $pins
-    touch "$stamp"
+    printf '%s' "$pins" >"$stamp"
   fi
 }
 
@@ -64,7 +64,7 @@ if [ "$cmd" = floor ]; then
     echo "python.sh floor: no Python 3.10 here: the floor runs on $(python3 --version)" >&2
   fi
   make_venv "$floor_venv" "$floor_pins" "$floor_python"
-  echo "python.sh floor: $("$floor_venv/bin/python" --version), redis-py 5.0.0, limits 4.1" >&2
+  echo "python.sh floor: $("$floor_venv/bin/python" --version), $floor_pins" >&2
 else
   make_venv
 fi

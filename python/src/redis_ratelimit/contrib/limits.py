@@ -38,7 +38,7 @@ __all__ = ["RatelimitStorage", "AsyncRatelimitStorage"]
 
 
 def _limiter_options(target: _limits_uri.Target) -> dict[str, Any]:
-    options: dict[str, Any] = {
+    return {
         # `call` raises instead of deciding; limits' callers (Flask-Limiter's in-memory fallback,
         # swallow_errors) make their own choice when the storage fails.
         "failure": FailurePolicy.closed(),
@@ -46,7 +46,6 @@ def _limiter_options(target: _limits_uri.Target) -> dict[str, Any]:
         "name": "limits",
         "deadline": target.deadline,
     }
-    return options
 
 
 def _no_elastic_expiry(elastic_expiry: bool) -> None:
