@@ -223,12 +223,24 @@ class _Connections:
 
     def send(self, step: Send, end: float, asking: bool = False) -> Any:
         """`step` on an idle or a new connection, its timeouts set to what is left until `end`
-        (`asking`: after ASKING, on the same connection: a cluster slot being migrated)."""
+        (`asking`: after ASKING, on the same connection: a cluster slot being migrated). An idle
+        connection that the server had closed (a restart, a failover: `server_closed`) is replaced
+        by a new one, once, within the same `end`; the other idle ones were opened to the same
+        server, and are closed too."""
         with self.lock:
             conn = self.idle.pop() if self.idle else None
-        if conn is None:
-            conn = self.connection_class(**self.kwargs)
-            conn.retry = Retry(NoBackoff(), 0)  # no retry after the deadline's own: one attempt
+        if conn is not None:
+            try:
+                return self._send_on(conn, step, end, asking)
+            except BaseException as e:
+                if not server_closed(e):
+                    raise
+            self._drop_idle()
+        conn = self.connection_class(**self.kwargs)
+        conn.retry = Retry(NoBackoff(), 0)  # no retry after the deadline's own: one attempt
+        return self._send_on(conn, step, end, asking)
+
+    def _send_on(self, conn: Any, step: Send, end: float, asking: bool) -> Any:
         try:
             conn.socket_timeout = conn.socket_connect_timeout = _left(end)
             if getattr(conn, "_sock", None) is not None and _stale(conn):
@@ -255,6 +267,12 @@ class _Connections:
             raise
         self._keep(conn)
         return reply
+
+    def _drop_idle(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for conn in idle:
+            conn.disconnect()
 
     def _keep(self, conn: Any) -> None:
         with self.lock:
@@ -344,6 +362,31 @@ def _stale(conn: Any) -> bool:
         return True
 
 
+#: What redis-py (5 to 8, both parsers) says when the server closed a connection or reset it.
+_CLOSED_WORDS = ("closed by server", "error while reading", "while writing to socket", "connection reset",
+                 "broken pipe")
+_CLOSED_ERRORS = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, asyncio.IncompleteReadError)
+
+
+def server_closed(error: BaseException) -> bool:
+    """Whether a call failed on a connection the server had closed or reset (a restart, a failover, an
+    idle timeout): a new connection may well succeed. Not a timeout, a refused or failed connect,
+    a full pool or a refused login: those a new connection would meet again."""
+    if isinstance(error, (redis.exceptions.TimeoutError, redis.exceptions.AuthenticationError, TimeoutError)):
+        return False
+    seen: BaseException | None = error
+    for _ in range(4):  # the error and its causes
+        if seen is None:
+            break
+        if isinstance(seen, _CLOSED_ERRORS):
+            return True
+        if isinstance(seen, redis.exceptions.ConnectionError) and any(
+                w in str(seen).lower() for w in _CLOSED_WORDS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 #: How many commands' packed bytes one server's connections remember (then they start again, empty).
 PACKED = 1024
 
@@ -400,6 +443,7 @@ class AsyncDriver:
             steps.close()
 
     async def _drive(self, steps: Steps) -> Any:
+        retried = False
         try:
             step = next(steps)
             while True:
@@ -407,6 +451,15 @@ class AsyncDriver:
                     reply = await self._send(step)
                 except redis.exceptions.ResponseError as e:
                     step = steps.throw(e)
+                    continue
+                except Exception as e:
+                    # A pooled connection the server had closed (a restart, a failover): redis-py
+                    # retries only when the client was given a `Retry` (`Redis(host=...)` has one,
+                    # `from_url` none). Once per call, on new connections, within the same deadline.
+                    if retried or not server_closed(e):
+                        raise
+                    retried = True
+                    await fresh_connections(self.client)
                     continue
                 step = steps.send(reply)
         except StopIteration as done:
@@ -420,3 +473,12 @@ class AsyncDriver:
             return await cluster.execute_command(*step.args, target_nodes=_node_of(cluster, step))
         single: Any = client
         return await single.execute_command(*step.args)
+
+
+async def fresh_connections(client: AsyncClient) -> None:
+    """Closes the idle connections of an asyncio client's pool (opened to a server that has closed
+    one of them: a restart, a failover), so that the next command connects anew. In use ones are left
+    to their tasks (redis-py closes one that fails); a cluster client finds its nodes anew itself."""
+    pool: Any = getattr(client, "connection_pool", None)
+    if pool is not None and not isinstance(client, AsyncRedisCluster):
+        await pool.disconnect(inuse_connections=False)

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import redis
 
 from ..decision import Decision
+from ..drivers import fresh_connections, server_closed
 from ..errors import CallError, from_redis
 
 Limit = tuple[str, Any, int]
@@ -122,10 +123,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         start = loop.time()
         try:
-            pipe = limiter.client.pipeline(transaction=False)
-            for send in sends:
-                pipe.execute_command(*send.args)
-            replies = await asyncio.wait_for(pipe.execute(raise_on_error=False), deadline)
+            replies = await asyncio.wait_for(_pipelined(limiter.client, sends), deadline)
         except BaseException as e:
             for gen in steps:
                 gen.close()
@@ -168,6 +166,23 @@ class Batcher:
             _chain(p.future, asyncio.ensure_future(limiter.check_all(p.limits)))
         if answered:
             limiter._observe(None)
+
+
+async def _pipelined(client: Any, sends: Sequence[Any]) -> list[Any]:
+    """The round's commands in one pipeline; sent again once, on new connections, when the pooled
+    connection it took had been closed by the server (a restart: `AsyncDriver` does the same)."""
+    for attempt in (1, 2):
+        pipe = client.pipeline(transaction=False)
+        for send in sends:
+            pipe.execute_command(*send.args)
+        try:
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            return replies
+        except Exception as e:
+            if attempt == 2 or not server_closed(e):
+                raise
+            await fresh_connections(client)
+    raise AssertionError("unreachable")
 
 
 def _settle(future: asyncio.Future[Decision], make: Any) -> None:
