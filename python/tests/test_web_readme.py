@@ -24,23 +24,49 @@ def section_blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", section, flags=re.S)
 
 
-def test_the_fastapi_quick_start_runs_as_written(module_server: Server, tmp_path: Path) -> None:
-    (tmp_path / "app.py").write_text(section_blocks("python")[0])
-    port = free_port()
-    env = dict(os.environ, REDIS_URL=module_server.url)
-    process = subprocess.Popen([sys.executable, "-m", "uvicorn", "app:app", "--host", HOST, "--port", str(port)],
-                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        url = f"http://{HOST}:{port}"
+def command_args() -> list[str]:
+    """The arguments after `uvicorn app:app` in the README's serving command (`--no-proxy-headers`)."""
+    section = README.read_text().split("### Quick start", 1)[1]
+    found = re.search(r"uvicorn app:app([^`]*)`", section)
+    assert found, "the README's quick start names its uvicorn command"
+    return found.group(1).split()
+
+
+class QuickStart:
+    """The README's web quick start written to `app.py` and served by uvicorn (its own process, as a
+    user starts it) with `args`, on the Redis at `redis_url`."""
+
+    def __init__(self, redis_url: str, tmp_path: Path, args: list[str]) -> None:
+        (tmp_path / "app.py").write_text(section_blocks("python")[0])
+        port = free_port()
+        env = dict(os.environ, REDIS_URL=redis_url)
+        self.url = f"http://{HOST}:{port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "app:app", *args, "--host", HOST, "--port", str(port)],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def health(self) -> httpx.Response:
         deadline = time.monotonic() + 20
         while True:
             try:
-                health = httpx.get(f"{url}/health", timeout=1)
-                break
+                return httpx.get(f"{self.url}/health", timeout=1)
             except httpx.TransportError:
-                assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+                assert self.process.poll() is None, self.stop()
                 assert time.monotonic() < deadline, "the quick start did not start"
                 time.sleep(0.05)
+
+    def stop(self) -> str:
+        """Stops the server; what it wrote to stderr."""
+        self.process.kill()
+        self.process.wait(10)
+        return self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+
+
+def test_the_fastapi_quick_start_runs_as_written(module_server: Server, tmp_path: Path) -> None:
+    served = QuickStart(module_server.url, tmp_path, command_args())
+    try:
+        url = served.url
+        health = served.health()
         assert health.status_code == 200 and "ratelimit-limit" not in health.headers
         with httpx.Client(base_url=url, timeout=10) as client:
             first = client.get("/api/items")
@@ -71,5 +97,42 @@ def test_the_fastapi_quick_start_runs_as_written(module_server: Server, tmp_path
             assert sorted(k.decode() for k in r.keys("*")) == [
                 "rl:{ip:127.0.0.1}:all", "rl:{ip:127.0.0.1}:api", "rl:{ip:127.0.0.1}:search"]
     finally:
-        process.kill()
-        process.wait(10)
+        served.stop()
+
+
+WARNING = "the ASGI server already took the client address"
+
+
+def spoofed_logins(url: str) -> list[int]:
+    """Six requests to /login (5 at once allowed per caller), each claiming another client address."""
+    with httpx.Client(base_url=url, timeout=10) as client:
+        return [client.get("/login", headers={"X-Forwarded-For": f"203.0.113.{i}"}).status_code for i in range(6)]
+
+
+def test_a_spoofed_x_forwarded_for_picks_no_key(stock_server: Server, tmp_path: Path) -> None:
+    """Served as the README says: the login limit counts the real peer (127.0.0.1, not a trusted
+    proxy), whatever X-Forwarded-For claims, and nothing is said about the proxy headers."""
+    served = QuickStart(stock_server.url, tmp_path, command_args())
+    try:
+        served.health()
+        assert spoofed_logins(served.url) == [404] * 5 + [429]
+        with stock_server.client() as r:
+            assert sorted(k.decode() for k in r.keys("*")) == ["rl:{ip:127.0.0.1}:all", "rl:{ip:127.0.0.1}:login"]
+    finally:
+        stderr = served.stop()
+    assert WARNING not in stderr
+
+
+def test_uvicorns_proxy_headers_with_trusted_proxies_are_warned_of(stock_server: Server, tmp_path: Path) -> None:
+    """The quick start served with uvicorn's defaults (proxy headers believed from 127.0.0.1) and its
+    trusted_proxies: the spoofed addresses are the keys (what the README's command prevents), and the
+    middleware says so, once, on the `redis_ratelimit` logger (Python's last-resort handler: stderr)."""
+    args = [a for a in command_args() if a != "--no-proxy-headers"]
+    served = QuickStart(stock_server.url, tmp_path, args)
+    try:
+        served.health()
+        assert spoofed_logins(served.url) == [404] * 6, "each spoofed address is a caller of its own"
+    finally:
+        stderr = served.stop()
+    assert stderr.count(WARNING) == 1, stderr
+    assert "(203.0.113.0)" in stderr and "--no-proxy-headers" in stderr

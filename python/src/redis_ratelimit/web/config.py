@@ -109,6 +109,8 @@ class RateLimitConfig:
     checks: Batcher = field(init=False, repr=False)
     shadow_routes: frozenset[str] = field(init=False)
     global_shadow: bool = field(init=False)
+    #: Whether the middleware said that the ASGI server rewrote the client address (`plan.py`).
+    warned_rewritten: bool = field(init=False, default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.counts = Counter()

@@ -155,6 +155,29 @@ class TrustedProxies:
         return client
 
 
+def rewritten_by_server(scope: Mapping[str, Any], peer: IPAddress) -> bool:
+    """Whether the ASGI server already took `scope["client"]` from the request's forwarding header
+    (uvicorn's proxy headers, on by default for `--forwarded-allow-ips`, 127.0.0.1), rather than from
+    the connection: the request has `X-Forwarded-For` or `Forwarded`, and its client's address is one
+    of their hops, or its port is 0 (uvicorn's when the header gives none). A peer that forwards its
+    own address is no proxy, so this does not mistake a plain client for a rewritten one."""
+    headers: Headers = scope.get("headers") or ()
+    if not any(name == b"x-forwarded-for" or name == b"forwarded" for name, _ in headers):
+        return False
+    client = scope.get("client")
+    try:
+        if client is not None and int(client[1]) == 0:
+            return True
+    except (TypeError, IndexError, ValueError):
+        pass
+    for read, hop in enumerate(hops(headers)):
+        if read >= MAX_HOPS:
+            break
+        if hop is not None and canonical(hop) == peer:
+            return True
+    return False
+
+
 _PEERS: dict[str, IPAddress | None] = {}
 _PEERS_MAX = 4096
 

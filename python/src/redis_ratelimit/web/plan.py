@@ -4,13 +4,14 @@ an allow or deny list). No call to Redis is made here. As `client/src/http/plan.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Union
 
 from .access import Access
 from .caller import PRINCIPAL_STATE, TENANT_STATE, Caller, IPAddress, caller_tag, default_caller, group_ip
 from .config import GLOBAL, RateLimitConfig, Route, Scope, log, resolve, skipped, state_of, under_prefix
-from .forwarded import peer_ip
+from .forwarded import peer_ip, rewritten_by_server
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class Refused:
 Step = Union[Plan, Allowlisted, Refused]
 
 _warned_unknown = False
+#: The package's logger (the ASGI server's rewrite of the client address is said there, once per config).
+warn = logging.getLogger("redis_ratelimit")
 
 
 def plan(config: RateLimitConfig, scope: Scope) -> Step | None:
@@ -58,6 +61,9 @@ def plan(config: RateLimitConfig, scope: Scope) -> Step | None:
     if route is None and config.global_limit is None and concurrency is None and config.global_concurrency is None:
         return None
     peer = peer_ip(scope)
+    if (config.proxies.nets and not config.warned_rewritten and peer is not None
+            and not config.proxies.contains(peer) and rewritten_by_server(scope, peer)):
+        _warn_rewritten(config, peer)
     client_ip = config.proxies.client_ip(peer, scope.get("headers") or ())
     ip = None if client_ip is None else group_ip(client_ip, config.ipv6_prefix)
     caller = config.caller(scope, ip) if config.caller is not None else default_caller(scope, ip)
@@ -109,6 +115,17 @@ def _access(config: RateLimitConfig, scope: Scope, caller: Caller, client_ip: IP
     elif caller.kind == "tenant":
         tenants.append(caller.id)
     return config.access_lists.access_of(principals, tenants, client_ip)
+
+
+def _warn_rewritten(config: RateLimitConfig, peer: IPAddress) -> None:
+    config.warned_rewritten = True
+    warn.warning(
+        "rate limit middleware: the ASGI server already took the client address (%s) from the request's "
+        "X-Forwarded-For / Forwarded, and trusted_proxies is set too: whoever the server trusts can send "
+        "any address and be limited under it. Run uvicorn with --no-proxy-headers (proxy_headers=False) and "
+        "let trusted_proxies decide, or leave proxies to the server and set no trusted_proxies; said once",
+        peer,
+    )
 
 
 def _warn_unknown(config: RateLimitConfig) -> None:
