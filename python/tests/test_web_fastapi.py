@@ -4,14 +4,16 @@ on endpoints that take no `request`, the fields on their responses, the 429 as a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 
 from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, TokenBucket
-from redis_ratelimit.web import RateLimitConfig, RateLimitMiddleware, Route
+from redis_ratelimit.web import ConfigError, RateLimitConfig, RateLimitMiddleware, Route
 from redis_ratelimit.web.fastapi import RateLimit, add_fields, install
 from servers import HOST, Server
 
@@ -147,3 +149,12 @@ def test_the_fields_are_on_error_responses_and_on_responses_an_endpoint_builds(m
         client.get("/items/1")
     denied = client.get("/items/99")  # the limit first: a 429, not the endpoint's 404
     assert denied.status_code == 429 and denied.headers["content-type"] == "application/problem+json"
+
+
+def test_a_dependency_without_a_policy_is_refused_when_built() -> None:
+    """`RateLimit(..., "10/minute")` was accepted, then every request answered 500 (UsageError)."""
+    limiter = AsyncLimiter(aioredis.Redis(port=1), FailurePolicy.open())  # made, never called
+    with pytest.raises(ConfigError, match=re.escape("RateLimit 'search': policy must be a policy (TokenBucket")):
+        RateLimit(limiter, "search", "10/minute")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=re.escape("limit 'all': global_limit must be a policy")):
+        RateLimit(limiter, "search", TokenBucket(3, 1.0), global_limit="100/minute")  # type: ignore[arg-type]

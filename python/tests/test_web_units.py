@@ -398,6 +398,34 @@ def test_configurations_that_cannot_work_are_refused_naming_the_route(kwargs: di
         RateLimitConfig(LIMITER, **kwargs)
 
 
+@pytest.mark.parametrize("policy", ["10/minute", 10, None, TokenBucket], ids=["rate-string", "int", "none", "a-class"])
+def test_a_route_without_a_policy_is_refused_when_built(policy: Any) -> None:
+    """Accepted before, then every request answered 500 (UsageError: not a policy)."""
+    with pytest.raises(ConfigError, match=r"route 'api': policy must be a policy \(TokenBucket, .*\) or a function "
+                                          r"of the Caller giving one, not "):
+        Route("api", "/api", policy)
+
+
+def test_a_rate_string_is_named_as_such() -> None:
+    with pytest.raises(ConfigError, match=re.escape("not '10/minute' (str) (a rate string is not a policy")):
+        Route("api", "/api", "10/minute")  # type: ignore[arg-type]
+
+
+def test_a_route_cost_must_be_a_function() -> None:
+    with pytest.raises(ConfigError, match=re.escape("route 'api': cost must be a function of the ASGI scope")):
+        Route("api", "/api", TB, 2)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("parameter", ["global_limit", "global_concurrency"])
+def test_a_global_limit_without_a_policy_is_refused(parameter: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"limit 'all': {parameter} must be a policy")):
+        RateLimitConfig(LIMITER, **{parameter: "100/minute"})
+
+
+def test_plans_and_policies_are_still_accepted() -> None:
+    RateLimitConfig(LIMITER, routes=[Route("api", "/api", lambda caller: TB, cost=lambda scope: 2)], global_limit=TB)
+
+
 def scope(path: str, client: str | None = "192.0.2.1", headers: list[tuple[bytes, bytes]] | None = None, **state: str) -> dict[str, Any]:
     s: dict[str, Any] = {"type": "http", "path": path, "headers": headers or [], "client": (client, 1234) if client else None}
     if state:

@@ -14,11 +14,12 @@ from .access import AccessLists
 from .batch import Batcher
 from .caller import Caller, IPAddress
 from .forwarded import Network, TrustedProxies
+from ..policy import Policy
 from .policies import is_concurrency, is_policy
 
 Scope = MutableMapping[str, Any]
 #: A policy, or a function of the caller giving one (the caller's plan).
-PolicySource = Union[Any, Callable[[Caller], Any]]
+PolicySource = Union[Policy, Callable[[Caller], Policy]]
 #: A custom key choice: the ASGI scope and the client IP (through trusted proxies, grouped per /64).
 CallerFn = Callable[[Scope, Union[IPAddress, None]], Caller]
 #: What a request costs, from its ASGI scope.
@@ -48,8 +49,30 @@ class Route:
     policy: PolicySource
     cost: CostFn | None = None
 
+    def __post_init__(self) -> None:
+        mistake = source_mistake(f"route '{self.name}'", "policy", self.policy)
+        if mistake is None and self.cost is not None and not callable(self.cost):
+            mistake = (f"route '{self.name}': cost must be a function of the ASGI scope giving an int "
+                       f"(cost=lambda scope: 2), not {self.cost!r}")
+        if mistake is not None:
+            raise ConfigError(mistake)
+
     def policy_for(self, caller: Caller) -> Any:
         return resolve(self.policy, caller)
+
+
+_POLICIES = "a policy (TokenBucket, SlidingLog, SlidingCounter, FixedWindow, Concurrency)"
+
+
+def source_mistake(where: str, parameter: str, source: Any) -> str | None:
+    """What is wrong with a policy parameter (`route 'api'`'s `policy`), or None: it takes a policy or
+    a function of the `Caller` giving one. A `limits` rate string ("10/minute") is neither."""
+    if is_policy(source) or (callable(source) and not isinstance(source, type)):
+        return None
+    hint = " (a rate string is not a policy: TokenBucket(capacity=10, per_second=10/60) is about 10/minute)" \
+        if isinstance(source, str) else ""
+    return (f"{where}: {parameter} must be {_POLICIES} or a function of the Caller giving one, "
+            f"not {source!r} ({type(source).__name__}){hint}")
 
 
 def resolve(source: PolicySource, caller: Caller) -> Any:
@@ -144,8 +167,14 @@ class RateLimitConfig:
             m = _limit_mistake(self.concurrency[:i], route, concurrency=True)
             if m is not None:
                 return m
-        for source, concurrency in ((self.global_limit, False), (self.global_concurrency, True)):
-            if source is not None and is_policy(source) and is_concurrency(source) != concurrency:
+        for source, concurrency, parameter in ((self.global_limit, False, "global_limit"),
+                                               (self.global_concurrency, True, "global_concurrency")):
+            if source is None:
+                continue
+            m = source_mistake(f"limit '{GLOBAL}'", parameter, source)
+            if m is not None:
+                return m
+            if is_policy(source) and is_concurrency(source) != concurrency:
                 return _kind_mistake(GLOBAL, concurrency)
         if not 0 <= self.ipv6_prefix <= 128:
             return f"IPv6 prefix /{self.ipv6_prefix}: must be at most 128"

@@ -25,7 +25,7 @@ from starlette.responses import Response as StarletteResponse
 
 from ..decision import Decision
 from .check import Denied, Served, enforce
-from .config import CallerFn, PolicySource, RateLimitConfig, Route
+from .config import CallerFn, ConfigError, PolicySource, RateLimitConfig, Route, source_mistake
 from .denial import Denial
 from .forwarded import Network, TrustedProxies
 from .plan import Plan, plan
@@ -113,6 +113,9 @@ class RateLimit:
         structured_headers: bool = False,
         outage_status: int = 429,
     ) -> None:
+        mistake = source_mistake(f"RateLimit '{name}'", "policy", policy)
+        if mistake is not None:
+            raise ConfigError(mistake)
         cost_fn: Callable[[Any], int]
         if callable(cost):
             request_cost = cost
