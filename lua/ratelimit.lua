@@ -18,6 +18,32 @@ Loaded as it is with `FUNCTION LOAD` (Redis 7.0+, Valkey 7.2+). scripts/lua-scri
 into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing here is written twice.
 ]]
 
+-- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
+local CONTRACT = {
+  functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect" },
+  read_only = { rl_inspect = true },
+  max_rate_per_sec = 1000000000,
+  max_log_limit = 1000000,
+  max_lease_limit = 100000,
+  errors = {
+    capacity = "must be a whole number >= 1",
+    refill_too_long = "capacity / rate must be at most 3000000000 seconds",
+    rate = "must be a number > 0 (tokens per second)",
+    rate_too_large = "must be at most 1000000000 tokens per second",
+    limit = "must be a whole number >= 1",
+    window = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)",
+    slide_limit = "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)",
+    lease_limit = "must be a whole number from 1 to 100000",
+    lease = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)",
+    weight = "must be a whole number from 1 to 100000",
+    cost = "must be a whole number >= 0",
+    max = "must be a whole number >= 1",
+    max_wait = "must be a number of seconds >= 0, in whole milliseconds",
+    empty_id = "must not be empty",
+  },
+}
+-- END CONTRACT
+
 -- Redis 7.0 loads a library without the standard globals (math, string, table, ...): the library is
 -- built on its first call, and kept.
 local function build()
@@ -401,7 +427,7 @@ local function build()
       { 8211455, 743176, 4633746, 938463, 8236692, 3402, neg = false })
   -- The longest horizon (a refill, a window, a lease): 3e9 s (limits.rs).
   local HORIZON_NS = const("3000000000000000000", { 0, 0, 30000, neg = false })
-  local MAX_RATE = 1000000000
+  local MAX_RATE = CONTRACT.max_rate_per_sec
 
   -- (A number, below 2^53 in magnitude, is within i64.)
   function B.sat_i64(a)
@@ -705,11 +731,11 @@ local function build()
     return ns
   end
 
-  P.cost = remembered(function(s) return P.whole(s, "cost", 0, "must be a whole number >= 0") end,
+  P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end,
     function(s) return s end)
 
   -- A wait in seconds that may be zero (args.rs' wait_ns): ns as B.
-  local MAX_WAIT = "must be a number of seconds >= 0, in whole milliseconds"
+  local MAX_WAIT = CONTRACT.errors.max_wait
   function P.wait_ns(s)
     local d = D.parse(s)
     if not d then E.invalid("max_wait", MAX_WAIT) end
@@ -717,7 +743,7 @@ local function build()
     return P.seconds_ns(s, "max_wait", MAX_WAIT)
   end
 
-  local WINDOW = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
+  local WINDOW = CONTRACT.errors.window
   function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
 
   function P.is_option(s, name) return s ~= nil and s:upper() == name end
@@ -860,14 +886,14 @@ local function build()
   -- The token bucket as GCRA (core's token_bucket.rs): the TAT in Unix ns behind `RLT\x01`.
   ------------------------------------------------------------------------------------------------------------
   local token = small_state({ group = "TOKEN", command = "RL.TOKEN", layout = "token" })
-  local REFILL_TOO_LONG = "capacity / rate must be at most 3000000000 seconds"
+  local REFILL_TOO_LONG = CONTRACT.errors.refill_too_long
 
   function token.parse(capacity_s, rate_s)
-    local capacity = P.whole(capacity_s, "capacity", 1, "must be a whole number >= 1")
-    local rate = P.positive_decimal(rate_s, "rate", "must be a number > 0 (tokens per second)")
+    local capacity = P.whole(capacity_s, "capacity", 1, CONTRACT.errors.capacity)
+    local rate = P.positive_decimal(rate_s, "rate", CONTRACT.errors.rate)
     local per_sec = D.mul_ceil(rate, ONE)
     if not per_sec or B.cmp(per_sec, MAX_RATE) > 0 then
-      E.invalid("rate", "must be at most 1000000000 tokens per second")
+      E.invalid("rate", CONTRACT.errors.rate_too_large)
     end
     local interval = D.div_ceil_into(rate, NS_PER_SEC)
     local exact = D.div_ceil_into(rate, B.mul(capacity, NS_PER_SEC))
@@ -996,7 +1022,7 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   local function windowed(k)
     function k.parse(limit_s, window_s)
-      local limit = P.whole(limit_s, "limit", 1, "must be a whole number >= 1")
+      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
       local window = P.window_ns(window_s)
       return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
     end
@@ -1153,7 +1179,7 @@ local function build()
     return (hex:sub(1, n * 2):gsub("..", function(h) return char(tonumber(h, 16)) end))
   end
 
-  local EMPTY_ID = "must not be empty"
+  local EMPTY_ID = CONTRACT.errors.empty_id
 
   ------------------------------------------------------------------------------------------------------------
   -- The sliding log (core's sliding_log.rs): an 8-byte header and slots of a time in us (and an id hash).
@@ -1161,7 +1187,7 @@ local function build()
   local slide = { group = "SLIDE", command = "RL.SLIDE", form = "id", layout = "log" }
   local HEADER_LEN, FILLER_CEILING, FUTURE_TOLERANCE_US, MIN_SHRINK_SLOTS = 8, W32, 1000, 16
   local NO_HASH = string.rep("\0", 8)
-  local SLIDE_LIMIT = "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)"
+  local SLIDE_LIMIT = CONTRACT.errors.slide_limit
 
   local function us_at(s, at)
     local hi = u32at(s, at + 4)
@@ -1173,7 +1199,7 @@ local function build()
 
   function slide.parse(limit_s, window_s)
     local limit = P.whole(limit_s, "limit", 1, SLIDE_LIMIT)
-    if B.cmp(limit, 1000000) > 0 then E.invalid("limit", SLIDE_LIMIT) end
+    if B.cmp(limit, CONTRACT.max_log_limit) > 0 then E.invalid("limit", SLIDE_LIMIT) end
     local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
     return { limit = B.num(limit), window_us = window_us }
   end
@@ -1378,8 +1404,8 @@ local function build()
   -- (u64), its weight (u32).
   ------------------------------------------------------------------------------------------------------------
   local leases = { group = "ACQUIRE", command = "RL.ACQUIRE", form = "lease", layout = "leases" }
-  local LEASE_LIMIT = "must be a whole number from 1 to 100000"
-  local LEASE = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
+  local LEASE_LIMIT = CONTRACT.errors.lease_limit
+  local LEASE = CONTRACT.errors.lease
   local ENTRY = 28
 
   local function lease_us(s)
@@ -1390,8 +1416,8 @@ local function build()
   end
 
   local function parse_weight(s)
-    local w = P.whole(s, "weight", 1, LEASE_LIMIT)
-    if B.cmp(w, 100000) > 0 then E.invalid("weight", LEASE_LIMIT) end
+    local w = P.whole(s, "weight", 1, CONTRACT.errors.weight)
+    if B.cmp(w, CONTRACT.max_lease_limit) > 0 then E.invalid("weight", CONTRACT.errors.weight) end
     return B.num(w)
   end
 
@@ -1403,7 +1429,7 @@ local function build()
   function leases.parse(limit_s, lease_s)
     local limit = P.whole(limit_s, "limit", 1, LEASE_LIMIT)
     local lease = lease_us(lease_s)
-    if B.cmp(limit, 100000) > 0 then E.invalid("limit", LEASE_LIMIT) end
+    if B.cmp(limit, CONTRACT.max_lease_limit) > 0 then E.invalid("limit", LEASE_LIMIT) end
     return { limit = B.num(limit), lease_us = lease }
   end
 
@@ -1783,7 +1809,7 @@ local function build()
   function C.rl_take(keys, args, now)
     if #keys ~= 1 or #args ~= 3 then E.arity("rl.take") end
     local bucket = token.parse(args[1], args[2])
-    local max = P.whole(args[3], "max", 1, "must be a whole number >= 1")
+    local max = P.whole(args[3], "max", 1, CONTRACT.errors.max)
     local old = S.read(keys[1])
     local outcome, taken = token.take(bucket, old, now, max)
     if outcome.write then S.apply(keys[1], old, outcome.write, now) end
@@ -1797,7 +1823,7 @@ local function build()
     local upto
     if #args == 6 then
       if not P.is_option(args[5], "UPTO") then E.syntax() end
-      upto = P.whole(args[6], "max", 1, "must be a whole number >= 1")
+      upto = P.whole(args[6], "max", 1, CONTRACT.errors.max)
     elseif #args ~= 4 then
       E.arity("rl.reserve")
     end
@@ -1918,11 +1944,8 @@ local function build()
   return FUNCTIONS
 end
 
-local NAMES = {
-  "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_refund", "rl_all", "rl_acquire",
-  "rl_release", "rl_renew", "rl_inspect", "rl_reserve",
-}
-local READ_ONLY = { rl_inspect = true }
+local NAMES = CONTRACT.functions
+local READ_ONLY = CONTRACT.read_only
 local built = nil
 
 local function call(name, keys, args)

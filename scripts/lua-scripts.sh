@@ -1,20 +1,27 @@
 #!/bin/sh
 # Writes the EVALSHA form of lua/ratelimit.lua: one script per function (rl_token.lua, ...) in the
-# directory given (default lua/scripts), for Redis 6.2 and ACLs without FUNCTION. Each script is the
-# library's one source without its shebang line and its registration, ending in one call of its function,
-# so it takes the same KEYS and ARGV as FCALL does. Nothing of the algorithms is written here.
+# directory given (default lua/scripts), for Redis 6.2 and ACLs without FUNCTION. The functions and the
+# rule that turns the library's one source into their scripts are contract/contract.json's ("library":
+# the prologue, the source without its first lines and its registration, the epilogue naming the
+# function), the rule every client applies; nothing of the algorithms is written here.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-source="$root/lua/ratelimit.lua"
 out=${1:-"$root/lua/scripts"}
 mkdir -p "$out"
-names=$(sed -n '/^local NAMES = {/,/^}/p' "$source" | grep -o '"rl_[a-z]*"' | tr -d '"')
-for name in $names; do
-  {
-    # Redis 6.2 replicates a script by effect only when asked (Redis 7 always does).
-    echo 'if redis.replicate_commands then redis.replicate_commands() end'
-    sed -e '1d' -e '/^-- REGISTER:/,$d' "$source"
-    printf 'return call("%s", KEYS, ARGV)\n' "$name"
-  } > "$out/$name.lua"
-done
+python3 - "$root" "$out" <<'PY'
+import json, sys
+root, out = sys.argv[1], sys.argv[2]
+library = json.load(open(f"{root}/contract/contract.json"))["library"]
+rule = library["evalsha"]
+source = open(f"{root}/{library['source']}", encoding="utf-8").read().split("\n")
+body = []
+for line in source[rule["drop_first_lines"]:]:
+    if line.startswith(rule["stop_at_line_starting"]):
+        break
+    body.append(line)
+for function in library["functions"]:
+    script = rule["prologue"] + "\n".join(body) + rule["epilogue"].replace("{function}", function["name"])
+    with open(f"{out}/{function['name']}.lua", "w", encoding="utf-8") as f:
+        f.write(script)
+PY
 echo "$out"

@@ -6,6 +6,7 @@ mod common;
 
 use common::calls::Limit;
 use common::lua;
+use ratelimit_core::commands::CommandInfo;
 use std::sync::Barrier;
 use std::time::Duration;
 use testkit::redis::{self, Connection};
@@ -152,20 +153,7 @@ fn the_scripts_and_the_functions_store_the_same_bytes() {
     // Every function has its script, and the scripts hold nothing of their own but the call.
     let scripts = lua::scripts();
     let source = lua::source();
-    for name in [
-        "rl_token",
-        "rl_slide",
-        "rl_slidecount",
-        "rl_fixed",
-        "rl_take",
-        "rl_reserve",
-        "rl_refund",
-        "rl_all",
-        "rl_acquire",
-        "rl_release",
-        "rl_renew",
-        "rl_inspect",
-    ] {
+    for name in CommandInfo::in_library().filter_map(|c| c.function) {
         let script = scripts.get(name).unwrap_or_else(|| panic!("no script for {name}"));
         let body = script
             .lines()

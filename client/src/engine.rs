@@ -8,7 +8,7 @@
 //! library on that node and is sent again, once.
 
 use crate::connection::{is_configuration_fault, Transport};
-use ratelimit_core::kind::LimiterKind;
+use ratelimit_core::commands::CommandInfo;
 use redis::{Cmd, RedisError, RedisResult, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -289,7 +289,7 @@ fn function_missing(e: &RedisError) -> bool {
 }
 
 /// A library function's call: its name, keys and other arguments, in the command's order.
-struct Call {
+pub(crate) struct Call {
     function: String,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
@@ -298,15 +298,16 @@ struct Call {
 impl Call {
     /// The library's form of a module command; None for any other command (and the module-only
     /// ones: RL.TOP, RL.RESETSTATS, the dialects), which are sent as they are.
-    fn of(cmd: &Cmd) -> Option<Call> {
+    pub(crate) fn of(cmd: &Cmd) -> Option<Call> {
         let mut words = cmd.args_iter().filter_map(|a| match a {
             redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
             _ => None,
         });
-        let name = String::from_utf8(words.next()?).ok()?.to_ascii_uppercase();
-        let function = FUNCTIONS.iter().find(|f| **f == name)?.to_ascii_lowercase().replace('.', "_");
+        let name = String::from_utf8(words.next()?).ok()?;
+        let info = CommandInfo::named(&name)?;
+        let function = info.function?.to_string();
         let rest: Vec<Vec<u8>> = words.collect();
-        let key_at = key_positions(&name, &rest);
+        let key_at = info.keys.positions(&rest);
         let (mut keys, mut args) = (vec![], vec![]);
         for (i, word) in rest.into_iter().enumerate() {
             if key_at.contains(&i) {
@@ -318,11 +319,16 @@ impl Call {
         Some(Call { function, keys, args })
     }
 
-    fn fcall(&self) -> Cmd {
+    #[cfg(test)]
+    pub(crate) fn function(&self) -> &str {
+        &self.function
+    }
+
+    pub(crate) fn fcall(&self) -> Cmd {
         self.with_script("FCALL", &self.function)
     }
 
-    fn evalsha(&self) -> Cmd {
+    pub(crate) fn evalsha(&self) -> Cmd {
         self.with_script("EVALSHA", &self.script().hash)
     }
 
@@ -337,10 +343,10 @@ impl Call {
     fn script(&self) -> &'static Script {
         static SCRIPTS: OnceLock<HashMap<String, Script>> = OnceLock::new();
         let scripts = SCRIPTS.get_or_init(|| {
-            FUNCTIONS
-                .iter()
-                .map(|name| {
-                    let function = lib_name(name);
+            CommandInfo::in_library()
+                .filter_map(|c| c.function)
+                .map(|function| {
+                    let function = function.to_string();
                     let code = script_source(&function);
                     let hash = redis::Script::new(&code).get_hash().to_string();
                     (function, Script { code, hash })
@@ -357,24 +363,25 @@ struct Script {
     hash: String,
 }
 
-/// The module commands the library implements.
-const FUNCTIONS: &[&str] = &[
-    "RL.TOKEN",
-    "RL.SLIDE",
-    "RL.SLIDECOUNT",
-    "RL.FIXED",
-    "RL.TAKE",
-    "RL.RESERVE",
-    "RL.REFUND",
-    "RL.ALL",
-    "RL.ACQUIRE",
-    "RL.RELEASE",
-    "RL.RENEW",
-    "RL.INSPECT",
-];
+/// How the library's one source becomes one EVALSHA script per function (contract/contract.json
+/// carries it, so every client writes the same scripts): the prologue, the source without its first
+/// lines and from the registration on, and the epilogue with the function's name.
+pub(crate) struct EvalshaRule {
+    pub prologue: &'static str,
+    pub drop_first_lines: usize,
+    pub stop_at: &'static str,
+    pub epilogue: &'static str,
+}
 
-fn lib_name(command: &str) -> String {
-    command.to_ascii_lowercase().replace('.', "_")
+/// The one rule (`scripts/lua-scripts.sh` and the other clients apply it from the contract).
+pub(crate) const fn evalsha_rule() -> EvalshaRule {
+    EvalshaRule {
+        // Redis 6.2 replicates a script by effect only when asked (Redis 7 always does).
+        prologue: "if redis.replicate_commands then redis.replicate_commands() end\n",
+        drop_first_lines: 1,
+        stop_at: "-- REGISTER:",
+        epilogue: "\nreturn call(\"{function}\", KEYS, ARGV)\n",
+    }
 }
 
 /// The EVALSHA script of the library function `function` (`rl_token`, ...): the library's source
@@ -382,31 +389,15 @@ fn lib_name(command: &str) -> String {
 /// `scripts/lua-scripts.sh` writes it (for operators who load the scripts with `SCRIPT LOAD` for users
 /// allowed only `EVALSHA`).
 pub fn script_source(function: &str) -> String {
-    let body: Vec<&str> = LIBRARY.lines().skip(1).take_while(|l| !l.starts_with("-- REGISTER:")).collect();
-    format!(
-        "if redis.replicate_commands then redis.replicate_commands() end\n{}\nreturn call(\"{function}\", KEYS, ARGV)\n",
-        body.join("\n")
-    )
+    script_of(LIBRARY, function)
 }
 
-/// Where a module command's keys are among its arguments (after its name).
-fn key_positions(command: &str, args: &[Vec<u8>]) -> Vec<usize> {
-    match command {
-        "RL.TOKEN" => (0..args.len()).step_by(4).collect(),
-        "RL.REFUND" => vec![1],
-        "RL.ALL" => {
-            let mut at = 0;
-            let mut keys = vec![];
-            while at + 1 < args.len() {
-                keys.push(at);
-                let Some(kind) = LimiterKind::from_group(&args[at + 1]) else { break };
-                let rest: Vec<&[u8]> = args[at + 2..].iter().map(Vec::as_slice).collect();
-                at += 2 + kind.group_len(&rest);
-            }
-            keys
-        }
-        _ => vec![0],
-    }
+/// The EVALSHA script of `function` in `library` (a source as FUNCTION LOAD takes it).
+pub(crate) fn script_of(library: &str, function: &str) -> String {
+    let rule = evalsha_rule();
+    let body: Vec<&str> =
+        library.lines().skip(rule.drop_first_lines).take_while(|l| !l.starts_with(rule.stop_at)).collect();
+    format!("{}{}{}", rule.prologue, body.join("\n"), rule.epilogue.replace("{function}", function))
 }
 
 #[cfg(test)]
@@ -468,9 +459,9 @@ mod tests {
         let status =
             std::process::Command::new(root.join("scripts/lua-scripts.sh")).arg(&dir).output().unwrap();
         assert!(status.status.success());
-        for name in FUNCTIONS.iter().map(|f| lib_name(f)) {
+        for name in CommandInfo::in_library().filter_map(|c| c.function) {
             let written = std::fs::read_to_string(dir.join(format!("{name}.lua"))).unwrap();
-            assert_eq!(written, script_source(&name), "{name}");
+            assert_eq!(written, script_source(name), "{name}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

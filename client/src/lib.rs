@@ -33,6 +33,8 @@ mod admin;
 mod breaker;
 mod command;
 mod connection;
+#[cfg(test)]
+mod contract;
 mod counters;
 mod decision;
 mod engine;

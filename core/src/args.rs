@@ -55,7 +55,7 @@ pub fn whole(bytes: &[u8], field: &'static str, min: u64, expected: &'static str
         value = value
             .checked_mul(10)
             .and_then(|v| v.checked_add(u64::from(d - b'0')))
-            .ok_or(ParamError::new(field, "too large"))?;
+            .ok_or(ParamError::new(field, TOO_LARGE))?;
     }
     if value < min {
         return Err(ParamError::new(field, expected));
@@ -69,7 +69,7 @@ pub fn positive_decimal(bytes: &[u8], param: ParamError) -> Result<Decimal, Para
     match Decimal::parse(bytes) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) | Err(DecimalError::NotANumber) | Err(DecimalError::Negative) => Err(param),
-        Err(DecimalError::OutOfRange) => Err(ParamError::new(param.field, "out of range")),
+        Err(DecimalError::OutOfRange) => Err(ParamError::new(param.field, OUT_OF_RANGE)),
     }
 }
 
@@ -94,10 +94,19 @@ pub fn wait_ns(bytes: &[u8], param: ParamError) -> Result<Nanos, ParamError> {
     }
 }
 
+/// A cost that is not a whole number >= 0.
+pub const COST: ParamError = ParamError::new("cost", "must be a whole number >= 0");
+/// RL.TAKE's and RL.RESERVE's `max` that is not a whole number >= 1.
+pub const MAX: ParamError = ParamError::new("max", "must be a whole number >= 1");
+/// A whole number beyond 64 bits (`field` is the parameter's).
+pub const TOO_LARGE: &str = "too large";
+/// A decimal with more digits than can be computed exactly (`field` is the parameter's).
+pub const OUT_OF_RANGE: &str = "out of range";
+
 /// A cost or a number of units: a whole number >= 0.
 #[inline]
 pub fn cost(bytes: &[u8]) -> Result<u64, ParamError> {
-    whole(bytes, "cost", 0, "must be a whole number >= 0")
+    whole_for(bytes, COST, 0)
 }
 
 /// A length as the commands write it: decimal seconds, `1.500` for whole milliseconds; a length

@@ -35,9 +35,9 @@ impl std::fmt::Display for DecimalError {
 impl std::error::Error for DecimalError {}
 
 /// Significant digits kept exactly; u128 holds 38.
-const MAX_DIGITS: usize = 36;
+pub const MAX_DIGITS: usize = 36;
 /// Exponents beyond this are out of range for every parameter (rates, windows).
-const MAX_EXPONENT: i32 = 60;
+pub const MAX_EXPONENT: i32 = 60;
 
 impl Decimal {
     pub fn parse(bytes: &[u8]) -> Result<Decimal, DecimalError> {

@@ -12,7 +12,7 @@ use crate::verdict::Verdict;
 pub type IdHash = fn(&[u8]) -> u64;
 
 /// An empty request or lease id.
-pub(crate) const EMPTY_ID: ParamError = ParamError::new("id", "must not be empty");
+pub const EMPTY_ID: ParamError = ParamError::new("id", "must not be empty");
 
 /// How a request is written after a limiter's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub type RenderError = &'static str;
 
 impl RequestForm {
     /// The option word this form may end with, and how many values follow it.
-    const fn option(self) -> Option<(&'static [u8], usize)> {
+    pub const fn option(self) -> Option<(&'static [u8], usize)> {
         match self {
             RequestForm::Cost | RequestForm::Reserve => None,
             RequestForm::Id => Some((b"DEDUP", 0)),
@@ -106,12 +106,12 @@ impl RequestForm {
                 arg(Word::Number(cost));
                 arg(Word::Text(max_wait));
             }
-            RequestForm::Id if cost != 1 => return Err("a sliding log counts requests: the cost must be 1"),
+            RequestForm::Id if cost != 1 => return Err(LOG_COST),
             RequestForm::Id => arg(Word::Text(&fresh_id())),
             RequestForm::Lease => {
                 let id = lease_id.ok_or(NO_RELEASE)?;
                 if cost == 0 {
-                    return Err("a concurrency limit is held with a weight of at least 1");
+                    return Err(LEASE_WEIGHT);
                 }
                 arg(Word::Text(id));
                 arg(Word::Text("WEIGHT"));
@@ -130,15 +130,47 @@ pub enum Word<'a> {
     Number(u64),
 }
 
+/// A sliding log's request of another cost than 1.
+pub const LOG_COST: RenderError = "a sliding log counts requests: the cost must be 1";
+/// A lease of weight 0.
+pub const LEASE_WEIGHT: RenderError = "a concurrency limit is held with a weight of at least 1";
+
 /// The refusal of a lease where nothing would release it.
 pub(crate) const NO_RELEASE: RenderError =
     "a concurrency limit is taken with Limiter::acquire, which releases it: check has no release";
 
+/// What a parameter is written as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    /// Plain decimal digits, from `min` to `max`.
+    Whole,
+    /// An exact decimal > 0, at most `max` (at most 36 significant digits).
+    Decimal,
+    /// Seconds as an exact decimal in whole milliseconds, above 0 and at most `max` seconds.
+    Seconds,
+}
+
+/// One of a kind's two parameters: its name, how it is written, its bounds, its unit and every error
+/// it can be refused with, in the order they are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    pub name: &'static str,
+    pub form: ParamType,
+    pub min: u64,
+    pub max: u64,
+    pub unit: &'static str,
+    pub errors: &'static [ParamError],
+}
+
 /// A limiter kind's declaration, in its own file.
 pub trait Declare: Limiter + Copy {
+    /// Its name in the clients (`token_bucket`).
+    const NAME: &'static str;
     /// Its group in RL.ALL (`TOKEN`) and RL.REFUND, and its own command (`RL.TOKEN`).
     const GROUP: &'static str;
     const COMMAND: &'static str;
+    /// Its two parameters after the key.
+    const PARAMS: [Param; 2];
     /// How its request is written after its parameters.
     const REQUEST: RequestForm;
     /// Whether units can be given back (RL.REFUND).

@@ -19,6 +19,7 @@ pub use crate::window::{LIMIT, WINDOW};
 pub enum Fixed {}
 
 impl WindowAlgorithm for Fixed {
+    const NAME: &'static str = "fixed_window";
     const GROUP: &'static str = "FIXED";
     const COMMAND: &'static str = "RL.FIXED";
 }

@@ -9,7 +9,7 @@
 //! fallback dispatch. A kind missing from this line is missing everywhere, and `tests` says so.
 
 use crate::args::ArgError;
-pub use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, Word};
+pub use crate::declare::{Declare, IdHash, Param, ParamType, RequestArgs, RequestForm, Word};
 use crate::error::StateError;
 use crate::fixed_window::FixedWindow;
 use crate::format::Layout;
@@ -31,6 +31,16 @@ macro_rules! kinds {
         impl LimiterKind {
             /// Every kind.
             pub const ALL: &'static [LimiterKind] = &[$(LimiterKind::$kind),*];
+
+            /// Its name in the clients (`token_bucket`).
+            pub const fn name(self) -> &'static str {
+                match self { $(LimiterKind::$kind => <$ty as Declare>::NAME),* }
+            }
+
+            /// Its two parameters' grammar.
+            pub const fn params(self) -> [Param; 2] {
+                match self { $(LimiterKind::$kind => <$ty as Declare>::PARAMS),* }
+            }
 
             /// Its group in RL.ALL and RL.REFUND (`TOKEN`).
             pub const fn group(self) -> &'static str {

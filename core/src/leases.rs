@@ -19,7 +19,7 @@
 //! when its holder acquires or renews it again.
 
 use crate::args::{whole, whole_for, ArgError};
-use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
+use crate::declare::{Declare, IdHash, Param, ParamType, RequestArgs, RequestForm, EMPTY_ID};
 use crate::error::{ParamError, StateError};
 use crate::format::{Bytes, Layout, LEASE_RECORD, TAG_LEN};
 use crate::limiter::{Change, Expiry, Field, Limiter, Outcome, Peek, Write};
@@ -353,6 +353,18 @@ pub fn lease_end_ms(now: Nanos, lease_ns: Nanos) -> i64 {
 }
 
 impl Declare for Leases {
+    const NAME: &'static str = "concurrency";
+    const PARAMS: [Param; 2] = [
+        Param {
+            name: "limit",
+            form: ParamType::Whole,
+            min: 1,
+            max: MAX_LIMIT,
+            unit: "weight in flight",
+            errors: &[LIMIT],
+        },
+        Param { name: "lease", errors: &[LEASE], ..crate::window::WINDOW_PARAM },
+    ];
     const GROUP: &'static str = "ACQUIRE";
     const COMMAND: &'static str = "RL.ACQUIRE";
     const REQUEST: RequestForm = RequestForm::Lease;

@@ -12,6 +12,7 @@
 
 pub mod args;
 pub mod combine;
+pub mod commands;
 pub mod decimal;
 pub mod declare;
 pub mod dialect;

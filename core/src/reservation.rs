@@ -9,7 +9,7 @@
 //! TAT lies at most two full refills ahead; a TAT further ahead is a clock fault, repaired.
 
 use crate::args::{wait_ns, ArgError};
-use crate::declare::{refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::declare::{refunded, Declare, IdHash, Param, RequestArgs, RequestForm};
 use crate::error::{ParamError, StateError};
 use crate::format::Layout;
 use crate::limiter::{Field, Limiter, Outcome, Peek, Write};
@@ -44,6 +44,8 @@ impl Limiter for Reservation {
 }
 
 impl Declare for Reservation {
+    const NAME: &'static str = "reservation";
+    const PARAMS: [Param; 2] = crate::token_bucket::PARAMS;
     const GROUP: &'static str = "RESERVE";
     const COMMAND: &'static str = "RL.RESERVE";
     const REQUEST: RequestForm = RequestForm::Reserve;

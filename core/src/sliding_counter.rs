@@ -29,6 +29,7 @@ use crate::window::{WindowAlgorithm, Windowed};
 pub enum Counter {}
 
 impl WindowAlgorithm for Counter {
+    const NAME: &'static str = "sliding_counter";
     const GROUP: &'static str = "SLIDECOUNT";
     const COMMAND: &'static str = "RL.SLIDECOUNT";
 }

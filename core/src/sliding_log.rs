@@ -16,7 +16,7 @@
 //! An ordinary allowed request changes one slot, so what is replicated is one small SETRANGE.
 
 use crate::args::{whole_for, ArgError};
-use crate::declare::{Declare, IdHash, RequestArgs, RequestForm, EMPTY_ID};
+use crate::declare::{Declare, IdHash, Param, ParamType, RequestArgs, RequestForm, EMPTY_ID};
 use crate::error::{ParamError, StateError};
 use crate::format::{Bytes, Layout};
 use crate::limiter::{apply, Change, Expiry, Field, Limiter, Outcome, Peek, Write};
@@ -441,6 +441,18 @@ impl Limiter for SlidingLog {
 }
 
 impl Declare for SlidingLog {
+    const NAME: &'static str = "sliding_log";
+    const PARAMS: [Param; 2] = [
+        Param {
+            name: "limit",
+            form: ParamType::Whole,
+            min: 1,
+            max: MAX_LIMIT,
+            unit: "requests",
+            errors: &[LIMIT],
+        },
+        crate::window::WINDOW_PARAM,
+    ];
     const GROUP: &'static str = "SLIDE";
     const COMMAND: &'static str = "RL.SLIDE";
     const REQUEST: RequestForm = RequestForm::Id;

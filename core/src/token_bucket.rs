@@ -26,11 +26,13 @@
 
 use crate::args::{positive_decimal, whole_for, ArgError};
 use crate::decimal::Decimal;
-use crate::declare::{cost_of, cost_requests, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::declare::{
+    cost_of, cost_requests, refunded, Declare, IdHash, Param, ParamType, RequestArgs, RequestForm,
+};
 use crate::error::{ParamError, StateError};
 use crate::format::{word, words, Layout};
 use crate::limiter::{Change, Expiry, Field, Outcome, Write};
-use crate::limits::MAX_HORIZON_NS;
+use crate::limits::{MAX_HORIZON_NS, MAX_RATE_PER_SEC};
 use crate::state::{SmallState, Step};
 use crate::time::{ceil_ms, Nanos, NANOS_PER_SEC};
 use crate::verdict::Verdict;
@@ -326,7 +328,29 @@ impl SmallState for TokenBucket {
     }
 }
 
+/// A token bucket's parameters, as RL.TOKEN takes them.
+pub const PARAMS: [Param; 2] = [
+    Param {
+        name: "capacity",
+        form: ParamType::Whole,
+        min: 1,
+        max: u64::MAX,
+        unit: "tokens",
+        errors: &[CAPACITY, REFILL_TOO_LONG],
+    },
+    Param {
+        name: "rate",
+        form: ParamType::Decimal,
+        min: 0,
+        max: MAX_RATE_PER_SEC,
+        unit: "tokens per second",
+        errors: &[RATE, RATE_TOO_LARGE],
+    },
+];
+
 impl Declare for TokenBucket {
+    const NAME: &'static str = "token_bucket";
+    const PARAMS: [Param; 2] = PARAMS;
     const GROUP: &'static str = "TOKEN";
     const COMMAND: &'static str = "RL.TOKEN";
     const REQUEST: RequestForm = RequestForm::Cost;

@@ -3,7 +3,9 @@
 //! `Windowed<Counter>`).
 
 use crate::args::{seconds_ns, whole_for, ArgError};
-use crate::declare::{cost_of, cost_requests, refunded, Declare, IdHash, RequestArgs, RequestForm};
+use crate::declare::{
+    cost_of, cost_requests, refunded, Declare, IdHash, Param, ParamType, RequestArgs, RequestForm,
+};
 use crate::error::{ParamError, StateError};
 use crate::limiter::{Limiter, Refund, WindowLimiter, Write};
 use crate::limits::MAX_HORIZON_NS;
@@ -16,6 +18,16 @@ pub const LIMIT: ParamError = ParamError::new("limit", "must be a whole number >
 /// What every window (and lease) length must be.
 pub const WINDOW: ParamError =
     ParamError::new("window", "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)");
+
+/// The window parameter (also a lease's length, with its own name and error).
+pub const WINDOW_PARAM: Param = Param {
+    name: "window",
+    form: ParamType::Seconds,
+    min: 0,
+    max: crate::limits::MAX_HORIZON_SECS,
+    unit: "seconds",
+    errors: &[WINDOW],
+};
 
 /// Valid window parameters for the algorithm `A`: a limit of at least 1 and a positive window within
 /// the horizon.
@@ -61,6 +73,7 @@ pub(crate) fn check(window_ns: Nanos) -> Result<(), ParamError> {
 
 /// A window algorithm's names (its marker type declares them in its own file).
 pub trait WindowAlgorithm {
+    const NAME: &'static str;
     const GROUP: &'static str;
     const COMMAND: &'static str;
 }
@@ -69,6 +82,18 @@ impl<A: WindowAlgorithm> Declare for Windowed<A>
 where
     Windowed<A>: Refund<Request = u64>,
 {
+    const NAME: &'static str = A::NAME;
+    const PARAMS: [Param; 2] = [
+        Param {
+            name: "limit",
+            form: ParamType::Whole,
+            min: 1,
+            max: u64::MAX,
+            unit: "units",
+            errors: &[LIMIT],
+        },
+        WINDOW_PARAM,
+    ];
     const GROUP: &'static str = A::GROUP;
     const COMMAND: &'static str = A::COMMAND;
     const REQUEST: RequestForm = RequestForm::Cost;

@@ -12,7 +12,7 @@ use super::parse::split;
 use super::{limit, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
-use ratelimit_core::args::{cost, is_option, wait_ns, whole};
+use ratelimit_core::args::{cost, is_option, wait_ns, whole_for, MAX};
 use ratelimit_core::reservation::MAX_WAIT;
 use ratelimit_core::token_bucket::Reserve;
 use redis_module::Context;
@@ -30,7 +30,7 @@ impl Command for ReserveTokens {
         let upto = match rest {
             [] => None,
             [option, max] if is_option(Some(&option.bytes()), b"UPTO") => {
-                Some(whole(max.bytes(), "max", 1, "must be a whole number >= 1")?)
+                Some(whole_for(max.bytes(), MAX, 1)?)
             }
             [_, _] => return Err(RlError::Syntax),
             _ => return Err(RlError::WrongArity),

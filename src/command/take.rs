@@ -10,7 +10,7 @@ use super::parse::split;
 use super::{limit, token};
 use crate::server::{Arg, Command, Keys, Reply, RlError, Spec, FAST_WRITE};
 use crate::stats::CommandStats;
-use ratelimit_core::args::whole;
+use ratelimit_core::args::{whole_for, MAX};
 use ratelimit_core::token_bucket::Reserve;
 use redis_module::Context;
 
@@ -28,7 +28,7 @@ impl Command for Take {
             return Err(RlError::WrongArity);
         }
         let bucket = token::parse_bucket(capacity, rate)?;
-        let max = whole(max.bytes(), "max", 1, "must be a whole number >= 1")?;
+        let max = whole_for(max.bytes(), MAX, 1)?;
         limit::reserve(ctx, key, &bucket, Reserve { cost: 1, upto: max, max_wait_ns: 0 }, true)
     }
 }

@@ -33,17 +33,17 @@
 
 mod access;
 mod body;
-mod caller;
+pub(crate) mod caller;
 mod check;
 mod config;
 mod denial;
 mod error;
-mod forwarded;
+pub(crate) mod forwarded;
 pub mod future;
 mod layer;
 mod metrics;
 mod plan;
-mod response;
+pub(crate) mod response;
 mod service;
 
 pub use access::{Access, AccessLists};

@@ -7,6 +7,7 @@ import itertools
 import secrets
 from typing import Sequence, Tuple, Union
 
+from .contract import ERRORS
 from .errors import UsageError
 from .policy import Policy, TokenBucket
 
@@ -59,12 +60,12 @@ def _request(policy: Policy, cost: int, holder: str | None) -> list[Arg]:
         return [cost]
     if form == "id":
         if cost != 1:
-            raise UsageError("a sliding log counts requests: the cost must be 1")
+            raise UsageError(ERRORS["render"]["log_cost"])
         return [request_id()]
     if holder is None:
         raise UsageError(NO_RELEASE)
     if cost == 0:
-        raise UsageError("a concurrency limit is held with a weight of at least 1")
+        raise UsageError(ERRORS["render"]["lease_weight"])
     return [holder, "WEIGHT", cost]
 
 

@@ -22,14 +22,15 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Generator, NamedTuple, Sequence, Union
+from typing import Any, Generator, Mapping, NamedTuple, Sequence, Union
 
 import redis
 
 from .errors import refuses
-from .policy import Concurrency, FixedWindow, SlidingCounter, SlidingLog, TokenBucket
+from .contract import CONTRACT, FIRST_KEY, LIBRARY_FUNCTIONS, group_len, key_positions
+from .contract import command as contract_command
 
-__all__ = ["Backend", "Engine", "Send", "Call", "library", "script_source", "module_command"]
+__all__ = ["Backend", "Engine", "Send", "Call", "library", "script_source", "module_command", "key_positions"]
 
 Arg = Union[str, bytes, int, float]
 
@@ -59,28 +60,23 @@ def library() -> str:
     return resources.files("redis_ratelimit").joinpath("lua/ratelimit.lua").read_text(encoding="utf-8")
 
 
-# The module commands the library implements.
-FUNCTIONS = ("RL.TOKEN", "RL.SLIDE", "RL.SLIDECOUNT", "RL.FIXED", "RL.TAKE", "RL.RESERVE", "RL.REFUND", "RL.ALL",
-             "RL.ACQUIRE", "RL.RELEASE", "RL.RENEW", "RL.INSPECT")
-# Each one's library function (RL.TOKEN: rl_token).
-_FUNCTION_OF: dict[str, str] = {name: name.lower().replace(".", "_") for name in FUNCTIONS}
-
-# How each RL.ALL group's request is written after its two parameters (the kinds' declarations).
-_REQUEST: dict[str, str] = {k.KIND.group: k.KIND.request for k in (TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency)}
-_REQUEST["RESERVE"] = "reserve"
+# The module commands the library implements, and each one's function (RL.TOKEN: rl_token): the contract's.
+FUNCTIONS = tuple(LIBRARY_FUNCTIONS)
+_FUNCTION_OF: dict[str, str] = LIBRARY_FUNCTIONS
 
 
 def script_source(function: str) -> str:
     """The EVALSHA script of the library function `function` (``rl_token``, ...): the library without
-    its first line and its registration, ending in one call of the function, exactly as
-    `scripts/lua-scripts.sh` and `client/src/engine.rs::script_source` write it."""
+    its first line and its registration, ending in one call of the function: the contract's rule
+    (``library.evalsha``), which `scripts/lua-scripts.sh` and `client/src/engine.rs::script_source` apply
+    too; the contract's vectors hold the scripts' SHA-1s equal."""
+    rule = CONTRACT["library"]["evalsha"]
     body = []
-    for line in library().splitlines()[1:]:
-        if line.startswith("-- REGISTER:"):
+    for line in library().split("\n")[rule["drop_first_lines"]:]:
+        if line.startswith(rule["stop_at_line_starting"]):
             break
         body.append(line)
-    return ("if redis.replicate_commands then redis.replicate_commands() end\n" + "\n".join(body)
-            + f'\nreturn call("{function}", KEYS, ARGV)\n')
+    return str(rule["prologue"]) + "\n".join(body) + str(rule["epilogue"]).replace("{function}", function)
 
 
 @dataclass(frozen=True)
@@ -99,45 +95,27 @@ def _word(arg: Arg) -> str:
     return arg.decode() if isinstance(arg, bytes) else str(arg)
 
 
-def _group_len(group: str, rest: Sequence[Arg]) -> int:
+def _group_len(group: Arg, rest: Sequence[Arg]) -> int:
     """How many arguments an RL.ALL group takes after its key and kind: two parameters and a request."""
-    form = _REQUEST.get(group.upper())
-    nxt = _word(rest[3]).upper() if len(rest) > 3 else ""
-    if form == "id" and nxt == "DEDUP":
-        return 4
-    if form == "lease" and nxt == "WEIGHT":
-        return 5
-    return 4 if form == "reserve" else 3
-
-
-def key_positions(name: str, args: Sequence[Arg]) -> list[int]:
-    """Where a module command's keys are among its arguments (after its name)."""
-    if name == "RL.TOKEN":
-        return list(range(0, len(args), 4))
-    if name == "RL.REFUND":
-        return [1]
-    if name == "RL.ALL":
-        at, keys = 0, []
-        while at + 1 < len(args):
-            keys.append(at)
-            if _word(args[at + 1]).upper() not in _REQUEST:
-                break
-            at += 2 + _group_len(_word(args[at + 1]), args[at + 2:])
-        return keys
-    return [0]
+    return group_len(group, rest) or 3
 
 
 def module_command(command: str, keys: Sequence[Arg], args: Sequence[Arg]) -> list[Arg]:
-    """The module's form of a call given as its keys and its other arguments (FCALL's order)."""
+    """The module's form of a call given as its keys and its other arguments (FCALL's order): the keys
+    put back where the contract's key rule says they are."""
     name = command.upper()
-    if name == "RL.REFUND":
-        return [name, *args[:1], *keys, *args[1:]]
-    if name == "RL.TOKEN" and len(keys) > 1:
+    spec = contract_command(name)
+    rule: Mapping[str, Any] = spec["keys"] if spec is not None else {"rule": "at", "index": 0}
+    if rule["rule"] == "at" and len(keys) == 1:
+        i = int(rule["index"])
+        return [name, *args[:i], *keys, *args[i:]]
+    if rule["rule"] == "every":
         out: list[Arg] = [name]
+        step = int(rule["step"]) - 1
         for i, key in enumerate(keys):
-            out += [key, *args[3 * i:3 * i + 3]]
+            out += [key, *args[step * i:step * i + step]]
         return out
-    if name == "RL.ALL":
+    if rule["rule"] == "groups":
         out, at = [name], 0
         for key in keys:
             n = 1 + _group_len(_word(args[at]), args[at + 1:]) if at < len(args) else 0
@@ -199,7 +177,8 @@ def route_of(command: Sequence[Arg]) -> Arg | None:
     name = _word(command[0]).upper()
     if name not in _FUNCTION_OF:
         return None
-    return command[2] if name == "RL.REFUND" and len(command) > 2 else command[1]
+    at = FIRST_KEY.get(name)
+    return command[1 + at] if at is not None and len(command) > 1 + at else None
 
 
 def missing(error: BaseException) -> bool:

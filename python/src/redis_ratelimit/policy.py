@@ -18,6 +18,8 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import ClassVar, Literal, Union
 
+from .contract import BOUNDS, ERRORS, param_error
+from .contract import kind as contract_kind
 from .errors import PolicyError
 
 __all__ = ["Kind", "Policy", "TokenBucket", "SlidingLog", "FixedWindow", "SlidingCounter", "Concurrency", "Seconds"]
@@ -25,15 +27,20 @@ __all__ = ["Kind", "Policy", "TokenBucket", "SlidingLog", "FixedWindow", "Slidin
 Seconds = Union[float, int, timedelta]
 
 NS_PER_SEC = 1_000_000_000
-MAX_HORIZON_SECS = 3_000_000_000  # core/src/limits.rs: a refill, window or lease at most this long
+# The bounds and the error texts are the contract's (contract/contract.json, from core).
+MAX_HORIZON_SECS: int = BOUNDS["max_horizon_secs"]  # a refill, window or lease at most this long
 MAX_HORIZON_NS = MAX_HORIZON_SECS * NS_PER_SEC
-MAX_RATE_PER_SEC = 1_000_000_000
-MAX_LOG_LIMIT = 1_000_000
-MAX_LEASE_LIMIT = 100_000
-U64_MAX = 2**64 - 1
+MAX_RATE_PER_SEC: int = BOUNDS["max_rate_per_sec"]
+MAX_LOG_LIMIT: int = BOUNDS["max_log_limit"]
+MAX_LEASE_LIMIT: int = BOUNDS["max_lease_limit"]
+U64_MAX: int = BOUNDS["max_whole"]
+MAX_DIGITS: int = BOUNDS["max_decimal_digits"]
+MAX_FRACTION_DIGITS: int = BOUNDS["max_decimal_exponent"] + MAX_DIGITS
 
-WHOLE_1 = "must be a whole number >= 1"
-WINDOW = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
+WHOLE_1 = param_error("fixed_window", "limit")
+WINDOW = param_error("fixed_window", "window")
+TOO_LARGE: str = ERRORS["too_large"]
+OUT_OF_RANGE: str = ERRORS["out_of_range"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,12 @@ class Kind:
     command: str
     request: Literal["cost", "id", "lease"]
     refunds: bool
+
+    @staticmethod
+    def of(name: str) -> Kind:
+        """The contract's declaration of the kind `name`."""
+        k = contract_kind(name)
+        return Kind(k["name"], k["group"], k["command"], k["request"], k["refunds"])
 
 
 class Policy:
@@ -72,7 +85,7 @@ def _whole(kind: Kind, name: str, value: object, low: int, high: int, expected: 
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise PolicyError(kind.name, name, expected)
     if value > U64_MAX:
-        raise PolicyError(kind.name, name, "too large")
+        raise PolicyError(kind.name, name, TOO_LARGE)
     if value > high:
         raise PolicyError(kind.name, name, expected)
     return value
@@ -102,7 +115,7 @@ def _out_of_range(text: str) -> bool:
     exponent beyond 96 (core/src/decimal.rs)."""
     whole, _, fraction = text.partition(".")
     fraction = fraction.rstrip("0")
-    return len((whole + fraction).lstrip("0")) > 36 or len(fraction) > 96
+    return len((whole + fraction).lstrip("0")) > MAX_DIGITS or len(fraction) > MAX_FRACTION_DIGITS
 
 
 def _milliseconds(kind: Kind, name: str, value: object, expected: str) -> int:
@@ -129,7 +142,7 @@ def _seconds_text(ms: int) -> str:
 class TokenBucket(Policy):
     """RL.TOKEN: bursts of up to ``capacity``, ``per_second`` tokens per second on average."""
 
-    KIND: ClassVar[Kind] = Kind("token_bucket", "TOKEN", "RL.TOKEN", "cost", True)
+    KIND: ClassVar[Kind] = Kind.of("token_bucket")
     capacity: int
     per_second: float
     limit: int = field(init=False, repr=False, compare=False)
@@ -138,16 +151,16 @@ class TokenBucket(Policy):
 
     def __post_init__(self) -> None:
         kind = self.KIND
-        capacity = _whole(kind, "capacity", self.capacity, 1, U64_MAX, WHOLE_1)
+        capacity = _whole(kind, "capacity", self.capacity, 1, U64_MAX, param_error(kind.name, "capacity"))
         rate = _decimal(self.per_second)
         if rate is None or rate <= 0:
-            raise PolicyError(kind.name, "rate", "must be a number > 0 (tokens per second)")
+            raise PolicyError(kind.name, "rate", param_error(kind.name, "rate"))
         if _out_of_range(_text(rate)):
-            raise PolicyError(kind.name, "rate", "out of range")
+            raise PolicyError(kind.name, "rate", OUT_OF_RANGE)
         exact_rate = Fraction(rate)
         if math.ceil(exact_rate) > MAX_RATE_PER_SEC:
-            raise PolicyError(kind.name, "rate", "must be at most 1000000000 tokens per second")
-        too_long = PolicyError(kind.name, "capacity", "capacity / rate must be at most 3000000000 seconds")
+            raise PolicyError(kind.name, "rate", param_error(kind.name, "rate", 1))
+        too_long = PolicyError(kind.name, "capacity", param_error(kind.name, "capacity", 1))
         # core/src/token_bucket.rs: the emission interval and a full refill, in ns, rounded up.
         interval = math.ceil(NS_PER_SEC / exact_rate)
         exact = math.ceil(capacity * NS_PER_SEC / exact_rate)
@@ -179,25 +192,22 @@ class SlidingLog(_Windowed):
     """RL.SLIDE: the exact sliding window, at most ``limit`` requests in any ``window`` seconds
     (memory grows with the limit: at most 1,000,000). Counts requests: its cost is always 1."""
 
-    KIND: ClassVar[Kind] = Kind("sliding_log", "SLIDE", "RL.SLIDE", "id", False)
-    LIMIT_RANGE: ClassVar[tuple[int, str]] = (
-        MAX_LOG_LIMIT,
-        "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)",
-    )
+    KIND: ClassVar[Kind] = Kind.of("sliding_log")
+    LIMIT_RANGE: ClassVar[tuple[int, str]] = (MAX_LOG_LIMIT, param_error("sliding_log", "limit"))
 
 
 @dataclass(frozen=True)
 class FixedWindow(_Windowed):
     """RL.FIXED: ``limit`` units per ``window`` seconds; a window starts at the key's first request."""
 
-    KIND: ClassVar[Kind] = Kind("fixed_window", "FIXED", "RL.FIXED", "cost", True)
+    KIND: ClassVar[Kind] = Kind.of("fixed_window")
 
 
 @dataclass(frozen=True)
 class SlidingCounter(_Windowed):
     """RL.SLIDECOUNT: the sliding window counter, O(1) memory, within 2x of the limit in the worst case."""
 
-    KIND: ClassVar[Kind] = Kind("sliding_counter", "SLIDECOUNT", "RL.SLIDECOUNT", "cost", True)
+    KIND: ClassVar[Kind] = Kind.of("sliding_counter")
 
 
 @dataclass(frozen=True)
@@ -206,7 +216,7 @@ class Concurrency(Policy):
     lease of ``lease`` seconds that its holder renews while it lives. Taken with ``acquire``, never
     with ``check`` (it has to be released)."""
 
-    KIND: ClassVar[Kind] = Kind("concurrency", "ACQUIRE", "RL.ACQUIRE", "lease", False)
+    KIND: ClassVar[Kind] = Kind.of("concurrency")
     limit: int
     lease: Seconds
     params: tuple[str, str] = field(init=False, repr=False, compare=False)
@@ -214,10 +224,10 @@ class Concurrency(Policy):
 
     def __post_init__(self) -> None:
         kind = self.KIND
-        expected = "must be a whole number from 1 to 100000"
+        expected = param_error(kind.name, "limit")
         # In core's order: a whole limit, the lease, then the limit's range.
         limit = _whole(kind, "limit", self.limit, 1, U64_MAX, expected)
-        lease = "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)"
+        lease = param_error(kind.name, "lease")
         ms = _milliseconds(kind, "lease", self.lease, lease)
         if limit > MAX_LEASE_LIMIT:
             raise PolicyError(kind.name, "limit", expected)

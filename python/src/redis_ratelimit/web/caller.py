@@ -15,11 +15,13 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, Literal, MutableMapping, Union
 
+from ..contract import HTTP
+
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 #: The most bytes of a caller's part of a key, the content of its hash tag (`user:ada` in
 #: `rl:{user:ada}:api`). Longer ids are hashed.
-MAX_CALLER_KEY_BYTES = 128
+MAX_CALLER_KEY_BYTES: int = HTTP["caller"]["max_part_bytes"]
 
 #: Where an authentication middleware that runs before the rate limit middleware puts the principal
 #: and the tenant: `scope["state"]` (Starlette's `request.state`), under these names.

@@ -10,13 +10,14 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
 
+from ..contract import HTTP
 from .caller import IPAddress, canonical
 
 #: The most hops read from the right of a forwarding chain; the hop reached last is then the client.
-MAX_HOPS = 32
+MAX_HOPS: int = HTTP["forwarded"]["max_hops"]
 
 #: The longest entry read as an address (`"[ffff:...:255.255.255.255%zone]:65535"` fits).
-MAX_NODE_BYTES = 96
+MAX_NODE_BYTES: int = HTTP["forwarded"]["max_node_bytes"]
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 Headers = Sequence[tuple[bytes, bytes]]

@@ -10,31 +10,35 @@ import json
 from dataclasses import dataclass
 from typing import Any, MutableSequence
 
+from ..contract import HTTP
 from ..decision import Decision
 
-RATELIMIT_LIMIT = b"ratelimit-limit"
-RATELIMIT_REMAINING = b"ratelimit-remaining"
-RATELIMIT_RESET = b"ratelimit-reset"
-RATELIMIT_POLICY = b"ratelimit-policy"
-RATELIMIT = b"ratelimit"
-DEGRADED = b"x-ratelimit-degraded"
-RETRY_AFTER = b"retry-after"
+# The names and problem types are the contract's (contract/contract.json's "http", from the Rust layer).
+_HEADERS = HTTP["headers"]
+_TYPES = HTTP["problem_types"]
+RATELIMIT_LIMIT: bytes = _HEADERS["limit"].encode()
+RATELIMIT_REMAINING: bytes = _HEADERS["remaining"].encode()
+RATELIMIT_RESET: bytes = _HEADERS["reset"].encode()
+RATELIMIT_POLICY: bytes = _HEADERS["policy"].encode()
+RATELIMIT: bytes = _HEADERS["state"].encode()
+DEGRADED: bytes = _HEADERS["degraded"].encode()
+RETRY_AFTER: bytes = _HEADERS["retry_after"].encode()
 CONTENT_TYPE = b"content-type"
-PROBLEM_JSON = b"application/problem+json"
+PROBLEM_JSON: bytes = _HEADERS["content_type"].encode()
 
 #: The problem type of an ordinary denial.
-RATE_LIMITED = "urn:redis-ratelimit:rate-limited"
+RATE_LIMITED: str = _TYPES["rate_limited"]
 #: The problem type of a request that costs more than the limit: it can never be allowed.
-COST_EXCEEDS_LIMIT = "urn:redis-ratelimit:cost-exceeds-limit"
+COST_EXCEEDS_LIMIT: str = _TYPES["cost_exceeds_limit"]
 #: A denial by the closed failure policy: Redis could not decide. Not the caller's overuse.
-UNAVAILABLE = "urn:redis-ratelimit:unavailable"
+UNAVAILABLE: str = _TYPES["unavailable"]
 #: A denial by the closed failure policy while Redis answers that the limiter cannot work with it as
 #: configured (the module not loaded, a renamed or refused command).
-MISCONFIGURED = "urn:redis-ratelimit:misconfigured"
+MISCONFIGURED: str = _TYPES["misconfigured"]
 #: A denial by a concurrency limit: too many of the caller's requests in flight.
-CONCURRENCY_LIMITED = "urn:redis-ratelimit:concurrency-limited"
+CONCURRENCY_LIMITED: str = _TYPES["concurrency_limited"]
 #: A caller on the deny list: 403, no `Retry-After`, no `RateLimit-*` fields.
-DENIED = "urn:redis-ratelimit:denied"
+DENIED: str = _TYPES["denied"]
 
 RawHeaders = MutableSequence[tuple[bytes, bytes]]
 

@@ -1,0 +1,67 @@
+//! The contract's block of the Lua library (`lua/ratelimit.lua`, between `-- CONTRACT` and
+//! `-- END CONTRACT`): the function names, the read-only ones, the bounds and the error texts the
+//! library replies, written from core so that the library never types them again.
+
+use ratelimit_core::args::{COST, MAX};
+use ratelimit_core::commands::CommandInfo;
+use ratelimit_core::declare::EMPTY_ID;
+use ratelimit_core::error::ParamError;
+use ratelimit_core::{leases, limits, reservation, sliding_log, token_bucket, window};
+
+const BEGIN: &str = "-- CONTRACT:";
+const END: &str = "-- END CONTRACT";
+
+/// Each error text the library replies, by the name the library reads it under.
+const ERRORS: &[(&str, ParamError)] = &[
+    ("capacity", token_bucket::CAPACITY),
+    ("refill_too_long", token_bucket::REFILL_TOO_LONG),
+    ("rate", token_bucket::RATE),
+    ("rate_too_large", token_bucket::RATE_TOO_LARGE),
+    ("limit", window::LIMIT),
+    ("window", window::WINDOW),
+    ("slide_limit", sliding_log::LIMIT),
+    ("lease_limit", leases::LIMIT),
+    ("lease", leases::LEASE),
+    ("weight", leases::WEIGHT),
+    ("cost", COST),
+    ("max", MAX),
+    ("max_wait", reservation::MAX_WAIT),
+    ("empty_id", EMPTY_ID),
+];
+
+fn quoted(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// The block, from its first line to its last.
+fn block() -> String {
+    let functions: Vec<String> = CommandInfo::in_library().filter_map(|c| c.function).map(quoted).collect();
+    let read_only: Vec<String> = CommandInfo::in_library()
+        .filter(|c| !c.writes)
+        .filter_map(|c| c.function)
+        .map(|f| format!("{f} = true"))
+        .collect();
+    let mut out =
+        format!("{BEGIN} {} (contract/contract.json's library, bounds and errors)\n", super::GENERATED);
+    out += "local CONTRACT = {\n";
+    out += &format!("  functions = {{ {} }},\n", functions.join(", "));
+    out += &format!("  read_only = {{ {} }},\n", read_only.join(", "));
+    out += &format!("  max_rate_per_sec = {},\n", limits::MAX_RATE_PER_SEC);
+    out += &format!("  max_log_limit = {},\n", limits::MAX_LOG_LIMIT);
+    out += &format!("  max_lease_limit = {},\n", leases::MAX_LIMIT);
+    out += "  errors = {\n";
+    for (name, e) in ERRORS {
+        out += &format!("    {name} = {},\n", quoted(e.expected));
+    }
+    out += "  },\n}\n";
+    out += END;
+    out += "\n";
+    out
+}
+
+/// `library` with its contract block written anew.
+pub(super) fn with_block(library: &str) -> String {
+    let start = library.find(BEGIN).expect("lua/ratelimit.lua has a -- CONTRACT: block");
+    let end = library[start..].find(END).map(|i| start + i + END.len() + 1).expect("-- END CONTRACT");
+    format!("{}{}{}", &library[..start], block(), &library[end..])
+}

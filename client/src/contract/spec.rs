@@ -1,0 +1,207 @@
+//! `contract/contract.json`: what a client must know, from core's registry, its command table and
+//! its bounds, and from this client's HTTP layer and engines.
+
+use crate::engine::{evalsha_rule, script_of};
+use crate::http::caller::MAX_CALLER_KEY_BYTES;
+use crate::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
+use crate::http::response::*;
+use ratelimit_core::args::{COST, MAX, OUT_OF_RANGE, TOO_LARGE};
+use ratelimit_core::commands::{CommandInfo, KeyRule, ReplyForm, COMMANDS};
+use ratelimit_core::declare::{EMPTY_ID, LEASE_WEIGHT, LOG_COST};
+use ratelimit_core::error::{ParamError, StateError};
+use ratelimit_core::kind::{LimiterKind, ParamType, RequestForm};
+use ratelimit_core::{decimal, leases, limits, reservation};
+use serde_json::{json, Value};
+
+pub(super) fn contract(library_source: &str) -> Value {
+    json!({
+        "version": 1,
+        "kinds": LimiterKind::ALL.iter().map(|k| kind(*k)).collect::<Vec<_>>(),
+        "request_forms": request_forms(),
+        "commands": COMMANDS.iter().map(command).collect::<Vec<_>>(),
+        "bounds": {
+            "max_horizon_secs": limits::MAX_HORIZON_SECS,
+            "max_rate_per_sec": limits::MAX_RATE_PER_SEC,
+            "max_log_limit": limits::MAX_LOG_LIMIT,
+            "max_lease_limit": leases::MAX_LIMIT,
+            "max_lease_weight": leases::MAX_LIMIT,
+            "max_whole": u64::MAX,
+            "max_decimal_digits": decimal::MAX_DIGITS,
+            "max_decimal_exponent": decimal::MAX_EXPONENT,
+        },
+        "errors": errors(),
+        "library": library(library_source),
+        "http": http(),
+    })
+}
+
+pub(super) fn form_name(form: RequestForm) -> &'static str {
+    match form {
+        RequestForm::Cost => "cost",
+        RequestForm::Id => "id",
+        RequestForm::Lease => "lease",
+        RequestForm::Reserve => "reserve",
+    }
+}
+
+fn kind(k: LimiterKind) -> Value {
+    let tag = k.layout().tag().map(|t| t.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let function = CommandInfo::named(k.command()).and_then(|c| c.function);
+    let params: Vec<Value> = k
+        .params()
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "type": match p.form {
+                    ParamType::Whole => "whole",
+                    ParamType::Decimal => "decimal",
+                    ParamType::Seconds => "seconds",
+                },
+                "min": p.min,
+                "max": p.max,
+                "unit": p.unit,
+                "errors": p.errors.iter().map(error).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "name": k.name(),
+        "group": k.group(),
+        "command": k.command(),
+        "function": function,
+        "layout_tag_hex": tag,
+        "owner": k.owner().name(),
+        "request": form_name(k.request_form()),
+        "params": params,
+        "refunds": k.refunds(),
+        "peeks": k.request_form() == RequestForm::Cost,
+    })
+}
+
+fn request_forms() -> Value {
+    let forms = [RequestForm::Cost, RequestForm::Id, RequestForm::Lease, RequestForm::Reserve];
+    let mut out = serde_json::Map::new();
+    for form in forms {
+        let args: &[&str] = match form {
+            RequestForm::Cost => &["cost"],
+            RequestForm::Id | RequestForm::Lease => &["id"],
+            RequestForm::Reserve => &["cost", "max_wait"],
+        };
+        let option = form
+            .option()
+            .map(|(word, values)| json!({ "word": String::from_utf8_lossy(word), "values": values }));
+        out.insert(form_name(form).into(), json!({ "args": args, "option": option }));
+    }
+    Value::Object(out)
+}
+
+fn command(c: &CommandInfo) -> Value {
+    let keys = match c.keys {
+        KeyRule::None => json!({ "rule": "none" }),
+        KeyRule::At(i) => json!({ "rule": "at", "index": i }),
+        KeyRule::Every(n) => json!({ "rule": "every", "step": n }),
+        KeyRule::Groups => json!({ "rule": "groups" }),
+    };
+    let reply = match c.reply {
+        ReplyForm::Verdict { sixth } => {
+            json!({ "form": "verdict", "fields": ReplyForm::VERDICT, "sixth": sixth })
+        }
+        ReplyForm::Flag => json!({ "form": "flag" }),
+        ReplyForm::Fields => json!({ "form": "fields" }),
+        ReplyForm::Top => json!({ "form": "top" }),
+        ReplyForm::Ok => json!({ "form": "ok" }),
+        ReplyForm::Dialect => json!({ "form": "dialect" }),
+    };
+    json!({
+        "name": c.name,
+        "syntax": c.syntax,
+        "min_args": c.min_args,
+        "keys": keys,
+        "writes": c.writes,
+        "function": c.function,
+        "reply": reply,
+    })
+}
+
+fn error(e: &ParamError) -> Value {
+    json!({ "field": e.field, "expected": e.expected, "reply": format!("ERR {e}") })
+}
+
+fn errors() -> Value {
+    json!({
+        "format": "ERR invalid {field}: {expected}",
+        "requests": [error(&COST), error(&EMPTY_ID), error(&leases::WEIGHT), error(&reservation::MAX_WAIT), error(&MAX)],
+        "render": { "log_cost": LOG_COST, "lease_weight": LEASE_WEIGHT },
+        "too_large": TOO_LARGE,
+        "out_of_range": OUT_OF_RANGE,
+        "syntax": "ERR syntax error",
+        "state": format!("ERR {StateError}"),
+        "duplicate_key": "ERR the same key appears more than once",
+        "wrong_type": "WRONGTYPE Operation against a key holding the wrong kind of value",
+    })
+}
+
+fn library(source: &str) -> Value {
+    let functions: Vec<Value> = CommandInfo::in_library()
+        .map(|c| {
+            let function = c.function.expect("in the library");
+            let sha = redis::Script::new(&script_of(source, function)).get_hash().to_string();
+            json!({ "name": function, "command": c.name, "read_only": !c.writes, "evalsha_sha1": sha })
+        })
+        .collect();
+    let rule = evalsha_rule();
+    json!({
+        "name": "ratelimit",
+        "source": "lua/ratelimit.lua",
+        "source_sha1": redis::Script::new(source).get_hash(),
+        "functions": functions,
+        "evalsha": {
+            "prologue": rule.prologue,
+            "drop_first_lines": rule.drop_first_lines,
+            "stop_at_line_starting": rule.stop_at,
+            "epilogue": rule.epilogue,
+        },
+    })
+}
+
+fn http() -> Value {
+    json!({
+        "headers": {
+            "limit": RATELIMIT_LIMIT.as_str(),
+            "remaining": RATELIMIT_REMAINING.as_str(),
+            "reset": RATELIMIT_RESET.as_str(),
+            "policy": RATELIMIT_POLICY.as_str(),
+            "state": RATELIMIT.as_str(),
+            "degraded": DEGRADED.as_str(),
+            "retry_after": http::header::RETRY_AFTER.as_str(),
+            "content_type": "application/problem+json",
+        },
+        "rounding": {
+            "retry_after": "whole seconds, rounded up, at least 1; none when the request never fits",
+            "reset": "whole seconds, rounded up",
+        },
+        "structured": {
+            "policy": "\"{name}\";q={limit};w={window_secs}",
+            "state": "\"{name}\";r={remaining};t={reset_secs}",
+            "name_drops": ["\"", "\\"],
+        },
+        "problem_types": {
+            "rate_limited": RATE_LIMITED,
+            "cost_exceeds_limit": COST_EXCEEDS_LIMIT,
+            "unavailable": UNAVAILABLE,
+            "misconfigured": MISCONFIGURED,
+            "concurrency_limited": CONCURRENCY_LIMITED,
+            "denied": DENIED,
+        },
+        "degraded_value": "true",
+        "caller": {
+            "key": "{prefix}:{{{part}}}",
+            "max_part_bytes": MAX_CALLER_KEY_BYTES,
+            "forms": ["{kind}:{id}", "{kind}.esc:{escaped id}", "{kind}.sha256:{hex of the id's SHA-256}"],
+            "escapes": { "%": "%25", "{": "%7B", "}": "%7D" },
+            "ipv6_prefix_default": 64,
+        },
+        "forwarded": { "max_hops": MAX_HOPS, "max_node_bytes": MAX_NODE_BYTES },
+    })
+}

@@ -1,0 +1,440 @@
+//! `contract/vectors/*.json`: inputs with the reference's outputs, which every client's suite runs.
+//! Each file is `{"cases": [{"input": ..., "output": ...}]}` (see contract/README.md for each one's
+//! fields).
+
+use super::spec::form_name;
+use crate::command::{self, Limit};
+use crate::decision::Decision;
+use crate::engine::{script_of, Call};
+use crate::error::CallError;
+use crate::http::caller::{caller_tag, group_ip, Caller};
+use crate::http::forwarded::TrustedProxies;
+use crate::http::response::{add_headers, concurrency_limited, denied, unavailable, Described};
+use crate::policy::Policy;
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use ratelimit_core::kind::LimiterKind;
+use serde_json::{json, Value};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// The vectors, with the EVALSHA scripts' hashes of `library` (the source as it is about to be written).
+pub(super) fn all(library: &str) -> Vec<(&'static str, Value)> {
+    vec![
+        ("policies", cases(policies())),
+        ("commands", cases(commands(library))),
+        ("replies", cases(replies())),
+        ("callers", cases(callers())),
+        ("forwarded", cases(forwarded())),
+        ("http", cases(http())),
+    ]
+}
+
+fn cases(cases: Vec<(Value, Value)>) -> Value {
+    let cases: Vec<Value> =
+        cases.into_iter().map(|(input, output)| json!({ "input": input, "output": output })).collect();
+    json!({ "cases": cases })
+}
+
+/// A policy as the vectors write it: a kind's name, its limit (a bucket's capacity), and its rate
+/// (tokens per second) or its window or lease in microseconds.
+fn policy_of(input: &Value) -> Result<Policy, crate::PolicyError> {
+    let limit = input["limit"].as_u64().unwrap();
+    let micros = || Duration::from_micros(input["period_us"].as_u64().unwrap());
+    match input["kind"].as_str().unwrap() {
+        "token_bucket" => Policy::token_bucket(limit, input["rate"].as_f64().unwrap()),
+        "fixed_window" => Policy::fixed_window(limit, micros()),
+        "sliding_counter" => Policy::sliding_counter(limit, micros()),
+        "sliding_log" => Policy::sliding_log(limit, micros()),
+        "concurrency" => Policy::concurrency(limit, micros()),
+        other => panic!("no policy kind {other}"),
+    }
+}
+
+fn bucket(limit: u64, rate: f64) -> Value {
+    json!({ "kind": "token_bucket", "limit": limit, "rate": rate })
+}
+
+fn timed(kind: &str, limit: u64, period_us: u64) -> Value {
+    json!({ "kind": kind, "limit": limit, "period_us": period_us })
+}
+
+fn policies() -> Vec<(Value, Value)> {
+    let mut inputs = vec![];
+    let rates =
+        [5.0, 0.5, 0.1, 1.0 / 3.0, 1e9, 1_000_000_001.0, 0.0, -1.0, 1e-7, 1e-20, 123_456.789, 2.5e-10, 1e21];
+    for capacity in [1, 10, 0, 3_000_000_000, 3_000_000_001, u64::MAX] {
+        for rate in rates {
+            inputs.push(bucket(capacity, rate));
+        }
+    }
+    let lengths = [1_000, 1_500_000, 1_500_400, 0, 60_000_000, 3_000_000_000_000_000, 3_000_000_000_001_000];
+    for kind in ["fixed_window", "sliding_counter", "sliding_log", "concurrency"] {
+        for limit in [1, 10, 0, 100_000, 100_001, 1_000_000, 1_000_001, u64::MAX] {
+            for length in lengths {
+                inputs.push(timed(kind, limit, length));
+            }
+        }
+    }
+    inputs
+        .into_iter()
+        .map(|input| {
+            let output = match policy_of(&input) {
+                Ok(p) => json!({
+                    "params": p.params(),
+                    "limit": p.limit(),
+                    "period_ns": p.limiter().period_ns(),
+                }),
+                Err(e) => json!({ "error": { "field": e.field, "expected": e.reason } }),
+            };
+            (input, output)
+        })
+        .collect()
+}
+
+/// Every word of a command, with a sliding log's fresh request id written `{request_id}`.
+fn words(cmd: &redis::Cmd, ids: bool) -> Vec<String> {
+    cmd.args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+            _ => "<other>".into(),
+        })
+        .map(|w| if ids && is_request_id(&w) { "{request_id}".into() } else { w })
+        .collect()
+}
+
+/// The form of `command::request_id`: hex digits, a dash, hex digits.
+fn is_request_id(word: &str) -> bool {
+    let Some((run, seq)) = word.split_once('-') else { return false };
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    hex(run) && hex(seq) && run.len() > 4
+}
+
+fn rendered(cmd: Result<redis::Cmd, CallError>, ids: bool, library: &str) -> Value {
+    match cmd {
+        Ok(cmd) => {
+            let call = Call::of(&cmd);
+            json!({
+                "module": words(&cmd, ids),
+                "fcall": call.as_ref().map(|c| words(&c.fcall(), ids)),
+                "evalsha": call.as_ref().map(|c| {
+                    let mut words = words(&c.evalsha(), ids);
+                    words[1] = redis::Script::new(&script_of(library, c.function())).get_hash().to_string();
+                    words
+                }),
+            })
+        }
+        Err(CallError::Usage(why)) => json!({ "error": why }),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+fn commands(library: &str) -> Vec<(Value, Value)> {
+    let policies = [
+        bucket(10, 5.0),
+        bucket(100, 0.5),
+        timed("fixed_window", 5, 1_500_000),
+        timed("sliding_counter", 1000, 3_600_000_000),
+        timed("sliding_log", 5, 60_000_000),
+        timed("concurrency", 3, 30_000_000),
+    ];
+    let limit = |i: usize, key: &str, cost: u64| json!({ "key": key, "policy": policies[i], "cost": cost });
+    let mut inputs = vec![];
+    for call in ["decide", "acquire", "reserve"] {
+        let mut sets: Vec<Vec<Value>> =
+            (0..policies.len()).map(|i| vec![limit(i, "rl:{user:ada}:api", 1)]).collect();
+        sets.push(vec![limit(0, "a", 1), limit(1, "b", 2)]);
+        sets.push(vec![limit(0, "a", 1), limit(4, "b", 1), limit(5, "c", 2), limit(2, "d", 3)]);
+        sets.push(vec![limit(4, "a", 2)]);
+        sets.push(vec![limit(5, "a", 0)]);
+        sets.push(vec![limit(2, "a", 0), limit(3, "b", 7)]);
+        sets.push(vec![]);
+        for limits in sets {
+            inputs.push(json!({ "call": call, "limits": limits, "holder": "h-1", "max_wait_ms": 2500 }));
+        }
+    }
+    for (i, units) in [(0, 2), (2, 1), (3, 0), (4, 1), (5, 1)] {
+        inputs.push(json!({ "call": "refund", "limits": [limit(i, "k", units)] }));
+    }
+    inputs.push(
+        json!({ "call": "reserve_batch", "limits": [limit(0, "k", 2)], "max": 8, "max_wait_ms": 1000 }),
+    );
+    inputs.push(json!({ "call": "inspect", "limits": [limit(2, "k", 0)] }));
+    inputs.push(json!({ "call": "release", "limits": [limit(5, "k", 0)], "holder": "h-1" }));
+    inputs.push(json!({ "call": "renew", "limits": [limit(5, "k", 0)], "holder": "h-1" }));
+    inputs
+        .into_iter()
+        .map(|input| {
+            let built: Vec<(String, Policy, u64)> = input["limits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    let policy = policy_of(&l["policy"]).unwrap();
+                    (l["key"].as_str().unwrap().to_string(), policy, l["cost"].as_u64().unwrap())
+                })
+                .collect();
+            let limits: Vec<Limit<'_>> = built.iter().map(|(k, p, c)| Limit::new(k, p, *c)).collect();
+            let holder = input["holder"].as_str().unwrap_or_default();
+            let wait = Duration::from_millis(input["max_wait_ms"].as_u64().unwrap_or(0));
+            let cmd = match input["call"].as_str().unwrap() {
+                "decide" => command::decide(&limits),
+                "acquire" => command::acquire(&limits, holder),
+                "reserve" => command::reserve(&limits, wait),
+                "refund" => command::refund(limits[0].key, limits[0].policy, limits[0].cost),
+                "reserve_batch" => command::reserve_batch(
+                    limits[0].key,
+                    limits[0].policy,
+                    limits[0].cost,
+                    input["max"].as_u64().unwrap(),
+                    wait,
+                ),
+                "inspect" => Ok(command::with_params("RL.INSPECT", limits[0].key, limits[0].policy)),
+                "release" => Ok(command::release(limits[0].key, holder)),
+                "renew" => Ok(command::renew(limits[0].key, limits[0].policy.window_length(), holder)),
+                other => panic!("{other}"),
+            };
+            let output = rendered(cmd, true, library);
+            (input, output)
+        })
+        .collect()
+}
+
+fn replies() -> Vec<(Value, Value)> {
+    let replies: &[&[i64]] = &[
+        &[1, 10, 9, 0, 200],
+        &[0, 10, 0, 199, 2000],
+        &[0, 10, 0, -1, 0],
+        &[1, 5, 4, 0, 12000, 1],
+        &[0, 5, 0, 1001, 60000, 3],
+        &[1, 10, 0, 1500, 2000],
+        &[1, 10, 9, 0],
+        &[],
+    ];
+    replies
+        .iter()
+        .map(|reply| {
+            let output = match Decision::from_reply(reply) {
+                Some(d) => json!({
+                    "allowed": d.allowed,
+                    "limit": d.limit,
+                    "remaining": d.remaining,
+                    "retry_after_ms": d.retry_after.map(|r| r.as_millis() as u64),
+                    "reset_after_ms": d.reset_after.as_millis() as u64,
+                    "limiting": d.limiting,
+                    "retry_after_secs": d.retry_after_secs(),
+                    "reset_after_secs": d.reset_after_secs(),
+                    "never_fits": d.never_fits(),
+                }),
+                None => json!({ "error": "not a decision" }),
+            };
+            (json!({ "reply": reply }), output)
+        })
+        .collect()
+}
+
+fn callers() -> Vec<(Value, Value)> {
+    let long = "x".repeat(123);
+    let longer = "x".repeat(124);
+    let braces = format!("{}{{", "y".repeat(100));
+    let ids: Vec<String> = [
+        "ada",
+        "a}b",
+        "{x}",
+        "50%{off}",
+        "with space",
+        "ünïcødé ✓",
+        "",
+        long.as_str(),
+        longer.as_str(),
+        braces.as_str(),
+        "%7D",
+        ":",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([String::from("p").repeat(600)])
+    .collect();
+    let mut out = vec![];
+    for id in &ids {
+        for (kind, caller) in
+            [("principal", Caller::Principal(id.clone())), ("tenant", Caller::Tenant(id.clone()))]
+        {
+            out.push((
+                json!({ "caller": kind, "id": id, "prefix": "rl" }),
+                json!({ "key_part": caller.key_part(), "tag": caller_tag("rl", &caller), "display": caller.to_string() }),
+            ));
+        }
+    }
+    for ip in ["203.0.113.7", "::ffff:203.0.113.9", "2001:db8:1:2:3:4:5:6", "fe80::1", "::1"] {
+        for prefix in [64u8, 48, 128, 0] {
+            let grouped = group_ip(ip.parse().unwrap(), prefix);
+            let caller = Caller::Ip(grouped);
+            out.push((
+                json!({ "caller": "ip", "ip": ip, "ipv6_prefix": prefix, "prefix": "rl" }),
+                json!({ "key_part": caller.key_part(), "tag": caller_tag("rl", &caller), "display": caller.to_string() }),
+            ));
+        }
+    }
+    out.push((json!({ "caller": "unknown", "prefix": "rl" }), {
+        let c = Caller::Unknown;
+        json!({ "key_part": c.key_part(), "tag": caller_tag("rl", &c), "display": c.to_string() })
+    }));
+    out
+}
+
+fn forwarded() -> Vec<(Value, Value)> {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let header = |name: &str, value: &[u8]| json!({ "name": name, "value_hex": hex(value) });
+    let xff = |v: &[u8]| vec![header("x-forwarded-for", v)];
+    let spoofed_left: String = (0..40).map(|i| format!("198.51.0.{i}, ")).collect::<String>() + "203.0.113.7";
+    let trusted_40: String = (0..40).map(|i| format!("10.0.0.{i}")).collect::<Vec<_>>().join(",");
+    let mut beyond: Vec<String> = (0..40).map(|i| format!("10.0.1.{i}")).collect();
+    beyond[40 - 32 - 1] = "203.0.113.8".into();
+    let beyond = beyond.join(",");
+    let cases: Vec<(Option<&str>, Vec<Value>)> = vec![
+        (Some("198.51.100.9"), xff(b"1.2.3.4")),
+        (Some("10.0.0.1"), xff(b"1.2.3.4, 203.0.113.7, 10.0.0.2")),
+        (Some("10.0.0.1"), vec![header("forwarded", br#"for=1.2.3.4, for="[2001:db8::7]:443";proto=https"#)]),
+        (Some("10.0.0.1"), xff(b"1.2.3.4, nonsense")),
+        (None, xff(b"1.2.3.4, 203.0.113.7, 10.0.0.2")),
+        (Some("::ffff:10.0.0.1"), xff(b"1.2.3.4, 203.0.113.7, 10.0.0.2")),
+        (Some("10.0.0.1"), xff(b"203.0.113.7:8080")),
+        (Some("10.0.0.1"), xff(b"[2001:db8::1]:443")),
+        (Some("10.0.0.1"), xff(b"fe80::1%eth0")),
+        (Some("10.0.0.1"), xff(b"::ffff:203.0.113.9")),
+        (Some("10.0.0.1"), xff(b"203.0.113.9, ::ffff:10.0.0.5")),
+        (Some("10.0.0.1"), xff(b"203.0.113.9, [fd00::1%2]:80")),
+        (Some("10.0.0.1"), xff(b"\xff\xfe")),
+        (Some("10.0.0.1"), xff(b"\xff, 203.0.113.11")),
+        (Some("10.0.0.1"), xff(b"203.0.113.12, \xff")),
+        (Some("10.0.0.1"), xff(b"")),
+        (Some("10.0.0.1"), xff(b"203.0.113.13,")),
+        (Some("10.0.0.1"), xff(b"unknown")),
+        (
+            Some("10.0.0.1"),
+            vec![header("forwarded", b"for=198.51.100.1, FOR=\"[fe80::2%25eth0]:80\";proto=https")],
+        ),
+        (
+            Some("10.0.0.1"),
+            vec![header("forwarded", b"for=_hidden"), header("x-forwarded-for", b"203.0.113.1")],
+        ),
+        (Some("10.0.0.1"), vec![header("forwarded", b"for=\xff"), header("x-forwarded-for", b"192.0.2.9")]),
+        (
+            Some("10.0.0.1"),
+            vec![header("x-forwarded-for", b"192.0.2.1, 192.0.2.2"), header("x-forwarded-for", b"10.0.0.3")],
+        ),
+        (Some("10.0.0.1"), xff(b"\xc3\xa9t\xc3\xa9, 10.0.0.4")),
+        (Some("10.0.0.1"), xff(spoofed_left.as_bytes())),
+        (Some("10.0.0.1"), xff(trusted_40.as_bytes())),
+        (Some("10.0.0.1"), xff(beyond.as_bytes())),
+        (Some("fd00::5"), xff(b"2001:db8::9")),
+        (Some("2001:db8::5"), xff(b"203.0.113.7")),
+    ];
+    let nets = ["10.0.0.0/8", "fd00::/8"];
+    let trusted = TrustedProxies::new(nets.iter().map(|n| n.parse().unwrap()));
+    cases
+        .into_iter()
+        .map(|(peer, headers)| {
+            let mut map = HeaderMap::new();
+            for h in &headers {
+                let name = HeaderName::from_bytes(h["name"].as_str().unwrap().as_bytes()).unwrap();
+                let bytes: Vec<u8> = (0..h["value_hex"].as_str().unwrap().len() / 2)
+                    .map(|i| {
+                        u8::from_str_radix(&h["value_hex"].as_str().unwrap()[2 * i..2 * i + 2], 16).unwrap()
+                    })
+                    .collect();
+                map.append(name, HeaderValue::from_bytes(&bytes).unwrap());
+            }
+            let client = trusted.client_ip(peer.map(|p| p.parse::<IpAddr>().unwrap()), &map);
+            (
+                json!({ "trusted_proxies": nets, "peer": peer, "headers": headers }),
+                json!({ "client_ip": client.map(|c| c.to_string()) }),
+            )
+        })
+        .collect()
+}
+
+fn answer(response: Response<String>) -> Value {
+    let mut headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap().to_string()))
+        .collect();
+    headers.sort();
+    json!({ "status": response.status().as_u16(), "headers": headers, "body": response.body() })
+}
+
+fn http() -> Vec<(Value, Value)> {
+    let decision =
+        |allowed: bool, remaining: u64, retry_ms: Option<u64>, reset_ms: u64, degraded: bool| Decision {
+            allowed,
+            limit: 10,
+            remaining,
+            retry_after: retry_ms.map(Duration::from_millis),
+            reset_after: Duration::from_millis(reset_ms),
+            limiting: 0,
+            degraded,
+        };
+    let decisions = [
+        decision(true, 9, Some(0), 200, false),
+        decision(false, 0, Some(200), 2000, false),
+        decision(false, 0, Some(1001), 60_001, false),
+        decision(false, 3, None, 0, false),
+        decision(true, 10, Some(0), 0, true),
+        decision(false, 0, Some(1000), 0, true),
+    ];
+    let mut out = vec![];
+    for d in &decisions {
+        for (name, rate) in [("api", true), ("we\"ird\\name", true), ("export", false)] {
+            for structured in [false, true] {
+                let described = Described { name, window_secs: 60, cost: 12, rate };
+                let input = |answer: &str, status: u16, misconfigured: bool| {
+                    json!({
+                        "answer": answer,
+                        "decision": {
+                            "allowed": d.allowed, "limit": d.limit, "remaining": d.remaining,
+                            "retry_after_ms": d.retry_after.map(|r| r.as_millis() as u64),
+                            "reset_after_ms": d.reset_after.as_millis() as u64,
+                            "limiting": d.limiting, "degraded": d.degraded,
+                        },
+                        "limit": { "name": name, "window_secs": 60, "cost": 12, "rate": rate },
+                        "structured": structured,
+                        "status": status,
+                        "misconfigured": misconfigured,
+                    })
+                };
+                let mut served = HeaderMap::new();
+                add_headers(&mut served, d, &described, structured);
+                let mut response = Response::new(String::new());
+                *response.headers_mut() = served;
+                out.push((input("served", 200, false), answer(response)));
+                if !d.allowed {
+                    out.push((input("denied", 429, false), answer(denied(d, &described, structured))));
+                    out.push((
+                        input("concurrency_limited", 429, false),
+                        answer(concurrency_limited(d, &described)),
+                    ));
+                    for (status, misconfigured) in [(429, false), (503, true)] {
+                        let status_code = StatusCode::from_u16(status).unwrap();
+                        out.push((
+                            input("unavailable", status, misconfigured),
+                            answer(unavailable(d, &described, structured, status_code, misconfigured)),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_kind_is_in_the_policy_and_command_vectors() {
+    let vectors = all(crate::engine::LIBRARY);
+    let text = |name: &str| vectors.iter().find(|(n, _)| *n == name).unwrap().1.to_string();
+    for kind in LimiterKind::ALL {
+        assert!(text("policies").contains(kind.owner().name()), "{kind:?}");
+        assert!(text("commands").contains(kind.command()), "{kind:?}");
+        let _ = form_name(kind.request_form());
+    }
+}

@@ -1,0 +1,257 @@
+//! The commands as a client sees them: each one's name, syntax, where its keys are, whether it writes,
+//! whether the Lua library implements it (and as which function), and what it replies. The one table
+//! a client reads (the Rust client directly, the other languages through `contract/contract.json`,
+//! which is written from it); the module registers the same names, and a test against a real server
+//! holds its key positions (`COMMAND GETKEYS`) to this table.
+
+use crate::kind::LimiterKind;
+
+/// Where a command's keys are among its arguments (after its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRule {
+    /// No keys.
+    None,
+    /// One key, at this index.
+    At(usize),
+    /// A key every `n` arguments from the first (RL.TOKEN's buckets: `key capacity rate cost`).
+    Every(usize),
+    /// RL.ALL's groups: a key, a kind's group name, then that kind's arguments
+    /// ([`LimiterKind::group_len`]); the first argument that is not a group's key ends them.
+    Groups,
+}
+
+impl KeyRule {
+    /// The indexes of the keys among `args` (the arguments after the command name).
+    pub fn positions<A: AsRef<[u8]>>(self, args: &[A]) -> Vec<usize> {
+        match self {
+            KeyRule::None => vec![],
+            KeyRule::At(i) => (i < args.len()).then_some(i).into_iter().collect(),
+            KeyRule::Every(n) => (0..args.len()).step_by(n).collect(),
+            KeyRule::Groups => {
+                let (mut at, mut keys) = (0, vec![]);
+                while at + 1 < args.len() {
+                    keys.push(at);
+                    let Some(kind) = LimiterKind::from_group(args[at + 1].as_ref()) else { break };
+                    let rest: Vec<&[u8]> = args[at + 2..].iter().map(AsRef::as_ref).collect();
+                    at += 2 + kind.group_len(&rest);
+                }
+                keys
+            }
+        }
+    }
+}
+
+/// What a command replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyForm {
+    /// The five fields of [`crate::verdict::Verdict`] (`allowed limit remaining retry_after_ms
+    /// reset_after_ms`), and a sixth when `sixth` is named and the call asks for it.
+    Verdict { sixth: Option<&'static str> },
+    /// `1` or `0`.
+    Flag,
+    /// RL.INSPECT's fields: a flat list of names and values (a map to RESP3 clients of the module).
+    Fields,
+    /// RL.TOP's list of keys and counts.
+    Top,
+    /// `OK`.
+    Ok,
+    /// Another product's reply (a dialect's, see `dialect`).
+    Dialect,
+}
+
+impl ReplyForm {
+    /// The fields of a verdict reply, in order.
+    pub const VERDICT: [&'static str; 5] =
+        ["allowed", "limit", "remaining", "retry_after_ms", "reset_after_ms"];
+}
+
+/// One command, as a client needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandInfo {
+    pub name: &'static str,
+    pub syntax: &'static str,
+    /// The fewest arguments after the name.
+    pub min_args: usize,
+    pub keys: KeyRule,
+    pub writes: bool,
+    /// The Lua library's function for it (`rl_token`); None for a command only the module has.
+    pub function: Option<&'static str>,
+    pub reply: ReplyForm,
+}
+
+impl CommandInfo {
+    /// The command named `name` (case-insensitive).
+    pub fn named(name: &str) -> Option<&'static CommandInfo> {
+        COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The commands the Lua library implements.
+    pub fn in_library() -> impl Iterator<Item = &'static CommandInfo> {
+        COMMANDS.iter().filter(|c| c.function.is_some())
+    }
+}
+
+const fn verdict(sixth: Option<&'static str>) -> ReplyForm {
+    ReplyForm::Verdict { sixth }
+}
+
+const fn command(
+    name: &'static str,
+    syntax: &'static str,
+    min_args: usize,
+    keys: KeyRule,
+    function: Option<&'static str>,
+    reply: ReplyForm,
+) -> CommandInfo {
+    CommandInfo { name, syntax, min_args, keys, writes: true, function, reply }
+}
+
+/// The sixth field of a verdict that several limits decided: the 1-based position of the one that
+/// limited.
+const DECIDING: Option<&str> = Some("the 1-based position of the limit that decided");
+/// The sixth field of a partial grant: the units taken.
+const TAKEN: Option<&str> = Some("the units taken");
+
+/// Every command the module registers (the dialects only where `ratelimit.dialects` lists them).
+pub const COMMANDS: &[CommandInfo] = &[
+    command(
+        LimiterKind::TokenBucket.command(),
+        "RL.TOKEN key capacity rate cost [key capacity rate cost ...]",
+        4,
+        KeyRule::Every(4),
+        Some("rl_token"),
+        verdict(DECIDING),
+    ),
+    command(
+        LimiterKind::SlidingLog.command(),
+        "RL.SLIDE key limit window id [DEDUP]",
+        4,
+        KeyRule::At(0),
+        Some("rl_slide"),
+        verdict(None),
+    ),
+    command(
+        LimiterKind::SlidingCounter.command(),
+        "RL.SLIDECOUNT key limit window [cost]",
+        3,
+        KeyRule::At(0),
+        Some("rl_slidecount"),
+        verdict(None),
+    ),
+    command(
+        LimiterKind::FixedWindow.command(),
+        "RL.FIXED key limit window [cost]",
+        3,
+        KeyRule::At(0),
+        Some("rl_fixed"),
+        verdict(None),
+    ),
+    command("RL.TAKE", "RL.TAKE key capacity rate max", 4, KeyRule::At(0), Some("rl_take"), verdict(TAKEN)),
+    command(
+        LimiterKind::Reservation.command(),
+        "RL.RESERVE key capacity rate cost max_wait [UPTO max]",
+        5,
+        KeyRule::At(0),
+        Some("rl_reserve"),
+        verdict(TAKEN),
+    ),
+    command(
+        "RL.REFUND",
+        "RL.REFUND TOKEN|RESERVE|FIXED|SLIDECOUNT key p1 p2 units",
+        5,
+        KeyRule::At(1),
+        Some("rl_refund"),
+        verdict(None),
+    ),
+    command(
+        "RL.ALL",
+        "RL.ALL key KIND p1 p2 request [key KIND p1 p2 request ...]",
+        5,
+        KeyRule::Groups,
+        Some("rl_all"),
+        verdict(DECIDING),
+    ),
+    command(
+        LimiterKind::Leases.command(),
+        "RL.ACQUIRE key limit lease id [WEIGHT w]",
+        4,
+        KeyRule::At(0),
+        Some("rl_acquire"),
+        verdict(None),
+    ),
+    command("RL.RELEASE", "RL.RELEASE key id", 2, KeyRule::At(0), Some("rl_release"), ReplyForm::Flag),
+    command("RL.RENEW", "RL.RENEW key lease id", 3, KeyRule::At(0), Some("rl_renew"), ReplyForm::Flag),
+    CommandInfo {
+        writes: false,
+        ..command(
+            "RL.INSPECT",
+            "RL.INSPECT key [p1 p2 [p3]]",
+            1,
+            KeyRule::At(0),
+            Some("rl_inspect"),
+            ReplyForm::Fields,
+        )
+    },
+    CommandInfo {
+        writes: false,
+        ..command("RL.TOP", "RL.TOP [count]", 0, KeyRule::None, None, ReplyForm::Top)
+    },
+    command("RL.RESETSTATS", "RL.RESETSTATS", 0, KeyRule::None, None, ReplyForm::Ok),
+    command(
+        "CL.THROTTLE",
+        "CL.THROTTLE key max_burst count_per_period period [quantity]",
+        4,
+        KeyRule::At(0),
+        None,
+        ReplyForm::Dialect,
+    ),
+    command(
+        "RL.THROTTLE",
+        "RL.THROTTLE key max_burst count_per_period period [quantity]",
+        4,
+        KeyRule::At(0),
+        None,
+        ReplyForm::Dialect,
+    ),
+    command(
+        "GCRA",
+        "GCRA key max_burst tokens_per_period period [TOKENS n]",
+        4,
+        KeyRule::At(0),
+        None,
+        ReplyForm::Dialect,
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<&[u8]> {
+        s.split(' ').map(str::as_bytes).collect()
+    }
+
+    #[test]
+    fn every_kind_s_command_is_listed_once_with_a_library_function() {
+        for kind in LimiterKind::ALL {
+            let listed: Vec<_> = COMMANDS.iter().filter(|c| c.name == kind.command()).collect();
+            assert_eq!(listed.len(), 1, "{kind:?}");
+            let function = listed[0].function.expect("every kind is in the library");
+            assert_eq!(function, kind.command().to_ascii_lowercase().replace('.', "_"));
+        }
+        for c in COMMANDS {
+            assert!(c.syntax.starts_with(c.name), "{}", c.name);
+            assert_eq!(CommandInfo::named(&c.name.to_lowercase()), Some(c));
+        }
+    }
+
+    #[test]
+    fn keys_by_rule() {
+        assert_eq!(KeyRule::Every(4).positions(&args("a 1 1 1 b 1 1 1")), [0, 4]);
+        assert_eq!(KeyRule::At(1).positions(&args("TOKEN k 1 1 1")), [1]);
+        assert_eq!(KeyRule::At(0).positions::<&[u8]>(&[]), Vec::<usize>::new());
+        assert_eq!(KeyRule::None.positions(&args("5")), Vec::<usize>::new());
+        let all = args("a TOKEN 10 1 1 b SLIDE 5 60 id DEDUP c ACQUIRE 3 10 h WEIGHT 2 d FIXED 1 1 1");
+        assert_eq!(KeyRule::Groups.positions(&all), [0, 5, 11, 18]);
+    }
+}

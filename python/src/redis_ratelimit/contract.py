@@ -1,0 +1,106 @@
+"""The contract every client reads (``contract/contract.json``, written by the Rust reference and shipped
+here as package data): the kinds, the commands and where their keys are, the bounds, the error texts,
+the library's functions and how its EVALSHA scripts are made, and the HTTP layer's names. Nothing here
+restates a rule: this module only reads the file and interprets its key rules."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any, Mapping, Sequence, Union
+
+__all__ = ["CONTRACT", "BOUNDS", "ERRORS", "HTTP", "kind", "command", "key_positions", "group_len",
+           "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY"]
+
+Arg = Union[str, bytes, int, float]
+
+CONTRACT: Mapping[str, Any] = json.loads(
+    resources.files("redis_ratelimit").joinpath("contract.json").read_text(encoding="utf-8"))
+BOUNDS: Mapping[str, int] = CONTRACT["bounds"]
+ERRORS: Mapping[str, Any] = CONTRACT["errors"]
+HTTP: Mapping[str, Any] = CONTRACT["http"]
+
+_KINDS: dict[str, Mapping[str, Any]] = {k["name"]: k for k in CONTRACT["kinds"]}
+_BY_GROUP: dict[str, Mapping[str, Any]] = {k["group"]: k for k in CONTRACT["kinds"]}
+_COMMANDS: dict[str, Mapping[str, Any]] = {c["name"]: c for c in CONTRACT["commands"]}
+_FORMS: Mapping[str, Any] = CONTRACT["request_forms"]
+
+#: Each module command the library implements, and its function (``RL.TOKEN``: ``rl_token``).
+LIBRARY_FUNCTIONS: dict[str, str] = {c["name"]: c["function"] for c in CONTRACT["commands"] if c["function"]}
+
+
+def _first_key(rule: Mapping[str, Any]) -> int | None:
+    return {"at": rule.get("index"), "every": 0, "groups": 0}.get(rule["rule"])
+
+
+#: Where each command's first key is among its arguments (what routes it in a cluster); None: no keys.
+FIRST_KEY: dict[str, int | None] = {name: _first_key(c["keys"]) for name, c in _COMMANDS.items()}
+
+
+def kind(name: str) -> Mapping[str, Any]:
+    """A kind's declaration by its name (``token_bucket``)."""
+    return _KINDS[name]
+
+
+def command(name: str) -> Mapping[str, Any] | None:
+    """A command's declaration (case-insensitive), or None for a command the contract does not list."""
+    return _COMMANDS.get(name.upper())
+
+
+def param_error(kind_name: str, param: str, index: int = 0) -> str:
+    """What a kind's parameter must be: its `index`-th error text, in the order they are checked."""
+    for p in _KINDS[kind_name]["params"]:
+        if p["name"] == param:
+            return str(p["errors"][index]["expected"])
+    raise KeyError((kind_name, param))
+
+
+def request_error(field: str) -> str:
+    """What a request's field (``cost``, ``id``, ``weight``, ``max_wait``, ``max``) must be."""
+    for e in ERRORS["requests"]:
+        if e["field"] == field:
+            return str(e["expected"])
+    raise KeyError(field)
+
+
+def _word(arg: Arg) -> str:
+    return arg.decode() if isinstance(arg, bytes) else str(arg)
+
+
+def request_len(form: str, rest: Sequence[Arg]) -> int:
+    """How many arguments at the start of `rest` a request of `form` takes: its values, and its option
+    when the next argument names it."""
+    spec = _FORMS[form]
+    option = spec["option"]
+    if option and len(rest) > 1 and _word(rest[1]).upper() == option["word"]:
+        return 2 + int(option["values"])
+    return len(spec["args"])
+
+
+def group_len(group: Arg, rest: Sequence[Arg]) -> int | None:
+    """How many arguments an RL.ALL group of `group` takes after its key and kind name (its two
+    parameters and its request); None for a name that is no kind's group."""
+    k = _BY_GROUP.get(_word(group).upper())
+    if k is None:
+        return None
+    return 2 + request_len(k["request"], rest[2:])
+
+
+def key_positions(name: str, args: Sequence[Arg]) -> list[int]:
+    """Where a command's keys are among its arguments (after its name), by the contract's rule."""
+    spec = _COMMANDS[name.upper()]["keys"]
+    rule = spec["rule"]
+    if rule == "at":
+        return [spec["index"]] if spec["index"] < len(args) else []
+    if rule == "every":
+        return list(range(0, len(args), spec["step"]))
+    if rule == "groups":
+        at, keys = 0, []
+        while at + 1 < len(args):
+            keys.append(at)
+            n = group_len(args[at + 1], args[at + 2:])
+            if n is None:
+                break
+            at += 2 + n
+        return keys
+    return []

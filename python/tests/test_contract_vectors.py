@@ -1,0 +1,211 @@
+"""The contract's test vectors (contract/vectors/*.json, written by the Rust reference): every case the
+package can run, run, with the reference's output. A case this package skips is listed with its reason
+in SKIPPED. Also: the package knows every kind, command and function the contract lists, and its copy of
+the contract and of the library are the repository's."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from redis_ratelimit import command, engine, wait_plan
+from redis_ratelimit.contract import CONTRACT, LIBRARY_FUNCTIONS
+from redis_ratelimit.decision import Decision
+from redis_ratelimit.errors import PolicyError, ReplyError, UsageError
+from redis_ratelimit.policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
+from redis_ratelimit.web import response
+from redis_ratelimit.web.caller import Caller, caller_tag, group_ip
+from redis_ratelimit.web.forwarded import TrustedProxies
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTORS = ROOT / "contract" / "vectors"
+
+#: Kinds of the contract without a policy class here, and why.
+NO_POLICY = {"reservation": "a reservation is a request of a token bucket policy (Limiter.reserve)"}
+#: Vector cases skipped, by file and call, and why.
+SKIPPED: dict[tuple[str, str], str] = {}
+
+POLICIES: dict[str, type[Policy]] = {
+    "token_bucket": TokenBucket, "fixed_window": FixedWindow, "sliding_counter": SlidingCounter,
+    "sliding_log": SlidingLog, "concurrency": Concurrency,
+}
+
+
+def cases(name: str) -> list[dict[str, Any]]:
+    data: dict[str, Any] = json.loads((VECTORS / f"{name}.json").read_text(encoding="utf-8"))
+    return list(data["cases"])
+
+
+def policy_of(spec: dict[str, Any]) -> Policy:
+    kind = spec["kind"]
+    if kind == "token_bucket":
+        return TokenBucket(capacity=spec["limit"], per_second=spec["rate"])
+    length = timedelta(microseconds=spec["period_us"])
+    if kind == "concurrency":
+        return Concurrency(limit=spec["limit"], lease=length)
+    return POLICIES[kind](limit=spec["limit"], window=length)  # type: ignore[call-arg]
+
+
+def test_the_package_s_contract_and_library_are_the_repository_s() -> None:
+    shipped = ROOT / "python" / "src" / "redis_ratelimit"
+    assert (shipped / "contract.json").read_text() == (ROOT / "contract" / "contract.json").read_text()
+    assert (shipped / "lua" / "ratelimit.lua").read_text() == (ROOT / "lua" / "ratelimit.lua").read_text()
+
+
+def test_every_kind_command_and_function_of_the_contract_is_known_here() -> None:
+    for kind in CONTRACT["kinds"]:
+        assert kind["name"] in POLICIES or kind["name"] in NO_POLICY, kind["name"]
+        if kind["name"] in POLICIES:
+            declared = POLICIES[kind["name"]].KIND
+            assert (declared.group, declared.command, declared.request, declared.refunds) == (
+                kind["group"], kind["command"], kind["request"], kind["refunds"])
+    functions = {f["name"] for f in CONTRACT["library"]["functions"]}
+    assert set(engine.FUNCTIONS) == {c["name"] for c in CONTRACT["commands"] if c["function"]}
+    assert set(LIBRARY_FUNCTIONS.values()) == functions
+    for f in CONTRACT["library"]["functions"]:
+        assert engine.script(f["name"]).sha == f["evalsha_sha1"], f["name"]
+
+
+@pytest.mark.parametrize("case", cases("policies"), ids=lambda c: json.dumps(c["input"]))
+def test_policies(case: dict[str, Any]) -> None:
+    expected = case["output"]
+    try:
+        policy = policy_of(case["input"])
+    except PolicyError as e:
+        assert "error" in expected, f"refused: {e}"
+        assert (e.field, e.reason) == (expected["error"]["field"], expected["error"]["expected"])
+        return
+    assert "error" not in expected, f"accepted: {policy}"
+    assert list(policy.params) == expected["params"]
+    assert policy.limit == expected["limit"]
+    assert policy.period == expected["period_ns"] / 1_000_000_000
+
+
+def _words(args: Any) -> list[str]:
+    return [a.decode() if isinstance(a, bytes) else str(a) for a in args]
+
+
+@pytest.mark.parametrize("case", cases("commands"), ids=lambda c: json.dumps(c["input"])[:120])
+def test_commands(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(command, "request_id", lambda: "{request_id}")
+    spec, expected = case["input"], case["output"]
+    limits = [(l["key"], policy_of(l["policy"]), l["cost"]) for l in spec["limits"]]
+    call = spec["call"]
+    holder = spec.get("holder", "")
+    try:
+        if call == "decide":
+            built = command.decide(limits)
+        elif call == "acquire":
+            built = command.acquire(limits, holder)
+        elif call == "reserve":
+            # Without a token bucket nothing reserves: the wait checks them all now (check_all).
+            request = wait_plan.reserve(limits, spec["max_wait_ms"] / 1000)
+            built = (engine.module_command(request.command, request.keys, request.args) if request
+                     else command.decide(limits))
+        elif call == "refund":
+            built = command.refund(*limits[0])
+        elif call == "reserve_batch":
+            key, policy, cost = limits[0]
+            request = wait_plan.batch(key, policy, cost, spec["max"], spec["max_wait_ms"] / 1000)
+            built = engine.module_command(request.command, request.keys, request.args)
+        elif call == "inspect":
+            built = command.inspect(limits[0][0], limits[0][1])
+        elif call == "release":
+            built = command.release(limits[0][0], holder)
+        elif call == "renew":
+            built = command.renew(limits[0][0], limits[0][1].period, holder)
+        else:
+            raise AssertionError(call)
+    except UsageError as e:
+        assert "error" in expected, f"refused: {e}"
+        # core's render errors are the contract's words; the others name each language's own calls.
+        if expected["error"] in CONTRACT["errors"]["render"].values():
+            assert str(e) == expected["error"]
+        return
+    assert "error" not in expected, f"built {built}"
+    assert _words(built) == expected["module"]
+    library = engine.Call.of(built)
+    assert _words(library.fcall()) == expected["fcall"] if library else expected["fcall"] is None
+    assert _words(library.evalsha()) == expected["evalsha"] if library else expected["evalsha"] is None
+    if library:
+        assert _words(engine.module_command(built[0], library.keys, library.args)) == expected["module"]
+
+
+@pytest.mark.parametrize("case", cases("replies"), ids=lambda c: json.dumps(c["input"]))
+def test_replies(case: dict[str, Any]) -> None:
+    expected = case["output"]
+    try:
+        d = Decision.from_reply(case["input"]["reply"])
+    except ReplyError:
+        assert "error" in expected
+        return
+    assert "error" not in expected
+    retry = expected["retry_after_ms"]
+    assert (d.allowed, d.limit, d.remaining, d.limiting) == (
+        expected["allowed"], expected["limit"], expected["remaining"], expected["limiting"])
+    assert d.retry_after == (None if retry is None else retry / 1000)
+    assert d.reset_after == expected["reset_after_ms"] / 1000
+    assert (d.retry_after_secs(), d.reset_after_secs(), d.never_fits) == (
+        expected["retry_after_secs"], expected["reset_after_secs"], expected["never_fits"])
+
+
+@pytest.mark.parametrize("case", cases("callers"), ids=lambda c: json.dumps(c["input"])[:80])
+def test_callers(case: dict[str, Any]) -> None:
+    spec, expected = case["input"], case["output"]
+    if spec["caller"] == "principal":
+        caller = Caller.principal(spec["id"])
+    elif spec["caller"] == "tenant":
+        caller = Caller.tenant(spec["id"])
+    elif spec["caller"] == "ip":
+        caller = Caller.ip(group_ip(ipaddress.ip_address(spec["ip"]), spec["ipv6_prefix"]))
+    else:
+        caller = Caller.unknown()
+    assert caller.key_part() == expected["key_part"]
+    assert caller_tag(spec["prefix"], caller) == expected["tag"]
+    assert str(caller) == expected["display"]
+
+
+@pytest.mark.parametrize("case", cases("forwarded"), ids=lambda c: json.dumps(c["input"])[:100])
+def test_forwarded(case: dict[str, Any]) -> None:
+    spec = case["input"]
+    trusted = TrustedProxies(spec["trusted_proxies"])
+    headers = [(h["name"].encode(), bytes.fromhex(h["value_hex"])) for h in spec["headers"]]
+    peer = ipaddress.ip_address(spec["peer"]) if spec["peer"] is not None else None
+    client = trusted.client_ip(peer, headers)
+    assert (str(client) if client is not None else None) == case["output"]["client_ip"]
+
+
+def _decision(d: dict[str, Any]) -> Decision:
+    retry = d["retry_after_ms"]
+    return Decision(allowed=d["allowed"], limit=d["limit"], remaining=d["remaining"],
+                    retry_after=None if retry is None else retry / 1000, reset_after=d["reset_after_ms"] / 1000,
+                    limiting=d["limiting"], degraded=d["degraded"])
+
+
+@pytest.mark.parametrize("case", cases("http"), ids=lambda c: json.dumps(c["input"])[:120])
+def test_http(case: dict[str, Any]) -> None:
+    spec, expected = case["input"], case["output"]
+    d = _decision(spec["decision"])
+    lim = spec["limit"]
+    described = response.Described(lim["name"], lim["window_secs"], lim["cost"], lim["rate"])
+    answer = spec["answer"]
+    if answer == "served":
+        headers: list[tuple[bytes, bytes]] = []
+        response.add_headers(headers, d, described, spec["structured"])
+        status, body = 200, b""
+    else:
+        if answer == "denied":
+            a = response.denied(d, described, spec["structured"])
+        elif answer == "concurrency_limited":
+            a = response.concurrency_limited(d, described)
+        else:
+            a = response.unavailable(d, described, spec["structured"], spec["status"], spec["misconfigured"])
+        headers, status, body = a.headers, a.status, a.body
+    assert status == expected["status"]
+    assert sorted([n.decode(), v.decode()] for n, v in headers) == expected["headers"]
+    assert body.decode() == expected["body"]
