@@ -17,6 +17,7 @@ from redis_ratelimit import command, engine, wait_plan
 from redis_ratelimit.contract import CONTRACT, LIBRARY_FUNCTIONS
 from redis_ratelimit.decision import Decision
 from redis_ratelimit.errors import PolicyError, ReplyError, UsageError
+from redis_ratelimit.fallback import LocalLimiter
 from redis_ratelimit.policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
 from redis_ratelimit.web import response
 from redis_ratelimit.web.caller import Caller, caller_tag, group_ip
@@ -209,3 +210,39 @@ def test_http(case: dict[str, Any]) -> None:
     assert status == expected["status"]
     assert sorted([n.decode(), v.decode()] for n, v in headers) == expected["headers"]
     assert body.decode() == expected["body"]
+
+
+def _fields(d: Decision) -> dict[str, Any]:
+    return {
+        "allowed": d.allowed, "limit": d.limit, "remaining": d.remaining,
+        "retry_after_ms": None if d.retry_after is None else round(d.retry_after * 1000),
+        "reset_after_ms": round(d.reset_after * 1000), "limiting": d.limiting,
+    }
+
+
+@pytest.mark.parametrize("case", cases("fallback"), ids=lambda c: json.dumps(c["input"]["scenario"]["steps"][0])[:80])
+def test_fallback(case: dict[str, Any]) -> None:
+    scenario, t0 = case["input"]["scenario"], case["input"]["t0_ns"]
+    local = LocalLimiter(scenario["instances"])
+    policies = [policy_of(p) for p in scenario["policies"]]
+    got: list[dict[str, Any]] = []
+    for step in scenario["steps"]:
+        now = t0 + step["at_ms"] * 1_000_000
+        limits = [(l["key"], policies[l["policy"]], l["cost"]) for l in step["limits"]]
+        key, policy, cost = limits[0]
+        op, lease_id = step["op"], step["id"]
+        if op == "decide":
+            got.append({"decision": _fields(local.decide(limits, now=now))})
+        elif op == "acquire":
+            got.append({"decision": _fields(local.acquire(limits, lease_id, now=now))})
+        elif op == "release":
+            got.append({"done": local.release(key, lease_id, now=now)})
+        elif op == "renew":
+            got.append({"done": local.renew(key, policy.period, lease_id, now=now)})
+        elif op == "take":
+            decision, taken = local.take(key, policy, cost, now=now)
+            got.append({"decision": _fields(decision), "taken": taken})
+        else:
+            local.refund(key, policy, cost, now=now)
+            got.append({})
+    assert got == case["output"]["steps"]

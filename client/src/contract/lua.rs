@@ -3,7 +3,9 @@
 //! library replies, written from core so that the library never types them again.
 
 use ratelimit_core::args::{COST, MAX};
+use super::spec::form_name;
 use ratelimit_core::commands::CommandInfo;
+use ratelimit_core::kind::{LimiterKind, RequestForm};
 use ratelimit_core::declare::EMPTY_ID;
 use ratelimit_core::error::ParamError;
 use ratelimit_core::{leases, limits, reservation, sliding_log, token_bucket, window};
@@ -49,6 +51,32 @@ fn block() -> String {
     out += &format!("  max_rate_per_sec = {},\n", limits::MAX_RATE_PER_SEC);
     out += &format!("  max_log_limit = {},\n", limits::MAX_LOG_LIMIT);
     out += &format!("  max_lease_limit = {},\n", leases::MAX_LIMIT);
+    out += "  kinds = {\n";
+    for k in LimiterKind::ALL {
+        out += &format!(
+            "    {} = {{ group = {}, command = {}, form = {}, refunds = {} }},\n",
+            k.name(),
+            quoted(k.group()),
+            quoted(k.command()),
+            quoted(form_name(k.request_form())),
+            k.refunds()
+        );
+    }
+    out += "  },\n";
+    // Each request form's option word and how many values follow it; and its length without one.
+    let forms = [RequestForm::Cost, RequestForm::Id, RequestForm::Lease, RequestForm::Reserve];
+    let options: Vec<String> = forms
+        .iter()
+        .filter_map(|f| f.option().map(|(word, values)| (f, word, values)))
+        .map(|(f, word, values)| format!("{} = {{ {}, {values} }}", form_name(*f), quoted(&String::from_utf8_lossy(word))))
+        .collect();
+    out += &format!("  form_option = {{ {} }},\n", options.join(", "));
+    let lens: Vec<String> = forms
+        .iter()
+        .filter(|f| f.len(&[]) != 1)
+        .map(|f| format!("{} = {}", form_name(*f), f.len(&[])))
+        .collect();
+    out += &format!("  form_len = {{ {} }},\n", lens.join(", "));
     out += "  errors = {\n";
     for (name, e) in ERRORS {
         out += &format!("    {name} = {},\n", quoted(e.expected));

@@ -7,6 +7,7 @@ use crate::command::{self, Limit};
 use crate::decision::Decision;
 use crate::engine::{script_of, Call};
 use crate::error::CallError;
+use crate::fallback::LocalLimiter;
 use crate::http::caller::{caller_tag, group_ip, Caller};
 use crate::http::forwarded::TrustedProxies;
 use crate::http::response::{add_headers, concurrency_limited, denied, unavailable, Described};
@@ -26,6 +27,7 @@ pub(super) fn all(library: &str) -> Vec<(&'static str, Value)> {
         ("callers", cases(callers())),
         ("forwarded", cases(forwarded())),
         ("http", cases(http())),
+        ("fallback", cases(fallback())),
     ]
 }
 
@@ -214,17 +216,13 @@ fn replies() -> Vec<(Value, Value)> {
         .iter()
         .map(|reply| {
             let output = match Decision::from_reply(reply) {
-                Some(d) => json!({
-                    "allowed": d.allowed,
-                    "limit": d.limit,
-                    "remaining": d.remaining,
-                    "retry_after_ms": d.retry_after.map(|r| r.as_millis() as u64),
-                    "reset_after_ms": d.reset_after.as_millis() as u64,
-                    "limiting": d.limiting,
-                    "retry_after_secs": d.retry_after_secs(),
-                    "reset_after_secs": d.reset_after_secs(),
-                    "never_fits": d.never_fits(),
-                }),
+                Some(d) => {
+                    let mut fields = decided(&d);
+                    fields["retry_after_secs"] = d.retry_after_secs().into();
+                    fields["reset_after_secs"] = d.reset_after_secs().into();
+                    fields["never_fits"] = d.never_fits().into();
+                    fields
+                }
                 None => json!({ "error": "not a decision" }),
             };
             (json!({ "reply": reply }), output)
@@ -426,6 +424,102 @@ fn http() -> Vec<(Value, Value)> {
         }
     }
     out
+}
+
+/// Decision fields as every vector writes them.
+fn decided(d: &Decision) -> Value {
+    json!({
+        "allowed": d.allowed,
+        "limit": d.limit,
+        "remaining": d.remaining,
+        "retry_after_ms": d.retry_after.map(|r| r.as_millis() as u64),
+        "reset_after_ms": d.reset_after.as_millis() as u64,
+        "limiting": d.limiting,
+    })
+}
+
+/// The in-process limiter a client falls back to: a scenario (policies, a number of instances, timed
+/// steps) and the decision of each step, at this instance's share, through core's algorithms.
+fn fallback() -> Vec<(Value, Value)> {
+    let policies = [
+        bucket(10, 5.0),
+        timed("fixed_window", 10, 1_000_000),
+        timed("sliding_counter", 10, 1_000_000),
+        timed("sliding_log", 4, 2_000_000),
+        timed("concurrency", 3, 5_000_000),
+        bucket(3, 1.0),
+    ];
+    let step = |op: &str, at_ms: u64, limits: &[(usize, &str, u64)]| {
+        let limits: Vec<Value> = limits.iter().map(|(i, key, cost)| json!({ "policy": i, "key": key, "cost": cost })).collect();
+        json!({ "op": op, "at_ms": at_ms, "limits": limits, "id": "h-1" })
+    };
+    let mut scenarios = vec![];
+    for instances in [1u32, 3] {
+        for i in 0..4 {
+            let mut steps: Vec<Value> = (0..12).map(|n| step("decide", n, &[(i, "k", 1)])).collect();
+            steps.push(step("decide", 500, &[(i, "k", 2)]));
+            steps.push(step("decide", 1_000, &[(i, "k", 1)]));
+            steps.push(step("decide", 1_999, &[(i, "k", 0)]));
+            steps.push(step("refund", 2_000, &[(i, "k", 3)]));
+            steps.push(step("decide", 2_000, &[(i, "k", 4)]));
+            steps.push(step("decide", 2_001, &[(i, "k", 40)]));
+            scenarios.push(json!({ "instances": instances, "policies": policies, "steps": steps }));
+        }
+        let steps = vec![
+            step("acquire", 0, &[(4, "c", 1)]),
+            step("acquire", 1, &[(4, "c", 2)]),
+            step("acquire", 2, &[(4, "c", 1)]),
+            step("release", 3, &[(4, "c", 0)]),
+            step("renew", 4, &[(4, "c", 0)]),
+            step("acquire", 5_000, &[(4, "c", 1)]),
+            step("take", 0, &[(5, "t", 5)]),
+            step("take", 1, &[(5, "t", 5)]),
+            step("take", 2_500, &[(5, "t", 5)]),
+            step("decide", 3_000, &[(0, "a", 1), (1, "b", 1), (5, "t", 1)]),
+            step("decide", 3_001, &[(0, "a", 1), (5, "t", 3)]),
+            step("acquire", 3_002, &[(0, "a", 1), (4, "d", 1)]),
+        ];
+        scenarios.push(json!({ "instances": instances, "policies": policies, "steps": steps }));
+    }
+    const T0: i64 = 1_700_000_000_000_000_000;
+    scenarios
+        .into_iter()
+        .map(|scenario| {
+            let local = LocalLimiter::new(scenario["instances"].as_u64().unwrap() as u32);
+            let policies: Vec<Policy> = scenario["policies"].as_array().unwrap().iter().map(|p| policy_of(p).unwrap()).collect();
+            let mut out = vec![];
+            for step in scenario["steps"].as_array().unwrap() {
+                let now = T0 + step["at_ms"].as_i64().unwrap() * 1_000_000;
+                let owned: Vec<(String, usize, u64)> = step["limits"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| {
+                        (l["key"].as_str().unwrap().to_string(), l["policy"].as_u64().unwrap() as usize, l["cost"].as_u64().unwrap())
+                    })
+                    .collect();
+                let limits: Vec<Limit<'_>> = owned.iter().map(|(k, p, c)| Limit::new(k, &policies[*p], *c)).collect();
+                let id = step["id"].as_str().unwrap();
+                let first = &limits[0];
+                out.push(match step["op"].as_str().unwrap() {
+                    "decide" => json!({ "decision": decided(&local.decide(&limits, now, true)) }),
+                    "acquire" => json!({ "decision": decided(&local.acquire(&limits, id, now, true)) }),
+                    "release" => json!({ "done": local.release(first.key, id, now) }),
+                    "renew" => json!({ "done": local.renew(first.key, first.policy.window_length(), id, now) }),
+                    "take" => {
+                        let taken = local.take(first, now, true);
+                        json!({ "decision": decided(&taken.decision), "taken": taken.taken })
+                    }
+                    "refund" => {
+                        local.refund(first.key, first.policy, first.cost, now);
+                        json!({})
+                    }
+                    other => panic!("{other}"),
+                });
+            }
+            (json!({ "t0_ns": T0, "scenario": scenario }), json!({ "steps": out }))
+        })
+        .collect()
 }
 
 #[test]

@@ -25,6 +25,16 @@ local CONTRACT = {
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
+  kinds = {
+    token_bucket = { group = "TOKEN", command = "RL.TOKEN", form = "cost", refunds = true },
+    fixed_window = { group = "FIXED", command = "RL.FIXED", form = "cost", refunds = true },
+    sliding_counter = { group = "SLIDECOUNT", command = "RL.SLIDECOUNT", form = "cost", refunds = true },
+    sliding_log = { group = "SLIDE", command = "RL.SLIDE", form = "id", refunds = false },
+    concurrency = { group = "ACQUIRE", command = "RL.ACQUIRE", form = "lease", refunds = false },
+    reservation = { group = "RESERVE", command = "RL.RESERVE", form = "reserve", refunds = true },
+  },
+  form_option = { id = { "DEDUP", 0 }, lease = { "WEIGHT", 1 } },
+  form_len = { reserve = 2 },
   errors = {
     capacity = "must be a whole number >= 1",
     refill_too_long = "capacity / rate must be at most 3000000000 seconds",
@@ -841,6 +851,15 @@ local function build()
   -- Small states (core's state.rs): a kind gives decode, step, write, fields and give_back; decide, peek,
   -- refund and describe follow here, once.
   ------------------------------------------------------------------------------------------------------------
+  -- A kind as the contract declares it (its group, command, request form, refunds), with what this
+  -- file adds (its layout, its functions).
+  local function declared(name, extra)
+    local k = {}
+    for field, value in pairs(CONTRACT.kinds[name]) do k[field] = value end
+    for field, value in pairs(extra) do k[field] = value end
+    return k
+  end
+
   local function small_state(k)
     local function read(stored)
       if stored == nil then return nil end
@@ -863,8 +882,6 @@ local function build()
       local verdict = k.step(lim, refunded or state, now, ZERO).verdict
       return refunded and k.write(lim, refunded, state, now), verdict
     end
-    k.form = "cost"
-    k.refunds = true
     function k.request(_, r)
       if r.cost == nil then E.syntax() end
       return P.cost(r.cost)
@@ -885,7 +902,7 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   -- The token bucket as GCRA (core's token_bucket.rs): the TAT in Unix ns behind `RLT\x01`.
   ------------------------------------------------------------------------------------------------------------
-  local token = small_state({ group = "TOKEN", command = "RL.TOKEN", layout = "token" })
+  local token = small_state(declared("token_bucket", { layout = "token" }))
   local REFILL_TOO_LONG = CONTRACT.errors.refill_too_long
 
   function token.parse(capacity_s, rate_s)
@@ -1004,10 +1021,9 @@ local function build()
   -- Reservations (core's reservation.rs): a token bucket's decision with a queue in it, on the bucket's
   -- own state; its requests are `cost max_wait`.
   ------------------------------------------------------------------------------------------------------------
-  local reserve = {
-    group = "RESERVE", command = "RL.RESERVE", form = "reserve", layout = "token", refunds = true,
-    parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
-  }
+  local reserve = declared("reservation", {
+    layout = "token", parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
+  })
 
   function reserve.request(_, r)
     return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
@@ -1032,7 +1048,7 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   -- The fixed window (core's fixed_window.rs): the count (u64) and the window's end (i64 ns), `RLF\x01`.
   ------------------------------------------------------------------------------------------------------------
-  local fixed = windowed({ group = "FIXED", command = "RL.FIXED", layout = "fixed" })
+  local fixed = windowed(declared("fixed_window", { layout = "fixed" }))
 
   function fixed.decode(stored)
     local w = F.words("fixed", stored, { false, true })
@@ -1085,7 +1101,7 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   -- The sliding window counter (core's sliding_counter.rs): window index, current, previous, `RLC\x01`.
   ------------------------------------------------------------------------------------------------------------
-  local counter = windowed({ group = "SLIDECOUNT", command = "RL.SLIDECOUNT", layout = "counter" })
+  local counter = windowed(declared("sliding_counter", { layout = "counter" }))
 
   function counter.decode(stored)
     local w = F.words("counter", stored)
@@ -1184,7 +1200,7 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   -- The sliding log (core's sliding_log.rs): an 8-byte header and slots of a time in us (and an id hash).
   ------------------------------------------------------------------------------------------------------------
-  local slide = { group = "SLIDE", command = "RL.SLIDE", form = "id", layout = "log" }
+  local slide = declared("sliding_log", { layout = "log" })
   local HEADER_LEN, FILLER_CEILING, FUTURE_TOLERANCE_US, MIN_SHRINK_SLOTS = 8, W32, 1000, 16
   local NO_HASH = string.rep("\0", 8)
   local SLIDE_LIMIT = CONTRACT.errors.slide_limit
@@ -1403,7 +1419,7 @@ local function build()
   -- Leases (core's leases.rs): `RLA\x01`, then 28 bytes per lease: the id's digest (16), its end in us
   -- (u64), its weight (u32).
   ------------------------------------------------------------------------------------------------------------
-  local leases = { group = "ACQUIRE", command = "RL.ACQUIRE", form = "lease", layout = "leases" }
+  local leases = declared("concurrency", { layout = "leases" })
   local LEASE_LIMIT = CONTRACT.errors.lease_limit
   local LEASE = CONTRACT.errors.lease
   local ENTRY = 28
@@ -1607,9 +1623,9 @@ local function build()
   -- A kind listed after another of its layout decides on that one's state (a reservation, on a bucket's).
   local KINDS = { token, fixed, counter, slide, leases, reserve }
   local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
-  local FORM_OPTION = { id = { "DEDUP", 0 }, lease = { "WEIGHT", 1 } }
-  -- How many arguments a form takes without its option.
-  local FORM_LEN = { reserve = 2 }
+  local FORM_OPTION = CONTRACT.form_option
+  -- How many arguments a form takes without its option (1 unless listed).
+  local FORM_LEN = CONTRACT.form_len
 
   -- Each kind's parameters, remembered by their text: most calls repeat them (the module keeps the
   -- last ones too).
