@@ -90,17 +90,21 @@ def _never(limit: int) -> Outcome:
 
 def decide(p: Params, state: object | None, now: int, cost: int, lease_id: str | None) -> Outcome:
     """One request of ``cost`` (a lease's weight for concurrency, held by ``lease_id``)."""
-    if cost > p.limit or cost < 0:
+    if cost < 0:
         return _never(p.limit)
+    if p.kind == "concurrency":
+        if lease_id is None:
+            return _never(p.limit)  # a check cannot take a lease it could never release
+        return _acquire(p, state if isinstance(state, _Leases) else None, now, max(cost, 1), lease_id)
+    if cost > p.limit:
+        # Never fits: denied, with what is left and when it resets as a peek sees them (core's).
+        peek = decide(p, state, now, 0, lease_id).verdict
+        return Outcome(Verdict(False, p.limit, peek.remaining, None, peek.reset_after_ns))
     if p.kind == "token_bucket":
         return _bucket(p, state if isinstance(state, _Bucket) else None, now, cost)
     if p.kind == "fixed_window":
         return _fixed(p, state if isinstance(state, _Window) else None, now, cost)
-    if p.kind == "sliding_counter":
-        return _counter(p, state if isinstance(state, _Counter) else None, now, cost)
-    if lease_id is None:
-        return _never(p.limit)  # a check cannot take a lease it could never release
-    return _acquire(p, state if isinstance(state, _Leases) else None, now, max(cost, 1), lease_id)
+    return _counter(p, state if isinstance(state, _Counter) else None, now, cost)
 
 
 def _bucket(p: Params, s: _Bucket | None, now: int, cost: int) -> Outcome:
@@ -129,6 +133,8 @@ def take(p: Params, state: object | None, now: int, max_units: int) -> tuple[Out
 
 def _fixed(p: Params, s: _Window | None, now: int, cost: int) -> Outcome:
     if s is None or s.end <= now:
+        if not cost:  # an empty window is the initial state: nothing to reset
+            return Outcome(Verdict(True, p.limit, p.limit, 0, 0))
         s = _Window(now + p.period, 0)
     if s.count + cost > p.limit:
         return Outcome(Verdict(False, p.limit, p.limit - s.count, s.end - now, s.end - now))
@@ -151,7 +157,7 @@ def _counter(p: Params, s: _Counter | None, now: int, cost: int) -> Outcome:
     w = p.period
     elapsed = now - c.start
     estimate = c.prev * (w - elapsed) / w + c.curr
-    reset = c.start + (2 * w if c.curr else w) - now
+    reset = c.start + (2 * w if c.curr else w) - now if c.curr or c.prev else 0
     if estimate + cost > p.limit:
         left = p.limit - cost
         if c.curr + cost > p.limit:  # only the next window's decay can make room
@@ -179,13 +185,15 @@ def _acquire(p: Params, s: _Leases | None, now: int, weight: int, lease_id: str)
     else:
         used = sum(w for _, w in held.values())
         if used + weight > p.limit:
-            freed, retry = 0, 0
-            for lease_end, w in sorted(held.values()):
-                freed += w
-                retry = lease_end - now
-                if used - freed + weight <= p.limit:
-                    break
-            last = max(e for e, _ in held.values()) - now
+            retry: int | None = None  # a weight above the limit never fits
+            if weight <= p.limit:
+                freed = 0
+                for lease_end, w in sorted(held.values()):
+                    freed += w
+                    retry = lease_end - now
+                    if used - freed + weight <= p.limit:
+                        break
+            last = max((e for e, _ in held.values()), default=now) - now
             return Outcome(Verdict(False, p.limit, p.limit - used, retry, last))
         held[lease_id] = (end, weight)
     used = sum(w for _, w in held.values())
