@@ -2,12 +2,12 @@
 //! `-- END CONTRACT`): the function names, the read-only ones, the bounds and the error texts the
 //! library replies, written from core so that the library never types them again.
 
-use ratelimit_core::args::{COST, MAX};
 use super::spec::form_name;
+use ratelimit_core::args::{COST, MAX};
 use ratelimit_core::commands::CommandInfo;
-use ratelimit_core::kind::{LimiterKind, RequestForm};
 use ratelimit_core::declare::EMPTY_ID;
 use ratelimit_core::error::ParamError;
+use ratelimit_core::kind::{LimiterKind, RequestForm};
 use ratelimit_core::{leases, limits, reservation, sliding_log, token_bucket, window};
 
 const BEGIN: &str = "-- CONTRACT:";
@@ -68,7 +68,9 @@ fn block() -> String {
     let options: Vec<String> = forms
         .iter()
         .filter_map(|f| f.option().map(|(word, values)| (f, word, values)))
-        .map(|(f, word, values)| format!("{} = {{ {}, {values} }}", form_name(*f), quoted(&String::from_utf8_lossy(word))))
+        .map(|(f, word, values)| {
+            format!("{} = {{ {}, {values} }}", form_name(*f), quoted(&String::from_utf8_lossy(word)))
+        })
         .collect();
     out += &format!("  form_option = {{ {} }},\n", options.join(", "));
     let lens: Vec<String> = forms

@@ -450,7 +450,8 @@ fn fallback() -> Vec<(Value, Value)> {
         bucket(3, 1.0),
     ];
     let step = |op: &str, at_ms: u64, limits: &[(usize, &str, u64)]| {
-        let limits: Vec<Value> = limits.iter().map(|(i, key, cost)| json!({ "policy": i, "key": key, "cost": cost })).collect();
+        let limits: Vec<Value> =
+            limits.iter().map(|(i, key, cost)| json!({ "policy": i, "key": key, "cost": cost })).collect();
         json!({ "op": op, "at_ms": at_ms, "limits": limits, "id": "h-1" })
     };
     let mut scenarios = vec![];
@@ -486,7 +487,8 @@ fn fallback() -> Vec<(Value, Value)> {
         .into_iter()
         .map(|scenario| {
             let local = LocalLimiter::new(scenario["instances"].as_u64().unwrap() as u32);
-            let policies: Vec<Policy> = scenario["policies"].as_array().unwrap().iter().map(|p| policy_of(p).unwrap()).collect();
+            let policies: Vec<Policy> =
+                scenario["policies"].as_array().unwrap().iter().map(|p| policy_of(p).unwrap()).collect();
             let mut out = vec![];
             for step in scenario["steps"].as_array().unwrap() {
                 let now = T0 + step["at_ms"].as_i64().unwrap() * 1_000_000;
@@ -495,17 +497,24 @@ fn fallback() -> Vec<(Value, Value)> {
                     .unwrap()
                     .iter()
                     .map(|l| {
-                        (l["key"].as_str().unwrap().to_string(), l["policy"].as_u64().unwrap() as usize, l["cost"].as_u64().unwrap())
+                        (
+                            l["key"].as_str().unwrap().to_string(),
+                            l["policy"].as_u64().unwrap() as usize,
+                            l["cost"].as_u64().unwrap(),
+                        )
                     })
                     .collect();
-                let limits: Vec<Limit<'_>> = owned.iter().map(|(k, p, c)| Limit::new(k, &policies[*p], *c)).collect();
+                let limits: Vec<Limit<'_>> =
+                    owned.iter().map(|(k, p, c)| Limit::new(k, &policies[*p], *c)).collect();
                 let id = step["id"].as_str().unwrap();
                 let first = &limits[0];
                 out.push(match step["op"].as_str().unwrap() {
                     "decide" => json!({ "decision": decided(&local.decide(&limits, now, true)) }),
                     "acquire" => json!({ "decision": decided(&local.acquire(&limits, id, now, true)) }),
                     "release" => json!({ "done": local.release(first.key, id, now) }),
-                    "renew" => json!({ "done": local.renew(first.key, first.policy.window_length(), id, now) }),
+                    "renew" => {
+                        json!({ "done": local.renew(first.key, first.policy.window_length(), id, now) })
+                    }
                     "take" => {
                         let taken = local.take(first, now, true);
                         json!({ "decision": decided(&taken.decision), "taken": taken.taken })
