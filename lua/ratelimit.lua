@@ -22,6 +22,7 @@ into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing
 local CONTRACT = {
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect" },
   read_only = { rl_inspect = true },
+  max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
@@ -436,7 +437,7 @@ local function build()
     const("340282366920938463463374607431768211455",
       { 8211455, 743176, 4633746, 938463, 8236692, 3402, neg = false })
   -- The longest horizon (a refill, a window, a lease): 3e9 s (limits.rs).
-  local HORIZON_NS = const("3000000000000000000", { 0, 0, 30000, neg = false })
+  local HORIZON_NS = CONTRACT.max_horizon_ns
   local MAX_RATE = CONTRACT.max_rate_per_sec
 
   -- (A number, below 2^53 in magnitude, is within i64.)

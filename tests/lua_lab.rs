@@ -298,5 +298,6 @@ fn constants_are_their_values() {
         assert_eq!(written, value);
         checked += 1;
     }
-    assert!(checked >= 8, "only {checked} constants found");
+    // The horizon's limbs are the generated CONTRACT block's (written from core), not a const here.
+    assert!(checked >= 7, "only {checked} constants found");
 }

@@ -1,6 +1,6 @@
-"""The web layer's pure parts, no server: caller keys (the Rust layer's vectors, read from
-client/src/http/caller.rs itself, and its properties), forwarding headers (forwarded.rs' cases),
-headers and problem bodies, route matching, configuration mistakes."""
+"""The web layer's pure parts, no server: caller keys (their properties), forwarding headers, headers and
+problem bodies, route matching, configuration mistakes. The Rust layer's own cases are the contract's
+vectors (test_contract_vectors.py)."""
 
 from __future__ import annotations
 

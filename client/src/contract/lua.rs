@@ -48,6 +48,15 @@ fn block() -> String {
     out += "local CONTRACT = {\n";
     out += &format!("  functions = {{ {} }},\n", functions.join(", "));
     out += &format!("  read_only = {{ {} }},\n", read_only.join(", "));
+    // The horizon in ns as the library's exact integers hold it above 2^53: limbs of base 10^7.
+    let ns = limits::MAX_HORIZON_NS as u64;
+    let base = 10_000_000;
+    out += &format!(
+        "  max_horizon_ns = {{ {}, {}, {}, neg = false }}, -- {ns}\n",
+        ns % base,
+        ns / base % base,
+        ns / base / base
+    );
     out += &format!("  max_rate_per_sec = {},\n", limits::MAX_RATE_PER_SEC);
     out += &format!("  max_log_limit = {},\n", limits::MAX_LOG_LIMIT);
     out += &format!("  max_lease_limit = {},\n", leases::MAX_LIMIT);
