@@ -1,0 +1,251 @@
+package ratelimit
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The contract every client reads (contract/contract.json, written by the Rust reference): kinds,
+// commands and their key rules, bounds, error texts, the library's functions and the EVALSHA rule,
+// the HTTP names. Nothing in this package restates a rule: this file reads the file and interprets
+// its key rules.
+
+//go:embed contract.json
+var contractJSON []byte
+
+//go:embed ratelimit.lua
+var librarySource string
+
+// ContractJSON is the embedded contract, as the repository's contract/contract.json.
+func ContractJSON() []byte { return contractJSON }
+
+// LibrarySource is the Lua library as FUNCTION LOAD takes it (the repository's lua/ratelimit.lua).
+func LibrarySource() string { return librarySource }
+
+type contractParam struct {
+	Name   string `json:"name"`
+	Errors []struct {
+		Expected string `json:"expected"`
+		Field    string `json:"field"`
+	} `json:"errors"`
+}
+
+type kindDecl struct {
+	Name     string          `json:"name"`
+	Group    string          `json:"group"`
+	Command  string          `json:"command"`
+	Function string          `json:"function"`
+	Request  string          `json:"request"`
+	Refunds  bool            `json:"refunds"`
+	Peeks    bool            `json:"peeks"`
+	Params   []contractParam `json:"params"`
+}
+
+type keyRule struct {
+	Rule  string `json:"rule"`
+	Index int    `json:"index"`
+	Step  int    `json:"step"`
+}
+
+type commandDecl struct {
+	Name     string  `json:"name"`
+	Function *string `json:"function"`
+	Keys     keyRule `json:"keys"`
+	Writes   bool    `json:"writes"`
+}
+
+type requestForm struct {
+	Args   []string `json:"args"`
+	Option *struct {
+		Word   string `json:"word"`
+		Values int    `json:"values"`
+	} `json:"option"`
+}
+
+type libraryFunction struct {
+	Name     string `json:"name"`
+	Command  string `json:"command"`
+	SHA1     string `json:"evalsha_sha1"`
+	ReadOnly bool   `json:"read_only"`
+}
+
+type contractDoc struct {
+	Version int `json:"version"`
+	Bounds  struct {
+		MaxDecimalDigits   int    `json:"max_decimal_digits"`
+		MaxDecimalExponent int    `json:"max_decimal_exponent"`
+		MaxHorizonSecs     uint64 `json:"max_horizon_secs"`
+		MaxLeaseLimit      uint64 `json:"max_lease_limit"`
+		MaxLeaseWeight     uint64 `json:"max_lease_weight"`
+		MaxLogLimit        uint64 `json:"max_log_limit"`
+		MaxRatePerSec      uint64 `json:"max_rate_per_sec"`
+		MaxWhole           uint64 `json:"max_whole"`
+	} `json:"bounds"`
+	Commands []commandDecl `json:"commands"`
+	Errors   struct {
+		Format     string            `json:"format"`
+		OutOfRange string            `json:"out_of_range"`
+		TooLarge   string            `json:"too_large"`
+		Render     map[string]string `json:"render"`
+		Syntax     string            `json:"syntax"`
+		State      string            `json:"state"`
+	} `json:"errors"`
+	Kinds        []kindDecl             `json:"kinds"`
+	RequestForms map[string]requestForm `json:"request_forms"`
+	Library      struct {
+		Name    string `json:"name"`
+		Evalsha struct {
+			DropFirstLines     int    `json:"drop_first_lines"`
+			Prologue           string `json:"prologue"`
+			Epilogue           string `json:"epilogue"`
+			StopAtLineStarting string `json:"stop_at_line_starting"`
+		} `json:"evalsha"`
+		Functions  []libraryFunction `json:"functions"`
+		SourceSHA1 string            `json:"source_sha1"`
+	} `json:"library"`
+	HTTP HTTPContract `json:"http"`
+}
+
+// HTTPContract is the contract's "http" member: header names, problem types, caller keys and
+// forwarding bounds, read by the httplimit package.
+type HTTPContract struct {
+	Caller struct {
+		Escapes           map[string]string `json:"escapes"`
+		IPv6PrefixDefault int               `json:"ipv6_prefix_default"`
+		MaxPartBytes      int               `json:"max_part_bytes"`
+	} `json:"caller"`
+	DegradedValue string `json:"degraded_value"`
+	Forwarded     struct {
+		MaxHops      int `json:"max_hops"`
+		MaxNodeBytes int `json:"max_node_bytes"`
+	} `json:"forwarded"`
+	Headers struct {
+		ContentType string `json:"content_type"`
+		Degraded    string `json:"degraded"`
+		Limit       string `json:"limit"`
+		Policy      string `json:"policy"`
+		Remaining   string `json:"remaining"`
+		Reset       string `json:"reset"`
+		RetryAfter  string `json:"retry_after"`
+		State       string `json:"state"`
+	} `json:"headers"`
+	ProblemTypes struct {
+		ConcurrencyLimited string `json:"concurrency_limited"`
+		CostExceedsLimit   string `json:"cost_exceeds_limit"`
+		Denied             string `json:"denied"`
+		Misconfigured      string `json:"misconfigured"`
+		RateLimited        string `json:"rate_limited"`
+		Unavailable        string `json:"unavailable"`
+	} `json:"problem_types"`
+	Structured struct {
+		NameDrops []string `json:"name_drops"`
+		Policy    string   `json:"policy"`
+		State     string   `json:"state"`
+	} `json:"structured"`
+}
+
+var (
+	contract   contractDoc
+	kinds      = map[string]*kindDecl{}
+	byGroup    = map[string]*kindDecl{}
+	commands   = map[string]*commandDecl{}
+	functionOf = map[string]string{} // RL.TOKEN -> rl_token
+)
+
+func init() {
+	if err := json.Unmarshal(contractJSON, &contract); err != nil {
+		panic(fmt.Sprintf("redis-ratelimit: the embedded contract does not parse: %v", err))
+	}
+	for i := range contract.Kinds {
+		k := &contract.Kinds[i]
+		kinds[k.Name] = k
+		byGroup[k.Group] = k
+	}
+	for i := range contract.Commands {
+		c := &contract.Commands[i]
+		commands[c.Name] = c
+		if c.Function != nil {
+			functionOf[c.Name] = *c.Function
+		}
+	}
+	buildScripts()
+}
+
+// HTTP is the contract's HTTP names (headers, problem types, caller keys, forwarding bounds).
+func HTTP() *HTTPContract { return &contract.HTTP }
+
+func kindOf(name string) *kindDecl {
+	k, ok := kinds[name]
+	if !ok {
+		panic("redis-ratelimit: the contract has no kind " + name)
+	}
+	return k
+}
+
+// paramError is what a kind's parameter must be: its index-th error text, in the order checked.
+func paramError(kind, param string, index int) string {
+	for _, p := range kindOf(kind).Params {
+		if p.Name == param {
+			return p.Errors[index].Expected
+		}
+	}
+	panic("redis-ratelimit: the contract has no parameter " + kind + "." + param)
+}
+
+// requestLen is how many arguments at the start of rest a request of form takes.
+func requestLen(form string, rest []string) int {
+	spec := contract.RequestForms[form]
+	if o := spec.Option; o != nil && len(rest) > 1 && strings.EqualFold(rest[1], o.Word) {
+		return 2 + o.Values
+	}
+	return len(spec.Args)
+}
+
+// groupLen is how many arguments an RL.ALL group of group takes after its key and kind name; -1
+// for a name that is no kind's group.
+func groupLen(group string, rest []string) int {
+	k, ok := byGroup[strings.ToUpper(group)]
+	if !ok {
+		return -1
+	}
+	var after []string
+	if len(rest) > 2 {
+		after = rest[2:]
+	}
+	return 2 + requestLen(k.Request, after)
+}
+
+// keyPositions is where a command's keys are among its arguments (after its name).
+func keyPositions(name string, args []string) []int {
+	c, ok := commands[strings.ToUpper(name)]
+	if !ok {
+		return nil
+	}
+	switch c.Keys.Rule {
+	case "at":
+		if c.Keys.Index < len(args) {
+			return []int{c.Keys.Index}
+		}
+	case "every":
+		var out []int
+		for i := 0; i < len(args); i += c.Keys.Step {
+			out = append(out, i)
+		}
+		return out
+	case "groups":
+		var out []int
+		at := 0
+		for at+1 < len(args) {
+			out = append(out, at)
+			n := groupLen(args[at+1], args[at+2:])
+			if n < 0 {
+				break
+			}
+			at += 2 + n
+		}
+		return out
+	}
+	return nil
+}

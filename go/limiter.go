@@ -1,0 +1,493 @@
+// Package ratelimit is redis-ratelimit's client for go-redis v9: the limiters of the ratelimit
+// module (RL.TOKEN, RL.FIXED, RL.SLIDECOUNT, RL.SLIDE, RL.ACQUIRE, ...) or, where no module can be
+// loaded, the same limiters as its Lua library (FCALL or EVALSHA), on any redis.UniversalClient,
+// with a deadline on every call, a circuit breaker and a failure policy that is the caller's
+// choice. The HTTP middleware is in the httplimit subpackage; a drop-in for go-redis/redis_rate
+// in redisrate.
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// FailurePolicy is what a limiter does when Redis cannot decide (unreachable, slower than the
+// deadline, breaker open, misconfigured). There is no default: Options.Failure must be set.
+type FailurePolicy struct{ kind int }
+
+const (
+	failNone = iota
+	failOpen
+	failClosed
+)
+
+// FailOpen allows while Redis cannot decide: the API stays available, unprotected meanwhile.
+func FailOpen() FailurePolicy { return FailurePolicy{failOpen} }
+
+// FailClosed denies (retry after 1 s) while Redis cannot decide: what the limiter guards stays
+// protected, and a Redis outage becomes an API outage.
+func FailClosed() FailurePolicy { return FailurePolicy{failClosed} }
+
+// IsOpen says whether the policy allows during an outage.
+func (f FailurePolicy) IsOpen() bool { return f.kind == failOpen }
+
+// IsClosed says whether the policy denies during an outage.
+func (f FailurePolicy) IsClosed() bool { return f.kind == failClosed }
+
+func (f FailurePolicy) String() string {
+	switch f.kind {
+	case failOpen:
+		return "fail open"
+	case failClosed:
+		return "fail closed"
+	}
+	return "no failure policy"
+}
+
+// DefaultDeadline bounds every call to Redis unless Options.Deadline says otherwise.
+const DefaultDeadline = 100 * time.Millisecond
+
+// Options configure a Limiter. Failure is required.
+type Options struct {
+	// Failure is what to do when Redis cannot decide: FailOpen() or FailClosed(). Required.
+	Failure FailurePolicy
+	// Engine: Auto (the default) chooses the module, else the library through FCALL, else EVALSHA.
+	Engine Engine
+	// Deadline bounds every call, connect and a library load included, whatever the client's own
+	// timeouts (default 100 ms).
+	Deadline time.Duration
+	// BreakerFailures calls without an answer in a row open the breaker (default 5).
+	BreakerFailures int
+	// BreakerCooldown is how long an open breaker keeps calls from Redis at most (default 1 s);
+	// the probe ends it as soon as Redis answers.
+	BreakerCooldown time.Duration
+	// Logger receives the outage lines (start, cause, end, counts); default slog.Default().
+	Logger *slog.Logger
+}
+
+// Counts are a limiter's counters (for metrics).
+type Counts struct {
+	Decisions         uint64 // decisions made (by Redis or the failure policy)
+	Degraded          uint64 // of them, by the failure policy
+	DegradedAllowed   uint64 // of those, allowed
+	Outages           uint64 // outages started (Redis stopped deciding)
+	BreakerOpened     uint64
+	BreakerRejected   uint64
+	Misconfigurations uint64 // configuration faults seen (unknown command, NOPERM)
+}
+
+// Limiter decides rate limits on Redis. Safe for concurrent use; Close stops its probe.
+type Limiter struct {
+	client      redis.UniversalClient
+	failure     FailurePolicy
+	deadline    time.Duration
+	ctxTimeouts bool
+	engine      *engine
+	breaker     *breaker
+	log         *slog.Logger
+
+	decisions, degraded, degradedAllowed, outages, misconfigured atomic.Uint64
+	lastMisconfigured                                            atomic.Bool
+
+	outageMu    sync.Mutex
+	inOutage    bool
+	outageSince time.Time
+	outageCount uint64 // degraded decisions in this outage
+
+	probing atomic.Bool
+	closed  chan struct{}
+	once    sync.Once
+}
+
+// New makes a Limiter on client (a *redis.Client, *redis.ClusterClient, failover client, ...).
+// Nothing needs setting on the client: the limiter bounds every call itself. It recommends
+// ContextTimeoutEnabled: true on the client (then a call past its deadline also frees its
+// connection at once) and a small MaxRetries.
+func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
+	if client == nil {
+		return nil, errors.New("redis-ratelimit: no client")
+	}
+	if opts.Failure.kind == failNone {
+		return nil, errors.New("redis-ratelimit: Options.Failure is required: FailOpen() or FailClosed()")
+	}
+	if opts.Engine < Auto || opts.Engine > Scripts {
+		return nil, fmt.Errorf("redis-ratelimit: unknown engine %d", opts.Engine)
+	}
+	if opts.Deadline == 0 {
+		opts.Deadline = DefaultDeadline
+	}
+	if opts.Deadline < 0 {
+		return nil, errors.New("redis-ratelimit: Options.Deadline must be > 0")
+	}
+	if opts.BreakerFailures == 0 {
+		opts.BreakerFailures = 5
+	}
+	if opts.BreakerCooldown == 0 {
+		opts.BreakerCooldown = time.Second
+	}
+	if opts.BreakerFailures < 1 || opts.BreakerCooldown < 0 {
+		return nil, errors.New("redis-ratelimit: the breaker needs failures >= 1 and a cooldown >= 0")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	l := &Limiter{
+		client:   client,
+		failure:  opts.Failure,
+		deadline: opts.Deadline,
+		engine:   newEngine(opts.Engine),
+		breaker:  &breaker{failures: opts.BreakerFailures, cooldown: opts.BreakerCooldown, now: time.Now},
+		log:      opts.Logger,
+		closed:   make(chan struct{}),
+	}
+	switch c := client.(type) {
+	case *redis.Client:
+		l.ctxTimeouts = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		l.ctxTimeouts = c.Options().ContextTimeoutEnabled
+	}
+	return l, nil
+}
+
+// Close stops the limiter's background probe (the client is the caller's to close).
+func (l *Limiter) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+// FailurePolicy is the limiter's failure policy.
+func (l *Limiter) FailurePolicy() FailurePolicy { return l.failure }
+
+// Deadline is the bound of every call.
+func (l *Limiter) Deadline() time.Duration { return l.deadline }
+
+// BreakerOpen says whether calls are kept away from Redis now.
+func (l *Limiter) BreakerOpen() bool { return l.breaker.isOpen() }
+
+// Misconfigured says whether the last call that Redis did not decide met a configuration fault
+// (unknown command, NOPERM) rather than an outage.
+func (l *Limiter) Misconfigured() bool { return l.lastMisconfigured.Load() }
+
+// Counts are the limiter's counters.
+func (l *Limiter) Counts() Counts {
+	l.breaker.mu.Lock()
+	opened, rejected := l.breaker.opened, l.breaker.rejected
+	l.breaker.mu.Unlock()
+	return Counts{
+		Decisions: l.decisions.Load(), Degraded: l.degraded.Load(), DegradedAllowed: l.degradedAllowed.Load(),
+		Outages: l.outages.Load(), BreakerOpened: opened, BreakerRejected: rejected,
+		Misconfigurations: l.misconfigured.Load(),
+	}
+}
+
+// Engine is the engine in use and why it was chosen (Verify asks the server first).
+func (l *Limiter) Engine() (Engine, string) { return l.engine.describe() }
+
+type result struct {
+	v   any
+	err error
+}
+
+// bounded runs f within the deadline, whatever the client's options: go-redis v9 ignores a
+// context's deadline unless ContextTimeoutEnabled is set, so without it f runs in a goroutine of
+// its own and the call returns at the deadline (f ends at the client's own timeouts).
+func (l *Limiter) bounded(parent context.Context, f func(context.Context) (any, error)) (any, error) {
+	ctx, cancel := context.WithTimeout(parent, l.deadline)
+	if l.ctxTimeouts {
+		defer cancel()
+		v, err := f(ctx)
+		if err != nil && ctx.Err() != nil {
+			if _, reply := replyError(err); !reply {
+				return nil, l.timedOut(parent)
+			}
+		}
+		return v, err
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer cancel()
+		v, err := f(ctx)
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		select { // answered at the very deadline: take the answer
+		case r := <-ch:
+			return r.v, r.err
+		default:
+		}
+		return nil, l.timedOut(parent)
+	}
+}
+
+func (l *Limiter) timedOut(parent context.Context) error {
+	if err := parent.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return &CallError{Cause: ErrUnreachable, Err: err}
+	}
+	return &CallError{Cause: ErrDeadline, Deadline: l.deadline}
+}
+
+// call sends one module command through the breaker, the deadline and the engine; the error is a
+// *CallError (why Redis did not decide).
+func (l *Limiter) call(ctx context.Context, cmd []string) (any, error) {
+	if !l.breaker.allow() {
+		return nil, &CallError{Cause: ErrBreakerOpen}
+	}
+	v, err := l.bounded(ctx, func(ctx context.Context) (any, error) { return l.engine.run(ctx, l.client, cmd) })
+	return v, l.settle(err)
+}
+
+// settle tells the breaker what a call's outcome was, and turns its error into a *CallError.
+func (l *Limiter) settle(err error) error {
+	if err == nil {
+		l.answered()
+		return nil
+	}
+	var ce *CallError
+	if !errors.As(err, &ce) {
+		if _, reply := replyError(err); reply {
+			cause := ErrServer
+			if refuses(err) {
+				cause = ErrConfiguration
+			}
+			ce = &CallError{Cause: cause, Err: err}
+		} else {
+			ce = &CallError{Cause: ErrUnreachable, Err: err}
+		}
+	}
+	switch {
+	case ce.Cause == ErrConfiguration:
+		l.misconfigured.Add(1)
+		l.lastMisconfigured.Store(true)
+		l.breaker.configFault()
+	case ce.Cause == ErrServer:
+		l.answered()
+	case ce.outage():
+		l.lastMisconfigured.Store(false)
+		l.engine.forget()
+		if l.breaker.failure() {
+			l.startProbe()
+		}
+	}
+	return ce
+}
+
+// answered: Redis answered; ends an outage.
+func (l *Limiter) answered() {
+	l.lastMisconfigured.Store(false)
+	if l.breaker.success() || l.inOutageNow() {
+		l.endOutage()
+	}
+}
+
+func (l *Limiter) inOutageNow() bool {
+	l.outageMu.Lock()
+	defer l.outageMu.Unlock()
+	return l.inOutage
+}
+
+func (l *Limiter) endOutage() {
+	l.outageMu.Lock()
+	was, since, n := l.inOutage, l.outageSince, l.outageCount
+	l.inOutage, l.outageCount = false, 0
+	l.outageMu.Unlock()
+	if was {
+		l.log.Info("redis-ratelimit: Redis decides again; outage over",
+			"lasted", time.Since(since).Round(time.Millisecond), "degraded_decisions", n)
+	}
+}
+
+// startProbe: while the breaker is open for an outage, one goroutine PINGs Redis every 50 ms and
+// closes the breaker as soon as it answers.
+func (l *Limiter) startProbe() {
+	if l.probing.Swap(true) {
+		return
+	}
+	go func() {
+		defer l.probing.Store(false)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.closed:
+				return
+			case <-t.C:
+			}
+			if !l.breaker.awaitsRedis() {
+				return
+			}
+			_, err := l.bounded(context.Background(), func(ctx context.Context) (any, error) {
+				return l.client.Ping(ctx).Result()
+			})
+			if err == nil {
+				l.answered()
+				return
+			}
+		}
+	}()
+}
+
+// degrade is the failure policy's decision over limits that Redis did not make.
+func (l *Limiter) degrade(limits []Limit, cause *CallError) Decision {
+	var limit uint64
+	if len(limits) > 0 {
+		limit = limits[0].Policy.Limit()
+	}
+	allow := l.failure.IsOpen()
+	d := Decision{Allowed: allow, Limit: limit, Degraded: true, RetryAfter: time.Second}
+	if allow {
+		d.Remaining, d.RetryAfter = limit, 0
+	}
+	l.decisions.Add(1)
+	l.degraded.Add(1)
+	if allow {
+		l.degradedAllowed.Add(1)
+	}
+	l.outageMu.Lock()
+	started := !l.inOutage
+	if started {
+		l.inOutage, l.outageSince = true, time.Now()
+	}
+	l.outageCount++
+	l.outageMu.Unlock()
+	if started {
+		l.outages.Add(1)
+		what := "Redis does not decide (an outage)"
+		if cause.Cause == ErrConfiguration {
+			what = "Redis answers that the limiter is misconfigured (not an outage: fix the server or the user's ACL)"
+		}
+		l.log.Warn("redis-ratelimit: "+what+"; the failure policy decides", "cause", cause.Error(),
+			"policy", l.failure.String(), "engine", l.engine.get().String())
+	}
+	return d
+}
+
+func (l *Limiter) decided(d Decision) Decision {
+	l.decisions.Add(1)
+	return d
+}
+
+// Check decides one limit: key, policy and cost (1 for most requests; 0 peeks). The error is
+// non-nil only for a call that cannot be built (ErrUsage); a call Redis did not decide gives the
+// failure policy's decision (Degraded).
+func (l *Limiter) Check(ctx context.Context, key string, p Policy, cost uint64) (Decision, error) {
+	return l.CheckAll(ctx, Limit{Key: key, Policy: p, Cost: cost})
+}
+
+// CheckAll decides several limits atomically in one call (one RL.TOKEN for token buckets, else
+// one RL.ALL): all are taken or none. Decision.Limiting names the limit it describes. In a
+// cluster, the keys must share a hash tag.
+func (l *Limiter) CheckAll(ctx context.Context, limits ...Limit) (Decision, error) {
+	d, err := l.CheckAllStrict(ctx, limits...)
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return l.degrade(limits, ce), nil
+	}
+	return d, err
+}
+
+// CheckAllStrict is CheckAll without the failure policy: a call Redis did not decide returns its
+// *CallError (errors.Is ErrDeadline, ErrUnreachable, ErrBreakerOpen, ErrServer, ErrConfiguration).
+func (l *Limiter) CheckAllStrict(ctx context.Context, limits ...Limit) (Decision, error) {
+	cmd, err := buildDecide(limits)
+	if err != nil {
+		return Decision{}, err
+	}
+	v, err := l.call(ctx, cmd)
+	if err != nil {
+		return Decision{}, err
+	}
+	d, err := DecisionOfReply(v)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.decided(d), nil
+}
+
+// Take grants as many tokens as the bucket holds now, up to most (RL.TAKE). Degraded: fail open
+// grants all of most, fail closed none.
+func (l *Limiter) Take(ctx context.Context, key string, p Policy, most uint64) (Taken, error) {
+	cmd, err := buildTake(key, p, most)
+	if err != nil {
+		return Taken{}, err
+	}
+	v, err := l.call(ctx, cmd)
+	var t Taken
+	if err == nil {
+		t, err = takenOf(v)
+	}
+	var ce *CallError
+	if errors.As(err, &ce) {
+		d := l.degrade([]Limit{{key, p, most}}, ce)
+		if d.Allowed {
+			return Taken{Decision: d, Taken: most}, nil
+		}
+		return Taken{Decision: d}, nil
+	}
+	if err == nil {
+		l.decided(t.Decision)
+	}
+	return t, err
+}
+
+// Refund gives units back to a token bucket, fixed window or sliding counter (RL.REFUND). Strict:
+// the error says why Redis did not take it.
+func (l *Limiter) Refund(ctx context.Context, key string, p Policy, units uint64) error {
+	cmd, err := buildRefund(key, p, units)
+	if err != nil {
+		return err
+	}
+	_, err = l.call(ctx, cmd)
+	return err
+}
+
+// Peek reads what key holds and, with its policy, what a request would meet now (RL.INSPECT,
+// read-only). Strict.
+func (l *Limiter) Peek(ctx context.Context, key string, p Policy) (Inspection, error) {
+	var pp *Policy
+	if p.Valid() {
+		pp = &p
+	}
+	v, err := l.call(ctx, buildInspect(key, pp))
+	if err != nil {
+		return Inspection{}, err
+	}
+	return inspectionOf(v)
+}
+
+// Verified is what Verify found: the engine in use and why.
+type Verified struct {
+	Engine Engine
+	Why    string
+}
+
+func (v Verified) String() string { return v.Engine.String() + " (" + v.Why + ")" }
+
+// Verify asks the server which engine works (the module, the library through FCALL, or EVALSHA;
+// loading the library where it is missing) and says which and why. Its error is a *CallError:
+// ErrConfiguration when no engine works for this user on this server.
+func (l *Limiter) Verify(ctx context.Context) (Verified, error) {
+	const key = "rl:{verify}"
+	for _, cmd := range [][]string{buildInspect(key, nil), {"RL.TOKEN", key, "1", "1", "0"}} {
+		v, err := l.bounded(ctx, func(ctx context.Context) (any, error) { return l.engine.run(ctx, l.client, cmd) })
+		if err = l.settle(err); err != nil {
+			return Verified{}, err
+		}
+		if cmd[0] == "RL.TOKEN" {
+			if _, err := DecisionOfReply(v); err != nil {
+				return Verified{}, err
+			}
+		}
+	}
+	e, why := l.engine.describe()
+	return Verified{Engine: e, Why: why}, nil
+}

@@ -1,0 +1,369 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/go"
+	"github.com/redis-ratelimit/redis-ratelimit/go/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newLimiter(t *testing.T, c redis.UniversalClient, opts ratelimit.Options) *ratelimit.Limiter {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	if opts.Deadline == 0 {
+		opts.Deadline = time.Second // generous on a busy test machine; the outage tests set their own
+	}
+	l, err := ratelimit.New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+type engineCase struct {
+	name   string
+	module bool
+	engine ratelimit.Engine
+	want   ratelimit.Engine
+}
+
+var engineCases = []engineCase{
+	{"module", true, ratelimit.Auto, ratelimit.Module},
+	{"stock-fcall", false, ratelimit.Auto, ratelimit.Functions},
+	{"stock-evalsha", false, ratelimit.Scripts, ratelimit.Scripts},
+}
+
+// Every call of the package on each engine: the same decisions.
+func TestEngines(t *testing.T) {
+	for _, ec := range engineCases {
+		t.Run(ec.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t, ec.module)
+			c := srv.Client(t)
+			l := newLimiter(t, c, ratelimit.Options{Failure: ratelimit.FailClosed(), Engine: ec.engine})
+			ctx := context.Background()
+			v, err := l.Verify(ctx)
+			if err != nil || v.Engine != ec.want {
+				t.Fatalf("Verify: %v %v, want %v", v, err, ec.want)
+			}
+			bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+
+			t.Run("burst", func(t *testing.T) {
+				allowed := 0
+				var denial ratelimit.Decision
+				for i := 0; i < 12; i++ {
+					d, err := l.Check(ctx, "rl:{burst}", bucket, 1)
+					must(t, err)
+					if d.Degraded {
+						t.Fatalf("degraded: %+v", d)
+					}
+					if d.Allowed {
+						allowed++
+					} else {
+						denial = d
+					}
+				}
+				if allowed != 10 || denial.Limit != 10 || denial.RetryAfter <= 0 || denial.RetryAfter > 200*time.Millisecond {
+					t.Fatalf("allowed %d, denial %+v", allowed, denial)
+				}
+				if s, ok := denial.RetryAfterSecs(); !ok || s != 1 {
+					t.Fatalf("Retry-After %d %v", s, ok)
+				}
+			})
+			t.Run("check-all-mixed", func(t *testing.T) {
+				fixed := ratelimit.Must(ratelimit.FixedWindow(3, time.Minute))
+				log := ratelimit.Must(ratelimit.SlidingLog(5, time.Minute))
+				count := ratelimit.Must(ratelimit.SlidingCounter(100, time.Minute))
+				limits := []ratelimit.Limit{{Key: "rl:{mix}:a", Policy: fixed, Cost: 1}, {Key: "rl:{mix}:b", Policy: log, Cost: 1},
+					{Key: "rl:{mix}:c", Policy: count, Cost: 1}}
+				for i := 0; i < 3; i++ {
+					d, err := l.CheckAll(ctx, limits...)
+					must(t, err)
+					if !d.Allowed {
+						t.Fatalf("call %d denied: %+v", i, d)
+					}
+				}
+				d, err := l.CheckAll(ctx, limits...)
+				must(t, err)
+				if d.Allowed || d.Limiting != 0 || d.Limit != 3 {
+					t.Fatalf("4th: %+v", d)
+				}
+				// all or nothing: the log counted 3, not 4
+				in, err := l.Peek(ctx, "rl:{mix}:c", count)
+				must(t, err)
+				if !in.Exists || in.Remaining != 97 {
+					t.Fatalf("peek: %+v", in)
+				}
+			})
+			t.Run("take-refund-reserve", func(t *testing.T) {
+				tk, err := l.Take(ctx, "rl:{take}", bucket, 25)
+				must(t, err)
+				if tk.Taken != 10 || !tk.Allowed {
+					t.Fatalf("take: %+v", tk)
+				}
+				must(t, l.Refund(ctx, "rl:{take}", bucket, 4))
+				d, err := l.Check(ctx, "rl:{take}", bucket, 4)
+				must(t, err)
+				if !d.Allowed {
+					t.Fatalf("after the refund: %+v", d)
+				}
+				r, err := l.Reserve(ctx, "rl:{take}", bucket, 1, 500*time.Millisecond)
+				must(t, err)
+				if !r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > 200*time.Millisecond {
+					t.Fatalf("reserve: %+v", r)
+				}
+				r, err = l.Reserve(ctx, "rl:{take}", bucket, 5, 100*time.Millisecond)
+				must(t, err)
+				if r.Allowed {
+					t.Fatalf("reserve beyond max wait: %+v", r)
+				}
+				b, err := l.ReserveBatch(ctx, "rl:{batch}", bucket, 2, 8, time.Second)
+				must(t, err)
+				if b.Taken != 8 {
+					t.Fatalf("batch: %+v", b)
+				}
+				if err := l.Refund(ctx, "k", ratelimit.Must(ratelimit.SlidingLog(1, time.Second)), 1); !errors.Is(err, ratelimit.ErrUsage) {
+					t.Fatalf("refund of a log: %v", err)
+				}
+			})
+			t.Run("wait-sleeps-once", func(t *testing.T) {
+				small := ratelimit.Must(ratelimit.TokenBucket(1, 10))
+				_, err := l.Check(ctx, "rl:{wait}", small, 1)
+				must(t, err)
+				start := time.Now()
+				d, err := l.Wait(ctx, time.Second, ratelimit.Limit{Key: "rl:{wait}", Policy: small, Cost: 1})
+				must(t, err)
+				if !d.Allowed || d.RetryAfter != 0 || time.Since(start) < 80*time.Millisecond {
+					t.Fatalf("wait: %+v after %v", d, time.Since(start))
+				}
+			})
+			t.Run("acquire-release", func(t *testing.T) {
+				conc := ratelimit.Must(ratelimit.Concurrency(2, 300*time.Millisecond))
+				p1, d, err := l.Acquire(ctx, "rl:{lease}", conc, 1)
+				must(t, err)
+				p2, _, err := l.Acquire(ctx, "rl:{lease}", conc, 1)
+				must(t, err)
+				if p1 == nil || p2 == nil || !d.Allowed {
+					t.Fatalf("acquire: %v %v %+v", p1, p2, d)
+				}
+				time.Sleep(700 * time.Millisecond) // past two leases: the renewals hold them
+				p3, d3, err := l.Acquire(ctx, "rl:{lease}", conc, 1)
+				must(t, err)
+				if p3 != nil || d3.Allowed {
+					t.Fatalf("a third slot while two are renewed: %+v", d3)
+				}
+				held, err := p1.Release(ctx)
+				must(t, err)
+				if !held {
+					t.Fatal("the lease was lost")
+				}
+				p3, _, err = l.Acquire(ctx, "rl:{lease}", conc, 1)
+				must(t, err)
+				if p3 == nil {
+					t.Fatal("no slot after a release")
+				}
+				_, _ = p2.Release(ctx)
+				_, _ = p3.Release(ctx)
+				if _, err := l.Check(ctx, "k", conc, 1); !errors.Is(err, ratelimit.ErrUsage) {
+					t.Fatalf("check of a concurrency limit: %v", err)
+				}
+			})
+			if ec.want != ratelimit.Module {
+				t.Run("flushed-mid-run", func(t *testing.T) {
+					_, err := l.Check(ctx, "rl:{flush}", bucket, 1)
+					must(t, err)
+					must(t, c.FunctionFlush(ctx).Err())
+					must(t, c.ScriptFlush(ctx).Err())
+					d, err := l.Check(ctx, "rl:{flush}", bucket, 1)
+					must(t, err)
+					if d.Degraded || !d.Allowed || d.Remaining != 8 {
+						t.Fatalf("after the flush: %+v", d)
+					}
+					if e, _ := l.Engine(); e != ec.want {
+						t.Fatalf("engine %v after the flush", e)
+					}
+				})
+			}
+		})
+	}
+}
+
+// Two limiters (two application instances, two clients) share one bucket; 200 concurrent
+// requests get exactly the capacity.
+func TestConcurrentRequestsShareOneBucket(t *testing.T) {
+	srv := redistest.Start(t, true)
+	a := newLimiter(t, srv.Client(t), ratelimit.Options{Failure: ratelimit.FailClosed()})
+	b := newLimiter(t, srv.Client(t), ratelimit.Options{Failure: ratelimit.FailClosed()})
+	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 0.001))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed := 0
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			d, err := l.Check(context.Background(), "rl:{shared}", bucket, 1)
+			if err != nil || d.Degraded {
+				t.Errorf("%+v %v", d, err)
+			}
+			if d.Allowed {
+				mu.Lock()
+				allowed++
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	if allowed != 10 {
+		t.Fatalf("%d allowed of 200, want 10", allowed)
+	}
+}
+
+// ACLs: a user without FCALL/FUNCTION gets the EVALSHA scripts, and says why; a user without any
+// engine is a configuration fault, not an outage.
+func TestEngineChoiceUnderACLs(t *testing.T) {
+	srv := redistest.Start(t, false)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	must(t, admin.Do(ctx, "ACL", "SETUSER", "scripts", "on", ">pw", "~*", "+@all", "-fcall", "-function").Err())
+	must(t, admin.Do(ctx, "ACL", "SETUSER", "none", "on", ">pw", "~*", "+@all", "-fcall", "-function", "-evalsha", "-eval").Err())
+	scripts := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "scripts", Password: "pw"})
+	defer scripts.Close()
+	l := newLimiter(t, scripts, ratelimit.Options{Failure: ratelimit.FailOpen()})
+	v, err := l.Verify(ctx)
+	if err != nil || v.Engine != ratelimit.Scripts || !strings.Contains(v.Why, "NOPERM") || !strings.Contains(v.Why, "module not loaded") {
+		t.Fatalf("Verify: %v %v", v, err)
+	}
+	none := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "none", Password: "pw"})
+	defer none.Close()
+	l = newLimiter(t, none, ratelimit.Options{Failure: ratelimit.FailClosed()})
+	if _, err := l.Verify(ctx); !errors.Is(err, ratelimit.ErrConfiguration) {
+		t.Fatalf("Verify without any engine: %v", err)
+	}
+	d, err := l.Check(ctx, "k", ratelimit.Must(ratelimit.TokenBucket(1, 1)), 1)
+	must(t, err)
+	if !d.Degraded || d.Allowed || !l.Misconfigured() || !l.BreakerOpen() {
+		t.Fatalf("misconfigured: %+v misconfigured=%v breaker=%v", d, l.Misconfigured(), l.BreakerOpen())
+	}
+	// The module engine asked for on a stock server: a configuration fault too.
+	l = newLimiter(t, admin, ratelimit.Options{Failure: ratelimit.FailClosed(), Engine: ratelimit.Module})
+	if _, err := l.CheckAllStrict(ctx, ratelimit.Limit{Key: "k", Policy: ratelimit.Must(ratelimit.TokenBucket(1, 1)), Cost: 1}); !errors.Is(err, ratelimit.ErrConfiguration) || !errors.Is(err, ratelimit.ErrServer) {
+		t.Fatalf("module on a stock server: %v", err)
+	}
+}
+
+func TestOptionsNeedAFailurePolicy(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	if _, err := ratelimit.New(c, ratelimit.Options{}); err == nil {
+		t.Fatal("a limiter without a failure policy")
+	}
+	if _, err := ratelimit.TokenBucket(0, 5); err == nil || err.Error() != "token_bucket: invalid capacity: must be a whole number >= 1" {
+		t.Fatalf("policy error: %v", err)
+	}
+}
+
+// A stopped server and a paused one (SIGSTOP: connections held, nothing answered): every call
+// returns within the deadline, whatever the client's options, with the failure policy's decision;
+// the breaker opens, and its probe closes it as soon as the server answers again.
+func TestOutages(t *testing.T) {
+	const deadline = 100 * time.Millisecond
+	const slack = 60 * time.Millisecond // scheduling on a loaded 2-core machine
+	for _, ctxTimeouts := range []bool{false, true} {
+		for _, failure := range []ratelimit.FailurePolicy{ratelimit.FailOpen(), ratelimit.FailClosed()} {
+			name := fmt.Sprintf("%v/ContextTimeoutEnabled=%v", failure, ctxTimeouts)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				srv := redistest.Start(t, true)
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: ctxTimeouts})
+				defer c.Close()
+				var logs strings.Builder
+				var logMu sync.Mutex
+				logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+					logMu.Lock()
+					defer logMu.Unlock()
+					return logs.Write(p)
+				}), nil))
+				l := newLimiter(t, c, ratelimit.Options{Failure: failure, Deadline: deadline, BreakerFailures: 3,
+					BreakerCooldown: 10 * time.Second, Logger: logger})
+				ctx := context.Background()
+				bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+				d, err := l.Check(ctx, "rl:{o}", bucket, 1)
+				if err != nil || d.Degraded {
+					t.Fatalf("before: %+v %v", d, err)
+				}
+				srv.Pause()
+				for i := 0; i < 6; i++ {
+					start := time.Now()
+					d, err := l.Check(ctx, "rl:{o}", bucket, 1)
+					took := time.Since(start)
+					if err != nil || !d.Degraded || d.Allowed != failure.IsOpen() {
+						t.Fatalf("paused, call %d: %+v %v", i, d, err)
+					}
+					if took > deadline+slack {
+						t.Fatalf("paused, call %d took %v (deadline %v)", i, took, deadline)
+					}
+				}
+				if !l.BreakerOpen() {
+					t.Fatal("the breaker is not open after 6 calls without an answer")
+				}
+				srv.Resume()
+				// The probe ends the outage well before the 10 s cool-down.
+				for end := time.Now().Add(3 * time.Second); l.BreakerOpen() && time.Now().Before(end); {
+					time.Sleep(20 * time.Millisecond)
+				}
+				d, err = l.Check(ctx, "rl:{o}", bucket, 1)
+				if err != nil || d.Degraded {
+					t.Fatalf("after the pause: %+v %v (breaker open %v)", d, err, l.BreakerOpen())
+				}
+				srv.Stop()
+				for i := 0; i < 3; i++ {
+					start := time.Now()
+					d, err := l.Check(ctx, "rl:{o}", bucket, 1)
+					if err != nil || !d.Degraded || d.Allowed != failure.IsOpen() || time.Since(start) > deadline+slack {
+						t.Fatalf("stopped, call %d: %+v %v after %v", i, d, err, time.Since(start))
+					}
+				}
+				counts := l.Counts()
+				if counts.Outages != 2 || counts.Degraded != 9 || counts.BreakerOpened < 1 {
+					t.Fatalf("counts %+v", counts)
+				}
+				logMu.Lock()
+				out := logs.String()
+				logMu.Unlock()
+				if !strings.Contains(out, "an outage") || !strings.Contains(out, "outage over") || !strings.Contains(out, "degraded_decisions=6") {
+					t.Fatalf("logs:\n%s", out)
+				}
+			})
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
