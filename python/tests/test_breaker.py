@@ -80,11 +80,16 @@ def test_refuses_nonsense() -> None:
 
 def test_opening_and_closing_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
-    b = Breaker(failures=1, cooldown=1.0, clock=clock)
+    b = Breaker(failures=1, cooldown=1.0, clock=clock, name="api")
     with caplog.at_level("WARNING", logger="redis_ratelimit"):
-        b.failure()
+        b.failure("DeadlineError: no answer")
+        clock.now += 1
+        assert b.allow()
+        b.failure("UnreachableError: refused")  # a failed probe: still open, not logged again
         clock.now += 1
         assert b.allow()
         b.success()
-    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
-        "circuit breaker open", "circuit breaker closed"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "limiter 'api': circuit breaker open after 1 failure in a row (DeadlineError: no answer): "
+        "no call goes to Redis for 1 s, then one probes",
+        "limiter 'api': circuit breaker closed: Redis answers again and decides"]

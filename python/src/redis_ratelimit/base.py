@@ -4,6 +4,9 @@ does not. The two classes only send (`limiter.py`, `aio.py`)."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, Tuple, TypedDict, TypeVar, Union
 
@@ -27,6 +30,8 @@ from .failure import FailurePolicy
 from .policy import Policy
 
 __all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]
+
+log = logging.getLogger("redis_ratelimit")
 
 # The key verify() reads and peeks at (nothing is written): inside docs/deployment.md's `~rl:*`.
 VERIFY_KEY = "rl:verify"
@@ -73,7 +78,15 @@ class LimiterBase(Generic[C]):
         self.deadline = float(deadline)
         self.breaker = breaker if isinstance(breaker, Breaker) else Breaker(*(breaker or ()))
         self.name = name
+        if self.breaker.name is None:
+            self.breaker.name = name
         self._misconfigured = False
+        # The outage under way: its cause as logged (None: Redis answers), since when, and the failure
+        # policy's count of decisions when it began.
+        self._cause: str | None = None
+        self._cause_since = 0.0
+        self._cause_decisions = 0
+        self._cause_lock = threading.Lock()
         self.client = client
         self._cluster = False  # on a cluster client: the keys of one call must share a slot
         self._bind(client)
@@ -107,13 +120,47 @@ class LimiterBase(Generic[C]):
         if isinstance(error, (DeadlineError, UnreachableError)):
             # A failover or a restart may land on another kind of server: the engine is chosen anew.
             self.engine.forget()
-            self.breaker.failure()
+            self.breaker.failure(self._outage(error))
         elif isinstance(error, ConfigurationError):
             self._misconfigured = True
-            self.breaker.fault()
+            self.breaker.fault(self._outage(error))
         else:
             self._misconfigured = False
+            self._answered()
             self.breaker.success()
+
+    def _outage(self, error: CallError) -> str:
+        """Logs the cause of an outage (logger ``redis_ratelimit``, a warning naming this limiter) when
+        it is not of the kind last logged (a deadline, a connection failure, a configuration fault);
+        returns it. Calls turned away by the open breaker change no
+        cause: its probes do."""
+        cause = f"{type(error).__name__}: {error}"
+        with self._cause_lock:
+            # A cause is its kind: connections refused, then reset, then refused again are one outage.
+            if self._cause is not None and self._cause.split(":", 1)[0] == type(error).__name__:
+                return cause
+            first = self._cause is None
+            self._cause = cause
+            if first:
+                self._cause_since = time.monotonic()
+                self._cause_decisions = self.failure.decisions
+        log.warning("limiter %r: Redis did not decide (%s): the failure policy %r decides meanwhile%s",
+                    self.name, cause, self.failure, "" if first else " (the cause changed)",
+                    extra={"limiter": self.name, "cause": cause})
+        return cause
+
+    def _answered(self) -> None:
+        """Logs the end of an outage, once."""
+        if self._cause is None:  # the common case, without the lock
+            return
+        with self._cause_lock:
+            if self._cause is None:
+                return
+            self._cause = None
+            took = time.monotonic() - self._cause_since
+            degraded = self.failure.decisions - self._cause_decisions
+        log.warning("limiter %r: Redis answers again after %.1f s (%d degraded decisions meanwhile)",
+                    self.name, took, degraded, extra={"limiter": self.name, "cause": None})
 
     # What each method sends, how its reply reads, and what it answers when Redis does not (None:
     # the *_strict methods raise). Each raises UsageError when its call cannot be built.

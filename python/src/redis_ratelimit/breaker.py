@@ -36,12 +36,15 @@ class Breaker:
         cooldown: float = 1.0,
         *,
         clock: Callable[[], float] = time.monotonic,
+        name: str | None = None,
     ) -> None:
         if failures < 1:
             raise ValueError("breaker: failures must be at least 1")
         if not cooldown >= 0:
             raise ValueError("breaker: cooldown must be a number of seconds >= 0")
         self.failures = failures
+        #: The limiter it guards, named in its log lines (a limiter sets it when it is None).
+        self.name = name
         self.cooldown = float(cooldown)
         self._clock = clock
         self._lock = threading.Lock()
@@ -73,32 +76,47 @@ class Breaker:
             self._state = _CLOSED
             self._in_a_row = 0
         if was != _CLOSED:
-            log.warning("circuit breaker closed: Redis answers again and decides")
+            log.warning("%scircuit breaker closed: Redis answers again and decides", self._who(),
+                        extra={"limiter": self.name})
 
-    def failure(self) -> None:
-        """No answer (the deadline, a broken connection): counts towards opening; a failed probe
-        opens it again at once."""
+    def failure(self, cause: str | None = None) -> None:
+        """No answer (the deadline, a broken connection; ``cause`` says which, for the log line):
+        counts towards opening; a failed probe opens it again at once."""
         now = self._clock()
         with self._lock:
             if self._state == _CLOSED:
                 self._in_a_row += 1
                 if self._in_a_row < self.failures:
                     return
-            self._open(now)
+            opened = self._open(now)
+        if opened:
+            self._log_open(f"{self.failures} failure{'s' * (self.failures > 1)} in a row", cause)
 
-    def fault(self) -> None:
+    def fault(self, cause: str | None = None) -> None:
         """Redis answered that the limiter cannot work with it as configured: open at once."""
         now = self._clock()
         with self._lock:
-            self._open(now)
+            opened = self._open(now)
+        if opened:
+            self._log_open("a configuration fault", cause)
 
-    def _open(self, now: float) -> None:
-        if self._state == _CLOSED:
+    def _open(self, now: float) -> bool:
+        """Opens (again); True when it was closed."""
+        was = self._state
+        if was == _CLOSED:
             self.opened += 1
-            log.warning("circuit breaker open: no call goes to Redis for %g s, then one probes", self.cooldown)
         self._state = _OPEN
         self._until = now + self.cooldown
         self._in_a_row = 0
+        return was == _CLOSED
+
+    def _log_open(self, after: str, cause: str | None) -> None:
+        log.warning("%scircuit breaker open after %s (%s): no call goes to Redis for %g s, then one probes",
+                    self._who(), after, cause or "no answer", self.cooldown,
+                    extra={"limiter": self.name, "cause": cause})
+
+    def _who(self) -> str:
+        return f"limiter {self.name!r}: " if self.name is not None else ""
 
     @property
     def open(self) -> bool:

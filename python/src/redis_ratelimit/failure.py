@@ -7,15 +7,13 @@ There is no default: each limiter states its choice. As ``FailurePolicy`` in ``c
 - ``FailurePolicy.fallback(instances)``: decide in this process with the same algorithms and the limit
   divided by ``instances`` (the application instances sharing it): a rough bound that stays available.
 
-Every decision made here is ``degraded=True``, counted (``decisions``, ``allowed``) and logged (a
-warning at most every 10 s).
+Every decision made here is ``degraded=True`` and counted (``decisions``, ``allowed``); the limiter
+logs why Redis did not decide, once per change of cause (``LimiterBase._observe``).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -26,11 +24,7 @@ from .policy import Policy
 
 __all__ = ["FailurePolicy"]
 
-log = logging.getLogger("redis_ratelimit")
-
 Kind = Literal["open", "closed", "fallback"]
-
-_REMIND_EVERY = 10.0
 
 
 class FailurePolicy:
@@ -38,7 +32,7 @@ class FailurePolicy:
     in-process state: give each limiter its own policy value (two limiters sharing one share its
     budget)."""
 
-    __slots__ = ("kind", "instances", "local", "decisions", "allowed", "_lock", "_logged")
+    __slots__ = ("kind", "instances", "local", "decisions", "allowed", "_lock")
 
     def __init__(self, kind: Kind, instances: int = 1) -> None:
         if kind not in ("open", "closed", "fallback"):
@@ -51,7 +45,6 @@ class FailurePolicy:
         self.decisions = 0
         self.allowed = 0
         self._lock = threading.Lock()
-        self._logged = 0.0
 
     @staticmethod
     def open() -> FailurePolicy:
@@ -100,21 +93,10 @@ class FailurePolicy:
         return self._decided(decision, error), taken
 
     def _decided(self, decision: Decision, error: BaseException | None) -> Decision:
-        now = time.monotonic()
+        # The cause (error) is logged by the limiter that met it, once per change of cause.
         with self._lock:
             self.decisions += 1
             self.allowed += decision.allowed
-            remind = now - self._logged >= _REMIND_EVERY or self._logged == 0.0
-            if remind:
-                self._logged = now
-            decisions = self.decisions
-        if remind:
-            log.warning(
-                "Redis did not decide (%s): degraded decisions by the failure policy %s (%d so far)",
-                error if error is not None else "no answer",
-                self,
-                decisions,
-            )
         return decision
 
     def __repr__(self) -> str:
