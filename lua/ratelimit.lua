@@ -20,8 +20,10 @@ into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing
 
 -- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
 local CONTRACT = {
-  functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect" },
-  read_only = { rl_inspect = true },
+  version = "0.2.0",
+  source_hash = "958d667b9b290ddda9a1712974eeb7c7c3936811",
+  functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
+  read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
@@ -1286,8 +1288,10 @@ local function build()
     local window_us = l.window_us
     local threshold = math.max(math.max(now_us - window_us, 0), FILLER_CEILING)
     local function wait(ts) return us_ns(math.max(ts + window_us - now_us, 0)) end
+    -- Stamps of requests that share a microsecond run ahead of it: the reset is at most one window.
+    local function reset(ts) return us_ns(math.max(math.min(ts + window_us - now_us, window_us), 0)) end
     local function verdict(allowed, live, retry, newest)
-      return V.new(allowed, l.limit, math.max(l.limit - live, 0), retry, newest and wait(newest) or ZERO)
+      return V.new(allowed, l.limit, math.max(l.limit - live, 0), retry, newest and reset(newest) or ZERO)
     end
     local width_for = id.dedup and 16 or 8
     if not log then
@@ -1392,7 +1396,7 @@ local function build()
     end
     local remaining = one.allowed and one.remaining + 1 or one.remaining
     local before = V.new(one.allowed, one.limit, remaining, one.retry,
-      us_ns(math.max(newest + l.window_us - now_us, 0)))
+      us_ns(math.max(math.min(newest + l.window_us - now_us, l.window_us), 0)))
     return { now = before, one = one }
   end
 
@@ -1943,6 +1947,9 @@ local function build()
     end
     return out
   end
+
+  -- The library's version and the hash of its source (a client compares them with its own).
+  function C.rl_version() return { CONTRACT.version, CONTRACT.source_hash } end
 
   -- Every function: the clock read once, errors replied as the module's (a bug as an internal error).
   local FUNCTIONS = {}

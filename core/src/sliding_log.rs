@@ -269,12 +269,15 @@ impl SlidingLog {
     fn decide_on(&self, log: Option<Log<'_>>, now_us: u64, id: RequestId) -> SlideDecision {
         let threshold = now_us.saturating_sub(self.window_us).max(FILLER_CEILING);
         let wait = |ts: u64| us_to_ns(ts.saturating_add(self.window_us).saturating_sub(now_us));
+        // Requests that share a microsecond are stamped one after another (strictly increasing), so
+        // the newest stamp may lie a few microseconds ahead; the reset is never reported past one window.
+        let reset = |ts: u64| wait(ts).min(us_to_ns(self.window_us));
         let verdict = |allowed: bool, live: u64, retry: Option<Nanos>, newest: Option<u64>| Verdict {
             allowed,
             limit: self.limit,
             remaining: self.limit.saturating_sub(live),
             retry_after_ns: retry,
-            reset_after_ns: newest.map_or(0, wait),
+            reset_after_ns: newest.map_or(0, reset),
         };
         let Some(log) = log else {
             let write = Change::Set(build(width_for(id), 1, &[(now_us, id.hash)]).into());
@@ -413,7 +416,8 @@ impl Limiter for SlidingLog {
         let newest = log.and_then(|l| l.recorded().last()).unwrap_or(0);
         let before = Verdict {
             remaining: if one.allowed { one.remaining + 1 } else { one.remaining },
-            reset_after_ns: (newest.saturating_add(self.window_us).saturating_sub(now_us) as Nanos)
+            reset_after_ns: (newest.saturating_add(self.window_us).saturating_sub(now_us).min(self.window_us)
+                as Nanos)
                 .saturating_mul(1000),
             ..one
         };
@@ -537,6 +541,21 @@ mod tests {
         // At T0 + 10 s the first request leaves the window.
         assert!(!run(&log, &mut value, T0 + 10 * S - 1, PLAIN).verdict.allowed);
         assert!(run(&log, &mut value, T0 + 10 * S, PLAIN).verdict.allowed);
+    }
+
+    #[test]
+    fn requests_that_share_a_microsecond_never_report_a_reset_past_the_window() {
+        // A millisecond clock (Redis 7.0): every call of one millisecond reads the same now.
+        let log = SlidingLog::new(100, 60 * S).unwrap();
+        let mut value = None;
+        for _ in 0..5 {
+            let d = run(&log, &mut value, T0, PLAIN);
+            assert!(d.verdict.allowed);
+            assert!(d.verdict.reset_after_ns <= 60_000_000_000, "{}", d.verdict.reset_after_ns);
+        }
+        let bytes = value.unwrap();
+        let peek = log.peek(Some(&bytes), (T0 * 1000) as Nanos).unwrap();
+        assert!(peek.now.reset_after_ns <= 60_000_000_000 && peek.one.reset_after_ns <= 60_000_000_000);
     }
 
     #[test]
