@@ -7,7 +7,7 @@
 mod common;
 
 use common::lua;
-use ratelimit_core::commands::{CommandInfo, COMMANDS};
+use ratelimit_core::commands::{CommandInfo, COMMANDS, VERSION_FUNCTION};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use testkit::redis::{self, Value as Reply};
@@ -58,9 +58,21 @@ fn the_library_registers_the_contract_s_functions_and_flags() {
         };
         registered.insert(text(&field("name")), flags.contains(&"no-writes".to_string()));
     }
-    let listed: BTreeMap<String, bool> =
+    let mut listed: BTreeMap<String, bool> =
         CommandInfo::in_library().map(|c| (c.function.unwrap().to_string(), !c.writes)).collect();
+    listed.insert(VERSION_FUNCTION.to_string(), true);
     assert_eq!(registered, listed, "the library's functions (name -> read-only) are the contract's");
+    // rl_version answers the contract's version and hash.
+    let version: Vec<String> = redis::cmd("FCALL_RO").arg(VERSION_FUNCTION).arg(0).query(&mut con).unwrap();
+    let contract: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("contract/contract.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let library = &contract["library"];
+    assert_eq!(version, [library["version"].as_str().unwrap(), library["source_hash"].as_str().unwrap()]);
 }
 
 #[test]

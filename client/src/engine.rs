@@ -392,6 +392,17 @@ pub fn script_source(function: &str) -> String {
     script_of(LIBRARY, function)
 }
 
+/// The hash a library names as its own (`source_hash` in its contract block, what `rl_version`
+/// replies); empty when it names none.
+pub(crate) fn library_hash(library: &str) -> &str {
+    const FIELD: &str = "  source_hash = \"";
+    library
+        .find(FIELD)
+        .map(|at| &library[at + FIELD.len()..])
+        .and_then(|rest| rest.split_once('"'))
+        .map_or("", |(hash, _)| hash)
+}
+
 /// The EVALSHA script of `function` in `library` (a source as FUNCTION LOAD takes it).
 pub(crate) fn script_of(library: &str, function: &str) -> String {
     let rule = evalsha_rule();

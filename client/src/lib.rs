@@ -68,4 +68,4 @@ pub use permit::{Acquired, Permit};
 pub use policy::{Policy, Window};
 pub use reserve::TokenReserve;
 pub use take::Taken;
-pub use verify::{ModuleInfo, ModuleVersion, VerifyError};
+pub use verify::{LibraryInfo, ModuleInfo, ModuleVersion, VerifyError};

@@ -4,9 +4,10 @@
 //! prove the module, and the version is read only where the user may.
 
 use crate::connection::is_configuration_fault;
-use crate::engine::Backend;
+use crate::engine::{library_hash, Backend, LIBRARY};
 use crate::error::CallError;
 use crate::limiter::Limiter;
+use ratelimit_core::commands::VERSION_FUNCTION;
 use redis::Value;
 use std::fmt;
 
@@ -28,6 +29,23 @@ pub struct ModuleInfo {
     /// Why: "the module answered", or e.g. "module not loaded; FCALL or FUNCTION LOAD refused to this
     /// user (NOPERM); using the Lua library through EVALSHA scripts".
     pub why: String,
+    /// Through `FCALL`: the library the server had (its `rl_version`) and whether it is this client's
+    /// now. `None` on the other engines (the module; EVALSHA scripts, named by their content).
+    pub library: Option<LibraryInfo>,
+}
+
+/// The Lua library a server had loaded, as its `rl_version` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LibraryInfo {
+    /// Its version and the hash of its source; `None` for a library older than `rl_version`.
+    pub found: Option<(String, String)>,
+    /// It was another than this client's and was replaced with this client's (`FUNCTION LOAD
+    /// REPLACE`).
+    pub replaced: bool,
+    /// The server now has this client's library; false when it had another and this user may not
+    /// replace it (the operator's runbook in docs/lua.md says how).
+    pub current: bool,
 }
 
 /// A module version, `MAJOR.MINOR.PATCH` (`MODULE LIST` shows it as `MAJOR * 10000 + MINOR * 100 + PATCH`).
@@ -99,7 +117,30 @@ impl Limiter {
             Backend::Module => self.module_version().await,
             _ => None,
         };
-        Ok(ModuleInfo { version, commands: vec!["RL.INSPECT", "RL.TOKEN"], engine, why })
+        let library = match engine {
+            Backend::Functions => Some(self.library_version().await),
+            _ => None,
+        };
+        Ok(ModuleInfo { version, commands: vec!["RL.INSPECT", "RL.TOKEN"], engine, why, library })
+    }
+
+    /// The library's `rl_version` on the server; another than this client's is replaced where this
+    /// user may load functions.
+    async fn library_version(&self) -> LibraryInfo {
+        let ours = library_hash(LIBRARY);
+        let found = match self.query(redis::cmd("FCALL_RO").arg(VERSION_FUNCTION).arg(0)).await {
+            Ok(Value::Array(fields)) => match &fields[..] {
+                [version, hash] => string(version.clone()).zip(string(hash.clone())),
+                _ => None,
+            },
+            _ => None,
+        };
+        if found.as_ref().is_some_and(|(_, hash)| hash == ours) {
+            return LibraryInfo { found, replaced: false, current: true };
+        }
+        let replaced =
+            self.query(redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(LIBRARY)).await.is_ok();
+        LibraryInfo { found, replaced, current: replaced }
     }
 
     /// The `ver` of the `ratelimit` entry of `MODULE LIST`, if this user may read it.

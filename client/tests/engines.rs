@@ -51,6 +51,29 @@ async fn on_a_stock_server_auto_loads_the_library_and_uses_fcall() {
 }
 
 #[tokio::test]
+async fn verify_replaces_an_older_library_and_says_which_it_found() {
+    let Some(server) = Server::builder().stock().own() else { return };
+    let ours = redis_ratelimit_client::lua::LIBRARY;
+    let hash_at = ours.find("  source_hash = \"").unwrap() + "  source_hash = \"".len();
+    let our_hash = &ours[hash_at..hash_at + 40];
+    // An older library on the server: another version and source.
+    let older = ours
+        .replacen(&format!("version = \"{}\"", env!("CARGO_PKG_VERSION")), "version = \"0.1.9\"", 1)
+        .replacen(our_hash, "0000000000000000000000000000000000000000", 1);
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(&older).query(&mut server.conn()).unwrap();
+    let limiter = limiter(server.url(), Backend::Functions);
+    let info = limiter.verify().await.unwrap();
+    let library = info.library.expect("the library's version is read through FCALL");
+    assert_eq!(library.found, Some(("0.1.9".into(), "0".repeat(40))));
+    assert!(library.replaced && library.current, "{library:?}");
+    let now: Vec<String> = redis::cmd("FCALL_RO").arg("rl_version").arg(0).query(&mut server.conn()).unwrap();
+    assert_eq!(now, [env!("CARGO_PKG_VERSION"), our_hash]);
+    // The second check finds it current and replaces nothing.
+    let again = limiter.verify().await.unwrap().library.unwrap();
+    assert!(again.current && !again.replaced, "{again:?}");
+}
+
+#[tokio::test]
 async fn scripts_are_cached_again_after_a_script_flush() {
     let Some(server) = Server::builder().stock().own() else { return };
     let limiter = limiter(server.url(), Backend::Scripts);

@@ -91,6 +91,9 @@ impl CommandInfo {
     }
 }
 
+/// The Lua library's own read-only function (no module command): its version and the hash of its source.
+pub const VERSION_FUNCTION: &str = "rl_version";
+
 const fn verdict(sixth: Option<&'static str>) -> ReplyForm {
     ReplyForm::Verdict { sixth }
 }

@@ -4,7 +4,7 @@
 
 use super::spec::form_name;
 use ratelimit_core::args::{COST, MAX};
-use ratelimit_core::commands::CommandInfo;
+use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 use ratelimit_core::declare::EMPTY_ID;
 use ratelimit_core::error::ParamError;
 use ratelimit_core::kind::{LimiterKind, RequestForm};
@@ -35,17 +35,26 @@ fn quoted(s: &str) -> String {
     format!("{s:?}")
 }
 
-/// The block, from its first line to its last.
-fn block() -> String {
-    let functions: Vec<String> = CommandInfo::in_library().filter_map(|c| c.function).map(quoted).collect();
+/// The library's version: the client's, which ships it.
+pub(super) const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The block, from its first line to its last, naming `source_hash` as the library's.
+fn block(source_hash: &str) -> String {
+    let functions: Vec<String> =
+        CommandInfo::in_library().filter_map(|c| c.function).chain([VERSION_FUNCTION]).map(quoted).collect();
     let read_only: Vec<String> = CommandInfo::in_library()
         .filter(|c| !c.writes)
         .filter_map(|c| c.function)
+        .chain([VERSION_FUNCTION])
         .map(|f| format!("{f} = true"))
         .collect();
     let mut out =
         format!("{BEGIN} {} (contract/contract.json's library, bounds and errors)\n", super::GENERATED);
     out += "local CONTRACT = {\n";
+    out += &format!("  version = {},\n", quoted(VERSION));
+    // The SHA-1 of the library with this value empty: what `rl_version` replies, so that a client can
+    // tell the library on a server from its own.
+    out += &format!("  source_hash = {},\n", quoted(source_hash));
     out += &format!("  functions = {{ {} }},\n", functions.join(", "));
     out += &format!("  read_only = {{ {} }},\n", read_only.join(", "));
     // The horizon in ns as the library's exact integers hold it above 2^53: limbs of base 10^7.
@@ -102,5 +111,12 @@ fn block() -> String {
 pub(super) fn with_block(library: &str) -> String {
     let start = library.find(BEGIN).expect("lua/ratelimit.lua has a -- CONTRACT: block");
     let end = library[start..].find(END).map(|i| start + i + END.len() + 1).expect("-- END CONTRACT");
-    format!("{}{}{}", &library[..start], block(), &library[end..])
+    let with = |hash: &str| format!("{}{}{}", &library[..start], block(hash), &library[end..]);
+    let hash = redis::Script::new(&with("")).get_hash().to_string();
+    with(&hash)
+}
+
+/// The `source_hash` a library's block names (its `rl_version`'s).
+pub(super) fn source_hash(library: &str) -> &str {
+    crate::engine::library_hash(library)
 }

@@ -6,7 +6,7 @@ use crate::http::caller::MAX_CALLER_KEY_BYTES;
 use crate::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
 use crate::http::response::*;
 use ratelimit_core::args::{COST, MAX, OUT_OF_RANGE, TOO_LARGE};
-use ratelimit_core::commands::{CommandInfo, KeyRule, ReplyForm, COMMANDS};
+use ratelimit_core::commands::{CommandInfo, KeyRule, ReplyForm, COMMANDS, VERSION_FUNCTION};
 use ratelimit_core::declare::{EMPTY_ID, LEASE_WEIGHT, LOG_COST};
 use ratelimit_core::error::{ParamError, StateError};
 use ratelimit_core::kind::{LimiterKind, ParamType, RequestForm};
@@ -150,9 +150,18 @@ fn library(source: &str) -> Value {
             json!({ "name": function, "command": c.name, "read_only": !c.writes, "evalsha_sha1": sha })
         })
         .collect();
+    let mut functions = functions;
+    functions.push(json!({
+        "name": VERSION_FUNCTION,
+        "command": null,
+        "read_only": true,
+        "evalsha_sha1": redis::Script::new(&script_of(source, VERSION_FUNCTION)).get_hash().to_string(),
+    }));
     let rule = evalsha_rule();
     json!({
         "name": "ratelimit",
+        "version": super::lua::VERSION,
+        "source_hash": super::lua::source_hash(source),
         "source": "lua/ratelimit.lua",
         "source_sha1": redis::Script::new(source).get_hash(),
         "functions": functions,
