@@ -1,0 +1,109 @@
+/**
+ * One small adapter per client: how a command (a list of strings) is sent to the node of its key, and
+ * which of its errors are Redis' error replies. Nothing needs setting on the client for correctness:
+ * the limiter bounds every call by its own deadline, whatever the client's offline queue and retries.
+ *
+ * - ioredis 5 (`Redis`, `Cluster`): in a cluster ioredis does not know where RL.* keep their keys, so
+ *   each command carries the slot of its key and ioredis sends it to that slot's node (and follows a
+ *   MOVED itself when the slots changed).
+ * - node-redis 4 and 5 (`createClient`, `createCluster`): `sendCommand(args)`, and in a cluster
+ *   `sendCommand(firstKey, isReadonly, args)`, which routes by the key.
+ */
+import { RedisErrorReply, type Send } from "./engine.js";
+import { slotOf } from "./slot.js";
+
+export interface Adapter {
+  /** `ioredis`, `ioredis-cluster`, `node-redis`, `node-redis-cluster`. */
+  readonly name: string;
+  readonly cluster: boolean;
+  /** Sends one command to the node of `route`; rejects with `RedisErrorReply` for an error reply. */
+  readonly send: Send;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Any = any;
+
+function isIoredis(client: Any): boolean {
+  return typeof client?.call === "function" && typeof client?.sendCommand === "function" && "status" in client;
+}
+
+function isNodeRedis(client: Any): boolean {
+  return typeof client?.sendCommand === "function" && ("isOpen" in client || "masters" in client || typeof client?.getMasters === "function");
+}
+
+function replyOf(e: unknown, isReply: (e: Any) => boolean): unknown {
+  if (e instanceof Error && isReply(e)) return new RedisErrorReply(e.message);
+  return e;
+}
+
+const ioReply = (e: Any): boolean => e?.name === "ReplyError";
+
+/** The adapter for an ioredis 5 `Redis` or `Cluster`. */
+export function ioredisAdapter(client: Any): Adapter {
+  const cluster = client.isCluster === true;
+  if (!cluster) {
+    return {
+      name: "ioredis",
+      cluster,
+      send: (args, _route) =>
+        (client.call(args[0], ...args.slice(1)) as Promise<unknown>).catch((e: unknown) => {
+          throw replyOf(e, ioReply);
+        }),
+    };
+  }
+  return {
+    name: "ioredis-cluster",
+    cluster,
+    send: (args, route) => {
+      // `call` builds ioredis' own Command and hands it to `sendCommand`; this one sets the command's
+      // slot (the slot of its key) on the way, which ioredis' cluster reads to pick the node.
+      const via = Object.create(client);
+      via.sendCommand = (cmd: Any, stream?: Any, node?: Any) => {
+        if (route !== undefined) cmd.slot = slotOf(route);
+        return client.sendCommand(cmd, stream, node);
+      };
+      return (client.call.call(via, args[0], ...args.slice(1)) as Promise<unknown>).catch((e: unknown) => {
+        throw replyOf(e, ioReply);
+      });
+    },
+  };
+}
+
+function nodeRedisReply(e: Any): boolean {
+  for (let p = Object.getPrototypeOf(e); p && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
+    if (p.constructor?.name === "ErrorReply") return true;
+  }
+  return false;
+}
+
+/** The adapter for a node-redis 4 or 5 client or cluster. */
+export function nodeRedisAdapter(client: Any): Adapter {
+  const cluster = !("isOpen" in client) || typeof client.getMasters === "function" || "masters" in client;
+  const send: Send = cluster
+    ? (args, route) => client.sendCommand(route, false, args)
+    : (args, _route) => client.sendCommand(args);
+  return {
+    name: cluster ? "node-redis-cluster" : "node-redis",
+    cluster,
+    send: (args, route) => {
+      let p: Promise<unknown>;
+      try {
+        p = send(args, route) as Promise<unknown>;
+      } catch (e) {
+        return Promise.reject(replyOf(e, nodeRedisReply));
+      }
+      return Promise.resolve(p).catch((e: unknown) => {
+        throw replyOf(e, nodeRedisReply);
+      });
+    },
+  };
+}
+
+/** The adapter for `client`: an `Adapter` as it is, an ioredis or a node-redis client or cluster. */
+export function adapt(client: unknown): Adapter {
+  const c = client as Any;
+  if (c && typeof c.send === "function" && typeof c.name === "string" && "cluster" in c) return c as Adapter;
+  if (isIoredis(c)) return ioredisAdapter(c);
+  if (isNodeRedis(c)) return nodeRedisAdapter(c);
+  throw new TypeError("not a Redis client: pass an ioredis Redis or Cluster, a node-redis client or cluster, or an Adapter");
+}

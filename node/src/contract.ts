@@ -1,0 +1,140 @@
+/**
+ * The contract every client reads (`contract.json`, written by the Rust reference and shipped in this
+ * package): the kinds, the commands and where their keys are, the bounds, the error texts, the
+ * library's functions and its EVALSHA rule, the HTTP names. Nothing here restates a rule: this module
+ * reads the file and interprets its key rules.
+ */
+import { CONTRACT_TEXT, LIBRARY_SOURCE } from "./assets.js";
+
+export interface ParamError { expected: string; field: string; reply: string }
+export interface KindSpec {
+  name: string; group: string; command: string; function: string; owner: string;
+  request: "cost" | "id" | "lease" | "reserve"; refunds: boolean; peeks: boolean;
+  params: { name: string; type: string; min: number; max: number; unit: string; errors: ParamError[] }[];
+}
+export type KeyRule =
+  | { rule: "at"; index: number }
+  | { rule: "every"; step: number }
+  | { rule: "groups" }
+  | { rule: "none" };
+export interface CommandSpec {
+  name: string; syntax: string; min_args: number; keys: KeyRule; writes: boolean; function: string | null;
+  reply: Record<string, unknown>;
+}
+export interface Contract {
+  version: number;
+  bounds: Record<string, number>;
+  kinds: KindSpec[];
+  commands: CommandSpec[];
+  request_forms: Record<string, { args: string[]; option: { word: string; values: number } | null }>;
+  errors: {
+    format: string; too_large: string; out_of_range: string; syntax: string; state: string;
+    duplicate_key: string; wrong_type: string; render: { lease_weight: string; log_cost: string };
+    requests: ParamError[];
+  };
+  library: {
+    name: string; source: string; source_sha1: string; version: string;
+    functions: { name: string; command: string | null; read_only: boolean; evalsha_sha1: string }[];
+    evalsha: { drop_first_lines: number; prologue: string; epilogue: string; stop_at_line_starting: string };
+  };
+  http: {
+    headers: Record<"content_type" | "degraded" | "limit" | "policy" | "remaining" | "reset" | "retry_after" | "state", string>;
+    problem_types: Record<"concurrency_limited" | "cost_exceeds_limit" | "denied" | "misconfigured" | "rate_limited" | "unavailable", string>;
+    degraded_value: string;
+    caller: { escapes: Record<string, string>; forms: string[]; ipv6_prefix_default: number; key: string; max_part_bytes: number };
+    forwarded: { max_hops: number; max_node_bytes: number };
+    structured: { name_drops: string[]; policy: string; state: string };
+  };
+}
+
+export const CONTRACT: Contract = JSON.parse(CONTRACT_TEXT) as Contract;
+/** The library's one source, as FUNCTION LOAD takes it (the package's copy of lua/ratelimit.lua). */
+export const LIBRARY: string = LIBRARY_SOURCE;
+
+/** The largest whole number (u64), exactly: JSON numbers beyond 2^53 lose digits in JSON.parse. */
+export const MAX_WHOLE: bigint = BigInt(/"max_whole":\s*(\d+)/.exec(CONTRACT_TEXT)![1]!);
+export const BOUNDS = CONTRACT.bounds;
+export const ERRORS = CONTRACT.errors;
+export const HTTP = CONTRACT.http;
+
+const KINDS = new Map(CONTRACT.kinds.map((k) => [k.name, k]));
+const BY_GROUP = new Map(CONTRACT.kinds.map((k) => [k.group, k]));
+const COMMANDS = new Map(CONTRACT.commands.map((c) => [c.name, c]));
+
+/** Each module command the library implements, and its function (RL.TOKEN: rl_token). */
+export const LIBRARY_FUNCTIONS: ReadonlyMap<string, string> = new Map(
+  CONTRACT.commands.filter((c) => c.function).map((c) => [c.name, c.function as string]),
+);
+
+export function kind(name: string): KindSpec {
+  const k = KINDS.get(name);
+  if (!k) throw new Error(`the contract has no kind ${name}`);
+  return k;
+}
+
+export function command(name: string): CommandSpec | undefined {
+  return COMMANDS.get(name.toUpperCase());
+}
+
+/** What a kind's parameter must be: its `index`-th error text, in the order core checks them. */
+export function paramError(kindName: string, param: string, index = 0): string {
+  const p = kind(kindName).params.find((x) => x.name === param);
+  const e = p?.errors[index];
+  if (!e) throw new Error(`the contract has no error ${index} for ${kindName}.${param}`);
+  return e.expected;
+}
+
+/** What a request's field (cost, id, weight, max_wait, max) must be. */
+export function requestError(field: string): string {
+  const e = ERRORS.requests.find((x) => x.field === field);
+  if (!e) throw new Error(`the contract has no request field ${field}`);
+  return e.expected;
+}
+
+/** Where a command's first key is among its arguments after its name (what routes it); undefined: none. */
+export function firstKey(name: string): number | undefined {
+  const rule = command(name)?.keys;
+  if (!rule) return undefined;
+  if (rule.rule === "at") return rule.index;
+  if (rule.rule === "every" || rule.rule === "groups") return 0;
+  return undefined;
+}
+
+function requestLen(form: string, rest: readonly string[]): number {
+  const spec = CONTRACT.request_forms[form]!;
+  const option = spec.option;
+  if (option && rest.length > 1 && rest[1]!.toUpperCase() === option.word) return 2 + option.values;
+  return spec.args.length;
+}
+
+/** How many arguments an RL.ALL group of `group` takes after its key and kind name; undefined: no kind. */
+export function groupLen(group: string, rest: readonly string[]): number | undefined {
+  const k = BY_GROUP.get(group.toUpperCase());
+  if (!k) return undefined;
+  return 2 + requestLen(k.request, rest.slice(2));
+}
+
+/** Where a command's keys are among its arguments (after its name), by the contract's rule. */
+export function keyPositions(name: string, args: readonly string[]): number[] {
+  const spec = command(name);
+  if (!spec) return [];
+  const rule = spec.keys;
+  if (rule.rule === "at") return rule.index < args.length ? [rule.index] : [];
+  if (rule.rule === "every") {
+    const out: number[] = [];
+    for (let i = 0; i < args.length; i += rule.step) out.push(i);
+    return out;
+  }
+  if (rule.rule === "groups") {
+    const keys: number[] = [];
+    let at = 0;
+    while (at + 1 < args.length) {
+      keys.push(at);
+      const n = groupLen(args[at + 1]!, args.slice(at + 2));
+      if (n === undefined) break;
+      at += 2 + n;
+    }
+    return keys;
+  }
+  return [];
+}

@@ -1,0 +1,14 @@
+export { Limiter, Permit, type LimiterOptions, type FailurePolicy, type OutageEvent } from "./limiter.js";
+export { Policy, TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, type Whole } from "./policy.js";
+export { Decision, type Taken, type Inspection } from "./decision.js";
+export { Breaker, type BreakerOptions } from "./breaker.js";
+export { Engine, Call, RedisErrorReply, script, scriptSource, moduleCommand, type EngineName, type Send } from "./engine.js";
+export { adapt, ioredisAdapter, nodeRedisAdapter, type Adapter } from "./adapters.js";
+export { slotOf } from "./slot.js";
+export * as commands from "./command.js";
+export type { Limit } from "./command.js";
+export { CONTRACT, LIBRARY } from "./contract.js";
+export {
+  PolicyError, UsageError, CallError, DeadlineError, UnreachableError, BreakerOpenError, ServerError,
+  ConfigurationError, ReplyError,
+} from "./errors.js";

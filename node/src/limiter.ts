@@ -1,0 +1,306 @@
+/**
+ * The limiter: every call bounded by the package's own deadline (default 100 ms) whatever the client's
+ * queue and retry options, the engine chosen and kept (module, FCALL, EVALSHA), a breaker, and a
+ * failure policy that decides when Redis does not: `open` allows, `closed` denies. As
+ * `client/src/limiter.rs`. Events: `outage` (Redis stopped deciding: the first failure after success),
+ * `recovered` (Redis decides again), `degraded` (each decision the failure policy made).
+ */
+import { EventEmitter } from "node:events";
+import { randomBytes } from "node:crypto";
+import { adapt, type Adapter } from "./adapters.js";
+import { Breaker, type BreakerOptions } from "./breaker.js";
+import * as command from "./command.js";
+import type { Limit } from "./command.js";
+import { Decision, inspectionFromReply, takenFromReply, type Inspection, type Taken } from "./decision.js";
+import { Engine, RedisErrorReply, type EngineName } from "./engine.js";
+import {
+  BreakerOpenError, CallError, ConfigurationError, DeadlineError, ServerError, UnreachableError, UsageError, refuses,
+} from "./errors.js";
+import { Concurrency, Policy, TokenBucket } from "./policy.js";
+
+export type FailurePolicy = "open" | "closed";
+
+export interface LimiterOptions {
+  /** What decides when Redis cannot: `open` allows, `closed` denies (retry after 1 s). Required. */
+  failure: FailurePolicy;
+  /** Every call's bound, connect and reload included, ms (default 100). */
+  deadlineMs?: number;
+  /** `auto` (default): the module, else FCALL (loading the library where allowed), else EVALSHA. */
+  engine?: EngineName;
+  /** The breaker's options, or `false` for none (default: 5 failures, 1000 ms). */
+  breaker?: BreakerOptions | false;
+}
+
+export interface OutageEvent {
+  error: CallError;
+}
+
+const asyncDispose: symbol = (Symbol as unknown as { asyncDispose?: symbol }).asyncDispose ?? Symbol.for("nodejs.asyncDispose");
+const DEADLINE = Symbol("deadline");
+
+/** A concurrency permit: release it (or `await using` it) when the work is done. Held leases are
+ * renewed in the background while it lives. */
+export class Permit {
+  /** A lease renewal found the lease gone (it expired: renewals failed for a whole lease). */
+  lost = false;
+  private released = false;
+  private timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(
+    private readonly limiter: Limiter,
+    readonly decision: Decision,
+    readonly holder: string,
+    private readonly leases: readonly (readonly [string, Concurrency])[],
+    renew: boolean,
+  ) {
+    if (decision.allowed && !decision.degraded && renew && leases.length) {
+      const every = Math.max(10, Math.floor(Math.min(...leases.map(([, p]) => p.leaseMs)) / 3));
+      this.timer = setInterval(() => void this.renew(), every);
+      this.timer.unref();
+    }
+  }
+
+  get allowed(): boolean {
+    return this.decision.allowed;
+  }
+
+  /** Renews every held lease now; false when one is gone (or Redis did not answer). */
+  async renew(): Promise<boolean> {
+    if (this.released || !this.decision.allowed || this.decision.degraded) return false;
+    let all = true;
+    for (const [key, policy] of this.leases) {
+      try {
+        const reply = await this.limiter.call(command.renew(key, policy.leaseMs, this.holder));
+        if (reply !== 1) {
+          all = false;
+          this.lost = true;
+        }
+      } catch {
+        all = false;
+      }
+    }
+    return all;
+  }
+
+  /** Gives the permit back (once; later calls do nothing). */
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    if (this.timer) clearInterval(this.timer);
+    if (!this.decision.allowed || this.decision.degraded) return;
+    await Promise.all(
+      this.leases.map(([key]) => this.limiter.call(command.release(key, this.holder)).catch(() => undefined)),
+    );
+  }
+
+  [Symbol.for("nodejs.asyncDispose")](): Promise<void> {
+    return this.release();
+  }
+}
+Object.defineProperty(Permit.prototype, asyncDispose, {
+  value(this: Permit) {
+    return this.release();
+  },
+});
+
+export class Limiter extends EventEmitter {
+  readonly adapter: Adapter;
+  readonly failure: FailurePolicy;
+  readonly deadlineMs: number;
+  readonly engine: Engine;
+  readonly breaker: Breaker | undefined;
+  private down = false;
+
+  constructor(client: unknown, options: LimiterOptions) {
+    super();
+    if (options?.failure !== "open" && options?.failure !== "closed") {
+      throw new UsageError("a limiter states its failure policy: { failure: 'open' } or { failure: 'closed' }");
+    }
+    this.adapter = adapt(client);
+    this.failure = options.failure;
+    this.deadlineMs = options.deadlineMs ?? 100;
+    if (!(this.deadlineMs > 0)) throw new UsageError("deadlineMs must be > 0");
+    this.engine = new Engine(options.engine ?? "auto");
+    this.breaker = options.breaker === false ? undefined : new Breaker(options.breaker ?? {});
+  }
+
+  /** The engine in use, and why it was chosen. */
+  describe(): ReturnType<Engine["describe"]> {
+    return this.engine.describe();
+  }
+
+  /** Makes the engine answer (choosing it under `auto`, loading the library where needed) and says
+   * which it is; rejects with the `CallError` that stops it. */
+  async verify(): Promise<ReturnType<Engine["describe"]>> {
+    await this.call(command.inspect("rl:{verify}:engine"));
+    return this.engine.describe();
+  }
+
+  /** Sends one module command (or any other) through the engine within the deadline. Rejects with a
+   * `CallError`: `DeadlineError`, `UnreachableError`, `BreakerOpenError`, `ConfigurationError`, `ServerError`. */
+  async call(cmd: readonly string[]): Promise<unknown> {
+    if (this.breaker && !this.breaker.allow()) throw new BreakerOpenError();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const sent = this.engine.run(cmd, this.adapter.send);
+    sent.catch(() => undefined); // answered after the deadline: nobody waits for it
+    try {
+      const reply = await Promise.race([
+        sent,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(DEADLINE), this.deadlineMs);
+        }),
+      ]);
+      this.answered();
+      return reply;
+    } catch (e) {
+      if (e instanceof RedisErrorReply) {
+        if (refuses(e.message)) {
+          const error = new ConfigurationError(e.message);
+          this.breaker?.fault();
+          this.failed(error);
+          throw error;
+        }
+        this.answered();
+        throw new ServerError(e.message);
+      }
+      const error = e === DEADLINE ? new DeadlineError(this.deadlineMs) : new UnreachableError(e instanceof Error ? e.message || e.name : String(e));
+      this.breaker?.failure();
+      this.failed(error);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private answered(): void {
+    this.breaker?.success();
+    if (this.down) {
+      this.down = false;
+      this.emit("recovered", {});
+    }
+  }
+
+  private failed(error: CallError): void {
+    if (!this.down) {
+      this.down = true;
+      this.engine.forget();
+      this.emit("outage", { error } satisfies OutageEvent);
+    }
+  }
+
+  /** The failure policy's decision over `limits`, Redis having not decided because of `error`. */
+  degrade(limits: readonly Limit[], error: Error): Decision {
+    const limit = limits[0]?.[1].limit ?? 0;
+    const allow = this.failure === "open";
+    const d = new Decision(allow, limit, allow ? limit : 0, allow ? 0 : 1000, 0, 0, true, error);
+    this.emit("degraded", { decision: d, error });
+    return d;
+  }
+
+  private async decided(limits: readonly Limit[], cmd: readonly string[]): Promise<Decision> {
+    try {
+      return Decision.fromReply(await this.call(cmd));
+    } catch (e) {
+      if (e instanceof CallError) return this.degrade(limits, e);
+      throw e;
+    }
+  }
+
+  /** One limit, `cost` units (default 1; 0 to look without taking). */
+  check(key: string, policy: Policy, cost = 1): Promise<Decision> {
+    return this.checkAll([[key, policy, cost]]);
+  }
+
+  /** Several limits in one atomic call: allowed when all allow, and then all are taken. */
+  async checkAll(limits: readonly Limit[]): Promise<Decision> {
+    return this.decided(limits, command.decide(limits));
+  }
+
+  /** As many tokens as the bucket holds now, up to `max` (RL.TAKE). */
+  async take(key: string, policy: Policy, max: number): Promise<Taken> {
+    const cmd = command.take(key, policy, max);
+    try {
+      return takenFromReply(await this.call(cmd));
+    } catch (e) {
+      if (!(e instanceof CallError)) throw e;
+      const decision = this.degrade([[key, policy, max]], e);
+      return { decision, taken: decision.allowed ? max : 0 };
+    }
+  }
+
+  /** Reserves `cost` tokens that become available within `maxWaitMs`: allowed with `retryAfterMs` the
+   * wait before using them (0: now); denied (nothing taken) when they would not be there in time. */
+  async reserve(key: string, policy: Policy, cost: number, maxWaitMs: number): Promise<Decision> {
+    return this.reserveAll([[key, policy, cost]], maxWaitMs);
+  }
+
+  /** `reserve` over several limits: token buckets reserve, the others decide now, all in one call. */
+  async reserveAll(limits: readonly Limit[], maxWaitMs: number): Promise<Decision> {
+    const cmd = command.reserve(limits, maxWaitMs) ?? command.decide(limits);
+    return this.decided(limits, cmd);
+  }
+
+  /** Waits up to `maxWaitMs` for `limits` to allow: a reservation's wait slept, a denial asked again
+   * when its `retryAfterMs` is over. Resolves allowed (retryAfterMs 0) or with the last denial. */
+  async wait(limits: readonly Limit[], maxWaitMs: number): Promise<Decision> {
+    const giveUp = performance.now() + maxWaitMs;
+    const reserving = limits.some((l) => l[1] instanceof TokenBucket);
+    for (;;) {
+      const left = Math.max(0, giveUp - performance.now());
+      const d = await this.reserveAll(limits, left);
+      if (d.degraded) return d;
+      if (d.allowed) {
+        if (reserving && (d.retryAfterMs ?? 0) > 0) {
+          await sleep(d.retryAfterMs!);
+          return d.with({ retryAfterMs: 0 });
+        }
+        return d;
+      }
+      if (d.retryAfterMs === null || left <= 0 || d.retryAfterMs > left) return d;
+      const policy = limits[Math.min(d.limiting, limits.length - 1)]![1];
+      let next = d.retryAfterMs;
+      if (policy instanceof TokenBucket) next = Math.max(0, next - policy.periodMs);
+      next += Math.random() * Math.max(next / 10, 1);
+      await sleep(Math.min(Math.max(next, 1), left));
+    }
+  }
+
+  /** A concurrency permit of `weight` (default 1) on `key`; with other limits, pass `[key, policy,
+   * cost]` triples. `renew` (default true): renew its leases in the background while it lives. */
+  async acquire(key: string, policy: Policy, weight?: number, options?: { renew?: boolean }): Promise<Permit>;
+  async acquire(limits: readonly Limit[], options?: { renew?: boolean }): Promise<Permit>;
+  async acquire(a: string | readonly Limit[], b?: Policy | { renew?: boolean }, c?: number, d?: { renew?: boolean }): Promise<Permit> {
+    const limits: readonly Limit[] = typeof a === "string" ? [[a, b as Policy, c ?? 1]] : a;
+    const options = (typeof a === "string" ? d : (b as { renew?: boolean } | undefined)) ?? {};
+    const holder = randomBytes(9).toString("base64url");
+    const cmd = command.acquire(limits, holder);
+    const decision = await this.decided(limits, cmd);
+    const leases = limits
+      .filter((l): l is readonly [string, Concurrency, number] => l[1] instanceof Concurrency)
+      .map(([key, policy]) => [key, policy] as const);
+    return new Permit(this, decision, holder, leases, options.renew ?? true);
+  }
+
+  /** Gives `units` back to a token bucket, a fixed window or a sliding counter; false when Redis
+   * did not answer (nothing given back). */
+  async refund(key: string, policy: Policy, units: number): Promise<boolean> {
+    const cmd = command.refund(key, policy, units);
+    try {
+      await this.call(cmd);
+      return true;
+    } catch (e) {
+      if (e instanceof CallError) return false;
+      throw e;
+    }
+  }
+
+  /** What `key` holds, without changing it (RL.INSPECT); with the policy, what a request would meet
+   * now. Rejects with a `CallError` when Redis does not answer. */
+  async peek(key: string, policy?: Policy): Promise<Inspection> {
+    return inspectionFromReply(await this.call(command.inspect(key, policy)));
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,28 @@
+// The contract's vector files, read with their big integers (beyond 2^53) as bigint.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT } from "./servers.ts";
+import { TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, type Policy } from "../src/index.ts";
+
+export const VECTORS = join(ROOT, "contract", "vectors");
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Any = any;
+
+export function cases(name: string): { input: Any; output: Any }[] {
+  const text = readFileSync(join(VECTORS, `${name}.json`), "utf8").replace(
+    /([:\[,]\s*)(-?\d{16,})(?=\s*[,\]}])/g,
+    '$1"#big:$2"',
+  );
+  return JSON.parse(text, (_k, v) => (typeof v === "string" && v.startsWith("#big:") ? BigInt(v.slice(5)) : v)).cases;
+}
+
+export function policyOf(spec: Any): Policy {
+  const kind = spec.kind as string;
+  if (kind === "token_bucket") return new TokenBucket({ capacity: spec.limit, perSecond: spec.rate });
+  const ms = Number(spec.period_us) / 1000;
+  if (kind === "concurrency") return new Concurrency({ limit: spec.limit, leaseMs: ms });
+  const Cls = { fixed_window: FixedWindow, sliding_counter: SlidingCounter, sliding_log: SlidingLog }[kind];
+  if (!Cls) throw new Error(`no policy for ${kind}`);
+  return new Cls({ limit: spec.limit, windowMs: ms });
+}
