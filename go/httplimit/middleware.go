@@ -1,0 +1,305 @@
+// Package httplimit is redis-ratelimit's net/http middleware: routes by whole-segment path
+// prefixes, a per-caller global limit decided in the same atomic call, costs, skipped paths,
+// shadow limits, concurrency limits held until the handler returns, callers by principal (from
+// the request's context), header or IP (through trusted proxies only), and the same headers and
+// 429 bodies as the Rust and Python layers, byte for byte.
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/go"
+)
+
+// Route is a limit on the paths under Prefix (by whole segments: /api covers /api and /api/x, not
+// /apiary; a prefix ending in / covers what is below it).
+type Route struct {
+	Name   string
+	Prefix string
+	// Policy is the route's limit, per caller; PolicyFor, when set, picks it per caller instead.
+	Policy    ratelimit.Policy
+	PolicyFor func(Caller) ratelimit.Policy
+	// Cost is what a request costs (default 1).
+	Cost func(*http.Request) uint64
+	// Shadow: counted and logged, never enforced (checked after the enforced limits allowed).
+	Shadow bool
+}
+
+func (r Route) policy(c Caller) ratelimit.Policy {
+	if r.PolicyFor != nil {
+		return r.PolicyFor(c)
+	}
+	return r.Policy
+}
+
+// Config configures the middleware. Limiter is required, and at least one limit.
+type Config struct {
+	Limiter *ratelimit.Limiter
+	// Routes: rate limits by path prefix (the first that matches). Concurrency: concurrency limits
+	// (Policy a ratelimit.Concurrency) by path prefix, held until the handler returns.
+	Routes      []Route
+	Concurrency []Route
+	// Global is a per-caller limit every limited request also takes, in the same call.
+	Global *Route
+	// Skip: paths never limited (a path ending in / skips what is below it).
+	Skip []string
+	// TrustedProxies: whose forwarding headers are believed (none by default).
+	TrustedProxies TrustedProxies
+	// IPv6Prefix: IPv6 callers are counted by their network of this many bits (contract default 64).
+	IPv6Prefix int
+	// PrincipalHeader, when set, names the request header whose value is the principal (for a
+	// gateway that authenticates); WithPrincipal's context value comes first.
+	PrincipalHeader string
+	// CallerFunc replaces the caller choice (principal, tenant, IP).
+	CallerFunc func(r *http.Request, ip netip.Addr) Caller
+	// KeyPrefix of every key (default "rl"): <prefix>:{<caller>}:<route>.
+	KeyPrefix string
+	// Structured adds the draft's RateLimit-Policy and RateLimit fields.
+	Structured bool
+	// OutageStatus is the status of a closed failure policy's answer (default 429; 503 tells
+	// callers an outage is not their overuse).
+	OutageStatus int
+	// Logger for shadow denials (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// New returns the middleware.
+func New(cfg Config) (func(http.Handler) http.Handler, error) {
+	if cfg.Limiter == nil {
+		return nil, errors.New("httplimit: Config.Limiter is required")
+	}
+	if len(cfg.Routes)+len(cfg.Concurrency) == 0 && cfg.Global == nil {
+		return nil, errors.New("httplimit: no limits (Routes, Concurrency or Global)")
+	}
+	check := func(r Route, concurrency bool) error {
+		if r.Name == "" {
+			return errors.New("httplimit: a route needs a name")
+		}
+		if r.PolicyFor == nil && (!r.Policy.Valid() || r.Policy.IsConcurrency() != concurrency) {
+			return fmt.Errorf("httplimit: route %q: not a %s policy: %v", r.Name, map[bool]string{true: "concurrency", false: "rate"}[concurrency], r.Policy)
+		}
+		return nil
+	}
+	for _, r := range cfg.Routes {
+		if err := check(r, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range cfg.Concurrency {
+		if err := check(r, true); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Global != nil {
+		if cfg.Global.Name == "" {
+			cfg.Global.Name = "all"
+		}
+		if err := check(*cfg.Global, false); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.IPv6Prefix == 0 {
+		cfg.IPv6Prefix = names.Caller.IPv6PrefixDefault
+	}
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "rl"
+	}
+	if cfg.OutageStatus == 0 {
+		cfg.OutageStatus = http.StatusTooManyRequests
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &middleware{cfg: cfg}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+	}, nil
+}
+
+type middleware struct{ cfg Config }
+
+// underPrefix: path is prefix or below it, by whole segments.
+func underPrefix(path, prefix string) bool {
+	rest, ok := strings.CutPrefix(path, prefix)
+	return ok && (rest == "" || strings.HasPrefix(rest, "/") || strings.HasSuffix(prefix, "/"))
+}
+
+type planned struct {
+	limit ratelimit.Limit
+	name  string
+	route Route
+}
+
+func (m *middleware) caller(r *http.Request) Caller {
+	var peer netip.Addr
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		peer, _ = netip.ParseAddr(host)
+	}
+	ip := m.cfg.TrustedProxies.ClientIP(peer, r.Header)
+	if ip.IsValid() {
+		ip = GroupIP(ip, m.cfg.IPv6Prefix)
+	}
+	if m.cfg.CallerFunc != nil {
+		return m.cfg.CallerFunc(r, ip)
+	}
+	if p, ok := r.Context().Value(principalKey).(string); ok {
+		return Principal(p)
+	}
+	if t, ok := r.Context().Value(tenantKey).(string); ok {
+		return Tenant(t)
+	}
+	if m.cfg.PrincipalHeader != "" {
+		if p := r.Header.Get(m.cfg.PrincipalHeader); p != "" {
+			return Principal(p)
+		}
+	}
+	if ip.IsValid() {
+		return IP(ip)
+	}
+	return Unknown()
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	path := r.URL.Path
+	for _, s := range m.cfg.Skip {
+		if path == s || (strings.HasSuffix(s, "/") && strings.HasPrefix(path, s)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
+	var route, conc *Route
+	for i := range m.cfg.Routes {
+		if underPrefix(path, m.cfg.Routes[i].Prefix) {
+			route = &m.cfg.Routes[i]
+			break
+		}
+	}
+	for i := range m.cfg.Concurrency {
+		if underPrefix(path, m.cfg.Concurrency[i].Prefix) {
+			conc = &m.cfg.Concurrency[i]
+			break
+		}
+	}
+	if route == nil && conc == nil && m.cfg.Global == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	caller := m.caller(r)
+	tag := caller.Tag(m.cfg.KeyPrefix)
+	cost := uint64(1)
+	if route != nil && route.Cost != nil {
+		cost = route.Cost(r)
+	}
+	routeName := m.cfg.Global.nameOr("all")
+	var limits []planned
+	if route != nil {
+		routeName = route.Name
+		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + route.Name, Policy: route.policy(caller), Cost: cost}, route.Name, *route})
+	} else if conc != nil {
+		routeName = conc.Name
+	}
+	if g := m.cfg.Global; g != nil {
+		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + g.Name, Policy: g.policy(caller), Cost: cost}, g.Name, *g})
+	}
+	if conc != nil { // a request in flight weighs 1, whatever its rate cost
+		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + conc.Name + ":lease", Policy: conc.policy(caller), Cost: 1}, conc.Name, *conc})
+	}
+	var enforced, shadow []planned
+	for _, p := range limits {
+		if p.route.Shadow {
+			shadow = append(shadow, p)
+		} else {
+			enforced = append(enforced, p)
+		}
+	}
+	ctx := r.Context()
+	redisAnswered := true
+	if len(enforced) > 0 {
+		calls := make([]ratelimit.Limit, len(enforced))
+		hasConc := false
+		for i, p := range enforced {
+			calls[i] = p.limit
+			hasConc = hasConc || p.limit.Policy.IsConcurrency()
+		}
+		var d ratelimit.Decision
+		var permit *ratelimit.Permit
+		var err error
+		if hasConc {
+			permit, d, err = m.cfg.Limiter.AcquireAll(ctx, calls...)
+		} else {
+			d, err = m.cfg.Limiter.CheckAll(ctx, calls...)
+		}
+		if err != nil { // a limit that cannot be built: the configuration's bug, said as such
+			m.cfg.Logger.Error("httplimit: a limit could not be checked", "err", err)
+			d = ratelimit.Decision{Degraded: true, RetryAfter: time.Second}
+		}
+		limiting := enforced[min(d.Limiting, len(enforced)-1)]
+		if !d.Allowed {
+			closed := d.Degraded && m.cfg.Limiter.FailurePolicy().IsClosed()
+			if closed { // none could be checked: name the route's own limit
+				for _, p := range enforced {
+					if p.name == routeName {
+						limiting = p
+						break
+					}
+				}
+			}
+			desc := describe(limiting)
+			var a Answer
+			switch {
+			case closed || err != nil:
+				a = Unavailable(d, desc, m.cfg.Structured, m.cfg.OutageStatus, err != nil || m.cfg.Limiter.Misconfigured())
+			case limiting.limit.Policy.IsConcurrency():
+				a = ConcurrencyLimited(d, desc)
+			default:
+				a = Denied(d, desc, m.cfg.Structured)
+			}
+			a.Write(w)
+			return
+		}
+		redisAnswered = !d.Degraded
+		if permit != nil {
+			defer func() { _, _ = permit.Release(ctx) }()
+		}
+		if !limiting.limit.Policy.IsConcurrency() {
+			for _, kv := range ServedHeaders(d, describe(limiting), m.cfg.Structured) {
+				w.Header()[kv[0]] = []string{kv[1]}
+			}
+		}
+	}
+	if len(shadow) > 0 && redisAnswered {
+		calls := make([]ratelimit.Limit, len(shadow))
+		for i, p := range shadow {
+			calls[i] = p.limit
+		}
+		if d, err := m.cfg.Limiter.CheckAll(ctx, calls...); err == nil && !d.Allowed && !d.Degraded {
+			p := shadow[min(d.Limiting, len(shadow)-1)]
+			m.cfg.Logger.Info("httplimit: shadow limit would have denied a request (served: shadow limits are not enforced)",
+				"route", routeName, "limit", p.name, "key", p.limit.Key)
+		}
+	}
+	next.ServeHTTP(w, r)
+}
+
+func (r *Route) nameOr(def string) string {
+	if r == nil {
+		return def
+	}
+	return r.Name
+}
+
+func describe(p planned) Described {
+	return Described{
+		Name:       p.name,
+		WindowSecs: max(1, int64(p.limit.Policy.Period()/time.Second)),
+		Cost:       p.limit.Cost,
+		Rate:       !p.limit.Policy.IsConcurrency(),
+	}
+}

@@ -1,0 +1,167 @@
+package httplimit_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/go"
+	"github.com/redis-ratelimit/redis-ratelimit/go/httplimit"
+	"github.com/redis-ratelimit/redis-ratelimit/go/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func serve(t *testing.T, addr string, failure ratelimit.FailurePolicy, cfg httplimit.Config, h http.Handler) *httptest.Server {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := ratelimit.New(c, ratelimit.Options{Failure: failure, Logger: quiet, Deadline: 500 * time.Millisecond})
+	must(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	cfg.Limiter, cfg.Logger = l, quiet
+	mw, err := httplimit.New(cfg)
+	must(t, err)
+	// An authentication middleware in front: X-User is the principal.
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u := r.Header.Get("X-User"); u != "" {
+				r = r.WithContext(httplimit.WithPrincipal(r.Context(), u))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewServer(auth(mw(h)))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string, headers ...string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	must(t, err)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	return resp, body
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+
+// Over real sockets on the module: routes by whole segments, the global per-caller limit in the
+// same call, costs, skips, callers by principal and by IP through a trusted proxy.
+func TestMiddleware(t *testing.T) {
+	rs := redistest.Start(t, true)
+	proxies, err := httplimit.ParseTrustedProxies("127.0.0.1/32")
+	must(t, err)
+	srv := serve(t, rs.Addr, ratelimit.FailClosed(), httplimit.Config{
+		Routes: []httplimit.Route{
+			{Name: "api", Prefix: "/api", Policy: ratelimit.Must(ratelimit.TokenBucket(10, 0.01))},
+			{Name: "export", Prefix: "/export", Policy: ratelimit.Must(ratelimit.FixedWindow(10, time.Minute)),
+				Cost: func(*http.Request) uint64 { return 5 }},
+		},
+		Global:         &httplimit.Route{Policy: ratelimit.Must(ratelimit.FixedWindow(15, time.Minute))},
+		Skip:           []string{"/api/health"},
+		TrustedProxies: proxies,
+		Structured:     true,
+	}, ok)
+	// Requests 1, 10, 11, 12 of one caller on /api (the seed's lab).
+	var codes []int
+	var last *http.Response
+	var body map[string]any
+	for i := 1; i <= 12; i++ {
+		last, body = get(t, srv.URL+"/api/items", "X-User", "ada")
+		codes = append(codes, last.StatusCode)
+	}
+	want := []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 429, 429}
+	for i := range want {
+		if codes[i] != want[i] {
+			t.Fatalf("codes %v", codes)
+		}
+	}
+	if last.Header.Get("Retry-After") == "" || last.Header.Get("Ratelimit-Limit") != "10" || body["type"] != ratelimit.HTTP().ProblemTypes.RateLimited ||
+		last.Header.Get("Ratelimit-Policy") == "" {
+		t.Fatalf("denial: %v %v", last.Header, body)
+	}
+	// Skipped, and a path that only shares letters with the prefix: not /api's limit.
+	if r, _ := get(t, srv.URL+"/api/health", "X-User", "ada"); r.StatusCode != 200 || r.Header.Get("Ratelimit-Limit") != "" {
+		t.Fatalf("skip: %v", r.Header)
+	}
+	// /apiary is not under /api: only the global limit (15, of which ada used 10) describes it.
+	r, _ := get(t, srv.URL+"/apiary", "X-User", "ada")
+	if r.StatusCode != 200 || r.Header.Get("Ratelimit-Limit") != "15" || r.Header.Get("Ratelimit-Remaining") != "4" {
+		t.Fatalf("/apiary: %d %v", r.StatusCode, r.Header)
+	}
+	// Costs: export costs 5 of its 10 and of the global 15 (ada has 4 left there): the global denies.
+	r, body = get(t, srv.URL+"/export", "X-User", "ada")
+	if r.StatusCode != 429 || body["limit"] != "all" {
+		t.Fatalf("export for ada: %d %v", r.StatusCode, body)
+	}
+	// Another caller is untouched; by IP through the trusted proxy (the loopback peer).
+	r, _ = get(t, srv.URL+"/export", "X-Forwarded-For", "203.0.113.7")
+	if r.StatusCode != 200 || r.Header.Get("Ratelimit-Remaining") != "5" {
+		t.Fatalf("export by IP: %d %v", r.StatusCode, r.Header)
+	}
+	keys, err := rs.Client(t).Keys(context.Background(), "rl:{ip:203.0.113.7}:*").Result()
+	must(t, err)
+	if len(keys) != 2 {
+		t.Fatalf("keys of the forwarded client: %v", keys)
+	}
+}
+
+// Concurrency permits are held until the handler returns; a closed failure policy on a stopped
+// server answers the unavailable problem.
+func TestMiddlewareConcurrencyAndOutage(t *testing.T) {
+	rs := redistest.Start(t, false) // stock: the library through FCALL
+	release := make(chan struct{})
+	var inside atomic.Int32
+	srv := serve(t, rs.Addr, ratelimit.FailClosed(), httplimit.Config{
+		Concurrency: []httplimit.Route{{Name: "slow", Prefix: "/slow", Policy: ratelimit.Must(ratelimit.Concurrency(2, 5*time.Second))}},
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inside.Add(1)
+		<-release
+	}))
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); get(t, srv.URL+"/slow", "X-User", "bob") }()
+	}
+	for inside.Load() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r, body := get(t, srv.URL+"/slow", "X-User", "bob")
+	if r.StatusCode != 429 || body["type"] != ratelimit.HTTP().ProblemTypes.ConcurrencyLimited {
+		t.Fatalf("third in flight: %d %v", r.StatusCode, body)
+	}
+	close(release)
+	wg.Wait()
+	if r, _ := get(t, srv.URL+"/slow", "X-User", "bob"); r.StatusCode != 200 {
+		t.Fatalf("after the two returned: %d", r.StatusCode)
+	}
+	rs.Stop()
+	r, body = get(t, srv.URL+"/slow", "X-User", "bob")
+	if r.StatusCode != 429 || body["type"] != ratelimit.HTTP().ProblemTypes.Unavailable {
+		t.Fatalf("stopped server, fail closed: %d %v", r.StatusCode, body)
+	}
+}
