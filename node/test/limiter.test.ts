@@ -1,0 +1,142 @@
+// The limiter on real servers (the module, a stock server with the library through FCALL and through
+// EVALSHA), on each client with its default options.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { Server } from "./servers.ts";
+import { FACTORIES, type Made } from "./clients.ts";
+import {
+  Limiter, TokenBucket, FixedWindow, SlidingLog, SlidingCounter, Concurrency, ConfigurationError, type EngineName,
+} from "../src/index.ts";
+
+let module: Server;
+let stock: Server;
+before(async () => {
+  [module, stock] = await Promise.all([Server.start({ module: true }), Server.start()]);
+});
+after(async () => {
+  await Promise.all([module?.close(), stock?.close()]);
+});
+
+const SETUPS: { name: string; server: () => Server; engine: EngineName; expect: string }[] = [
+  { name: "module", server: () => module, engine: "auto", expect: "module" },
+  { name: "library (auto: FCALL)", server: () => stock, engine: "auto", expect: "functions" },
+  { name: "library (EVALSHA)", server: () => stock, engine: "scripts", expect: "scripts" },
+];
+
+let n = 0;
+const key = (what: string) => `rl:{t${++n}}:${what}`;
+
+for (const f of FACTORIES) {
+  for (const s of SETUPS) {
+    describe(`${f.name} on ${s.name}`, () => {
+      let made: Made;
+      let rl: Limiter;
+      before(async () => {
+        made = await f.make(s.server().port);
+        rl = new Limiter(made.client, { failure: "closed", engine: s.engine, deadlineMs: 500 });
+      });
+      after(async () => made.close());
+
+      test("verify chooses the engine and says why", async () => {
+        const v = await rl.verify();
+        assert.equal(v.engine, s.expect, v.why);
+      });
+
+      test("a token bucket allows its capacity, then denies with retry-after", async () => {
+        const k = key("tb");
+        const p = new TokenBucket({ capacity: 3, perSecond: 1 });
+        for (let i = 0; i < 3; i++) assert.equal((await rl.check(k, p)).allowed, true);
+        const d = await rl.check(k, p);
+        assert.equal(d.allowed, false);
+        assert.equal(d.degraded, false);
+        assert.ok(d.retryAfterMs! > 0 && d.retryAfterMs! <= 1000, String(d.retryAfterMs));
+        assert.equal(d.retryAfterSecs(), 1);
+        const never = await rl.check(k, p, 4);
+        assert.equal(never.neverFits, true);
+      });
+
+      test("checkAll: several kinds in one atomic call, the limiting one reported", async () => {
+        const a = key("a"), b = key("b"), c = key("c");
+        const limits = [
+          [a, new FixedWindow({ limit: 5, windowMs: 60_000 }), 1],
+          [b, new SlidingLog({ limit: 2, windowMs: 60_000 }), 1],
+          [c, new SlidingCounter({ limit: 10, windowMs: 60_000 }), 1],
+        ] as const;
+        assert.equal((await rl.checkAll(limits)).allowed, true);
+        assert.equal((await rl.checkAll(limits)).allowed, true);
+        const d = await rl.checkAll(limits);
+        assert.equal(d.allowed, false);
+        assert.equal(d.limiting, 1);
+        const peek = await rl.peek(a, limits[0][1]);
+        assert.equal(peek.exists, true);
+        assert.equal(peek.remaining, 3, JSON.stringify(peek));
+      });
+
+      test("take, refund, reserve and wait", async () => {
+        const k = key("take");
+        const p = new TokenBucket({ capacity: 10, perSecond: 20 });
+        const t = await rl.take(k, p, 25);
+        assert.equal(t.taken, 10);
+        assert.equal(await rl.refund(k, p, 4), true);
+        assert.equal((await rl.take(k, p, 25)).taken, 4);
+        const r = await rl.reserve(k, p, 2, 1000);
+        assert.equal(r.allowed, true);
+        assert.ok(r.retryAfterMs! > 0 && r.retryAfterMs! <= 150, String(r.retryAfterMs));
+        const t0 = performance.now();
+        const w = await rl.wait([[k, p, 2]], 1000);
+        assert.equal(w.allowed, true);
+        assert.ok(performance.now() - t0 >= 100);
+        const no = await rl.reserve(k, p, 5, 10);
+        assert.equal(no.allowed, false);
+      });
+
+      test("acquire: a permit with await using, released at the block's end, renewed in the background", async () => {
+        const k = key("conc");
+        const p = new Concurrency({ limit: 2, leaseMs: 300 });
+        {
+          await using one = await rl.acquire(k, p);
+          await using two = await rl.acquire(k, p);
+          assert.equal(one.allowed && two.allowed, true);
+          const three = await rl.acquire(k, p);
+          assert.equal(three.allowed, false);
+          await new Promise((r) => setTimeout(r, 700)); // past two leases: renewed meanwhile
+          assert.equal((await rl.acquire(k, p)).allowed, false, "the renewed leases are still held");
+        }
+        const again = await rl.acquire(k, p, 2);
+        assert.equal(again.allowed, true);
+        await again.release();
+      });
+
+      if (s.engine !== "auto" || s.expect !== "module") {
+        test("FUNCTION FLUSH / SCRIPT FLUSH mid-run: loaded again on the node that answered, sent once more", async () => {
+          const k = key("flush");
+          const p = new TokenBucket({ capacity: 5, perSecond: 1 });
+          assert.equal((await rl.check(k, p)).allowed, true);
+          await rl.call(["FUNCTION", "FLUSH"]);
+          await rl.call(["SCRIPT", "FLUSH"]);
+          const d = await rl.check(k, p);
+          assert.equal(d.degraded, false, String(d.error));
+          assert.equal(d.remaining, 3);
+          assert.equal(rl.describe().engine, s.expect);
+        });
+      }
+    });
+  }
+
+  test(`${f.name}: the module asked for on a stock server is a configuration fault: degraded at once, breaker open`, async () => {
+    const made = await f.make(stock.port);
+    try {
+      const rl = new Limiter(made.client, { failure: "closed", engine: "module" });
+      const outages: unknown[] = [];
+      rl.on("outage", (e) => outages.push(e.error));
+      const d = await rl.check(key("cfg"), new TokenBucket({ capacity: 1, perSecond: 1 }));
+      assert.equal(d.allowed, false);
+      assert.equal(d.degraded, true);
+      assert.ok(d.error instanceof ConfigurationError, String(d.error));
+      assert.equal(rl.breaker!.isOpen, true);
+      assert.equal(outages.length, 1);
+    } finally {
+      await made.close();
+    }
+  });
+}
