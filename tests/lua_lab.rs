@@ -301,3 +301,76 @@ fn constants_are_their_values() {
     // The horizon's limbs are the generated CONTRACT block's (written from core), not a const here.
     assert!(checked >= 7, "only {checked} constants found");
 }
+
+/// docs/lua.md's ACL lines are exactly enough: a user made by each runs every function (FCALL, or the
+/// EVALSHA scripts an operator loaded), through the paths that read and keep an expiry, and `ACL LOG`
+/// stays empty (a missing `+pexpiretime` logs a refusal on every call that reads an expiry).
+#[test]
+fn the_documented_acl_lines_run_every_function_with_nothing_refused() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/lua.md")).unwrap();
+    let block = doc.split("<!-- library-acl -->\n```\n").nth(1).and_then(|b| b.split("```").next()).unwrap();
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(lines.len(), 2, "the FCALL line and the EVALSHA line");
+    let server = Server::builder().stock().start();
+    let mut admin = server.conn();
+    lua::load(&mut admin, &lua::source());
+    let scripts = lua::scripts();
+    let mut shas = std::collections::BTreeMap::new();
+    for (name, code) in &scripts {
+        let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(code).query(&mut admin).unwrap();
+        shas.insert(name.clone(), sha);
+    }
+    let calls: &[(&str, &str, &[&str])] = &[
+        ("rl_token", "rl:t", &["10", "5", "1"]),
+        ("rl_token", "rl:t", &["10", "5", "1"]),
+        ("rl_fixed", "rl:f", &["10", "60", "1"]),
+        ("rl_fixed", "rl:f", &["10", "60", "1"]),
+        ("rl_slidecount", "rl:c", &["10", "60", "1"]),
+        ("rl_slidecount", "rl:c", &["10", "60", "1"]),
+        ("rl_slide", "rl:s", &["10", "60", "a"]),
+        ("rl_slide", "rl:s", &["10", "60", "b"]),
+        ("rl_take", "rl:t", &["10", "5", "3"]),
+        ("rl_reserve", "rl:t", &["10", "5", "1", "1.000"]),
+        ("rl_refund", "rl:t", &["TOKEN", "10", "5", "1"]),
+        ("rl_refund", "rl:f", &["FIXED", "10", "60", "1"]),
+        ("rl_all", "rl:a", &["FIXED", "10", "60", "1"]),
+        ("rl_acquire", "rl:l", &["3", "30", "h"]),
+        ("rl_renew", "rl:l", &["30", "h"]),
+        ("rl_release", "rl:l", &["h"]),
+        ("rl_inspect", "rl:t", &["10", "5"]),
+    ];
+    for line in lines {
+        let _: redis::Value = redis::cmd("ACL").arg("DELUSER").arg("app").query(&mut admin).unwrap();
+        let _: redis::Value = redis::cmd("ACL").arg("LOG").arg("RESET").query(&mut admin).unwrap();
+        let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+        let _: () = redis::cmd("ACL").arg(&words).query(&mut admin).unwrap();
+        let _: () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+        let evalsha = line.contains("+evalsha");
+        let mut app = server.conn();
+        let _: () = redis::cmd("AUTH").arg("app").arg("secret").query(&mut app).unwrap();
+        let mut functions: Vec<(&str, Option<&str>, &[&str])> =
+            calls.iter().map(|(f, k, a)| (*f, Some(*k), *a)).collect();
+        functions.push(("rl_version", None, &[]));
+        for (function, key, args) in functions {
+            let keys: Vec<&str> = key.into_iter().collect();
+            let mut cmd = if evalsha {
+                redis::cmd("EVALSHA").arg(&shas[function]).clone()
+            } else {
+                redis::cmd(if function == "rl_inspect" || function == "rl_version" {
+                    "FCALL_RO"
+                } else {
+                    "FCALL"
+                })
+                .arg(function)
+                .clone()
+            };
+            cmd.arg(keys.len()).arg(&keys).arg(args);
+            let reply: redis::Value =
+                cmd.query(&mut app).unwrap_or_else(|e| panic!("{line}: {function}: {e}"));
+            assert!(!matches!(reply, redis::Value::ServerError(_)), "{line}: {function}: {reply:?}");
+        }
+        let log: Vec<redis::Value> = redis::cmd("ACL").arg("LOG").query(&mut admin).unwrap();
+        assert!(log.is_empty(), "{line}: ACL LOG: {log:?}");
+    }
+}

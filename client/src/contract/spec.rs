@@ -108,7 +108,10 @@ fn command(c: &CommandInfo) -> Value {
             json!({ "form": "verdict", "fields": ReplyForm::VERDICT, "sixth": sixth })
         }
         ReplyForm::Flag => json!({ "form": "flag" }),
-        ReplyForm::Fields => json!({ "form": "fields" }),
+        ReplyForm::Fields => json!({
+            "form": "fields",
+            "resp3": "the module replies a map to RESP3 clients and a flat list of names and values to RESP2 ones; the library replies the flat list to both: read both",
+        }),
         ReplyForm::Top => json!({ "form": "top" }),
         ReplyForm::Ok => json!({ "form": "ok" }),
         ReplyForm::Dialect => json!({ "form": "dialect" }),
