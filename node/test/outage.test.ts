@@ -1,0 +1,98 @@
+// Outages with DEFAULT client options (ioredis' offline queue and 20 retries, node-redis' queue and
+// reconnects): every call returns the failure policy's degraded decision within the deadline, the
+// breaker keeps calls away, its probe ends the outage when Redis answers again.
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { Server } from "./servers.ts";
+import { FACTORIES } from "./clients.ts";
+import { Limiter, TokenBucket, DeadlineError, type Decision } from "../src/index.ts";
+
+const DEADLINE = 100;
+const SLACK = 40; // timers and the event loop
+const p = new TokenBucket({ capacity: 1000, perSecond: 1000 });
+
+async function timed(rl: Limiter, key: string): Promise<{ d: Decision; ms: number }> {
+  const t0 = performance.now();
+  const d = await rl.check(key, p);
+  return { d, ms: performance.now() - t0 };
+}
+
+for (const f of FACTORIES) {
+  describe(`${f.name}, default options`, () => {
+    test("a stopped server: degraded within the deadline, the breaker opens, its probe ends the outage", async () => {
+      const server = await Server.start({ module: true });
+      const made = await f.make(server.port);
+      try {
+        const rl = new Limiter(made.client, { failure: "open", deadlineMs: DEADLINE, breaker: { failures: 3, cooldownMs: 300 } });
+        const events: string[] = [];
+        rl.on("outage", () => events.push("outage"));
+        rl.on("recovered", () => events.push("recovered"));
+        assert.equal((await rl.check("rl:{o}:a", p)).degraded, false);
+        await server.stop();
+        let worst = 0;
+        for (let i = 0; i < 10; i++) {
+          const { d, ms } = await timed(rl, "rl:{o}:a");
+          assert.equal(d.degraded, true);
+          assert.equal(d.allowed, true, "open");
+          worst = Math.max(worst, ms);
+        }
+        const parallel = await Promise.all(Array.from({ length: 50 }, () => timed(rl, "rl:{o}:a")));
+        for (const { d, ms } of parallel) {
+          assert.equal(d.degraded, true);
+          worst = Math.max(worst, ms);
+        }
+        assert.ok(worst < DEADLINE + SLACK, `worst ${worst.toFixed(1)} ms`);
+        assert.equal(rl.breaker!.isOpen, true);
+        assert.deepEqual(events, ["outage"]);
+        await server.run(); // the same port again
+        let d: Decision | undefined;
+        for (let i = 0; i < 100; i++) {
+          d = await rl.check("rl:{o}:a", p);
+          if (!d.degraded) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.equal(d!.degraded, false, `still degraded: ${d!.error}`);
+        assert.equal(rl.breaker!.isOpen, false);
+        assert.deepEqual(events, ["outage", "recovered"]);
+        console.log(`${f.name} stopped server: worst call ${worst.toFixed(1)} ms (deadline ${DEADLINE} ms)`);
+      } finally {
+        await made.close();
+        await server.close();
+      }
+    });
+
+    test("a SIGSTOPped server: degraded (closed: denied) within the deadline, answers again when resumed", async () => {
+      const server = await Server.start({ module: true });
+      const made = await f.make(server.port);
+      try {
+        const rl = new Limiter(made.client, { failure: "closed", deadlineMs: DEADLINE, breaker: { failures: 100, cooldownMs: 100 } });
+        assert.equal((await rl.check("rl:{s}:a", p)).degraded, false);
+        server.pause();
+        let worst = 0;
+        const all = await Promise.all(Array.from({ length: 20 }, () => timed(rl, "rl:{s}:a")));
+        for (let i = 0; i < 5; i++) all.push(await timed(rl, "rl:{s}:a"));
+        for (const { d, ms } of all) {
+          assert.equal(d.degraded, true);
+          assert.equal(d.allowed, false);
+          assert.equal(d.retryAfterSecs(), 1);
+          assert.ok(d.error instanceof DeadlineError, String(d.error));
+          worst = Math.max(worst, ms);
+        }
+        assert.ok(worst < DEADLINE + SLACK, `worst ${worst.toFixed(1)} ms`);
+        server.resume();
+        let d: Decision | undefined;
+        for (let i = 0; i < 50; i++) {
+          d = await rl.check("rl:{s}:a", p);
+          if (!d.degraded) break;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        assert.equal(d!.degraded, false);
+        console.log(`${f.name} SIGSTOPped server: worst call ${worst.toFixed(1)} ms (deadline ${DEADLINE} ms)`);
+      } finally {
+        server.resume();
+        await made.close();
+        await server.close();
+      }
+    });
+  });
+}
