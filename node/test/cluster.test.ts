@@ -1,0 +1,61 @@
+// A 3-primary cluster with the module: each command goes to its key's node (no MOVED redirect, shown
+// by every node's INFO errorstats), on the module and on the library through FCALL (loaded on the node
+// that answered "Function not found": every primary in turn).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { ClusterServers, REDIS } from "./servers.ts";
+import { FACTORIES } from "./clients.ts";
+import { Limiter, TokenBucket, FixedWindow, Concurrency, type EngineName } from "../src/index.ts";
+
+let cluster: ClusterServers;
+before(async () => {
+  cluster = await ClusterServers.start(3, { module: true });
+});
+after(async () => cluster?.close());
+
+const cli = REDIS.replace(/redis-server$/, "redis-cli");
+const redisCli = (port: number, ...args: string[]) => execFileSync(cli, ["-p", String(port), ...args]).toString();
+
+function moved(): number {
+  let total = 0;
+  for (const s of cluster.nodes) {
+    const m = /errorstat_MOVED:count=(\d+)/.exec(redisCli(s.port, "INFO", "errorstats"));
+    total += m ? Number(m[1]) : 0;
+  }
+  return total;
+}
+
+for (const f of FACTORIES) {
+  for (const engine of ["module", "functions", "scripts"] as EngineName[]) {
+    test(`${f.name} cluster, ${engine}: every call on its key's node, no MOVED`, async () => {
+      for (const s of cluster.nodes) {
+        redisCli(s.port, "CONFIG", "RESETSTAT");
+        redisCli(s.port, "FUNCTION", "FLUSH");
+        redisCli(s.port, "SCRIPT", "FLUSH");
+      }
+      const made = await f.cluster(cluster.nodes[0]!.port);
+      try {
+        const rl = new Limiter(made.client, { failure: "closed", engine, deadlineMs: 1000 });
+        const tb = new TokenBucket({ capacity: 2, perSecond: 0.001 });
+        const fw = new FixedWindow({ limit: 5, windowMs: 60_000 });
+        const conc = new Concurrency({ limit: 1, leaseMs: 10_000 });
+        for (let i = 0; i < 60; i++) {
+          const k = `rl:{${f.name}-${engine}-${i}}`;
+          const a = await rl.check(`${k}:tb`, tb);
+          assert.equal(a.degraded, false, String(a.error));
+          const b = await rl.checkAll([[`${k}:tb`, tb, 1], [`${k}:fw`, fw, 1]]);
+          assert.equal(b.allowed, true);
+          assert.equal((await rl.check(`${k}:tb`, tb)).allowed, false);
+          const permit = await rl.acquire(`${k}:c`, conc, 1, { renew: false });
+          assert.equal(permit.allowed, true);
+          await permit.release();
+          assert.equal((await rl.peek(`${k}:fw`, fw)).remaining, 4);
+        }
+        assert.equal(moved(), 0, "MOVED redirects");
+      } finally {
+        await made.close();
+      }
+    });
+  }
+}
