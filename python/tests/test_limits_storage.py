@@ -396,3 +396,46 @@ def test_nothing_listens(servers: Any) -> None:
     assert not storage.check()
     with pytest.raises((CallError, redis.RedisError)):
         storage.incr("k", 1)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_sliding_window_counter_reads_agree_with_the_next_hit(server: Server, asynchronous: bool) -> None:
+    """Limit 5 per 10 s, 5 hits 8 s into a window, read 0.5 s into the next: the previous window
+    weighs 5 x 0.95 = 4.75, so the next hit is denied (4.75 + 1 > 5): test() and the remaining say so
+    (limits' float formula on the exact counts said 1 left)."""
+    from limits import RateLimitItemPerSecond as PerSecond
+    from limits.aio import strategies as aio_strategies
+    import asyncio
+
+    item = PerSecond(5, 10)
+    left = 10 - time.time() % 10
+    time.sleep(left + 8.0 if left < 2.5 else left - 2.0)  # 8 s into a 10 s window (epoch-aligned)
+    if asynchronous:
+        astorage = storage_from_string(f"async+ratelimit://{HOST}:{server.port}/0", deadline=2.0)
+        alimiter = aio_strategies.SlidingWindowCounterRateLimiter(astorage)
+
+        async def run(coro: Any) -> Any:
+            return await coro
+
+        loop = asyncio.new_event_loop()
+
+        def hit() -> bool:
+            return bool(loop.run_until_complete(alimiter.hit(item, "ada")))
+
+        def test() -> bool:
+            return bool(loop.run_until_complete(alimiter.test(item, "ada")))
+
+        def remaining() -> int:
+            return int(loop.run_until_complete(alimiter.get_window_stats(item, "ada")).remaining)
+    else:
+        limiter = strategies.SlidingWindowCounterRateLimiter(storage_on(server))
+        hit = lambda: limiter.hit(item, "ada")  # noqa: E731
+        test = lambda: limiter.test(item, "ada")  # noqa: E731
+        remaining = lambda: limiter.get_window_stats(item, "ada").remaining  # noqa: E731
+    assert [hit() for _ in range(5)] == [True] * 5
+    time.sleep(10 - time.time() % 10 + 0.5)  # 0.5 s into the next window
+    assert 0.3 < time.time() % 10 < 1.5, "the machine was too slow for this test's timing"
+    assert (test(), remaining()) == (False, 0), "the reads must say what the next hit decides"
+    assert hit() is False
+    if asynchronous:
+        loop.close()

@@ -217,8 +217,9 @@ class Plans:
         return r.allowed
 
     def get_sliding_window(self, key: str, expiry: int) -> Plan[tuple[int, float, int, float]]:
-        """(previous count, seconds the previous window still weighs, current count, seconds until the
-        current window has stopped counting), `limits`' contract, from RL.INSPECT's `window_index`,
+        """(previous count, seconds the previous window still weighs (plus one unit's decay time when its
+        weight is fractional: see below), current count, seconds until the current window has stopped
+        counting), `limits`' contract, from RL.INSPECT's `window_index`,
         `current`, `previous` and `ttl_ms`. The windows are aligned to multiples of `expiry` since the
         epoch, and the key expires at the end of the window after its own, so the server's time is
         `(window_index + 2) * window - ttl_ms`, exact to the millisecond, without a clock of our own."""
@@ -235,7 +236,15 @@ class Plans:
             previous, current = int(f["current"]), 0
         else:
             return 0, 0.0, 0, 0.0
-        return previous, (window - elapsed) / 1000, current, (2 * window - elapsed) / 1000
+        weighs = (window - elapsed) / 1000
+        if previous and previous * (window - elapsed) % window:
+            # RL.SLIDECOUNT allows when previous x weight + current + cost <= limit, exactly: a fractional
+            # weight counts as the next whole unit. limits computes test() and the remaining from this
+            # tuple with the weight as a float (test: < limit - cost + 1; remaining: its floor): one
+            # unit's decay time more (expiry / previous) makes its weight the exact one plus 1, so its
+            # reads say what the next hit decides, and its reset (this % (expiry / previous)) is unchanged.
+            weighs += expiry / previous
+        return previous, weighs, current, (2 * window - elapsed) / 1000
 
 
 def _glob_escape(text: str) -> str:
