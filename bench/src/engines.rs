@@ -1,5 +1,5 @@
 //! The Lua library (where no module can be loaded) beside the scripts it replaces and the module, in
-//! one run: on a stock server, our token bucket through `FCALL` and through `EVALSHA`, the seed's Lua
+//! one run: on a stock server, our token bucket through `FCALL` and through `EVALSHA`, a HMGET/HSET token-bucket
 //! token bucket (`lua.rs`), and a GCRA script written from the algorithm redis_rate and upstash
 //! publish; the sliding log through `FCALL` and the seed's sorted-set script; on a module server,
 //! RL.TOKEN and RL.SLIDE. redis-benchmark, 50 clients, pipeline 16, random keys over 100,000; median
@@ -63,12 +63,12 @@ pub fn run(scale: f64) -> String {
         ("RL.TOKEN (module)", true, format!("RL.TOKEN {key} 10 5 1")),
         ("FCALL rl_token (library)", false, format!("FCALL rl_token 1 {key} 10 5 1")),
         ("EVALSHA rl_token (library's script)", false, format!("EVALSHA {ours} 1 {key} 10 5 1")),
-        ("seed's Lua token bucket", false, format!("EVALSHA {seed} 1 {key} 10 5 1")),
+        ("HMGET/HSET token-bucket script", false, format!("EVALSHA {seed} 1 {key} 10 5 1")),
         ("GCRA script (redis_rate / upstash style)", false, format!("EVALSHA {gcra} 1 {key} 10 5 1 1")),
         ("RL.SLIDE (module), limit 100", true, format!("RL.SLIDE {key} 100 60 __rand_int__")),
         ("FCALL rl_slide (library), limit 100", false, format!("FCALL rl_slide 1 {key} 100 60 __rand_int__")),
         (
-            "seed's sorted-set log, limit 100",
+            "sorted-set log script, limit 100",
             false,
             format!("EVALSHA {seed_log} 1 {key} 100 60 __rand_int__"),
         ),
@@ -139,13 +139,13 @@ pub fn run(scale: f64) -> String {
     let lib = find("FCALL rl_token (library)");
     let rows = [
         (
-            "library (FCALL) / seed's token bucket, throughput",
-            lib / find("seed's Lua token bucket"),
+            "library (FCALL) / HMGET/HSET token-bucket script, throughput",
+            lib / find("HMGET/HSET token-bucket script"),
             ">= 1.2",
         ),
         (
-            "library (EVALSHA) / seed's token bucket, throughput",
-            find("EVALSHA rl_token (library's script)") / find("seed's Lua token bucket"),
+            "library (EVALSHA) / HMGET/HSET token-bucket script, throughput",
+            find("EVALSHA rl_token (library's script)") / find("HMGET/HSET token-bucket script"),
             "",
         ),
         (
@@ -154,14 +154,14 @@ pub fn run(scale: f64) -> String {
             "",
         ),
         ("module / library (FCALL), throughput", find("RL.TOKEN (module)") / lib, ">= 4"),
-        ("library / seed's token bucket, memory per key", ours_key / seed_key, "<= 0.85"),
+        ("library / HMGET/HSET token-bucket script, memory per key", ours_key / seed_key, "<= 0.85"),
         ("library / GCRA script, memory per key", ours_key / gcra_key, ""),
         (
-            "library (FCALL) / seed's log, throughput at limit 100",
-            find("FCALL rl_slide (library), limit 100") / find("seed's sorted-set log, limit 100"),
+            "library (FCALL) / sorted-set log script, throughput at limit 100",
+            find("FCALL rl_slide (library), limit 100") / find("sorted-set log script, limit 100"),
             ">= 1.0",
         ),
-        ("library / seed's log, memory per entry", ours_entry / seed_entry, "<= 0.2"),
+        ("library / sorted-set log script, memory per entry", ours_entry / seed_entry, "<= 0.2"),
     ];
     for (label, x, goal) in rows {
         let _ = writeln!(out, "| {label} | {x:.2} | {goal} |");
@@ -170,10 +170,10 @@ pub fn run(scale: f64) -> String {
     let _ = writeln!(out, "| --- | ---: |");
     for (label, bytes) in [
         ("library token bucket (the module's format), per key", ours_key),
-        ("seed's token bucket (hash of 2 fields), per key", seed_key),
+        ("HMGET/HSET token-bucket script (hash of 2 fields), per key", seed_key),
         ("GCRA script (a float TAT), per key", gcra_key),
         ("library log, per entry", ours_entry),
-        ("seed's sorted-set log, per entry", seed_entry),
+        ("sorted-set log script, per entry", seed_entry),
     ] {
         let _ = writeln!(out, "| {label} | {bytes:.1} |");
     }

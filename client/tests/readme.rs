@@ -34,6 +34,6 @@ fn the_readme_and_the_client_guide_show_the_axum_example_verbatim() {
 
 #[test]
 fn the_client_guide_shows_the_workers_and_the_hyper_examples_verbatim() {
-    assert_shown("worker.rs", "worker", &["../README.md", "../docs/client.md"]);
+    assert_shown("worker.rs", "worker", &["../docs/client.md"]);
     assert_shown("hyper_app.rs", "hyper", &["../docs/client.md"]);
 }
