@@ -25,9 +25,10 @@ test("every vector file is run or listed as skipped", () => {
 });
 
 test("the package's contract and library are the repository's, and the built-in copy is theirs", () => {
-  assert.equal(readFileSync(join(NODE, "contract.json"), "utf8"), readFileSync(join(ROOT, "contract", "contract.json"), "utf8"));
-  assert.equal(readFileSync(join(NODE, "lua", "ratelimit.lua"), "utf8"), readFileSync(join(ROOT, "lua", "ratelimit.lua"), "utf8"));
-  assert.equal(readFileSync(join(NODE, "src", "assets.ts"), "utf8"), assets());
+  const sync = "stale: run `node scripts/embed.mjs --sync` in node/";
+  assert.equal(readFileSync(join(NODE, "contract.json"), "utf8"), readFileSync(join(ROOT, "contract", "contract.json"), "utf8"), sync);
+  assert.equal(readFileSync(join(NODE, "lua", "ratelimit.lua"), "utf8"), readFileSync(join(ROOT, "lua", "ratelimit.lua"), "utf8"), sync);
+  assert.equal(readFileSync(join(NODE, "src", "assets.ts"), "utf8"), assets(), sync);
 });
 
 test("every command and function of the contract is known, the EVALSHA scripts have its SHA-1s", () => {
@@ -118,5 +119,51 @@ test("replies.json", () => {
         output.retry_after_secs, output.reset_after_secs, output.never_fits],
       JSON.stringify(input),
     );
+  }
+});
+
+import { Caller, callerTag, groupIp, parseIp, formatIp, TrustedProxies, addHeaders, denied, concurrencyLimited, unavailable } from "../src/http/index.ts";
+
+test("callers.json", () => {
+  for (const { input, output } of cases("callers")) {
+    let caller: Caller;
+    if (input.caller === "principal") caller = Caller.principal(input.id);
+    else if (input.caller === "tenant") caller = Caller.tenant(input.id);
+    else if (input.caller === "ip") caller = Caller.ip(groupIp(parseIp(input.ip)!, input.ipv6_prefix));
+    else caller = Caller.unknown();
+    const what = JSON.stringify(input).slice(0, 100);
+    assert.equal(caller.keyPart(), output.key_part, what);
+    assert.equal(callerTag(input.prefix, caller), output.tag, what);
+    assert.equal(caller.toString(), output.display, what);
+  }
+});
+
+test("forwarded.json", () => {
+  for (const { input, output } of cases("forwarded")) {
+    const trusted = new TrustedProxies(input.trusted_proxies);
+    const headers = input.headers.map((h: Any) => [h.name, Buffer.from(h.value_hex, "hex")] as const);
+    const peer = input.peer === null ? undefined : parseIp(input.peer);
+    const client = trusted.clientIp(peer, headers);
+    assert.equal(client ? formatIp(client) : null, output.client_ip, JSON.stringify(input));
+  }
+});
+
+test("http.json: headers and bodies byte for byte", () => {
+  for (const { input, output } of cases("http")) {
+    const s = input.decision;
+    const d = new Decision(s.allowed, s.limit, s.remaining, s.retry_after_ms, s.reset_after_ms, s.limiting, s.degraded);
+    const lim = { name: input.limit.name, windowSecs: input.limit.window_secs, cost: input.limit.cost, rate: input.limit.rate };
+    let status = 200, body = "", headers: [string, string][] = [];
+    if (input.answer === "served") addHeaders(headers, d, lim, input.structured);
+    else {
+      const a = input.answer === "denied" ? denied(d, lim, input.structured)
+        : input.answer === "concurrency_limited" ? concurrencyLimited(d, lim)
+          : unavailable(d, lim, input.structured, input.status, input.misconfigured);
+      ({ status, body, headers } = a);
+    }
+    const what = JSON.stringify(input);
+    assert.equal(status, output.status, what);
+    assert.deepEqual(headers.map(([n, v]) => [n, v]).sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : 0)), output.headers, what);
+    assert.equal(body, output.body, what);
   }
 });
