@@ -59,7 +59,10 @@ pub fn replicated_bytes(binary: &str, gcra: bool, lua_sha_source: &str, calls: u
     if gcra {
         rows.push(("GCRA (core)", "GCRA g:__rand_int__ 999999 1 1".to_string()));
     }
-    rows.push(("HMGET/HSET token-bucket script (EVALSHA)", format!("EVALSHA {sha} 1 lua:__rand_int__ 1000000 1 1")));
+    rows.push((
+        "HMGET/HSET token-bucket script (EVALSHA)",
+        format!("EVALSHA {sha} 1 lua:__rand_int__ 1000000 1 1"),
+    ));
     for (name, command) in rows {
         let offset = |con: &mut redis::Connection| -> f64 {
             info_field(con, "replication", "master_repl_offset")

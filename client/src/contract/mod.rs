@@ -43,8 +43,19 @@ fn files() -> Vec<(PathBuf, String)> {
         (root().join("client/lua/ratelimit.lua"), library.clone()),
         (root().join("python/src/redis_ratelimit/lua/ratelimit.lua"), library.clone()),
         (root().join("contract/contract.json"), contract.clone()),
-        (root().join("python/src/redis_ratelimit/contract.json"), contract),
+        (root().join("python/src/redis_ratelimit/contract.json"), contract.clone()),
     ];
+    // The Go and Node.js packages hold copies inside themselves too (go:embed and npm cannot reach
+    // outside their folders); each package's own test also compares them with these.
+    for (package, contract_at, library_at) in [
+        ("go", "go/contract.json", "go/ratelimit.lua"),
+        ("node", "node/contract.json", "node/lua/ratelimit.lua"),
+    ] {
+        if root().join(package).is_dir() {
+            files.push((root().join(contract_at), contract.clone()));
+            files.push((root().join(library_at), library.clone()));
+        }
+    }
     for (name, value) in vectors::all(&library) {
         files.push((root().join(format!("contract/vectors/{name}.json")), render(&value)));
     }
