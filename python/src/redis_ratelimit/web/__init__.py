@@ -8,7 +8,7 @@ in one bucket.
 
 from .access import Access, AccessLists
 from .asgi import RateLimitMiddleware
-from .caller import MAX_CALLER_KEY_BYTES, Caller, caller_tag, set_principal, set_tenant
+from .caller import MAX_CALLER_KEY_BYTES, Caller, caller_from_header, caller_tag, set_principal, set_tenant
 from .config import GLOBAL, ConfigError, RateLimitConfig, Route
 from .denial import Denial, DenialKind
 from .forwarded import MAX_HOPS, TrustedProxies
@@ -37,6 +37,7 @@ __all__ = [
     "RateLimitMiddleware",
     "Route",
     "TrustedProxies",
+    "caller_from_header",
     "caller_tag",
     "set_principal",
     "set_tenant",

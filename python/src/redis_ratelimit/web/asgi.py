@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, MutableMapping
 
 from .check import Denied, Served, enforce
-from .config import RateLimitConfig, record
+from .config import CONFIG_SCOPE, RateLimitConfig, record
 from .denial import Denial
 from .plan import Allowlisted, Refused, plan
 from .response import RATELIMIT_LIMIT, RETRY_AFTER, Answer, add_headers, forbidden, put
@@ -42,6 +42,7 @@ class RateLimitMiddleware:
         kind = scope["type"]
         if kind != "http" and kind != "websocket":
             return await self.app(scope, receive, send)
+        scope[CONFIG_SCOPE] = self.config  # what a FastAPI dependency inside inherits (fastapi.py)
         step = plan(self.config, scope)
         if step is None:
             return await self.app(scope, receive, send)

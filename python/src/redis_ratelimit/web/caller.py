@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Literal, MutableMapping, Union
+from typing import Any, Callable, Literal, MutableMapping, Union
 
 from ..contract import HTTP
 
@@ -138,3 +138,28 @@ def default_caller(scope: MutableMapping[str, Any], client_ip: IPAddress | None)
         if tenant is not None:
             return Caller.tenant(str(tenant))
     return Caller.unknown() if client_ip is None else Caller.ip(client_ip)
+
+
+def caller_from_header(
+    header: str, *, kind: Literal["user", "tenant"] = "user", hashed: bool = True
+) -> Callable[[MutableMapping[str, Any], Union[IPAddress, None]], Caller]:
+    """A `caller` function (the middleware's and the FastAPI dependency's) keying requests by a header:
+    `caller=caller_from_header("X-API-Key")`. A request with the header is counted as the principal
+    (``kind="tenant"``: the tenant) it names: by default the SHA-256 of its value (hex), so an API key
+    never appears in Redis' key names; ``hashed=False`` takes the value as it is. A request without it
+    (or with an empty one) is keyed as by default: principal, tenant, then the client IP."""
+    wanted = header.strip().lower().encode("latin-1")
+    if not wanted:
+        raise ValueError("caller_from_header: the header's name is empty")
+
+    def caller(scope: MutableMapping[str, Any], client_ip: Union[IPAddress, None]) -> Caller:
+        for name, value in scope.get("headers") or ():
+            if name.lower() == wanted:
+                value = value.strip()
+                if value:
+                    id = hashlib.sha256(value).hexdigest() if hashed else value.decode("latin-1")
+                    return Caller(kind, id)
+        return default_caller(scope, client_ip)
+
+    caller.__name__ = f"caller_from_header({header!r})"
+    return caller

@@ -8,7 +8,7 @@ import inspect
 from collections import Counter
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence, Union
+from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, MutableMapping, Sequence, Union
 
 from .access import AccessLists
 from .batch import Batcher
@@ -27,6 +27,9 @@ CostFn = Callable[[Scope], int]
 #: The application's own denial answer: an ASGI app (a Starlette `Response` is one).
 DenialFn = Callable[[Any], Callable[[Scope, Any, Any], Awaitable[None]]]
 
+#: Where the middleware leaves its configuration in the ASGI scope of a request it saw.
+CONFIG_SCOPE = "redis_ratelimit.config"
+
 #: The global limit's name in keys, headers and bodies.
 GLOBAL = "all"
 
@@ -42,20 +45,33 @@ class Route:
     """Requests under `prefix` (whole segments: `/api` matches `/api` and `/api/items`, not
     `/apiary`; a prefix ending in `/` matches what is below it) are limited by `policy` per caller,
     under `name` (in keys, headers and bodies). `policy` may be a function of the `Caller` (plans).
-    `cost` says what a request costs (default 1)."""
+    `cost` says what a request costs (default 1). `methods` (``["POST"]``) limits only requests of those
+    HTTP methods (a WebSocket's handshake is a GET); the others go on to the next matching route."""
 
     name: str
     prefix: str
     policy: PolicySource
     cost: CostFn | None = None
+    methods: Collection[str] | None = None
 
     def __post_init__(self) -> None:
         mistake = source_mistake(f"route '{self.name}'", "policy", self.policy)
         if mistake is None and self.cost is not None and not callable(self.cost):
             mistake = (f"route '{self.name}': cost must be a function of the ASGI scope giving an int "
                        f"(cost=lambda scope: 2), not {self.cost!r}")
+        if mistake is None and self.methods is not None:
+            given = [self.methods] if isinstance(self.methods, str) else list(self.methods)
+            if not given or not all(isinstance(m, str) and m.strip() for m in given):
+                mistake = (f"route '{self.name}': methods must be HTTP method names (methods=[\"POST\"]), "
+                           f"not {self.methods!r}")
+            else:
+                object.__setattr__(self, "methods", frozenset(m.strip().upper() for m in given))
         if mistake is not None:
             raise ConfigError(mistake)
+
+    def matches(self, path: str, method: str) -> bool:
+        """True when a request of `method` to `path` is this route's."""
+        return under_prefix(path, self.prefix) and (self.methods is None or method in self.methods)
 
     def policy_for(self, caller: Caller) -> Any:
         return resolve(self.policy, caller)
@@ -150,8 +166,9 @@ class RateLimitConfig:
         self.checks = Batcher(self.limiter)
         self.checks.enabled = self.checks.enabled and self.batch
         # Matched longest prefix first (checked above in the order written, as named there).
-        self.routes = tuple(sorted(self.routes, key=lambda r: -len(r.prefix)))
-        self.concurrency = tuple(sorted(self.concurrency, key=lambda r: -len(r.prefix)))
+        # Of one prefix, a route of some methods before one of all.
+        self.routes = tuple(sorted(self.routes, key=lambda r: (-len(r.prefix), r.methods is None)))
+        self.concurrency = tuple(sorted(self.concurrency, key=lambda r: (-len(r.prefix), r.methods is None)))
 
     def first_mistake(self) -> str | None:
         """What cannot work, in the order the Rust layer checks it (after the limiter's kind)."""
@@ -191,7 +208,7 @@ class RateLimitConfig:
 def _limit_mistake(existing: Sequence[Route], route: Route, concurrency: bool) -> str | None:
     if any(r.name == route.name for r in existing):
         return f"route '{route.name}' is defined twice"
-    first = next((r for r in existing if r.prefix == route.prefix), None)
+    first = next((r for r in existing if r.prefix == route.prefix and _same_methods(r, route)), None)
     if first is not None:
         return (
             f"routes '{first.name}' and '{route.name}' have the same prefix {route.prefix!r}: "
@@ -204,6 +221,14 @@ def _limit_mistake(existing: Sequence[Route], route: Route, concurrency: bool) -
     if concurrency and route.cost is not None:
         return f"limit '{route.name}': a concurrency limit takes no cost (a request in flight is one)"
     return None
+
+
+def _same_methods(a: Route, b: Route) -> bool:
+    """Two routes of one prefix that would take the same request: both of every method, or of one
+    method in common (a route of some methods is checked before one of all)."""
+    if a.methods is None or b.methods is None:
+        return a.methods is None and b.methods is None
+    return bool(set(a.methods) & set(b.methods))
 
 
 def _kind_mistake(name: str, concurrency: bool) -> str:

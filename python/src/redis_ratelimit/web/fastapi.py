@@ -16,6 +16,8 @@ FastAPI's `{"detail": ...}` with the problem's sentence. Keys, headers and bodie
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Any, Callable, Iterable, TypeVar
 
 from fastapi import FastAPI, HTTPException, Request, Response
@@ -25,7 +27,7 @@ from starlette.responses import Response as StarletteResponse
 
 from ..decision import Decision
 from .check import Denied, Served, enforce
-from .config import CallerFn, ConfigError, PolicySource, RateLimitConfig, Route, source_mistake
+from .config import CONFIG_SCOPE, CallerFn, ConfigError, PolicySource, RateLimitConfig, Route, source_mistake
 from .denial import Denial
 from .forwarded import Network, TrustedProxies
 from .plan import Plan, plan
@@ -92,9 +94,12 @@ class RateLimit:
     - `shadow`: decided and counted, never enforced (no fields, no 429 from it);
     - the caller as the middleware finds it: `trusted_proxies`, `caller`, `ipv6_prefix`, `key_prefix`
       (the principal and tenant set with `set_principal` / `set_tenant` by an earlier middleware);
-    - `structured_headers`, `outage_status` as the middleware's.
+    - `structured_headers`, `outage_status` as the middleware's; `structured_headers=None` (the
+      default) takes the `RateLimitMiddleware`'s setting when the request went through one (False
+      without one).
 
     The dependency returns the decision of the limit that applied (None for a shadow limit).
+    `config.counts` counts its decisions as the middleware's do.
     """
 
     def __init__(
@@ -110,10 +115,13 @@ class RateLimit:
         caller: CallerFn | None = None,
         ipv6_prefix: int = 64,
         key_prefix: str = "rl",
-        structured_headers: bool = False,
+        structured_headers: bool | None = None,
         outage_status: int = 429,
     ) -> None:
         mistake = source_mistake(f"RateLimit '{name}'", "policy", policy)
+        if mistake is None and not inspect.iscoroutinefunction(getattr(limiter, "check_all", None)):
+            mistake = (f"RateLimit '{name}': the FastAPI dependency needs an AsyncLimiter (redis.asyncio), "
+                       f"not {type(limiter).__name__}")
         if mistake is not None:
             raise ConfigError(mistake)
         cost_fn: Callable[[Any], int]
@@ -130,21 +138,32 @@ class RateLimit:
             shadow=[name] if shadow else [],
             trusted_proxies=trusted_proxies,
             caller=caller,
-            structured_headers=structured_headers,
+            structured_headers=bool(structured_headers),
             key_prefix=key_prefix,
             ipv6_prefix=ipv6_prefix,
             outage_status=outage_status,
         )
+        # Inheriting: the same limit with the draft's fields, for requests of a middleware that sends
+        # them (its counts are the config's).
+        self._structured: RateLimitConfig | None = None
+        if structured_headers is None:
+            self._structured = dataclasses.replace(self.config, structured_headers=True)
+            self._structured.counts = self.config.counts
         self.name = name
 
     def __repr__(self) -> str:
         return f"RateLimit({self.name!r})"
 
     async def __call__(self, request: Request, response: Response) -> Decision | None:
-        step = plan(self.config, request.scope)
+        config = self.config
+        if self._structured is not None:
+            outer = request.scope.get(CONFIG_SCOPE)
+            if isinstance(outer, RateLimitConfig) and outer.structured_headers:
+                config = self._structured
+        step = plan(config, request.scope)
         if not isinstance(step, Plan):  # every path is under "/": only a misused config lands here
             return None
-        verdict = await enforce(self.config, step)
+        verdict = await enforce(config, step)
         if isinstance(verdict, Denied):
             raise RateLimited(verdict.denial)
         return _decorate(verdict, request, response)

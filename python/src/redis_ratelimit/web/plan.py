@@ -56,8 +56,9 @@ def plan(config: RateLimitConfig, scope: Scope) -> Step | None:
     path: str = scope.get("path", "")
     if config.skip and skipped(path, config.skip):
         return None
-    route = _match(config.routes, path)
-    concurrency = _match(config.concurrency, path)
+    method: str = scope.get("method") or "GET"  # a WebSocket's handshake is a GET
+    route = _match(config.routes, path, method)
+    concurrency = _match(config.concurrency, path, method)
     if route is None and config.global_limit is None and concurrency is None and config.global_concurrency is None:
         return None
     peer = peer_ip(scope)
@@ -96,9 +97,9 @@ def plan(config: RateLimitConfig, scope: Scope) -> Step | None:
     return Plan(route_name, caller, limits)
 
 
-def _match(routes: Any, path: str) -> Route | None:
+def _match(routes: Any, path: str, method: str) -> Route | None:
     for r in routes:
-        if under_prefix(path, r.prefix):
+        if r.matches(path, method):
             return r  # type: ignore[no-any-return]
     return None
 
