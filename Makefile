@@ -15,13 +15,16 @@ build: deps
 # Starts a throwaway module-enabled redis-server on a free port, runs the lab scenarios, stops it.
 demo: build
 	$(CARGO) run --release --quiet -p redis-ratelimit-client --example demo
+	@scripts/go.sh demo
 
 # Unit and property tests of the pure code, then integration tests against real servers; then the Python
-# package's suite (python/; a virtualenv in target/py-venv), whose cross-language tests run the Rust demo server.
+# package's suite (python/; a virtualenv in target/py-venv), whose cross-language tests run the Rust demo server;
+# then the Go package's (go/: gofmt, go vet, go test -race; skipped with the reason where Go is missing).
 test: build
 	$(CARGO) test --release --workspace
 	$(CARGO) build --release -p redis-ratelimit-client --example server
 	scripts/python.sh test
+	scripts/go.sh test
 
 # The integration suite on Redis 7.0, Valkey 8.0, Redis 8.0 and Valkey 9.1 (fetched or built once per machine;
 # a server that cannot be had here is skipped with the reason).
