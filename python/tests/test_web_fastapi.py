@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 
-from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, TokenBucket
+from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, SlidingCounter, TokenBucket
 from redis_ratelimit.web import ConfigError, RateLimitConfig, RateLimitMiddleware, Route
 from redis_ratelimit.web.fastapi import RateLimit, add_fields, install
 from servers import HOST, Server
@@ -152,9 +152,13 @@ def test_the_fields_are_on_error_responses_and_on_responses_an_endpoint_builds(m
 
 
 def test_a_dependency_without_a_policy_is_refused_when_built() -> None:
-    """`RateLimit(..., "10/minute")` was accepted, then every request answered 500 (UsageError)."""
+    """`RateLimit(..., 10)` was accepted, then every request answered 500 (UsageError); a rate string
+    is the sliding window counter it means."""
     limiter = AsyncLimiter(aioredis.Redis(port=1), FailurePolicy.open())  # made, never called
     with pytest.raises(ConfigError, match=re.escape("RateLimit 'search': policy must be a policy (TokenBucket")):
-        RateLimit(limiter, "search", "10/minute")  # type: ignore[arg-type]
+        RateLimit(limiter, "search", 10)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=re.escape("limit 'all': global_limit must be a policy")):
-        RateLimit(limiter, "search", TokenBucket(3, 1.0), global_limit="100/minute")  # type: ignore[arg-type]
+        RateLimit(limiter, "search", TokenBucket(3, 1.0), global_limit="100/fortnight")
+    limit = RateLimit(limiter, "search", "10/minute", global_limit="100/hour")
+    assert limit.config.routes[0].policy == SlidingCounter(10, 60)
+    assert limit.config.global_limit == SlidingCounter(100, 3600)

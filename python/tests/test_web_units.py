@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 from redis_ratelimit import AsyncLimiter, FailurePolicy, Limiter
 from redis_ratelimit.decision import Decision
-from redis_ratelimit.policy import Concurrency, SlidingLog, TokenBucket
+from redis_ratelimit.policy import Concurrency, SlidingCounter, SlidingLog, TokenBucket
 from redis_ratelimit.web import AccessLists, Access, Caller, ConfigError, RateLimitConfig, Route
 from redis_ratelimit.web.caller import MAX_CALLER_KEY_BYTES, caller_tag, group_ip
 from redis_ratelimit.web.config import under_prefix
@@ -329,7 +329,8 @@ def test_configurations_that_cannot_work_are_refused_naming_the_route(kwargs: di
         RateLimitConfig(LIMITER, **kwargs)
 
 
-@pytest.mark.parametrize("policy", ["10/minute", 10, None, TokenBucket], ids=["rate-string", "int", "none", "a-class"])
+@pytest.mark.parametrize("policy", ["10 per fortnight", 10, None, TokenBucket],
+                         ids=["no-rate-string", "int", "none", "a-class"])
 def test_a_route_without_a_policy_is_refused_when_built(policy: Any) -> None:
     """Accepted before, then every request answered 500 (UsageError: not a policy)."""
     with pytest.raises(ConfigError, match=r"route 'api': policy must be a policy \(TokenBucket, .*\) or a function "
@@ -337,9 +338,13 @@ def test_a_route_without_a_policy_is_refused_when_built(policy: Any) -> None:
         Route("api", "/api", policy)
 
 
-def test_a_rate_string_is_named_as_such() -> None:
-    with pytest.raises(ConfigError, match=re.escape("not '10/minute' (str) (a rate string is not a policy")):
-        Route("api", "/api", "10/minute")  # type: ignore[arg-type]
+def test_a_rate_string_is_the_sliding_counter_it_means() -> None:
+    assert Route("api", "/api", "10/minute").policy == SlidingCounter(limit=10, window=60)
+    assert RateLimitConfig(LIMITER, global_limit="5 per 15 minutes").global_limit == SlidingCounter(5, 900)
+    with pytest.raises(ConfigError, match=re.escape("not '10/fortnight' (str) (nor a rate string")):
+        Route("api", "/api", "10/fortnight")
+    with pytest.raises(ConfigError, match=re.escape("limit 'api': expected a concurrency policy")):
+        RateLimitConfig(LIMITER, concurrency=[Route("api", "/api", "10/minute")])
 
 
 def test_a_route_cost_must_be_a_function() -> None:
@@ -350,7 +355,10 @@ def test_a_route_cost_must_be_a_function() -> None:
 @pytest.mark.parametrize("parameter", ["global_limit", "global_concurrency"])
 def test_a_global_limit_without_a_policy_is_refused(parameter: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(f"limit 'all': {parameter} must be a policy")):
-        RateLimitConfig(LIMITER, **{parameter: "100/minute"})
+        RateLimitConfig(LIMITER, **{parameter: "100/fortnight"})
+    if parameter == "global_concurrency":  # a rate string is a rate policy, not a concurrency one
+        with pytest.raises(ConfigError, match=re.escape("limit 'all': global_concurrency must be a policy")):
+            RateLimitConfig(LIMITER, global_concurrency="100/minute")
 
 
 def test_plans_and_policies_are_still_accepted() -> None:

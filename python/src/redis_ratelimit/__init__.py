@@ -18,6 +18,7 @@ from .failure import FailurePolicy
 from .limiter import Limiter
 from .permit import AsyncPermit, Permit
 from .policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
+from .rate import parse_rate, parse_rates
 
 __version__ = "0.1.0"
 
@@ -50,4 +51,6 @@ __all__ = [
     "UsageError",
     "Verified",
     "__version__",
+    "parse_rate",
+    "parse_rates",
 ]

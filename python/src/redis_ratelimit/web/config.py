@@ -15,11 +15,14 @@ from .batch import Batcher
 from .caller import Caller, IPAddress
 from .forwarded import Network, TrustedProxies
 from ..policy import Policy
+from ..rate import parse_rate
 from .policies import is_concurrency, is_policy
 
 Scope = MutableMapping[str, Any]
 #: A policy, or a function of the caller giving one (the caller's plan).
 PolicySource = Union[Policy, Callable[[Caller], Policy]]
+#: What a policy parameter takes: also a `limits` rate string ("10/minute"), made a SlidingCounter.
+PolicyInput = Union[PolicySource, str]
 #: A custom key choice: the ASGI scope and the client IP (through trusted proxies, grouped per /64).
 CallerFn = Callable[[Scope, Union[IPAddress, None]], Caller]
 #: What a request costs, from its ASGI scope.
@@ -50,11 +53,12 @@ class Route:
 
     name: str
     prefix: str
-    policy: PolicySource
+    policy: PolicyInput
     cost: CostFn | None = None
     methods: Collection[str] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", from_rate(self.policy))
         mistake = source_mistake(f"route '{self.name}'", "policy", self.policy)
         if mistake is None and self.cost is not None and not callable(self.cost):
             mistake = (f"route '{self.name}': cost must be a function of the ASGI scope giving an int "
@@ -80,18 +84,28 @@ class Route:
 _POLICIES = "a policy (TokenBucket, SlidingLog, SlidingCounter, FixedWindow, Concurrency)"
 
 
+def from_rate(source: Any) -> Any:
+    """A `limits` rate string ("10/minute") as the sliding window counter it means (`parse_rate`);
+    anything else as it is (a string that is no rate string too: `source_mistake` names it)."""
+    if isinstance(source, str):
+        try:
+            return parse_rate(source)
+        except ValueError:
+            return source
+    return source
+
+
 def source_mistake(where: str, parameter: str, source: Any) -> str | None:
     """What is wrong with a policy parameter (`route 'api'`'s `policy`), or None: it takes a policy or
-    a function of the `Caller` giving one. A `limits` rate string ("10/minute") is neither."""
+    a function of the `Caller` giving one (a `limits` rate string is made a policy before)."""
     if is_policy(source) or (callable(source) and not isinstance(source, type)):
         return None
-    hint = " (a rate string is not a policy: TokenBucket(capacity=10, per_second=10/60) is about 10/minute)" \
-        if isinstance(source, str) else ""
+    hint = " (nor a rate string: \"10/minute\", \"5 per 15 minutes\")" if isinstance(source, str) else ""
     return (f"{where}: {parameter} must be {_POLICIES} or a function of the Caller giving one, "
             f"not {source!r} ({type(source).__name__}){hint}")
 
 
-def resolve(source: PolicySource, caller: Caller) -> Any:
+def resolve(source: PolicyInput, caller: Caller) -> Any:
     """The policy of `source` for `caller`: a policy as it is, a function's answer."""
     return _policy_of(source, caller)
 
@@ -124,7 +138,7 @@ class RateLimitConfig:
 
     limiter: Any
     routes: Sequence[Route] = ()
-    global_limit: PolicySource | None = None
+    global_limit: PolicyInput | None = None
     concurrency: Sequence[Route] = ()
     global_concurrency: PolicySource | None = None
     skip: Sequence[str] = ()
@@ -153,6 +167,7 @@ class RateLimitConfig:
 
     def __post_init__(self) -> None:
         self.counts = Counter()
+        self.global_limit = from_rate(self.global_limit)
         self.routes, self.concurrency = tuple(self.routes), tuple(self.concurrency)
         self.skip = tuple(self.skip)
         self.shadow = tuple(dict.fromkeys(self.shadow))

@@ -27,7 +27,8 @@ from starlette.responses import Response as StarletteResponse
 
 from ..decision import Decision
 from .check import Denied, Served, enforce
-from .config import CONFIG_SCOPE, CallerFn, ConfigError, PolicySource, RateLimitConfig, Route, source_mistake
+from .config import (CONFIG_SCOPE, CallerFn, ConfigError, PolicyInput, RateLimitConfig, Route, from_rate,
+                     source_mistake)
 from .denial import Denial
 from .forwarded import Network, TrustedProxies
 from .plan import Plan, plan
@@ -106,10 +107,10 @@ class RateLimit:
         self,
         limiter: Any,
         name: str,
-        policy: PolicySource,
+        policy: PolicyInput,
         *,
         cost: int | Callable[[Request], int] = 1,
-        global_limit: PolicySource | None = None,
+        global_limit: PolicyInput | None = None,
         shadow: bool = False,
         trusted_proxies: Iterable[str | Network] | TrustedProxies = (),
         caller: CallerFn | None = None,
@@ -118,6 +119,7 @@ class RateLimit:
         structured_headers: bool | None = None,
         outage_status: int = 429,
     ) -> None:
+        policy = from_rate(policy)
         mistake = source_mistake(f"RateLimit '{name}'", "policy", policy)
         if mistake is None and not inspect.iscoroutinefunction(getattr(limiter, "check_all", None)):
             mistake = (f"RateLimit '{name}': the FastAPI dependency needs an AsyncLimiter (redis.asyncio), "
