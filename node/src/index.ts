@@ -12,3 +12,8 @@ export {
   PolicyError, UsageError, CallError, DeadlineError, UnreachableError, BreakerOpenError, ServerError,
   ConfigurationError, ReplyError,
 } from "./errors.js";
+export { rateLimit } from "./express.js";
+export { rateLimitPlugin } from "./fastify.js";
+export { RateLimitCore, type RateLimitOptions, type Route, type PolicySource } from "./http/middleware.js";
+export { Caller, TrustedProxies } from "./http/index.js";
+export * as http from "./http/index.js";

@@ -1,0 +1,198 @@
+/**
+ * The framework-free core of the Express middleware and the Fastify plugin, with the Rust layer's main
+ * features (`client/src/http/`): routes by path prefix (whole segments), a per-caller global limit in
+ * the same atomic call, costs, skipped paths, shadow limits (checked, never enforced), allow and deny
+ * lists, callers by principal, tenant, header or IP through trusted proxies, and the same headers and
+ * 429 bodies. Keys: `<prefix>:{<caller>}:<limit name>`.
+ */
+import { Limiter } from "../limiter.js";
+import type { Limit } from "../command.js";
+import { Decision } from "../decision.js";
+import { ConfigurationError, UsageError } from "../errors.js";
+import { Concurrency, Policy } from "../policy.js";
+import { Caller, callerTag } from "./caller.js";
+import { TrustedProxies, type HeaderLines } from "./forwarded.js";
+import { groupIp, parseIp, canonical, Network, type Ip } from "./ip.js";
+import { addHeaders, denied, forbidden, unavailable, type Answer, type Described } from "./response.js";
+import { HTTP } from "../contract.js";
+
+/** What the middleware needs of a request, whatever the framework. */
+export interface RequestFacts {
+  method: string;
+  path: string;
+  peer: string | undefined;
+  headers: HeaderLines;
+  /** The framework's request, for the user's functions. */
+  raw: unknown;
+}
+
+export type PolicySource = Policy | ((caller: Caller) => Policy);
+
+export interface Route {
+  /** The limit's name in keys, headers and bodies. */
+  name: string;
+  /** The path prefix it covers, by whole segments (`/api` covers `/api` and `/api/x`, not `/apix`). */
+  prefix: string;
+  policy: PolicySource;
+  /** What a request costs (default 1). */
+  cost?: (req: unknown) => number;
+  /** Checked and counted, never enforced. */
+  shadow?: boolean;
+}
+
+export interface RateLimitOptions {
+  limiter: Limiter;
+  routes?: Route[];
+  /** A per-caller limit over every route, in the same atomic call. */
+  global?: { policy: PolicySource; name?: string; shadow?: boolean };
+  /** Key prefix (default `rl`). */
+  prefix?: string;
+  /** Paths not limited: exact, or every path under one ending in `/`. */
+  skip?: string[];
+  /** The caller of a request: by default its principal (`principal`), then its tenant, then its IP. */
+  caller?: (req: unknown, clientIp: string | undefined) => Caller;
+  /** The authenticated principal of a request, if any (e.g. `(req) => req.user?.id`). */
+  principal?: (req: unknown) => string | undefined;
+  /** The tenant of a request, if any. */
+  tenant?: (req: unknown) => string | undefined;
+  /** A header naming the caller (e.g. `x-api-key`), read as its tenant when no principal is known. */
+  header?: string;
+  /** Proxies whose forwarding headers are believed (CIDRs). None by default. */
+  trustedProxies?: string[];
+  /** IPv6 callers are counted by this prefix (default: the contract's, 64). */
+  ipv6Prefix?: number;
+  /** Also the draft's structured `RateLimit-Policy` / `RateLimit` fields. */
+  structured?: boolean;
+  /** The status of a denial by the closed failure policy during an outage (default 429). */
+  outageStatus?: number;
+  /** Callers never limited: principals `user:<id>`, tenants `tenant:<id>`, networks (CIDR). */
+  allow?: string[];
+  /** Callers refused with a 403: the same forms. */
+  deny?: string[];
+}
+
+interface Planned {
+  key: string;
+  policy: Policy;
+  cost: number;
+  name: string;
+  shadow: boolean;
+}
+
+export type Outcome =
+  | { kind: "pass" }
+  | { kind: "served"; headers: [string, string][] }
+  | { kind: "answer"; answer: Answer };
+
+function underPrefix(path: string, prefix: string): boolean {
+  if (!path.startsWith(prefix)) return false;
+  const rest = path.slice(prefix.length);
+  return rest === "" || rest.startsWith("/") || prefix.endsWith("/");
+}
+
+class Lists {
+  readonly names = new Set<string>();
+  readonly nets: Network[] = [];
+  constructor(items: string[]) {
+    for (const item of items) {
+      if (item.startsWith("user:") || item.startsWith("tenant:")) this.names.add(item);
+      else this.nets.push(Network.parse(item));
+    }
+  }
+  has(caller: Caller, principal: string | undefined, tenant: string | undefined, ip: Ip | undefined): boolean {
+    if (principal !== undefined && this.names.has(`user:${principal}`)) return true;
+    if (tenant !== undefined && this.names.has(`tenant:${tenant}`)) return true;
+    if (caller.kind !== "ip" && caller.kind !== "unknown" && this.names.has(caller.toString())) return true;
+    return ip !== undefined && this.nets.some((n) => n.contains(ip));
+  }
+}
+
+export class RateLimitCore {
+  readonly limiter: Limiter;
+  private readonly o: RateLimitOptions;
+  private readonly proxies: TrustedProxies;
+  private readonly prefix: string;
+  private readonly globalName: string;
+  private readonly allow: Lists | undefined;
+  private readonly deny: Lists | undefined;
+
+  constructor(options: RateLimitOptions) {
+    if (!(options?.limiter instanceof Limiter)) throw new UsageError("rate limit middleware: `limiter` must be a Limiter");
+    if (!options.routes?.length && !options.global) throw new UsageError("rate limit middleware: no routes and no global limit: nothing to limit");
+    for (const r of options.routes ?? []) {
+      if (!r.name || typeof r.prefix !== "string" || !r.prefix.startsWith("/")) throw new UsageError(`rate limit middleware: route ${JSON.stringify(r.name)} needs a name and a prefix starting with /`);
+      if (r.policy instanceof Concurrency) throw new UsageError(`rate limit middleware: route ${r.name}: concurrency limits are not served by this middleware yet`);
+    }
+    this.o = options;
+    this.limiter = options.limiter;
+    this.proxies = new TrustedProxies(options.trustedProxies ?? []);
+    this.prefix = options.prefix ?? "rl";
+    this.globalName = options.global?.name ?? "all";
+    this.allow = options.allow ? new Lists(options.allow) : undefined;
+    this.deny = options.deny ? new Lists(options.deny) : undefined;
+  }
+
+  private callerOf(req: RequestFacts, ip: Ip | undefined, principal: string | undefined, tenant: string | undefined): Caller {
+    const grouped = ip ? groupIp(ip, this.o.ipv6Prefix ?? HTTP.caller.ipv6_prefix_default) : undefined;
+    if (this.o.caller) return this.o.caller(req.raw, grouped ? Caller.ip(grouped).id : undefined);
+    if (principal !== undefined) return Caller.principal(principal);
+    if (tenant !== undefined) return Caller.tenant(tenant);
+    return grouped ? Caller.ip(grouped) : Caller.unknown();
+  }
+
+  /** Decides one request: pass it untouched, serve it with headers, or answer it (429, 403, 503). */
+  async handle(req: RequestFacts): Promise<Outcome> {
+    const path = req.path;
+    for (const s of this.o.skip ?? []) if (path === s || (s.endsWith("/") && path.startsWith(s))) return { kind: "pass" };
+    const route = (this.o.routes ?? []).find((r) => underPrefix(path, r.prefix));
+    if (!route && !this.o.global) return { kind: "pass" };
+    const peerIp = req.peer ? parseIp(req.peer.split("%")[0]!) : undefined;
+    const clientIp = this.proxies.clientIp(peerIp ? canonical(peerIp) : undefined, req.headers);
+    const principal = this.o.principal?.(req.raw);
+    let tenant = this.o.tenant?.(req.raw);
+    if (tenant === undefined && this.o.header) {
+      const h = req.headers.find(([n]) => n.toLowerCase() === this.o.header!.toLowerCase());
+      if (h) tenant = typeof h[1] === "string" ? h[1] : Buffer.from(h[1]).toString("latin1");
+    }
+    const caller = this.callerOf(req, clientIp, principal, tenant);
+    if (this.deny?.has(caller, principal, tenant, clientIp)) return { kind: "answer", answer: forbidden() };
+    if (this.allow?.has(caller, principal, tenant, clientIp)) return { kind: "pass" };
+    const cost = route?.cost ? route.cost(req.raw) : 1;
+    const tag = callerTag(this.prefix, caller);
+    const source = (p: PolicySource) => (p instanceof Policy ? p : p(caller));
+    const limits: Planned[] = [];
+    if (route) limits.push({ key: `${tag}:${route.name}`, policy: source(route.policy), cost, name: route.name, shadow: !!route.shadow });
+    if (this.o.global) {
+      limits.push({ key: `${tag}:${this.globalName}`, policy: source(this.o.global.policy), cost, name: this.globalName, shadow: !!this.o.global.shadow });
+    }
+    const enforced = limits.filter((l) => !l.shadow);
+    const shadow = limits.filter((l) => l.shadow);
+    const headers: [string, string][] = [];
+    let answered = true;
+    if (enforced.length) {
+      const d = await this.limiter.checkAll(enforced.map((l) => [l.key, l.policy, l.cost] as Limit));
+      let limiting = enforced[Math.min(d.limiting, enforced.length - 1)]!;
+      if (!d.allowed) {
+        const closed = d.degraded && this.limiter.failure === "closed";
+        if (closed) {
+          // None of them could be checked: name the route's own limit, not the global one.
+          limiting = enforced.find((l) => l.name === (route?.name ?? this.globalName)) ?? limiting;
+          const status = this.o.outageStatus ?? 429;
+          return { kind: "answer", answer: unavailable(d, this.described(limiting), !!this.o.structured, status, d.error instanceof ConfigurationError) };
+        }
+        return { kind: "answer", answer: denied(d, this.described(limiting), !!this.o.structured) };
+      }
+      answered = !d.degraded;
+      addHeaders(headers, d, this.described(limiting), !!this.o.structured);
+    }
+    if (shadow.length && answered) {
+      const d: Decision = await this.limiter.checkAll(shadow.map((l) => [l.key, l.policy, l.cost] as Limit));
+      if (!d.allowed && !d.degraded) this.limiter.emit("shadow", { route: route?.name ?? this.globalName, limit: shadow[Math.min(d.limiting, shadow.length - 1)]!.name, decision: d });
+    }
+    return { kind: "served", headers };
+  }
+
+  private described(l: Planned): Described {
+    return { name: l.name, windowSecs: Math.max(1, Number(l.policy.periodNs / 1_000_000_000n)), cost: l.cost, rate: true };
+  }
+}
