@@ -97,6 +97,7 @@ export function moduleCommand(name: string, keys: readonly string[], args: reado
 /** The first key of a module command (what routes it in a cluster); undefined without keys. */
 export function routeOf(cmd: readonly string[]): string | undefined {
   if (cmd.length < 2) return undefined;
+  if (!contractCommand(cmd[0]!)) return cmd[1]; // DEL, EXISTS, ...: their first key
   const at = firstKey(cmd[0]!);
   return at !== undefined && cmd.length > 1 + at ? cmd[1 + at] : undefined;
 }

@@ -17,3 +17,4 @@ export { rateLimitPlugin } from "./fastify.js";
 export { RateLimitCore, type RateLimitOptions, type Route, type PolicySource } from "./http/middleware.js";
 export { Caller, TrustedProxies } from "./http/index.js";
 export * as http from "./http/index.js";
+export { ExpressRateLimitStore, fastifyRateLimitStore } from "./stores.js";

@@ -1,0 +1,111 @@
+/**
+ * Where users already are: stores that put express-rate-limit and @fastify/rate-limit on the module
+ * (or the library), through a `Limiter` (its deadline, engine, breaker and failure policy).
+ *
+ * Each counts a fixed window (RL.FIXED) of the window and limit the package gives it. When Redis does not
+ * decide, the limiter's failure policy answers: `open` counts the request as the first, `closed` as
+ * one over the limit.
+ */
+import { Limiter } from "./limiter.js";
+import { FixedWindow } from "./policy.js";
+import { UsageError } from "./errors.js";
+
+import type { Decision } from "./decision.js";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Any = any;
+
+function hits(d: Decision, limit: number): number {
+  if (d.degraded) return d.allowed ? 1 : limit + 1;
+  return d.allowed ? d.limit - d.remaining : d.limit + 1;
+}
+
+/** An express-rate-limit (7+) `Store`: `rateLimit({ windowMs, limit, store: new ExpressRateLimitStore({ limiter }) })`. */
+export class ExpressRateLimitStore {
+  readonly limiter: Limiter;
+  readonly prefix: string;
+  readonly localKeys = false;
+  private policy: FixedWindow | undefined;
+  windowMs = 0;
+  /** Denied requests whose decrement is coming (skipFailedRequests: a 429 is a failed request): a
+   * denial took nothing, so its decrement gives nothing back. */
+  private readonly pending = new Map<string, number>();
+  private skipsFailed = false;
+
+  constructor(options: { limiter: Limiter; prefix?: string }) {
+    if (!(options?.limiter instanceof Limiter)) throw new UsageError("ExpressRateLimitStore: `limiter` must be a Limiter");
+    this.limiter = options.limiter;
+    this.prefix = options.prefix ?? "rl:erl:";
+  }
+
+  /** express-rate-limit's options: the window and the limit come from them. */
+  init(options: Any): void {
+    const limit = options.limit ?? options.max;
+    if (typeof limit !== "number") {
+      throw new UsageError("ExpressRateLimitStore: `limit` must be a number: a limit computed per request cannot be kept by one RL.FIXED window (give each group its own rateLimit instance)");
+    }
+    this.windowMs = options.windowMs;
+    this.skipsFailed = !!options.skipFailedRequests;
+    // A limit of 0 blocks everything in express-rate-limit; the window still needs one to exist.
+    this.policy = new FixedWindow({ limit: Math.max(1, limit), windowMs: options.windowMs });
+  }
+
+  private get p(): FixedWindow {
+    if (!this.policy) throw new UsageError("ExpressRateLimitStore: init() was not called (pass the store to rateLimit({ store }))");
+    return this.policy;
+  }
+
+  async increment(key: string): Promise<{ totalHits: number; resetTime: Date | undefined }> {
+    const d = await this.limiter.check(this.prefix + key, this.p, 1);
+    if (!d.allowed && this.skipsFailed) this.pending.set(key, (this.pending.get(key) ?? 0) + 1);
+    return { totalHits: hits(d, this.p.limit), resetTime: new Date(Date.now() + (d.degraded ? this.windowMs : d.resetAfterMs)) };
+  }
+
+  async decrement(key: string): Promise<void> {
+    const pending = this.pending.get(key);
+    if (pending) {
+      if (pending > 1) this.pending.set(key, pending - 1);
+      else this.pending.delete(key);
+      return;
+    }
+    await this.limiter.refund(this.prefix + key, this.p, 1);
+  }
+
+  async resetKey(key: string): Promise<void> {
+    await this.limiter.call(["DEL", this.prefix + key]).catch(() => undefined);
+  }
+
+  async get(key: string): Promise<{ totalHits: number; resetTime: Date | undefined } | undefined> {
+    const i = await this.limiter.peek(this.prefix + key, this.p).catch(() => undefined);
+    if (!i?.exists || i.remaining === undefined) return undefined;
+    return { totalHits: this.p.limit - i.remaining, resetTime: new Date(Date.now() + (i.resetAfterMs ?? 0)) };
+  }
+}
+
+/** A @fastify/rate-limit store class on `limiter`: `app.register(fastifyRateLimit, { max, timeWindow,
+ * store: fastifyRateLimitStore(limiter) })`. */
+export function fastifyRateLimitStore(limiter: Limiter, prefix = "rl:frl:"): new (options?: Any) => Any {
+  if (!(limiter instanceof Limiter)) throw new UsageError("fastifyRateLimitStore: pass a Limiter");
+  const policies = new Map<string, FixedWindow>();
+  const policy = (max: number, windowMs: number): FixedWindow => {
+    const k = `${max}/${windowMs}`;
+    let p = policies.get(k);
+    if (!p) policies.set(k, (p = new FixedWindow({ limit: Math.max(1, max), windowMs })));
+    return p;
+  };
+  return class FastifyRateLimitStore {
+    constructor(readonly options: Any = {}, readonly route = "") {}
+    incr(key: string, cb: (err: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number): void {
+      const p = policy(max, timeWindow);
+      limiter.check(`${prefix}${this.route}${key}`, p, 1).then(
+        (d) => cb(null, { current: hits(d, max), ttl: d.degraded ? timeWindow : d.resetAfterMs }),
+        (e: Error) => cb(e),
+      );
+    }
+    child(routeOptions: Any): FastifyRateLimitStore {
+      return new FastifyRateLimitStore({ ...this.options, ...routeOptions }, `${routeOptions?.routeInfo?.method ?? ""}${routeOptions?.routeInfo?.url ?? ""}:`);
+    }
+  };
+}
+
+
