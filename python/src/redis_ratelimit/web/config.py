@@ -185,10 +185,17 @@ class RateLimitConfig:
         self.routes = tuple(sorted(self.routes, key=lambda r: (-len(r.prefix), r.methods is None)))
         self.concurrency = tuple(sorted(self.concurrency, key=lambda r: (-len(r.prefix), r.methods is None)))
 
-    def first_mistake(self) -> str | None:
-        """What cannot work, in the order the Rust layer checks it (after the limiter's kind)."""
+    def limiter_mistake(self) -> str | None:
+        """What is wrong with the limiter for this middleware (the ASGI one needs an AsyncLimiter)."""
         if not inspect.iscoroutinefunction(getattr(self.limiter, "check_all", None)):
             return f"the middleware needs an AsyncLimiter (redis.asyncio), not {type(self.limiter).__name__}"
+        return None
+
+    def first_mistake(self) -> str | None:
+        """What cannot work, in the order the Rust layer checks it (after the limiter's kind)."""
+        m = self.limiter_mistake()
+        if m is not None:
+            return m
         for i, route in enumerate(self.routes):
             m = _limit_mistake(self.routes[:i], route, concurrency=False)
             if m is None and route.name == GLOBAL:
