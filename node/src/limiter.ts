@@ -35,7 +35,8 @@ export interface OutageEvent {
   error: CallError;
 }
 
-const asyncDispose: symbol = (Symbol as unknown as { asyncDispose?: symbol }).asyncDispose ?? Symbol.for("nodejs.asyncDispose");
+// Node 18.0-18.17 has no Symbol.asyncDispose: the one Node itself adopted later.
+(Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol.for("nodejs.asyncDispose");
 const DEADLINE = Symbol("deadline");
 
 /** A concurrency permit: release it (or `await using` it) when the work is done. Held leases are
@@ -93,15 +94,11 @@ export class Permit {
     );
   }
 
-  [Symbol.for("nodejs.asyncDispose")](): Promise<void> {
+  /** `await using permit = await limiter.acquire(...)`: released at the block's end. */
+  [Symbol.asyncDispose](): Promise<void> {
     return this.release();
   }
 }
-Object.defineProperty(Permit.prototype, asyncDispose, {
-  value(this: Permit) {
-    return this.release();
-  },
-});
 
 export class Limiter extends EventEmitter {
   readonly adapter: Adapter;

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The Node.js package (node/): installs its dependencies (npm ci), builds ESM + CommonJS, checks the
+# types with tsc --strict (sources and tests), lists what `npm pack` ships, and runs its tests against
+# real redis-server processes they start (REDIS_SERVER, default /usr/bin/redis-server; the module at
+# target/release/libredis_ratelimit.so, built beforehand).
+set -euo pipefail
+cd "$(dirname "$0")/../node"
+npm ci --no-audit --no-fund --loglevel=error
+npm run --silent build
+npm run --silent typecheck
+npm pack --dry-run 2>&1 | grep -E "contract.json|lua/ratelimit.lua|dist/esm/index.js|dist/cjs/index.js|total files"
+npm test
