@@ -699,34 +699,18 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   local P = {}
 
-  -- `fn` of one argument string (or of two, `two`), remembered by the strings themselves: for pure
-  -- functions of argument strings that most calls repeat. Bounded (at most 1024 remembered, then
-  -- forgotten at once); what raises is not kept. Kept across calls where the library is (FUNCTION
-  -- LOAD), rebuilt with each script run. No string is built to look one up.
-  local function remembered(fn, two)
+  -- `fn`, remembered by the text `key_of` makes of its arguments: for pure functions of argument
+  -- strings that most calls repeat. Bounded (at most 1024 texts, then forgotten at once); what raises
+  -- is not kept. Kept across calls where the library is (FUNCTION LOAD), rebuilt with each script run.
+  local function remembered(fn, key_of)
     local seen, count = {}, 0
-    if not two then
-      return function(a)
-        local hit = seen[a]
-        if hit then return hit end
-        local value = fn(a)
-        if count >= 1024 then seen, count = {}, 0 end
-        seen[a], count = value, count + 1
-        return value
-      end
-    end
-    return function(a, b)
-      local row = seen[a]
-      local hit = row and row[b]
+    return function(...)
+      local key = key_of(...)
+      local hit = seen[key]
       if hit then return hit end
-      local value = fn(a, b)
+      local value = fn(...)
       if count >= 1024 then seen, count = {}, 0 end
-      row = seen[a]
-      if not row then
-        row = {}
-        seen[a] = row
-      end
-      row[b], count = value, count + 1
+      seen[key], count = value, count + 1
       return value
     end
   end
@@ -760,7 +744,8 @@ local function build()
     return ns
   end
 
-  P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end)
+  P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end,
+    function(s) return s end)
 
   -- A wait in seconds that may be zero (args.rs' wait_ns): ns as B.
   local MAX_WAIT = CONTRACT.errors.max_wait
@@ -990,7 +975,6 @@ local function build()
     if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
     return ms
   end
-  token.on_grid = on_grid
 
   -- The grid point, the state's end, the point the replaced TAT implied under these parameters, and
   -- the whole second the expiry in place is at least (core's Expiry::Derived).
@@ -1651,7 +1635,7 @@ local function build()
   -- Each kind's parameters, remembered by their text: most calls repeat them (the module keeps the
   -- last ones too).
   for _, k in ipairs(KINDS) do
-    k.parse = remembered(k.parse, true)
+    k.parse = remembered(k.parse, function(p1, p2) return p1 .. "\0" .. p2 end)
   end
 
   local function kind_of_group(name)
@@ -1731,39 +1715,28 @@ local function build()
       if at then redis.call("PEXPIREAT", key, at) end
       return
     end
+    local at
     if write.derived then
+      -- core's Expiry::change: set when new, replaced or moved; kept without reading when the
+      -- replaced state's whole second covers the new one; else kept only when the expiry in place
+      -- is a whole second within [at_least, at].
       local d = write.derived
-      return S.set_derived(key, old, write.set, d.at, d.at_least, d.previous, d.certain, now)
+      local replaced = old == nil or #old ~= #write.set
+      if replaced or d.previous ~= d.at then
+        at = d.at
+      elseif not (d.certain and d.certain >= d.at_least) then
+        local current = S.expiry(key, now)
+        if not (current and current % 1000 == 0 and current >= d.at_least and current <= d.at) then at = d.at end
+      end
+    else
+      -- An expiry that still fits is kept, whatever the new value's length (the module's store puts
+      -- it back after replacing a value of another length).
+      at = expiry_change(key, write.within, old ~= nil, now)
     end
-    -- An expiry that still fits is kept, whatever the new value's length (the module's store puts
-    -- it back after replacing a value of another length).
-    local at = expiry_change(key, write.within, old ~= nil, now)
     if at then
       redis.call("SET", key, write.set, "PXAT", at)
     else
       redis.call("SET", key, write.set, "KEEPTTL")
-    end
-  end
-
-  -- `set` at `key` with core's Expiry::change of a derived expiry (its point `at`, the state's end
-  -- `at_least`, the point the replaced state implied, `previous`, and the whole second it is at least,
-  -- `certain`): set when new, replaced or moved; kept without reading when the replaced state's whole
-  -- second covers the new one; else kept only when the expiry in place is a whole second within
-  -- [at_least, at].
-  function S.set_derived(key, old, set, at, at_least, previous, certain, now)
-    local keep = false
-    if old ~= nil and #old == #set and previous == at then
-      if certain and certain >= at_least then
-        keep = true
-      else
-        local current = S.expiry(key, now)
-        keep = current and current % 1000 == 0 and current >= at_least and current <= at or false
-      end
-    end
-    if keep then
-      redis.call("SET", key, set, "KEEPTTL")
-    else
-      redis.call("SET", key, set, "PXAT", at)
     end
   end
 
@@ -1786,70 +1759,6 @@ local function build()
   local function decide_one(key, k, lim, request, now)
     local old = S.read(key)
     local outcome = k.decide(lim, old, now, request)
-    if outcome.write then S.apply(key, old, outcome.write, now) end
-    return V.reply(outcome.verdict)
-  end
-
-  -- `floor(a / b)` and `ceil(a / b)` of whole numbers 0 <= a < 2^52, 0 < b < 2^52, exactly: the double
-  -- quotient is off by at most one, and `q * b` is exact below 2^53, so one correction settles it.
-  local function idiv(a, b)
-    local q = floor(a / b)
-    local r = a - q * b
-    if r < 0 then return q - 1 end
-    if r >= b then return q + 1 end
-    return q
-  end
-  local function ms_up(ns)
-    if ns <= 0 then return 0 end
-    local q = idiv(ns, MILLION)
-    if q * MILLION < ns then return q + 1 end
-    return q
-  end
-  local FAST = 4503599627370496 -- 2^52: every quantity of the fast path stays below it
-  local TOKEN_TAG = F.TAG_OF.token
-
-  -- token.write applied at once (S.apply of its write), without building it: the fast path's.
-  local function token_store(b, key, old, tat, previous, now)
-    local step = b.expiry_step_ms
-    local ms, previous_ms = ceil_ms(tat), previous and ceil_ms(previous)
-    S.set_derived(key, old, TOKEN_TAG .. B.le64(tat), token.on_grid(ms, step), ms,
-      previous_ms and token.on_grid(previous_ms, step), previous_ms and token.on_grid(previous_ms, 1000), now)
-  end
-
-  -- RL.TOKEN on one bucket (token.step, then decide_one's write and reply) in plain numbers where
-  -- every quantity lies below 2^52, as it does near now for any bucket of a realistic size: the
-  -- backlog (the stored TAT minus now), the cost's time and the bucket's parameters. Exactly the
-  -- general path's arithmetic (tests/lua_equal.rs holds both to core); anything else takes that path:
-  -- no state or a state far from now, a clock fault, a peek, a cost above the capacity, huge buckets.
-  local function token_one(key, b, cost, now)
-    local old = S.read(key)
-    local interval, depth, capacity = b.interval, b.depth, b.capacity
-    if type(now) == "table" and type(cost) == "number" and cost > 0 and type(capacity) == "number"
-        and cost <= capacity and type(depth) == "number" and depth < FAST and type(interval) == "number"
-        and (old == nil or #old == 12 and F.layout(old) == "token") then
-      local tat = old and B.fromle(old, 5, true)
-      local backlog = tat and B.sub(tat, now) or 0
-      if type(backlog) == "number" and backlog < FAST and backlog <= depth + depth then
-        if backlog < 0 then backlog = 0 end
-        local taken = cost * interval
-        local after = backlog + taken
-        if taken < FAST and after < FAST then
-          local slack = b.slack
-          if after > depth then
-            -- Denied (no wait allowed): nothing written.
-            local left = depth - backlog
-            local reset = backlog - slack
-            return { 0, b.limit, left > 0 and idiv(left, interval) or 0, ms_up(after - depth),
-              reset > 0 and ms_up(reset) or 0 }
-          end
-          local reset = after - slack
-          local next = B.add(now, after)
-          token_store(b, key, old, next, tat, now)
-          return { 1, b.limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
-        end
-      end
-    end
-    local outcome = token.decide(b, old, now, cost)
     if outcome.write then S.apply(key, old, outcome.write, now) end
     return V.reply(outcome.verdict)
   end
@@ -1881,11 +1790,6 @@ local function build()
   function C.rl_token(keys, args, now)
     local groups = #keys
     if groups == 0 or #args ~= groups * 3 then E.arity("rl.token") end
-    if groups == 1 then
-      -- One bucket: the common call, without the tables of the multi-key path.
-      local bucket = token.parse(args[1], args[2])
-      return token_one(keys[1], bucket, P.cost(args[3]), now)
-    end
     local limits = {}
     for i = 1, groups do
       local at = (i - 1) * 3
@@ -2049,11 +1953,13 @@ local function build()
 
   -- Every function: the clock read once, errors replied as the module's (a bug as an internal error).
   local FUNCTIONS = {}
-  local function run(body, keys, args) return body(keys, args, clock(args)) end
   for name, body in pairs(C) do
     FUNCTIONS[name] = function(keys, args)
       E.raised = nil
-      local ok, reply = pcall(run, body, keys, args)
+      local ok, reply = pcall(function()
+        local now = clock(args)
+        return body(keys, args, now)
+      end)
       if ok then return reply end
       if E.raised then return E.raised end
       return { err = "ERR internal error: " .. tostring(reply) }
