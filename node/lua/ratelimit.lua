@@ -21,7 +21,7 @@ into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing
 -- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
 local CONTRACT = {
   version = "0.2.0",
-  source_hash = "958d667b9b290ddda9a1712974eeb7c7c3936811",
+  source_hash = "1961d6a886dbfa7ebee7272f975c135297ae0198",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -463,6 +463,17 @@ local function build()
     return char(r % 256, floor(r / 256), b2, b3, b4, b5, b6, (q - b6) / 256)
   end
 
+  -- The eight bytes of the value of three limbs (>= 2^53, < 2^64): one divsmall(., 65536) on them in
+  -- locals; the quotient, below 2^48, is then a plain number.
+  function B.le64_limbs(l1, l2, l3)
+    local q3 = floor(l3 / 65536)
+    local cur = (l3 - q3 * 65536) * BASE + l2
+    local q2 = floor(cur / 65536)
+    cur = (cur - q2 * 65536) * BASE + l1
+    local q1 = floor(cur / 65536)
+    return le64_of(cur - q1 * 65536, (q3 * BASE + q2) * BASE + q1)
+  end
+
   -- The little-endian 8 bytes of a (two's complement when negative), for a in [-2^63, 2^64).
   function B.le64(a)
     if type(a) == "number" then
@@ -471,14 +482,7 @@ local function build()
         return le64_of(r, (a - r) / 65536)
       end
     elseif not a.neg and #a == 3 then
-      -- One divsmall(., 65536) on the three limbs in locals; the quotient, below 2^48, is then a
-      -- plain number.
-      local q3 = floor(a[3] / 65536)
-      local cur = (a[3] - q3 * 65536) * BASE + a[2]
-      local q2 = floor(cur / 65536)
-      cur = (cur - q2 * 65536) * BASE + a[1]
-      local q1 = floor(cur / 65536)
-      return le64_of(cur - q1 * 65536, (q3 * BASE + q2) * BASE + q1)
+      return B.le64_limbs(a[1], a[2], a[3])
     end
     local out_bytes = {}
     local v = tab(B.negative(a) and B.add(a, TWO64) or a)
@@ -490,14 +494,10 @@ local function build()
     return concat(out_bytes)
   end
 
-  -- The little-endian u64 (or i64 when signed) at byte `at` (1-based) of s.
-  function B.fromle(s, at, signed)
-    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
-    local lo = ((b4 * 256 + b3) * 256 + b2) * 256 + b1
-    local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
-    if hi < 2097152 then return hi * 4294967296 + lo end
-    -- mulsmall(mulsmall(limbs(hi), 65536), 65536, lo) in locals: hi < 2^32 is two limbs, the value
-    -- (>= 2^53, < 2^64) three.
+  -- The three base-10^7 limbs (low first) of the u64 whose 32-bit halves are hi and lo, hi >= 2^21:
+  -- mulsmall(mulsmall(limbs(hi), 65536), 65536, lo) in locals (hi < 2^32 is two limbs, the value,
+  -- >= 2^53 and < 2^64, three).
+  local function limbs_of_halves(hi, lo)
     local h1 = hi % BASE
     local h2 = (hi - h1) / BASE
     local t = h1 * 65536
@@ -513,9 +513,27 @@ local function build()
     t = l2 * 65536 + c
     c = floor(t / BASE)
     l2 = t - c * BASE
-    l3 = l3 * 65536 + c
+    return l1, l2, l3 * 65536 + c
+  end
+
+  -- A time stored as a little-endian i64 at byte `at` of s, as the three limbs of a time of any real
+  -- clock (>= 2^53 ns, below 2^63): l1, l2, l3; nothing for any other value (B.fromle reads those).
+  function B.time_at(s, at)
+    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
+    local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
+    if hi < 2097152 or hi >= 2147483648 then return nil end
+    return limbs_of_halves(hi, ((b4 * 256 + b3) * 256 + b2) * 256 + b1)
+  end
+
+  -- The little-endian u64 (or i64 when signed) at byte `at` (1-based) of s.
+  function B.fromle(s, at, signed)
+    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
+    local lo = ((b4 * 256 + b3) * 256 + b2) * 256 + b1
+    local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
+    if hi < 2097152 then return hi * 4294967296 + lo end
+    local l1, l2, l3 = limbs_of_halves(hi, lo)
     local v = { l1, l2, l3, neg = false }
-    if signed and B.cmp(v, TWO63) >= 0 then v = B.sub(v, TWO64) end
+    if signed and hi >= 2147483648 then v = B.sub(v, TWO64) end -- at or above 2^63: negative
     return v
   end
 
@@ -699,18 +717,34 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   local P = {}
 
-  -- `fn`, remembered by the text `key_of` makes of its arguments: for pure functions of argument
-  -- strings that most calls repeat. Bounded (at most 1024 texts, then forgotten at once); what raises
-  -- is not kept. Kept across calls where the library is (FUNCTION LOAD), rebuilt with each script run.
-  local function remembered(fn, key_of)
+  -- `fn` of one argument string (or of two, `two`), remembered by the strings themselves: for pure
+  -- functions of argument strings that most calls repeat. Bounded (at most 1024 remembered, then
+  -- forgotten at once); what raises is not kept. Kept across calls where the library is (FUNCTION
+  -- LOAD), rebuilt with each script run. No string is built to look one up.
+  local function remembered(fn, two)
     local seen, count = {}, 0
-    return function(...)
-      local key = key_of(...)
-      local hit = seen[key]
+    if not two then
+      return function(a)
+        local hit = seen[a]
+        if hit then return hit end
+        local value = fn(a)
+        if count >= 1024 then seen, count = {}, 0 end
+        seen[a], count = value, count + 1
+        return value
+      end
+    end
+    return function(a, b)
+      local row = seen[a]
+      local hit = row and row[b]
       if hit then return hit end
-      local value = fn(...)
+      local value = fn(a, b)
       if count >= 1024 then seen, count = {}, 0 end
-      seen[key], count = value, count + 1
+      row = seen[a]
+      if not row then
+        row = {}
+        seen[a] = row
+      end
+      row[b], count = value, count + 1
       return value
     end
   end
@@ -744,8 +778,7 @@ local function build()
     return ns
   end
 
-  P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end,
-    function(s) return s end)
+  P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end)
 
   -- A wait in seconds that may be zero (args.rs' wait_ns): ns as B.
   local MAX_WAIT = CONTRACT.errors.max_wait
@@ -975,6 +1008,7 @@ local function build()
     if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
     return ms
   end
+  token.on_grid = on_grid
 
   -- The grid point, the state's end, the point the replaced TAT implied under these parameters, and
   -- the whole second the expiry in place is at least (core's Expiry::Derived).
@@ -1635,7 +1669,7 @@ local function build()
   -- Each kind's parameters, remembered by their text: most calls repeat them (the module keeps the
   -- last ones too).
   for _, k in ipairs(KINDS) do
-    k.parse = remembered(k.parse, function(p1, p2) return p1 .. "\0" .. p2 end)
+    k.parse = remembered(k.parse, true)
   end
 
   local function kind_of_group(name)
@@ -1715,28 +1749,39 @@ local function build()
       if at then redis.call("PEXPIREAT", key, at) end
       return
     end
-    local at
     if write.derived then
-      -- core's Expiry::change: set when new, replaced or moved; kept without reading when the
-      -- replaced state's whole second covers the new one; else kept only when the expiry in place
-      -- is a whole second within [at_least, at].
       local d = write.derived
-      local replaced = old == nil or #old ~= #write.set
-      if replaced or d.previous ~= d.at then
-        at = d.at
-      elseif not (d.certain and d.certain >= d.at_least) then
-        local current = S.expiry(key, now)
-        if not (current and current % 1000 == 0 and current >= d.at_least and current <= d.at) then at = d.at end
-      end
-    else
-      -- An expiry that still fits is kept, whatever the new value's length (the module's store puts
-      -- it back after replacing a value of another length).
-      at = expiry_change(key, write.within, old ~= nil, now)
+      return S.set_derived(key, old, write.set, d.at, d.at_least, d.previous, d.certain, now)
     end
+    -- An expiry that still fits is kept, whatever the new value's length (the module's store puts
+    -- it back after replacing a value of another length).
+    local at = expiry_change(key, write.within, old ~= nil, now)
     if at then
       redis.call("SET", key, write.set, "PXAT", at)
     else
       redis.call("SET", key, write.set, "KEEPTTL")
+    end
+  end
+
+  -- `set` at `key` with core's Expiry::change of a derived expiry (its point `at`, the state's end
+  -- `at_least`, the point the replaced state implied, `previous`, and the whole second it is at least,
+  -- `certain`): set when new, replaced or moved; kept without reading when the replaced state's whole
+  -- second covers the new one; else kept only when the expiry in place is a whole second within
+  -- [at_least, at].
+  function S.set_derived(key, old, set, at, at_least, previous, certain, now)
+    local keep = false
+    if old ~= nil and #old == #set and previous == at then
+      if certain and certain >= at_least then
+        keep = true
+      else
+        local current = S.expiry(key, now)
+        keep = current and current % 1000 == 0 and current >= at_least and current <= at or false
+      end
+    end
+    if keep then
+      redis.call("SET", key, set, "KEEPTTL")
+    else
+      redis.call("SET", key, set, "PXAT", at)
     end
   end
 
@@ -1759,6 +1804,86 @@ local function build()
   local function decide_one(key, k, lim, request, now)
     local old = S.read(key)
     local outcome = k.decide(lim, old, now, request)
+    if outcome.write then S.apply(key, old, outcome.write, now) end
+    return V.reply(outcome.verdict)
+  end
+
+  -- `floor(a / b)` and `ceil(a / b)` of whole numbers 0 <= a < 2^52, 0 < b < 2^52, exactly: the double
+  -- quotient is off by at most one, and `q * b` is exact below 2^53, so one correction settles it.
+  local function idiv(a, b)
+    local q = floor(a / b)
+    local r = a - q * b
+    if r < 0 then return q - 1 end
+    if r >= b then return q + 1 end
+    return q
+  end
+  local function ms_up(ns)
+    if ns <= 0 then return 0 end
+    local q = idiv(ns, MILLION)
+    if q * MILLION < ns then return q + 1 end
+    return q
+  end
+  local FAST = 4503599627370496 -- 2^52: every quantity of the fast path stays below it
+  local T1, T2, T3, T4 = byte(F.TAG_OF.token, 1, 4)
+  local on_grid = token.on_grid
+
+  -- RL.TOKEN on one bucket (token.step, then decide_one's write and reply) in plain numbers where
+  -- every quantity lies below 2^52, as it does near now for any bucket of a realistic size: the
+  -- backlog (the stored TAT minus now, from the limbs of both), the cost's time and the bucket's
+  -- parameters. Exactly the general path's arithmetic (tests/lua_equal.rs holds both to core, and
+  -- reaches both); anything else takes that path: a state far from now or of another layout, a clock
+  -- fault, a peek, a cost above the capacity, huge buckets, a clock that is no limbs.
+  local function token_one(key, b, cost, now)
+    local old = S.read(key)
+    local interval, depth, capacity = b.interval, b.depth, b.capacity
+    if type(now) == "table" and #now == 3 and type(cost) == "number" and cost > 0
+        and type(capacity) == "number" and cost <= capacity and type(depth) == "number" and depth < FAST
+        and type(interval) == "number" then
+      local n1, n2, n3 = now[1], now[2], now[3]
+      local backlog, t1, t2, t3 = 0, nil, nil, nil
+      if old then
+        local c1, c2, c3, c4 = byte(old, 1, 4)
+        if #old == 12 and c1 == T1 and c2 == T2 and c3 == T3 and c4 == T4 then t1, t2, t3 = B.time_at(old, 5) end
+        local dh = t3 and t3 - n3
+        backlog = dh and dh <= 80 and dh >= -80 and (dh * 100000000000000 + (t2 - n2) * BASE + (t1 - n1))
+      end
+      if backlog and backlog < FAST and backlog <= depth + depth then
+        if backlog < 0 then backlog = 0 end
+        local taken = cost * interval
+        local after = backlog + taken
+        -- (after below 2^52 - 10^14: the new TAT's low limbs plus it stay below 2^52 too)
+        if taken < FAST and after < FAST - 100000000000000 then
+          local slack = b.slack
+          if after > depth then
+            -- Denied (no wait allowed): nothing written.
+            local left = depth - backlog
+            local reset = backlog - slack
+            return { 0, b.limit, left > 0 and idiv(left, interval) or 0, ms_up(after - depth),
+              reset > 0 and ms_up(reset) or 0 }
+          end
+          -- The new TAT, now + after, as limbs; its milliseconds rounded up (ceil_ms), and the
+          -- replaced TAT's.
+          local x = n2 * BASE + n1 + after
+          local x1 = x % BASE
+          local rest = (x - x1) / BASE
+          local x2 = rest % BASE
+          local l3 = n3 + (rest - x2) / BASE
+          local ms = n3 * 100000000 + ms_up(x)
+          local step = b.expiry_step_ms
+          local previous, certain
+          if t1 then
+            local r = t1 % MILLION
+            local previous_ms = t3 * 100000000 + t2 * 10 + (t1 - r) / MILLION + (r ~= 0 and 1 or 0)
+            previous, certain = on_grid(previous_ms, step), on_grid(previous_ms, 1000)
+          end
+          S.set_derived(key, old, F.TAG_OF.token .. B.le64_limbs(x1, x2, l3), on_grid(ms, step), ms, previous,
+            certain, now)
+          local reset = after - slack
+          return { 1, b.limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
+        end
+      end
+    end
+    local outcome = token.decide(b, old, now, cost)
     if outcome.write then S.apply(key, old, outcome.write, now) end
     return V.reply(outcome.verdict)
   end
@@ -1790,6 +1915,11 @@ local function build()
   function C.rl_token(keys, args, now)
     local groups = #keys
     if groups == 0 or #args ~= groups * 3 then E.arity("rl.token") end
+    if groups == 1 then
+      -- One bucket: the common call, without the tables of the multi-key path.
+      local bucket = token.parse(args[1], args[2])
+      return token_one(keys[1], bucket, P.cost(args[3]), now)
+    end
     local limits = {}
     for i = 1, groups do
       local at = (i - 1) * 3
@@ -1953,13 +2083,11 @@ local function build()
 
   -- Every function: the clock read once, errors replied as the module's (a bug as an internal error).
   local FUNCTIONS = {}
+  local function run(body, keys, args) return body(keys, args, clock(args)) end
   for name, body in pairs(C) do
     FUNCTIONS[name] = function(keys, args)
       E.raised = nil
-      local ok, reply = pcall(function()
-        local now = clock(args)
-        return body(keys, args, now)
-      end)
+      local ok, reply = pcall(run, body, keys, args)
       if ok then return reply end
       if E.raised then return E.raised end
       return { err = "ERR internal error: " .. tostring(reply) }
