@@ -19,12 +19,14 @@ demo: build
 
 # Unit and property tests of the pure code, then integration tests against real servers; then the Python
 # package's suite (python/; a virtualenv in target/py-venv), whose cross-language tests run the Rust demo server;
-# then the Go package's (go/: gofmt, go vet, go test -race; skipped with the reason where Go is missing).
+# then the Go package's (go/: gofmt, go vet, go test -race; skipped with the reason where Go is missing) and
+# the Node.js package's (node/: npm ci, the ESM and CommonJS builds, tsc --strict, npm pack --dry-run, node --test).
 test: build
 	$(CARGO) test --release --workspace
 	$(CARGO) build --release -p redis-ratelimit-client --example server
 	scripts/python.sh test
 	scripts/go.sh test
+	scripts/node.sh
 
 # The integration suite on Redis 7.0, Valkey 8.0, Redis 8.0 and Valkey 9.1 (fetched or built once per machine;
 # a server that cannot be had here is skipped with the reason).
