@@ -84,11 +84,17 @@ case "$cmd" in
     (cd python && "$py" -m mypy --strict src/redis_ratelimit)
     dist=$(mktemp -d)
     trap 'rm -rf "$dist"' EXIT
-    if ! "$py" -m build --outdir "$dist" python >"$dist/build.log" 2>&1; then
+    # Built from a copy of python/ alone (as a Dockerfile's `COPY python/` gives it): the package must
+    # hold the contract and the Lua library itself.
+    cp -r python "$dist/src"
+    if ! "$py" -m build --outdir "$dist" "$dist/src" >"$dist/build.log" 2>&1; then
       cat "$dist/build.log" >&2
       exit 1
     fi
-    rm "$dist/build.log"
+    rm -rf "$dist/build.log" "$dist/src"
+    for file in redis_ratelimit/contract.json redis_ratelimit/lua/ratelimit.lua; do
+      "$py" -m zipfile -l "$dist"/*.whl | grep -q "$file" || { echo "the wheel lacks $file" >&2; exit 1; }
+    done
     "$py" -m twine check --strict "$dist"/*
     ;;
   floor)
