@@ -3,6 +3,11 @@
 
 pub mod config;
 pub mod limits;
+pub mod plan;
+pub mod reload;
+pub mod server;
+pub mod service;
+pub mod settings;
 pub mod proto {
     pub mod envoy {
         pub mod service {

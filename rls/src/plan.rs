@@ -1,0 +1,190 @@
+//! What a request asks: each descriptor's rule (the configuration's, or the limit Envoy sent with it),
+//! its cost and its Redis key, after `unlimited` and `replaces` are applied as envoyproxy/ratelimit
+//! applies them.
+
+use crate::config::{Config, Rule};
+use crate::limits::{self, Algorithm, Unit};
+use crate::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use redis_ratelimit_client::Policy;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// What one descriptor of a request gets.
+#[derive(Debug)]
+pub enum Slot {
+    /// No rule matched (or its rule was replaced): OK, with no limit.
+    Free,
+    /// `unlimited: true`: OK, with the whole `u32` remaining, as envoyproxy/ratelimit says.
+    Unlimited,
+    /// `requests_per_unit: 0`: every request is over the limit; nothing to ask Redis.
+    Blocked(Limit),
+    /// A limit to decide in Redis.
+    Limited(Limit),
+}
+
+/// A limit as the reply describes it, and how Redis decides it.
+#[derive(Debug)]
+pub struct Limit {
+    pub rule: RuleRef,
+    pub cost: u64,
+    /// The key of its state in Redis.
+    pub key: String,
+}
+
+/// A configured rule, or one built from Envoy's per-descriptor override.
+#[derive(Debug, Clone)]
+pub enum RuleRef {
+    Configured(Arc<Rule>),
+    Override { requests_per_unit: u32, unit: Unit, policy: Option<Policy> },
+}
+
+impl RuleRef {
+    pub fn requests_per_unit(&self) -> u32 {
+        match self {
+            RuleRef::Configured(r) => r.requests_per_unit,
+            RuleRef::Override { requests_per_unit, .. } => *requests_per_unit,
+        }
+    }
+
+    pub fn unit(&self) -> Unit {
+        match self {
+            RuleRef::Configured(r) => r.unit,
+            RuleRef::Override { unit, .. } => *unit,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            RuleRef::Configured(r) => &r.name,
+            RuleRef::Override { .. } => "",
+        }
+    }
+
+    /// Counted and decided, but never denies (envoyproxy/ratelimit's `shadow_mode`; an override never is).
+    pub fn shadow(&self) -> bool {
+        matches!(self, RuleRef::Configured(r) if r.shadow_mode)
+    }
+
+    pub fn policy(&self) -> Option<&Policy> {
+        match self {
+            RuleRef::Configured(r) => r.policy.as_ref(),
+            RuleRef::Override { policy, .. } => policy.as_ref(),
+        }
+    }
+
+    fn algorithm(&self) -> Algorithm {
+        match self {
+            RuleRef::Configured(r) => r.algorithm,
+            RuleRef::Override { .. } => Algorithm::FixedWindow,
+        }
+    }
+}
+
+/// Each descriptor's slot, in the request's order.
+pub fn plan(
+    config: &Config,
+    domain: &str,
+    descriptors: &[RateLimitDescriptor],
+    hits_addend: u32,
+) -> Vec<Slot> {
+    // envoyproxy/ratelimit: a request's hits_addend of 0 means 1; a descriptor's own, when sent, wins.
+    let request_cost = u64::from(hits_addend.max(1));
+    let found: Vec<Option<RuleRef>> = descriptors.iter().map(|d| rule_of(config, domain, d)).collect();
+    let replaced: HashSet<&str> = found
+        .iter()
+        .flatten()
+        .filter_map(|r| match r {
+            RuleRef::Configured(rule) => Some(rule.replaces.iter().map(String::as_str)),
+            RuleRef::Override { .. } => None,
+        })
+        .flatten()
+        .collect();
+    descriptors
+        .iter()
+        .zip(found.iter())
+        .map(|(descriptor, rule)| {
+            let Some(rule) = rule else { return Slot::Free };
+            if !rule.name().is_empty() && replaced.contains(rule.name()) {
+                return Slot::Free;
+            }
+            if matches!(rule, RuleRef::Configured(r) if r.unlimited) {
+                return Slot::Unlimited;
+            }
+            let cost = descriptor.hits_addend.unwrap_or(request_cost);
+            let limit = Limit { rule: rule.clone(), cost, key: key(domain, rule.algorithm(), descriptor) };
+            match rule.policy() {
+                Some(_) => Slot::Limited(limit),
+                None => Slot::Blocked(limit),
+            }
+        })
+        .collect()
+}
+
+fn rule_of(config: &Config, domain: &str, descriptor: &RateLimitDescriptor) -> Option<RuleRef> {
+    if let Some(limit) = &descriptor.limit {
+        // Envoy's own limit for this descriptor: a fixed window, as envoyproxy/ratelimit applies it.
+        let unit = Unit::from_proto(limit.unit)?;
+        let policy = limits::policy(Algorithm::FixedWindow, limit.requests_per_unit, unit, None).ok()?;
+        return Some(RuleRef::Override { requests_per_unit: limit.requests_per_unit, unit, policy });
+    }
+    let entries = descriptor.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+    config.rule(domain, entries).cloned().map(RuleRef::Configured)
+}
+
+/// `rl:{rls.<domain>}:<algorithm>:<key>=<value>:...`: the domain is the hash tag, so a request's keys
+/// share a Redis Cluster slot and one RL.ALL decides them; the algorithm is in the key, so changing a
+/// descriptor's algorithm starts a new state instead of meeting another limiter's. `%`, `{`, `}`, `:`
+/// and `=` inside names are written `%25`, `%7B`, `%7D`, `%3A`, `%3D`, so distinct descriptors never
+/// share a key.
+pub fn key(domain: &str, algorithm: Algorithm, descriptor: &RateLimitDescriptor) -> String {
+    let mut key = String::with_capacity(24 + domain.len() + descriptor.entries.len() * 16);
+    key.push_str("rl:{rls.");
+    escape(&mut key, domain);
+    key.push_str("}:");
+    key.push_str(algorithm.name());
+    for entry in &descriptor.entries {
+        key.push(':');
+        escape(&mut key, &entry.key);
+        key.push('=');
+        escape(&mut key, &entry.value);
+    }
+    key
+}
+
+fn escape(out: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            ':' => out.push_str("%3A"),
+            '=' => out.push_str("%3D"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+
+    fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+        RateLimitDescriptor {
+            entries: entries
+                .iter()
+                .map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn keys_cannot_collide_or_take_over_the_hash_tag() {
+        let a = key("d}x", Algorithm::FixedWindow, &descriptor(&[("a:b", "c"), ("d", "e=f")]));
+        assert_eq!(a, "rl:{rls.d%7Dx}:fixed_window:a%3Ab=c:d=e%3Df");
+        let b = key("d}x", Algorithm::FixedWindow, &descriptor(&[("a", "b:c"), ("d", "e=f")]));
+        assert_ne!(a, b);
+        assert_eq!(key("d", Algorithm::TokenBucket, &descriptor(&[("k", "")])), "rl:{rls.d}:token_bucket:k=");
+    }
+}

@@ -1,0 +1,328 @@
+//! `ShouldRateLimit`: a request's descriptors decided through the Rust client, all in one RL.ALL call
+//! (all charged or none) or each on its own as envoyproxy/ratelimit does, and the reply Envoy reads.
+
+use crate::config::Config;
+use crate::plan::{self, Limit, Slot};
+use crate::proto::envoy::config::core::v3::HeaderValue;
+use crate::proto::envoy::service::ratelimit::v3::rate_limit_response::{
+    rate_limit::Unit as ProtoUnit, Code, DescriptorStatus, RateLimit,
+};
+use crate::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
+use crate::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use redis_ratelimit_client::{CallError, Decision, Limiter};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tonic::{Request, Response, Status};
+
+/// How a request's descriptors are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// All the enforced descriptors in one RL.ALL call: allowed only when every one allows, and then
+    /// each is charged; a denied request charges none.
+    Atomic,
+    /// Each descriptor in its own call, as envoyproxy/ratelimit does: every descriptor is charged,
+    /// even when another one denies the request.
+    PerDescriptor,
+}
+
+/// When Redis cannot decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFailure {
+    /// The limiter's failure policy decides (open: OK; closed: OVER_LIMIT; local fallback), marked
+    /// degraded in the log.
+    Policy,
+    /// The call fails with UNAVAILABLE, so Envoy's `failure_mode_deny` decides.
+    Error,
+}
+
+/// The headers added to the response when asked (envoyproxy/ratelimit's
+/// `LIMIT_RESPONSE_HEADERS_ENABLED` and its header names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderNames {
+    pub limit: String,
+    pub remaining: String,
+    pub reset: String,
+}
+
+impl Default for HeaderNames {
+    fn default() -> Self {
+        HeaderNames {
+            limit: "RateLimit-Limit".into(),
+            remaining: "RateLimit-Remaining".into(),
+            reset: "RateLimit-Reset".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub combine: Combine,
+    pub on_failure: OnFailure,
+    pub headers: Option<HeaderNames>,
+    /// envoyproxy/ratelimit's `SHADOW_MODE`: every answer is OK, the decisions are still made.
+    pub global_shadow: bool,
+}
+
+/// The configuration in force; a reload replaces it whole.
+#[derive(Clone, Default)]
+pub struct ConfigHandle(Arc<RwLock<Arc<Config>>>);
+
+impl ConfigHandle {
+    pub fn new(config: Config) -> ConfigHandle {
+        ConfigHandle(Arc::new(RwLock::new(Arc::new(config))))
+    }
+
+    pub fn current(&self) -> Arc<Config> {
+        match self.0.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    pub fn replace(&self, config: Config) {
+        let config = Arc::new(config);
+        match self.0.write() {
+            Ok(mut c) => *c = config,
+            Err(poisoned) => *poisoned.into_inner() = config,
+        }
+    }
+}
+
+/// The gRPC service.
+#[derive(Clone)]
+pub struct Service {
+    limiter: Limiter,
+    config: ConfigHandle,
+    options: Arc<Options>,
+}
+
+/// What Redis said about one descriptor.
+#[derive(Debug, Clone)]
+enum Outcome {
+    /// This descriptor's own decision (or, in an atomic call, the one that describes it: it denied, or
+    /// has the fewest units left).
+    Exact(Decision),
+    /// A member of an atomic call that another descriptor describes: charged when the call allowed.
+    Member,
+    /// Not asked: a shadow limit of a request the enforced limits denied, or any limit of a request
+    /// that a blocked descriptor (`requests_per_unit: 0`) denies.
+    Skipped,
+}
+
+impl Service {
+    pub fn new(limiter: Limiter, config: ConfigHandle, options: Options) -> Service {
+        Service { limiter, config, options: Arc::new(options) }
+    }
+
+    pub fn config(&self) -> &ConfigHandle {
+        &self.config
+    }
+
+    /// Decides a request: the reply, or the reason there is none (Redis down with `OnFailure::Error`).
+    pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        if request.domain.is_empty() {
+            return Err(Status::invalid_argument("rate limit domain must not be empty"));
+        }
+        if request.descriptors.is_empty() {
+            return Err(Status::invalid_argument("rate limit descriptor list must not be empty"));
+        }
+        let config = self.config.current();
+        let slots = plan::plan(&config, &request.domain, &request.descriptors, request.hits_addend);
+        let outcomes = match self.options.combine {
+            Combine::Atomic => self.atomic(&slots).await,
+            Combine::PerDescriptor => self.per_descriptor(&slots).await,
+        }
+        .map_err(|e| {
+            tracing::warn!(domain = %request.domain, error = %e, "Redis did not decide: answering UNAVAILABLE");
+            Status::unavailable(format!("the rate limiter could not decide: {e}"))
+        })?;
+        Ok(self.reply(&slots, &outcomes))
+    }
+
+    async fn check(&self, limits: &[redis_ratelimit_client::Limit<'_>]) -> Result<Decision, CallError> {
+        match self.options.on_failure {
+            OnFailure::Policy => Ok(self.limiter.check_all(limits).await),
+            OnFailure::Error => self.limiter.check_strict(limits).await,
+        }
+    }
+
+    /// One call over `members` (indices of limited slots): their keys merged (a key twice is charged
+    /// the sum of its costs), the describing decision given to the slots of the limiting key.
+    async fn check_group(
+        &self,
+        slots: &[Slot],
+        members: &[usize],
+        outcomes: &mut [Outcome],
+    ) -> Result<bool, CallError> {
+        let mut groups: Vec<(&Limit, u64)> = Vec::with_capacity(members.len());
+        let mut group_of = Vec::with_capacity(members.len());
+        let mut by_key: HashMap<&str, usize> = HashMap::new();
+        for &i in members {
+            let Slot::Limited(limit) = &slots[i] else { continue };
+            let g = *by_key.entry(limit.key.as_str()).or_insert_with(|| {
+                groups.push((limit, 0));
+                groups.len() - 1
+            });
+            groups[g].1 += limit.cost;
+            group_of.push((i, g));
+        }
+        let limits: Vec<_> = groups
+            .iter()
+            .filter_map(|(l, cost)| {
+                l.rule.policy().map(|p| redis_ratelimit_client::Limit::new(&l.key, p, *cost))
+            })
+            .collect();
+        if limits.is_empty() {
+            return Ok(true);
+        }
+        let decision = self.check(&limits).await?;
+        for (i, g) in group_of {
+            outcomes[i] =
+                if g == decision.limiting { Outcome::Exact(decision.clone()) } else { Outcome::Member };
+        }
+        Ok(decision.allowed)
+    }
+
+    async fn atomic(&self, slots: &[Slot]) -> Result<Vec<Outcome>, CallError> {
+        let mut outcomes = vec![Outcome::Skipped; slots.len()];
+        let blocked = slots.iter().any(|s| matches!(s, Slot::Blocked(l) if !l.rule.shadow()));
+        let (shadow, enforced): (Vec<usize>, Vec<usize>) = (0..slots.len())
+            .filter(|&i| matches!(slots[i], Slot::Limited(_)))
+            .partition(|&i| matches!(&slots[i], Slot::Limited(l) if l.rule.shadow()));
+        if blocked {
+            return Ok(outcomes);
+        }
+        let allowed = self.check_group(slots, &enforced, &mut outcomes).await?;
+        // Shadow limits in a call of their own, after the enforced ones allowed: inside the same
+        // all-or-nothing call a shadow denial would veto them and leave a served request uncharged.
+        if allowed && !shadow.is_empty() {
+            self.check_group(slots, &shadow, &mut outcomes).await?;
+        }
+        Ok(outcomes)
+    }
+
+    async fn per_descriptor(&self, slots: &[Slot]) -> Result<Vec<Outcome>, CallError> {
+        let calls = slots.iter().map(|slot| async move {
+            match slot {
+                Slot::Limited(l) => match l.rule.policy() {
+                    Some(p) => self
+                        .check(&[redis_ratelimit_client::Limit::new(&l.key, p, l.cost)])
+                        .await
+                        .map(Outcome::Exact),
+                    None => Ok(Outcome::Skipped),
+                },
+                _ => Ok(Outcome::Skipped),
+            }
+        });
+        futures_util::future::join_all(calls).await.into_iter().collect()
+    }
+
+    fn reply(&self, slots: &[Slot], outcomes: &[Outcome]) -> RateLimitResponse {
+        let mut statuses = Vec::with_capacity(slots.len());
+        let mut overall = Code::Ok;
+        // The status the headers describe: the first over the limit, else the fewest remaining.
+        let mut describing: Option<(bool, u32, u64, u64)> = None;
+        for (slot, outcome) in slots.iter().zip(outcomes) {
+            let status = match (slot, outcome) {
+                (Slot::Free, _) | (Slot::Limited(_), Outcome::Member | Outcome::Skipped) => {
+                    DescriptorStatus { code: Code::Ok.into(), ..Default::default() }
+                }
+                (Slot::Unlimited, _) => DescriptorStatus {
+                    code: Code::Ok.into(),
+                    limit_remaining: u32::MAX,
+                    ..Default::default()
+                },
+                (Slot::Blocked(limit), _) => {
+                    let reset = Duration::from_secs(limit.rule.unit().seconds());
+                    self.status(limit, false, 0, 0, reset, &mut overall, &mut describing)
+                }
+                (Slot::Limited(limit), Outcome::Exact(d)) => self.status(
+                    limit,
+                    d.allowed,
+                    d.limit,
+                    d.remaining,
+                    d.reset_after,
+                    &mut overall,
+                    &mut describing,
+                ),
+            };
+            statuses.push(status);
+        }
+        if self.options.global_shadow {
+            overall = Code::Ok;
+        }
+        let mut response_headers_to_add = Vec::new();
+        if let (Some(names), Some((_, remaining, limit, reset))) = (&self.options.headers, describing) {
+            let header = |key: &str, value: u64| HeaderValue {
+                key: key.to_string(),
+                value: value.to_string(),
+                ..Default::default()
+            };
+            response_headers_to_add = vec![
+                header(&names.limit, limit),
+                header(&names.remaining, u64::from(remaining)),
+                header(&names.reset, reset),
+            ];
+        }
+        RateLimitResponse {
+            overall_code: overall.into(),
+            statuses,
+            response_headers_to_add,
+            ..Default::default()
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn status(
+        &self,
+        limit: &Limit,
+        allowed: bool,
+        module_limit: u64,
+        remaining: u64,
+        reset: Duration,
+        overall: &mut Code,
+        describing: &mut Option<(bool, u32, u64, u64)>,
+    ) -> DescriptorStatus {
+        let shadow = limit.rule.shadow();
+        let over = !allowed && !shadow;
+        if over {
+            *overall = Code::OverLimit;
+        }
+        let remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
+        let header_limit =
+            if module_limit == 0 { u64::from(limit.rule.requests_per_unit()) } else { module_limit };
+        let reset_secs = reset.as_secs() + u64::from(reset.subsec_nanos() > 0);
+        let replace = match describing {
+            None => true,
+            Some((was_over, was_remaining, _, _)) => !*was_over && (over || remaining < *was_remaining),
+        };
+        if replace {
+            *describing = Some((over, remaining, header_limit, reset_secs));
+        }
+        DescriptorStatus {
+            code: if over { Code::OverLimit } else { Code::Ok }.into(),
+            current_limit: Some(RateLimit {
+                name: limit.rule.name().to_string(),
+                requests_per_unit: limit.rule.requests_per_unit(),
+                unit: ProtoUnit::try_from(limit.rule.unit().to_proto()).unwrap_or(ProtoUnit::Unknown).into(),
+            }),
+            limit_remaining: remaining,
+            duration_until_reset: Some(prost_types::Duration {
+                seconds: i64::try_from(reset.as_secs()).unwrap_or(i64::MAX),
+                nanos: i32::try_from(reset.subsec_nanos()).unwrap_or(0),
+            }),
+            quota: None,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for Service {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        self.decide(request.get_ref()).await.map(Response::new)
+    }
+}

@@ -1,0 +1,229 @@
+//! The service's settings from its environment: envoyproxy/ratelimit's variable names where it has
+//! them (a drop-in keeps its deployment), `RLS_*` for what this service adds.
+
+use crate::service::{Combine, HeaderNames, OnFailure, Options};
+use redis_ratelimit_client::{Backend, FailurePolicy, Limiter, LimiterBuilder};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// `REDIS_TYPE=single` (default): `REDIS_URL`.
+    Single(String),
+    /// `REDIS_TYPE=sentinel`: `REDIS_URL` is `service,host:port,host:port` (envoyproxy/ratelimit's form).
+    Sentinel { service: String, sentinels: Vec<String> },
+    /// `REDIS_TYPE=cluster`: `REDIS_URL` is `host:port,host:port`.
+    Cluster(Vec<String>),
+}
+
+/// What the environment asks for; refused with the variable's name when it cannot work.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub redis: RedisTarget,
+    pub config_dir: PathBuf,
+    pub merge_domains: bool,
+    pub reload_every: Duration,
+    pub failure: FailurePolicy,
+    pub on_failure: OnFailure,
+    pub deadline: Duration,
+    pub breaker: (u32, Duration),
+    pub backend: Backend,
+    pub options: Options,
+}
+
+fn url(address: &str) -> String {
+    let address = address.trim();
+    if address.contains("://") {
+        address.to_string()
+    } else {
+        format!("redis://{address}/")
+    }
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Settings, String> {
+        Settings::from_vars(&std::env::vars().collect())
+    }
+
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Settings, String> {
+        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let flag = |name: &str| -> Result<bool, String> {
+            match get(name).map(str::to_ascii_lowercase).as_deref() {
+                None | Some("false" | "0" | "no") => Ok(false),
+                Some("true" | "1" | "yes") => Ok(true),
+                Some(other) => Err(format!("{name}={other}: expected true or false")),
+            }
+        };
+        let number = |name: &str, default: u64| -> Result<u64, String> {
+            get(name).map_or(Ok(default), |v| {
+                v.parse().map_err(|_| format!("{name}={v}: expected a whole number"))
+            })
+        };
+        let host = get("GRPC_HOST").unwrap_or("0.0.0.0");
+        let port = number("GRPC_PORT", 8081)?;
+        let listen: SocketAddr = format!("{host}:{port}")
+            .parse()
+            .or_else(|_| format!("[{host}]:{port}").parse())
+            .map_err(|_| format!("GRPC_HOST={host} GRPC_PORT={port}: not an address to listen on"))?;
+        let address = get("REDIS_URL").unwrap_or("localhost:6379");
+        let redis = match get("REDIS_TYPE").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("single") => RedisTarget::Single(url(address)),
+            Some("sentinel") => {
+                let mut parts = address.split(',');
+                let service = parts.next().unwrap_or_default().trim().to_string();
+                let sentinels: Vec<String> = parts.map(url).collect();
+                if service.is_empty() || sentinels.is_empty() {
+                    return Err(format!(
+                        "REDIS_URL={address}: with REDIS_TYPE=sentinel, write service,host:port[,host:port]"
+                    ));
+                }
+                RedisTarget::Sentinel { service, sentinels }
+            }
+            Some("cluster") => RedisTarget::Cluster(address.split(',').map(url).collect()),
+            Some(other) => return Err(format!("REDIS_TYPE={other}: expected single, sentinel or cluster")),
+        };
+        let config_dir = match get("RLS_CONFIG_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => PathBuf::from(get("RUNTIME_ROOT").unwrap_or("/srv/runtime_data/current"))
+                .join(get("RUNTIME_SUBDIRECTORY").unwrap_or(""))
+                .join("config"),
+        };
+        let (failure, on_failure) = match get("RLS_FAILURE_MODE").map(str::to_ascii_lowercase).as_deref() {
+            // envoyproxy/ratelimit's behaviour: a Redis error is a gRPC error, Envoy's failure_mode_deny decides.
+            None | Some("error") => (FailurePolicy::Open, OnFailure::Error),
+            Some("ok") => (FailurePolicy::Open, OnFailure::Policy),
+            Some("over_limit") => (FailurePolicy::Closed, OnFailure::Policy),
+            Some("local") => {
+                let instances = u32::try_from(number("RLS_INSTANCES", 1)?).unwrap_or(u32::MAX).max(1);
+                (FailurePolicy::LocalFallback { instances }, OnFailure::Policy)
+            }
+            Some(other) => {
+                return Err(format!("RLS_FAILURE_MODE={other}: expected error, ok, over_limit or local"))
+            }
+        };
+        let combine = match get("RLS_COMBINE").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("atomic") => Combine::Atomic,
+            Some("per_descriptor") => Combine::PerDescriptor,
+            Some(other) => return Err(format!("RLS_COMBINE={other}: expected atomic or per_descriptor")),
+        };
+        let backend = match get("RLS_BACKEND").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("auto") => Backend::Auto,
+            Some("module") => Backend::Module,
+            Some("functions") => Backend::Functions,
+            Some("scripts") => Backend::Scripts,
+            Some(other) => {
+                return Err(format!("RLS_BACKEND={other}: expected auto, module, functions or scripts"))
+            }
+        };
+        let headers = if flag("LIMIT_RESPONSE_HEADERS_ENABLED")? {
+            let default = HeaderNames::default();
+            Some(HeaderNames {
+                limit: get("LIMIT_LIMIT_HEADER").map_or(default.limit, str::to_string),
+                remaining: get("LIMIT_REMAINING_HEADER").map_or(default.remaining, str::to_string),
+                reset: get("LIMIT_RESET_HEADER").map_or(default.reset, str::to_string),
+            })
+        } else {
+            None
+        };
+        let deadline = Duration::from_millis(number("RLS_DEADLINE_MS", 15)?.max(1));
+        let breaker = (
+            u32::try_from(number("RLS_BREAKER_FAILURES", 3)?).unwrap_or(u32::MAX),
+            Duration::from_millis(number("RLS_BREAKER_COOLDOWN_MS", 5000)?),
+        );
+        Ok(Settings {
+            listen,
+            redis,
+            config_dir,
+            merge_domains: flag("MERGE_DOMAIN_CONFIG")?,
+            reload_every: Duration::from_millis(number("RLS_RELOAD_MS", 1000)?.max(10)),
+            failure,
+            on_failure,
+            deadline,
+            breaker,
+            backend,
+            options: Options { combine, on_failure, headers, global_shadow: flag("SHADOW_MODE")? },
+        })
+    }
+
+    fn builder(&self) -> LimiterBuilder {
+        Limiter::builder(self.failure)
+            .deadline(self.deadline)
+            .breaker(self.breaker.0, self.breaker.1)
+            .backend(self.backend)
+            .name("rls")
+    }
+
+    /// The limiter on the Redis this names (connects on first use, except Redis Cluster).
+    pub async fn limiter(&self) -> Result<Limiter, String> {
+        let builder = self.builder();
+        match &self.redis {
+            RedisTarget::Single(url) => builder.connect(url),
+            RedisTarget::Sentinel { service, sentinels } => {
+                let sentinels: Vec<&str> = sentinels.iter().map(String::as_str).collect();
+                builder.connect_sentinel(&sentinels, service)
+            }
+            RedisTarget::Cluster(nodes) => {
+                let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                builder.connect_cluster(&nodes).await
+            }
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn envoyproxy_s_variables_and_ours() {
+        let s = Settings::from_vars(&vars(&[])).unwrap();
+        assert_eq!(s.listen, "0.0.0.0:8081".parse().unwrap());
+        assert_eq!(s.redis, RedisTarget::Single("redis://localhost:6379/".into()));
+        assert_eq!(s.config_dir, PathBuf::from("/srv/runtime_data/current/config"));
+        assert_eq!(
+            (s.on_failure, s.options.combine, s.options.headers.is_none()),
+            (OnFailure::Error, Combine::Atomic, true)
+        );
+        let s = Settings::from_vars(&vars(&[
+            ("RUNTIME_ROOT", "/data"),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("REDIS_TYPE", "SENTINEL"),
+            ("REDIS_URL", "mymaster,10.0.0.1:26379,10.0.0.2:26379"),
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("LIMIT_LIMIT_HEADER", "X-RateLimit-Limit"),
+            ("RLS_FAILURE_MODE", "local"),
+            ("RLS_INSTANCES", "3"),
+            ("RLS_COMBINE", "per_descriptor"),
+        ]))
+        .unwrap();
+        assert_eq!(s.config_dir, PathBuf::from("/data/ratelimit/config"));
+        assert_eq!(
+            s.redis,
+            RedisTarget::Sentinel {
+                service: "mymaster".into(),
+                sentinels: vec!["redis://10.0.0.1:26379/".into(), "redis://10.0.0.2:26379/".into()]
+            }
+        );
+        let headers = s.options.headers.unwrap();
+        assert_eq!(
+            (headers.limit.as_str(), headers.remaining.as_str()),
+            ("X-RateLimit-Limit", "RateLimit-Remaining")
+        );
+        assert_eq!(s.failure, FailurePolicy::LocalFallback { instances: 3 });
+        assert_eq!(s.options.combine, Combine::PerDescriptor);
+        for (name, value) in
+            [("RLS_FAILURE_MODE", "maybe"), ("REDIS_TYPE", "x"), ("SHADOW_MODE", "2"), ("GRPC_PORT", "p")]
+        {
+            let e = Settings::from_vars(&vars(&[(name, value)])).unwrap_err();
+            assert!(e.starts_with(&format!("{name}={value}")), "{e}");
+        }
+    }
+}
