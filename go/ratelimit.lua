@@ -21,7 +21,7 @@ into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing
 -- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
 local CONTRACT = {
   version = "0.2.0",
-  source_hash = "1961d6a886dbfa7ebee7272f975c135297ae0198",
+  source_hash = "ee3b7fe3df84607b8e2eb14feaca0e852a296b18",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -1227,9 +1227,10 @@ local function build()
   ------------------------------------------------------------------------------------------------------------
   -- Request and lease ids: the first bytes of the id's SHA-1, the same in the module (core's ids).
   ------------------------------------------------------------------------------------------------------------
+  local function hex_byte(h) return char(tonumber(h, 16)) end
   local function sha1_bytes(id, n)
     local hex = redis.sha1hex(id)
-    return (hex:sub(1, n * 2):gsub("..", function(h) return char(tonumber(h, 16)) end))
+    return (hex:sub(1, n * 2):gsub("..", hex_byte))
   end
 
   local EMPTY_ID = CONTRACT.errors.empty_id
@@ -1402,7 +1403,14 @@ local function build()
     return decide_on(l, log, now_us, id)
   end
 
-  local function now_us_of(now) return B.num(B.div(B.max(now, ZERO), THOUSAND)) end
+  local function now_us_of(now)
+    if type(now) == "table" and #now == 3 and not now.neg then
+      -- A clock's time as its three limbs: n3 * 10^11 + n2 * 10^4 + floor(n1 / 1000), below 2^53.
+      local n1 = now[1]
+      return now[3] * 100000000000 + now[2] * 10000 + (n1 - n1 % 1000) / 1000
+    end
+    return B.num(B.div(B.max(now, ZERO), THOUSAND))
+  end
 
   local function log_read(stored)
     if stored == nil then return nil end
