@@ -21,7 +21,7 @@ into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing
 -- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
 local CONTRACT = {
   version = "0.2.0",
-  source_hash = "ee3b7fe3df84607b8e2eb14feaca0e852a296b18",
+  source_hash = "8274dd1212feceed21332f96b943fe3a497b2ddf",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -1264,44 +1264,48 @@ local function build()
     return { hash = sha1_bytes(r.id, 8), dedup = r.dedup }
   end
 
-  -- A parsed view of a stored log, or nil when the bytes are not one.
+  -- A parsed view of a stored log (one table; its methods are the class's, not closures per call).
+  local Log = {}
+  Log.__index = Log
+  function Log:ts(p) return us_at(self.s, HEADER_LEN + p * self.width + 1) end
+  function Log:hash(p)
+    if self.width == 8 then return NO_HASH end
+    local at = HEADER_LEN + p * 16 + 9
+    return self.s:sub(at, at + 7)
+  end
+  function Log:physical(l) return (self.pivot + l) % self.n end
+  function Log:first_above(threshold)
+    local l, h = 0, self.n
+    while l < h do
+      local mid = l + floor((h - l) / 2)
+      if self:ts(self:physical(mid)) > threshold then h = mid else l = mid + 1 end
+    end
+    return l
+  end
+  function Log:newest() return self:ts(self:physical(self.n - 1)) end
+  function Log:entries_from(first)
+    local out = {}
+    for l = first, self.n - 1 do
+      local p = self:physical(l)
+      out[#out + 1] = { self:ts(p), self:hash(p) }
+    end
+    return out
+  end
+
+  -- The parsed view of `s`, or nil when the bytes are not a log.
   local function log_parse(s)
     if #s < HEADER_LEN or s:sub(1, 4) ~= "RLS\1" or s:sub(6, 8) ~= "\0\0\0" then return nil end
     local width = byte(s, 5)
     if width ~= 8 and width ~= 16 then return nil end
     local slots = #s - HEADER_LEN
     if slots == 0 or slots % width ~= 0 then return nil end
-    local log = { s = s, width = width, n = slots / width }
-    function log.ts(p) return us_at(s, HEADER_LEN + p * width + 1) end
-    function log.hash(p)
-      if width == 8 then return NO_HASH end
-      local at = HEADER_LEN + p * 16 + 9
-      return s:sub(at, at + 7)
-    end
-    function log.physical(l) return (log.pivot + l) % log.n end
+    local log = setmetatable({ s = s, width = width, n = slots / width, pivot = 0 }, Log)
     local lo, hi = 0, log.n - 1
     while lo < hi do
       local mid = lo + floor((hi - lo) / 2)
-      if log.ts(mid) > log.ts(hi) then lo = mid + 1 else hi = mid end
+      if log:ts(mid) > log:ts(hi) then lo = mid + 1 else hi = mid end
     end
     log.pivot = lo
-    function log.first_above(threshold)
-      local l, h = 0, log.n
-      while l < h do
-        local mid = l + floor((h - l) / 2)
-        if log.ts(log.physical(mid)) > threshold then h = mid else l = mid + 1 end
-      end
-      return l
-    end
-    function log.newest() return log.ts(log.physical(log.n - 1)) end
-    function log.entries_from(first)
-      local out = {}
-      for l = first, log.n - 1 do
-        local p = log.physical(l)
-        out[#out + 1] = { log.ts(p), log.hash(p) }
-      end
-      return out
-    end
     return log
   end
 
@@ -1337,29 +1341,29 @@ local function build()
         repair = false,
       }
     end
-    local first_live = log.first_above(threshold)
+    local first_live = log:first_above(threshold)
     local live = log.n - first_live
-    local newest = live > 0 and log.newest() or nil
+    local newest = live > 0 and log:newest() or nil
     local empty_at = newest and newest + window_us
     if id.dedup then
-      for _, e in ipairs(log.entries_from(first_live)) do
+      for _, e in ipairs(log:entries_from(first_live)) do
         if e[2] == id.hash then
           return { verdict = verdict(true, live, ZERO, newest), empty_at = empty_at, repair = false }
         end
       end
     end
     if live >= l.limit then
-      local leaving = log.ts(log.physical(log.n - l.limit))
+      local leaving = log:ts(log:physical(log.n - l.limit))
       local retry = B.max(wait(leaving), ONE)
       return { verdict = verdict(false, live, retry, newest), empty_at = empty_at, repair = false }
     end
-    local stamp = math.max(now_us, log.newest() + 1)
+    local stamp = math.max(now_us, log:newest() + 1)
     local entry_width = math.max(width_for, log.width)
     local live_after = live + 1
     local shrink = log.n >= MIN_SHRINK_SLOTS and live_after * 4 <= log.n
     local change
     if entry_width ~= log.width or live == log.n or shrink then
-      local entries = log.entries_from(first_live)
+      local entries = log:entries_from(first_live)
       entries[#entries + 1] = { stamp, id.hash }
       local slots = log.n
       if live_after > log.n then
@@ -1380,7 +1384,7 @@ local function build()
   -- A log with entries from the future (a clock that ran ahead) is repaired first: they move to now.
   local function decide_repaired(l, log, now_us, id)
     local previous = 0
-    local entries = log.entries_from(0)
+    local entries = log:entries_from(0)
     for _, e in ipairs(entries) do
       e[1] = math.max(math.min(e[1], now_us), previous + 1)
       previous = e[1]
@@ -1399,7 +1403,7 @@ local function build()
   end
 
   local function decide_log(l, log, now_us, id)
-    if log and log.newest() > now_us + FUTURE_TOLERANCE_US then return decide_repaired(l, log, now_us, id) end
+    if log and log:newest() > now_us + FUTURE_TOLERANCE_US then return decide_repaired(l, log, now_us, id) end
     return decide_on(l, log, now_us, id)
   end
 
@@ -1432,7 +1436,7 @@ local function build()
     local one = decide_log(l, log, now_us, { hash = NO_HASH, dedup = false }).verdict
     local newest = 0
     if log then
-      for _, e in ipairs(log.entries_from(0)) do
+      for _, e in ipairs(log:entries_from(0)) do
         if e[1] > FILLER_CEILING then newest = e[1] end
       end
     end
@@ -1445,7 +1449,7 @@ local function build()
   function slide.describe(stored)
     local log = log_parse(stored) or E.bad_state()
     local recorded, oldest, newest = 0, nil, nil
-    for _, e in ipairs(log.entries_from(0)) do
+    for _, e in ipairs(log:entries_from(0)) do
       if e[1] > FILLER_CEILING then
         recorded = recorded + 1
         oldest = oldest or e[1]
