@@ -1,5 +1,6 @@
 export { Limiter, Permit, type LimiterOptions, type FailurePolicy, type OutageEvent } from "./limiter.js";
 export { Policy, TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, type Whole } from "./policy.js";
+export { LocalLimiter, MAX_KEYS } from "./fallback.js";
 export { Decision, type Taken, type Inspection } from "./decision.js";
 export { Breaker, type BreakerOptions } from "./breaker.js";
 export { Engine, Call, RedisErrorReply, script, scriptSource, moduleCommand, type EngineName, type Send } from "./engine.js";

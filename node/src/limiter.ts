@@ -1,7 +1,8 @@
 /**
  * The limiter: every call bounded by the package's own deadline (default 100 ms) whatever the client's
  * queue and retry options, the engine chosen and kept (module, FCALL, EVALSHA), a breaker, and a
- * failure policy that decides when Redis does not: `open` allows, `closed` denies. As
+ * failure policy that decides when Redis does not: `open` allows, `closed` denies, `fallback` decides in
+ * this process with the same algorithms and this instance's share of each limit. As
  * `client/src/limiter.rs`. Events: `outage` (Redis stopped deciding: the first failure after success),
  * `recovered` (Redis decides again), `degraded` (each decision the failure policy made).
  */
@@ -17,12 +18,16 @@ import {
   BreakerOpenError, CallError, ConfigurationError, DeadlineError, ServerError, UnreachableError, UsageError, refuses,
 } from "./errors.js";
 import { Concurrency, Policy, TokenBucket } from "./policy.js";
+import { LocalLimiter } from "./fallback.js";
 
-export type FailurePolicy = "open" | "closed";
+export type FailurePolicy = "open" | "closed" | "fallback";
 
 export interface LimiterOptions {
-  /** What decides when Redis cannot: `open` allows, `closed` denies (retry after 1 s). Required. */
+  /** What decides when Redis cannot: `open` allows, `closed` denies (retry after 1 s), `fallback`
+   * decides in this process with `limit / instances` of each limit. Required. */
   failure: FailurePolicy;
+  /** Under `fallback`: how many application instances share the limits (required there). */
+  instances?: number;
   /** Every call's bound, connect and reload included, ms (default 100). */
   deadlineMs?: number;
   /** `auto` (default): the module, else FCALL (loading the library where allowed), else EVALSHA. */
@@ -53,8 +58,10 @@ export class Permit {
     readonly holder: string,
     private readonly leases: readonly (readonly [string, Concurrency])[],
     renew: boolean,
+    /** The fallback's limiter, when it holds this permit's leases (a degraded permit under `fallback`). */
+    private readonly local?: LocalLimiter,
   ) {
-    if (decision.allowed && !decision.degraded && renew && leases.length) {
+    if (decision.allowed && (!decision.degraded || local) && renew && leases.length) {
       const every = Math.max(10, Math.floor(Math.min(...leases.map(([, p]) => p.leaseMs)) / 3));
       this.timer = setInterval(() => void this.renew(), every);
       this.timer.unref();
@@ -67,7 +74,14 @@ export class Permit {
 
   /** Renews every held lease now; false when one is gone (or Redis did not answer). */
   async renew(): Promise<boolean> {
-    if (this.released || !this.decision.allowed || this.decision.degraded) return false;
+    if (this.released || !this.decision.allowed) return false;
+    if (this.local) {
+      let held = true;
+      for (const [key, policy] of this.leases) held = this.local.renew(key, policy.leaseMs, this.holder) && held;
+      if (!held) this.lost = true;
+      return held;
+    }
+    if (this.decision.degraded) return false;
     let all = true;
     for (const [key, policy] of this.leases) {
       try {
@@ -88,7 +102,12 @@ export class Permit {
     if (this.released) return;
     this.released = true;
     if (this.timer) clearInterval(this.timer);
-    if (!this.decision.allowed || this.decision.degraded) return;
+    if (!this.decision.allowed) return;
+    if (this.local) {
+      for (const [key] of this.leases) this.local.release(key, this.holder);
+      return;
+    }
+    if (this.decision.degraded) return;
     await Promise.all(
       this.leases.map(([key]) => this.limiter.call(command.release(key, this.holder)).catch(() => undefined)),
     );
@@ -106,12 +125,24 @@ export class Limiter extends EventEmitter {
   readonly deadlineMs: number;
   readonly engine: Engine;
   readonly breaker: Breaker | undefined;
+  /** The in-process limiter of the `fallback` failure policy (its state lives while the limiter does). */
+  readonly local: LocalLimiter | undefined;
   private down = false;
 
   constructor(client: unknown, options: LimiterOptions) {
     super();
-    if (options?.failure !== "open" && options?.failure !== "closed") {
-      throw new UsageError("a limiter states its failure policy: { failure: 'open' } or { failure: 'closed' }");
+    const failure = options?.failure;
+    if (failure !== "open" && failure !== "closed" && failure !== "fallback") {
+      throw new UsageError("a limiter states its failure policy: { failure: 'open' }, { failure: 'closed' } or { failure: 'fallback', instances: n }");
+    }
+    if (failure === "fallback") {
+      const n = options.instances;
+      if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 1) {
+        throw new UsageError("failure: 'fallback' needs `instances`: how many application instances share the limits (a whole number >= 1)");
+      }
+      this.local = new LocalLimiter(n);
+    } else if (options.instances !== undefined) {
+      throw new UsageError("`instances` is the fallback failure policy's: pass failure: 'fallback' with it");
     }
     this.adapter = adapt(client);
     this.failure = options.failure;
@@ -185,8 +216,14 @@ export class Limiter extends EventEmitter {
     }
   }
 
-  /** The failure policy's decision over `limits`, Redis having not decided because of `error`. */
-  degrade(limits: readonly Limit[], error: Error): Decision {
+  /** The failure policy's decision over `limits`, Redis having not decided because of `error`
+   * (`holder`: an acquisition's, whose leases the fallback then holds). */
+  degrade(limits: readonly Limit[], error: Error, holder?: string): Decision {
+    if (this.local) {
+      const d = holder === undefined ? this.local.decide(limits, undefined, true, error) : this.local.acquire(limits, holder, undefined, true, error);
+      this.emit("degraded", { decision: d, error });
+      return d;
+    }
     const limit = limits[0]?.[1].limit ?? 0;
     const allow = this.failure === "open";
     const d = new Decision(allow, limit, allow ? limit : 0, allow ? 0 : 1000, 0, 0, true, error);
@@ -194,11 +231,11 @@ export class Limiter extends EventEmitter {
     return d;
   }
 
-  private async decided(limits: readonly Limit[], cmd: readonly string[]): Promise<Decision> {
+  private async decided(limits: readonly Limit[], cmd: readonly string[], holder?: string): Promise<Decision> {
     try {
       return Decision.fromReply(await this.call(cmd));
     } catch (e) {
-      if (e instanceof CallError) return this.degrade(limits, e);
+      if (e instanceof CallError) return this.degrade(limits, e, holder);
       throw e;
     }
   }
@@ -220,6 +257,11 @@ export class Limiter extends EventEmitter {
       return takenFromReply(await this.call(cmd));
     } catch (e) {
       if (!(e instanceof CallError)) throw e;
+      if (this.local) {
+        const t = this.local.take(key, policy, max, undefined, true, e);
+        this.emit("degraded", { decision: t.decision, error: e });
+        return t;
+      }
       const decision = this.degrade([[key, policy, max]], e);
       return { decision, taken: decision.allowed ? max : 0 };
     }
@@ -271,22 +313,25 @@ export class Limiter extends EventEmitter {
     const options = (typeof a === "string" ? d : (b as { renew?: boolean } | undefined)) ?? {};
     const holder = randomBytes(9).toString("base64url");
     const cmd = command.acquire(limits, holder);
-    const decision = await this.decided(limits, cmd);
+    const decision = await this.decided(limits, cmd, holder);
     const leases = limits
       .filter((l): l is readonly [string, Concurrency, number] => l[1] instanceof Concurrency)
       .map(([key, policy]) => [key, policy] as const);
-    return new Permit(this, decision, holder, leases, options.renew ?? true);
+    return new Permit(this, decision, holder, leases, options.renew ?? true, decision.degraded ? this.local : undefined);
   }
 
   /** Gives `units` back to a token bucket, a fixed window or a sliding counter; false when Redis
-   * did not answer (nothing given back). */
+   * did not answer (nothing given back there; under `fallback`, given back to the in-process limit). */
   async refund(key: string, policy: Policy, units: number): Promise<boolean> {
     const cmd = command.refund(key, policy, units);
     try {
       await this.call(cmd);
       return true;
     } catch (e) {
-      if (e instanceof CallError) return false;
+      if (e instanceof CallError) {
+        this.local?.refund(key, policy, units);
+        return false;
+      }
       throw e;
     }
   }

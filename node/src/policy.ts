@@ -108,6 +108,8 @@ export class TokenBucket extends Policy {
   readonly kind = TokenBucket.KIND;
   readonly capacity: number;
   readonly perSecond: number;
+  /** The time one token takes to come back (core's emission interval), ns, rounded up. */
+  readonly intervalNs: bigint;
 
   constructor(opts: { capacity: Whole; perSecond: number }) {
     const k = TokenBucket.KIND.name;
@@ -130,6 +132,7 @@ export class TokenBucket extends Policy {
     super(capacity, [capacity.toString(), text], tau - slack);
     this.capacity = Number(capacity);
     this.perSecond = rate;
+    this.intervalNs = interval;
   }
 }
 

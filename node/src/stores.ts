@@ -4,7 +4,7 @@
  *
  * Each counts a fixed window (RL.FIXED) of the window and limit the package gives it. When Redis does not
  * decide, the limiter's failure policy answers: `open` counts the request as the first, `closed` as
- * one over the limit.
+ * one over the limit, `fallback` with the in-process window's own count (this instance's share).
  */
 import { Limiter } from "./limiter.js";
 import { FixedWindow } from "./policy.js";
@@ -15,8 +15,13 @@ import type { Decision } from "./decision.js";
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Any = any;
 
-function hits(d: Decision, limit: number): number {
-  if (d.degraded) return d.allowed ? 1 : limit + 1;
+/** Whether `d` carries no count: the open or closed failure policy's decision (the fallback's counts). */
+const blind = (d: Decision, limiter: Limiter): boolean => d.degraded && !limiter.local;
+
+function hits(d: Decision, limit: number, limiter: Limiter): number {
+  if (blind(d, limiter)) return d.allowed ? 1 : limit + 1;
+  // A fallback's share is smaller than the limit express-rate-limit compares with: scaled to it.
+  if (d.degraded) return d.allowed ? Math.ceil(((d.limit - d.remaining) * limit) / d.limit) : limit + 1;
   return d.allowed ? d.limit - d.remaining : d.limit + 1;
 }
 
@@ -58,7 +63,7 @@ export class ExpressRateLimitStore {
   async increment(key: string): Promise<{ totalHits: number; resetTime: Date | undefined }> {
     const d = await this.limiter.check(this.prefix + key, this.p, 1);
     if (!d.allowed && this.skipsFailed) this.pending.set(key, (this.pending.get(key) ?? 0) + 1);
-    return { totalHits: hits(d, this.p.limit), resetTime: new Date(Date.now() + (d.degraded ? this.windowMs : d.resetAfterMs)) };
+    return { totalHits: hits(d, this.p.limit, this.limiter), resetTime: new Date(Date.now() + (blind(d, this.limiter) ? this.windowMs : d.resetAfterMs)) };
   }
 
   async decrement(key: string): Promise<void> {
@@ -98,7 +103,7 @@ export function fastifyRateLimitStore(limiter: Limiter, prefix = "rl:frl:"): new
     incr(key: string, cb: (err: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number): void {
       const p = policy(max, timeWindow);
       limiter.check(`${prefix}${this.route}${key}`, p, 1).then(
-        (d) => cb(null, { current: hits(d, max), ttl: d.degraded ? timeWindow : d.resetAfterMs }),
+        (d) => cb(null, { current: hits(d, max, limiter), ttl: blind(d, limiter) ? timeWindow : d.resetAfterMs }),
         (e: Error) => cb(e),
       );
     }

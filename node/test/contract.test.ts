@@ -9,15 +9,14 @@ import { ROOT } from "./servers.ts";
 import { cases, policyOf, VECTORS, type Any } from "./vectors.ts";
 import { Call, CONTRACT, Decision, PolicyError, UsageError, commands, moduleCommand, script, type Limit } from "../src/index.ts";
 import { LIBRARY_FUNCTIONS } from "../src/contract.ts";
+import { LocalLimiter } from "../src/fallback.ts";
 import { assets } from "../scripts/embed.mjs";
 
 const NODE = join(ROOT, "node");
 
 /** Vector files, or parts of them, this package does not run, and why. */
-export const SKIPPED: Record<string, string> = {
-  fallback: "no in-process fallback failure policy in this package yet (open and closed only): nothing to hold to core's timed sequences",
-};
-const RUN = ["policies", "commands", "replies", "callers", "forwarded", "http"];
+export const SKIPPED: Record<string, string> = {};
+const RUN = ["policies", "commands", "replies", "callers", "forwarded", "http", "fallback"];
 
 test("every vector file is run or listed as skipped", () => {
   const files = readdirSync(VECTORS).filter((f) => f.endsWith(".json")).map((f) => f.replace(/\.json$/, ""));
@@ -166,4 +165,40 @@ test("http.json: headers and bodies byte for byte", () => {
     assert.deepEqual(headers.map(([n, v]) => [n, v]).sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : 0)), output.headers, what);
     assert.equal(body, output.body, what);
   }
+});
+
+test("fallback.json: the in-process fallback's timed sequences, at each instance's share", () => {
+  const fields = (d: Decision) => ({
+    allowed: d.allowed, limit: d.limit, limiting: d.limiting, remaining: d.remaining,
+    reset_after_ms: d.resetAfterMs, retry_after_ms: d.retryAfterMs,
+  });
+  let n = 0;
+  for (const { input, output } of cases("fallback")) {
+    const scenario = input.scenario;
+    const t0 = BigInt(input.t0_ns);
+    const local = new LocalLimiter(scenario.instances);
+    const policies = scenario.policies.map(policyOf);
+    const got: Any[] = [];
+    for (const step of scenario.steps) {
+      const now = t0 + BigInt(step.at_ms) * 1_000_000n;
+      const limits: Limit[] = step.limits.map((l: Any) => [l.key, policies[l.policy], l.cost] as const);
+      const [key, policy, cost] = limits[0]!;
+      switch (step.op) {
+        case "decide": got.push({ decision: fields(local.decide(limits, now)) }); break;
+        case "acquire": got.push({ decision: fields(local.acquire(limits, step.id, now)) }); break;
+        case "release": got.push({ done: local.release(key, step.id, now) }); break;
+        case "renew": got.push({ done: local.renew(key, policy.periodMs, step.id, now) }); break;
+        case "take": {
+          const t = local.take(key, policy, cost, now);
+          got.push({ decision: fields(t.decision), taken: t.taken });
+          break;
+        }
+        case "refund": local.refund(key, policy, cost, now); got.push({}); break;
+        default: throw new Error(step.op);
+      }
+    }
+    assert.deepEqual(got, output.steps, JSON.stringify(scenario.steps[0]).slice(0, 100));
+    n++;
+  }
+  assert.ok(n >= 10);
 });

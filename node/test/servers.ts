@@ -70,7 +70,7 @@ export class Server {
 
   async stop(): Promise<void> {
     const p = this.proc;
-    if (!p || p.exitCode !== null) return;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
     const gone = new Promise((r) => p.once("exit", r));
     p.kill("SIGCONT");
     p.kill("SIGKILL");
