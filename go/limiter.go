@@ -20,20 +20,41 @@ import (
 
 // FailurePolicy is what a limiter does when Redis cannot decide (unreachable, slower than the
 // deadline, breaker open, misconfigured). There is no default: Options.Failure must be set.
-type FailurePolicy struct{ kind int }
+type FailurePolicy struct{ kind, instances int }
 
 const (
 	failNone = iota
 	failOpen
 	failClosed
+	failLocal
 )
 
 // FailOpen allows while Redis cannot decide: the API stays available, unprotected meanwhile.
-func FailOpen() FailurePolicy { return FailurePolicy{failOpen} }
+func FailOpen() FailurePolicy { return FailurePolicy{kind: failOpen} }
 
 // FailClosed denies (retry after 1 s) while Redis cannot decide: what the limiter guards stays
 // protected, and a Redis outage becomes an API outage.
-func FailClosed() FailurePolicy { return FailurePolicy{failClosed} }
+func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
+
+// LocalFallback decides in the process while Redis cannot: each of instances application
+// instances limits on its own with core's algorithms and its share of each limit (limit /
+// instances, at least 1; a token bucket refills instances times slower), so the whole stays
+// roughly within the limit and available. The sliding log is approximated by the sliding counter;
+// concurrency permits are leases of an in-process semaphore. instances must be at least 1.
+func LocalFallback(instances int) FailurePolicy {
+	return FailurePolicy{kind: failLocal, instances: instances}
+}
+
+// IsLocal says whether the policy decides in the process during an outage (LocalFallback).
+func (f FailurePolicy) IsLocal() bool { return f.kind == failLocal }
+
+// Instances is LocalFallback's number of instances sharing each limit (0 for the others).
+func (f FailurePolicy) Instances() int {
+	if f.kind == failLocal {
+		return f.instances
+	}
+	return 0
+}
 
 // IsOpen says whether the policy allows during an outage.
 func (f FailurePolicy) IsOpen() bool { return f.kind == failOpen }
@@ -47,6 +68,8 @@ func (f FailurePolicy) String() string {
 		return "fail open"
 	case failClosed:
 		return "fail closed"
+	case failLocal:
+		return fmt.Sprintf("local fallback (1/%d of each limit)", f.instances)
 	}
 	return "no failure policy"
 }
@@ -56,7 +79,8 @@ const DefaultDeadline = 100 * time.Millisecond
 
 // Options configure a Limiter. Failure is required.
 type Options struct {
-	// Failure is what to do when Redis cannot decide: FailOpen() or FailClosed(). Required.
+	// Failure is what to do when Redis cannot decide: FailOpen(), FailClosed() or
+	// LocalFallback(instances). Required.
 	Failure FailurePolicy
 	// Engine: Auto (the default) chooses the module, else the library through FCALL, else EVALSHA.
 	Engine Engine
@@ -92,6 +116,7 @@ type Limiter struct {
 	engine      *engine
 	breaker     *breaker
 	log         *slog.Logger
+	local       *localLimiter // LocalFallback's
 
 	decisions, degraded, degradedAllowed, outages, misconfigured atomic.Uint64
 	lastMisconfigured                                            atomic.Bool
@@ -115,7 +140,10 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		return nil, errors.New("redis-ratelimit: no client")
 	}
 	if opts.Failure.kind == failNone {
-		return nil, errors.New("redis-ratelimit: Options.Failure is required: FailOpen() or FailClosed()")
+		return nil, errors.New("redis-ratelimit: Options.Failure is required: FailOpen(), FailClosed() or LocalFallback(instances)")
+	}
+	if opts.Failure.kind == failLocal && opts.Failure.instances < 1 {
+		return nil, errors.New("redis-ratelimit: LocalFallback needs instances >= 1")
 	}
 	if opts.Engine < Auto || opts.Engine > Scripts {
 		return nil, fmt.Errorf("redis-ratelimit: unknown engine %d", opts.Engine)
@@ -146,6 +174,9 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		breaker:  &breaker{failures: opts.BreakerFailures, cooldown: opts.BreakerCooldown, now: time.Now},
 		log:      opts.Logger,
 		closed:   make(chan struct{}),
+	}
+	if opts.Failure.kind == failLocal {
+		l.local = newLocalLimiter(opts.Failure.instances)
 	}
 	switch c := client.(type) {
 	case *redis.Client:
@@ -338,6 +369,9 @@ func (l *Limiter) startProbe() {
 
 // degrade is the failure policy's decision over limits that Redis did not make.
 func (l *Limiter) degrade(limits []Limit, cause *CallError) Decision {
+	if l.local != nil {
+		return l.countDegraded(l.local.decide(limits, nil, time.Now().UnixNano(), true), cause)
+	}
 	var limit uint64
 	if len(limits) > 0 {
 		limit = limits[0].Policy.Limit()
@@ -347,6 +381,12 @@ func (l *Limiter) degrade(limits []Limit, cause *CallError) Decision {
 	if allow {
 		d.Remaining, d.RetryAfter = limit, 0
 	}
+	return l.countDegraded(d, cause)
+}
+
+// countDegraded counts and logs a decision of the failure policy.
+func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
+	allow := d.Allowed
 	l.decisions.Add(1)
 	l.degraded.Add(1)
 	if allow {
@@ -414,7 +454,7 @@ func (l *Limiter) CheckAllStrict(ctx context.Context, limits ...Limit) (Decision
 }
 
 // Take grants as many tokens as the bucket holds now, up to most (RL.TAKE). Degraded: fail open
-// grants all of most, fail closed none.
+// grants all of most, fail closed none, the local fallback what its share of the bucket holds.
 func (l *Limiter) Take(ctx context.Context, key string, p Policy, most uint64) (Taken, error) {
 	cmd, err := buildTake(key, p, most)
 	if err != nil {
@@ -427,16 +467,27 @@ func (l *Limiter) Take(ctx context.Context, key string, p Policy, most uint64) (
 	}
 	var ce *CallError
 	if errors.As(err, &ce) {
-		d := l.degrade([]Limit{{key, p, most}}, ce)
-		if d.Allowed {
-			return Taken{Decision: d, Taken: most}, nil
-		}
-		return Taken{Decision: d}, nil
+		return l.degradeTake(key, p, 1, most, ce), nil
 	}
 	if err == nil {
 		l.decided(t.Decision)
 	}
 	return t, err
+}
+
+// degradeTake is the failure policy's partial grant of least to most tokens: fail open grants
+// most, fail closed none, the local fallback what its share holds.
+func (l *Limiter) degradeTake(key string, p Policy, least, most uint64, cause *CallError) Taken {
+	if l.local != nil {
+		t := l.local.reserve(key, p, least, most, 0, time.Now().UnixNano(), true)
+		t.Decision = l.countDegraded(t.Decision, cause)
+		return t
+	}
+	d := l.degrade([]Limit{{key, p, most}}, cause)
+	if d.Allowed {
+		return Taken{Decision: d, Taken: most}
+	}
+	return Taken{Decision: d}
 }
 
 // Refund gives units back to a token bucket, fixed window or sliding counter (RL.REFUND). Strict:

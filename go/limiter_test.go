@@ -367,3 +367,94 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// LocalFallback against a stopped server: each call within the deadline decides in the process,
+// with this instance's share (1 of 2): half the bucket, half the concurrency slots (leases of the
+// local semaphore, released there), the partial grants from the share.
+func TestLocalFallbackOnAStoppedServer(t *testing.T) {
+	const deadline = 100 * time.Millisecond
+	srv := redistest.Start(t, true)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer c.Close()
+	if _, err := ratelimit.New(c, ratelimit.Options{Failure: ratelimit.LocalFallback(0)}); err == nil {
+		t.Fatal("LocalFallback(0) accepted")
+	}
+	l := newLimiter(t, c, ratelimit.Options{Failure: ratelimit.LocalFallback(2), Deadline: deadline, BreakerFailures: 3})
+	ctx := context.Background()
+	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+	if d, err := l.Check(ctx, "rl:{lf}:a", bucket, 1); err != nil || d.Degraded || d.Remaining != 9 {
+		t.Fatalf("before: %+v %v", d, err)
+	}
+	srv.Stop()
+	timed := func(what string, f func()) {
+		t.Helper()
+		start := time.Now()
+		f()
+		if took := time.Since(start); took > deadline+60*time.Millisecond {
+			t.Fatalf("%s took %v (deadline %v)", what, took, deadline)
+		}
+	}
+	allowed := 0
+	var last ratelimit.Decision
+	for i := 0; i < 7; i++ {
+		timed("check", func() {
+			d, err := l.Check(ctx, "rl:{lf}:a", bucket, 1)
+			if err != nil || !d.Degraded || d.Limit != 5 {
+				t.Fatalf("check %d: %+v %v", i, d, err)
+			}
+			if d.Allowed {
+				allowed++
+			}
+			last = d
+		})
+	}
+	if allowed != 5 || last.RetryAfter <= 0 || last.RetryAfter > 400*time.Millisecond {
+		t.Fatalf("%d allowed of 7 (want the share, 5), last %+v", allowed, last)
+	}
+	log := ratelimit.Must(ratelimit.SlidingLog(4, time.Second)) // as a sliding counter: 2 here
+	n := 0
+	for i := 0; i < 4; i++ {
+		if d, _ := l.Check(ctx, "rl:{lf}:log", log, 1); d.Allowed {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("sliding log share: %d allowed, want 2", n)
+	}
+	slots := ratelimit.Must(ratelimit.Concurrency(4, 3*time.Second))
+	var permits []*ratelimit.Permit
+	for i := 0; i < 3; i++ {
+		timed("acquire", func() {
+			p, d, err := l.Acquire(ctx, "rl:{lf}:slots", slots, 1)
+			if err != nil || !d.Degraded {
+				t.Fatalf("acquire %d: %+v %v", i, d, err)
+			}
+			if (p != nil) != (i < 2) {
+				t.Fatalf("acquire %d: permit %v, want 2 of the share", i, p != nil)
+			}
+			if p != nil {
+				permits = append(permits, p)
+			}
+		})
+	}
+	if held, err := permits[0].Release(ctx); !held || err != nil {
+		t.Fatalf("release: %v %v", held, err)
+	}
+	p, d, _ := l.Acquire(ctx, "rl:{lf}:slots", slots, 1)
+	if p == nil || !d.Degraded {
+		t.Fatalf("a released local slot is free again: %+v", d)
+	}
+	_, _ = p.Release(ctx)
+	_, _ = permits[1].Release(ctx)
+	tk, err := l.Take(ctx, "rl:{lf}:take", bucket, 100)
+	if err != nil || !tk.Degraded || tk.Taken != 5 {
+		t.Fatalf("take: %+v %v, want the share's 5", tk, err)
+	}
+	counts := l.Counts()
+	if counts.Outages != 1 || counts.Degraded < 15 || counts.DegradedAllowed < 10 {
+		t.Fatalf("counts %+v", counts)
+	}
+	if !strings.Contains(l.FailurePolicy().String(), "1/2") {
+		t.Fatal(l.FailurePolicy().String())
+	}
+}

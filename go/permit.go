@@ -15,6 +15,7 @@ type Permit struct {
 	Decision Decision
 	holder   string
 	leases   []Limit // the concurrency limits held
+	local    bool    // held by the local fallback's in-process semaphore, not in Redis
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -36,7 +37,9 @@ func (l *Limiter) Acquire(ctx context.Context, key string, p Policy, weight uint
 
 // AcquireAll decides limits atomically, the concurrency limits among them taken as leases (a
 // concurrency limit's Cost is its weight). Allowed: the *Permit holds them until Release (call it,
-// typically deferred). Denied: no permit. Degraded under fail open: a permit that holds nothing.
+// typically deferred). Denied: no permit. Degraded under fail open: a permit that holds nothing;
+// under LocalFallback: leases of the in-process semaphore (its share of each limit), renewed and
+// released there.
 func (l *Limiter) AcquireAll(ctx context.Context, limits ...Limit) (*Permit, Decision, error) {
 	holder := requestID()
 	cmd, err := buildAcquire(limits, holder)
@@ -49,6 +52,16 @@ func (l *Limiter) AcquireAll(ctx context.Context, limits ...Limit) (*Permit, Dec
 		d, err = DecisionOfReply(v)
 	}
 	var ce *CallError
+	if errors.As(err, &ce) && l.local != nil {
+		d = l.countDegraded(l.local.decide(limits, &holder, time.Now().UnixNano(), true), ce)
+		if !d.Allowed {
+			return nil, d, nil
+		}
+		p := &Permit{l: l, Decision: d, holder: holder, local: true, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+		p.leases = concurrencyLimits(limits)
+		go p.renew()
+		return p, d, nil
+	}
 	if errors.As(err, &ce) {
 		d = l.degrade(limits, ce)
 		if !d.Allowed {
@@ -66,13 +79,45 @@ func (l *Limiter) AcquireAll(ctx context.Context, limits ...Limit) (*Permit, Dec
 		return nil, d, nil
 	}
 	p := &Permit{l: l, Decision: d, holder: holder, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
-	for _, lim := range limits {
-		if lim.Policy.IsConcurrency() {
-			p.leases = append(p.leases, lim)
-		}
-	}
+	p.leases = concurrencyLimits(limits)
 	go p.renew()
 	return p, d, nil
+}
+
+func concurrencyLimits(limits []Limit) []Limit {
+	var out []Limit
+	for _, lim := range limits {
+		if lim.Policy.IsConcurrency() {
+			out = append(out, lim)
+		}
+	}
+	return out
+}
+
+// renewLease is RL.RENEW of one lease (or the local semaphore's): whether it was still held; an
+// error when Redis did not answer.
+func (p *Permit) renewLease(lim Limit) (bool, error) {
+	if p.local {
+		return p.l.local.leaseOp(lim.Key, p.holder, lim.Policy.Period(), time.Now().UnixNano()), nil
+	}
+	v, err := p.l.call(context.Background(), buildRenew(lim.Key, lim.Policy.Period(), p.holder))
+	if err != nil {
+		return false, err
+	}
+	n, ok := v.(int64)
+	return !ok || n != 0, nil
+}
+
+func (p *Permit) releaseLease(ctx context.Context, lim Limit) (bool, error) {
+	if p.local {
+		return p.l.local.leaseOp(lim.Key, p.holder, 0, time.Now().UnixNano()), nil
+	}
+	v, err := p.l.call(ctx, buildRelease(lim.Key, p.holder))
+	if err != nil {
+		return false, err
+	}
+	n, ok := v.(int64)
+	return !ok || n != 0, nil
 }
 
 func (p *Permit) renew() {
@@ -93,11 +138,11 @@ func (p *Permit) renew() {
 		case <-t.C:
 		}
 		for _, lim := range p.leases {
-			v, err := p.l.call(context.Background(), buildRenew(lim.Key, lim.Policy.Period(), p.holder))
+			held, err := p.renewLease(lim)
 			if err != nil {
 				continue // tried again at the next tick; the lease outlives two missed renewals
 			}
-			if n, ok := v.(int64); ok && n == 0 {
+			if !held {
 				p.lostOnce.Do(func() {
 					close(p.lost)
 					p.l.log.Warn("redis-ratelimit: a concurrency lease was lost (expired before renewal)",
@@ -121,16 +166,14 @@ func (p *Permit) Release(ctx context.Context) (bool, error) {
 		close(p.stop)
 		<-p.done
 		for _, lim := range p.leases {
-			v, err := p.l.call(ctx, buildRelease(lim.Key, p.holder))
+			ok, err := p.releaseLease(ctx, lim)
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
 				}
 				continue
 			}
-			if n, ok := v.(int64); ok && n == 0 {
-				held = false
-			}
+			held = held && ok
 		}
 	})
 	return first && held, firstErr

@@ -14,7 +14,6 @@ import (
 // The contract's vectors (contract/vectors/*.json, written by the Rust reference): every case this
 // package can run, run, with the reference's output. Skipped here, and why:
 var skippedVectorFiles = map[string]string{
-	"fallback.json": "the local fallback failure policy (Fallback(instances)) is not in the Go package yet: FailOpen and FailClosed only",
 	// callers, forwarded and http run in the httplimit package's tests.
 }
 
@@ -46,7 +45,7 @@ func vectorCases(t *testing.T, name string) []vectorCase {
 }
 
 func TestEveryVectorFileIsRunOrListed(t *testing.T) {
-	run := map[string]bool{"policies.json": true, "commands.json": true, "replies.json": true,
+	run := map[string]bool{"policies.json": true, "commands.json": true, "replies.json": true, "fallback.json": true,
 		"callers.json": true, "forwarded.json": true, "http.json": true}
 	files, _ := filepath.Glob(filepath.Join("..", "contract", "vectors", "*.json"))
 	for _, f := range files {
@@ -268,5 +267,84 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// contract/vectors/fallback.json: the local fallback's decisions at explicit times, as the Rust
+// reference (client/src/fallback.rs) makes them.
+func TestVectorsFallback(t *testing.T) {
+	for i, c := range vectorCases(t, "fallback.json") {
+		var in struct {
+			Scenario struct {
+				Instances int          `json:"instances"`
+				Policies  []policySpec `json:"policies"`
+				Steps     []struct {
+					AtMs   int64  `json:"at_ms"`
+					ID     string `json:"id"`
+					Op     string `json:"op"`
+					Limits []struct {
+						Key    string `json:"key"`
+						Cost   uint64 `json:"cost"`
+						Policy int    `json:"policy"`
+					} `json:"limits"`
+				} `json:"steps"`
+			} `json:"scenario"`
+			T0 int64 `json:"t0_ns"`
+		}
+		var out struct {
+			Steps []json.RawMessage `json:"steps"`
+		}
+		must(t, json.Unmarshal(c.Input, &in))
+		must(t, json.Unmarshal(c.Output, &out))
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			s := in.Scenario
+			local := newLocalLimiter(s.Instances)
+			policies := make([]Policy, len(s.Policies))
+			for j, p := range s.Policies {
+				var err error
+				policies[j], err = p.build()
+				must(t, err)
+			}
+			fields := func(d Decision) map[string]any {
+				var retry any
+				if d.RetryAfter != NeverFits {
+					retry = float64(d.RetryAfter / time.Millisecond)
+				}
+				return map[string]any{"allowed": d.Allowed, "limit": float64(d.Limit), "remaining": float64(d.Remaining),
+					"retry_after_ms": retry, "reset_after_ms": float64(d.ResetAfter / time.Millisecond),
+					"limiting": float64(d.Limiting)}
+			}
+			for j, step := range s.Steps {
+				now := in.T0 + step.AtMs*1_000_000
+				var limits []Limit
+				for _, l := range step.Limits {
+					limits = append(limits, Limit{l.Key, policies[l.Policy], l.Cost})
+				}
+				first := limits[0]
+				got := map[string]any{}
+				switch step.Op {
+				case "decide":
+					got["decision"] = fields(local.decide(limits, nil, now, true))
+				case "acquire":
+					got["decision"] = fields(local.decide(limits, &step.ID, now, true))
+				case "release":
+					got["done"] = local.leaseOp(first.Key, step.ID, 0, now)
+				case "renew":
+					got["done"] = local.leaseOp(first.Key, step.ID, first.Policy.Period(), now)
+				case "take":
+					taken := local.reserve(first.Key, first.Policy, 1, first.Cost, 0, now, true)
+					got["decision"], got["taken"] = fields(taken.Decision), float64(taken.Taken)
+				case "refund":
+					local.refund(first.Key, first.Policy, first.Cost, now)
+				default:
+					t.Fatalf("unknown op %s", step.Op)
+				}
+				var want map[string]any
+				must(t, json.Unmarshal(out.Steps[j], &want))
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d (%s at %d ms, %+v): got %v, want %v", j, step.Op, step.AtMs, step.Limits, got, want)
+				}
+			}
+		})
 	}
 }

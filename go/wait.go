@@ -119,11 +119,10 @@ func (l *Limiter) ReserveBatch(ctx context.Context, key string, p Policy, least,
 	}
 	var ce *CallError
 	if errors.As(err, &ce) {
-		d := l.degrade([]Limit{{key, p, least}}, ce)
-		if d.Allowed {
-			return Taken{Decision: d, Taken: least}, nil
+		if l.local == nil {
+			most = least // fail open grants the least asked
 		}
-		return Taken{Decision: d}, nil
+		return l.degradeTake(key, p, least, most, ce), nil
 	}
 	if err == nil {
 		l.decided(t.Decision)
