@@ -3,6 +3,7 @@
 
 mod support;
 
+use redis_ratelimit_rls::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use std::time::{Duration, Instant};
 use support::{descriptor, domain, Rls};
 use testkit::Server;
@@ -82,6 +83,12 @@ async fn features(server: &Server) {
     own.hits_addend = Some(2);
     let request = support_request(&d, vec![own], 9);
     assert_eq!(rls.send(request).await.unwrap().status(0), (false, 0));
+    // Envoy's own limit for a descriptor overrides the configuration's (a fixed window).
+    let mut overridden = descriptor(&[("tenant", "override")]);
+    overridden.limit = Some(RateLimitOverride { requests_per_unit: 1, unit: 2 });
+    let r = rls.send(support_request(&d, vec![overridden.clone()], 0)).await.unwrap();
+    assert_eq!((r.ok(), r.limit(0)), (true, Some(1)));
+    assert!(rls.send(support_request(&d, vec![overridden], 0)).await.unwrap().over());
     // Wildcards.
     assert_eq!(rls.ask(&d, &[&[("route", "/api/items")]], 0).await.unwrap().limit(0), Some(2));
     assert!(rls.ask(&d, &[&[("route", "/apx")]], 0).await.unwrap().limit(0).is_none());
@@ -137,7 +144,19 @@ fn support_request(
 /// as envoyproxy/ratelimit does.
 async fn combination(server: &Server) {
     let both: &[&[(&str, &str)]] = &[&[("remote_address", "10.9.9.9")], &[("tenant", "t")]];
-    let (mut rls, d) = service(server, &[]).await;
+    let x_headers = [
+        ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+        ("LIMIT_LIMIT_HEADER", "X-RateLimit-Limit"),
+        ("LIMIT_REMAINING_HEADER", "X-RateLimit-Remaining"),
+        ("LIMIT_RESET_HEADER", "X-RateLimit-Reset"),
+    ];
+    let (mut rls, d) = service(server, &x_headers).await;
+    // The headers describe the descriptor with the fewest left: the address (3) before the tenant (5).
+    let r = rls.ask(&d, &[&[("tenant", "h")], &[("remote_address", "10.8.8.8")]], 0).await.unwrap();
+    let names: Vec<(String, String)> = r.headers();
+    assert_eq!(names[0], ("X-RateLimit-Limit".to_string(), "3".to_string()));
+    assert_eq!(names[1], ("X-RateLimit-Remaining".to_string(), "2".to_string()));
+    assert_eq!(r.limit(0), None, "the tenant is not the limiting descriptor");
     for _ in 0..5 {
         rls.ask(&d, both, 0).await.unwrap();
     }
