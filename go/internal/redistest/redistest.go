@@ -4,6 +4,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -63,39 +64,54 @@ func FreePort(t testing.TB) int {
 // Start runs redis-server with args (besides port, no persistence) and waits until it answers.
 func Start(t testing.TB, module bool, args ...string) *Server {
 	t.Helper()
+	dir := t.TempDir()
+	s, err := start(module, dir, args...)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// ErrUnavailable: no redis-server on this machine, or the module is not built.
+var ErrUnavailable = errors.New("redistest: unavailable")
+
+func start(module bool, dir string, args ...string) (*Server, error) {
 	if _, err := exec.LookPath(Binary()); err != nil {
-		t.Skip("no redis-server on this machine")
+		return nil, fmt.Errorf("%w: no redis-server on this machine", ErrUnavailable)
 	}
 	all := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
 	if module {
 		m := ModulePath()
 		if m == "" {
-			t.Skip("the module is not built (target/release/libredis_ratelimit.so; or set RL_MODULE)")
+			return nil, fmt.Errorf("%w: the module is not built (target/release/libredis_ratelimit.so; or set RL_MODULE)", ErrUnavailable)
 		}
 		all = append(all, "--loadmodule", m)
 	}
 	all = append(all, args...)
-	var s *Server
 	for try := 0; try < 3; try++ {
-		port := FreePort(t)
-		cmd := exec.Command(Binary(), append([]string{"--port", strconv.Itoa(port)}, all...)...)
-		cmd.Dir = t.TempDir()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
 		}
-		s = &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, cmd: cmd}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		cmd := exec.Command(Binary(), append([]string{"--port", strconv.Itoa(port)}, all...)...)
+		cmd.Dir = dir
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, cmd: cmd}
 		if s.waitReady() {
-			break
+			return s, nil
 		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		s = nil
 	}
-	if s == nil {
-		t.Fatal("redis-server did not start")
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return nil, errors.New("redis-server did not start")
 }
 
 func (s *Server) waitReady() bool {
