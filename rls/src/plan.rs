@@ -16,7 +16,7 @@ pub enum Slot {
     Free,
     /// `unlimited: true`: OK, with the whole `u32` remaining, as envoyproxy/ratelimit says.
     Unlimited,
-    /// `requests_per_unit: 0`: every request is over the limit; nothing to ask Redis.
+    /// `requests_per_unit: 0`, or a sliding log's cost other than 1: over the limit; nothing to ask Redis.
     Blocked(Limit),
     /// A limit to decide in Redis.
     Limited(Limit),
@@ -112,9 +112,11 @@ pub fn plan(
             }
             let cost = descriptor.hits_addend.unwrap_or(request_cost);
             let limit = Limit { rule: rule.clone(), cost, key: key(domain, rule.algorithm(), descriptor) };
+            // A sliding log counts requests: a cost other than 1 can never fit.
+            let never_fits = rule.algorithm() == Algorithm::SlidingLog && cost != 1;
             match rule.policy() {
-                Some(_) => Slot::Limited(limit),
-                None => Slot::Blocked(limit),
+                Some(_) if !never_fits => Slot::Limited(limit),
+                _ => Slot::Blocked(limit),
             }
         })
         .collect()

@@ -116,6 +116,8 @@ async fn features(server: &Server) {
         assert!(rls.ask(&d, &[&[("bucket", "b")]], 0).await.unwrap().ok());
     }
     assert!(rls.ask(&d, &[&[("bucket", "b")]], 0).await.unwrap().over());
+    // A sliding log counts requests: a cost of 2 never fits.
+    assert!(rls.ask(&d, &[&[("slide", "two")]], 2).await.unwrap().over());
     for key in ["slide", "counter"] {
         assert!(rls.ask(&d, &[&[(key, "s")]], 0).await.unwrap().ok());
         assert!(rls.ask(&d, &[&[(key, "s")]], 0).await.unwrap().ok());
