@@ -34,7 +34,8 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    tracing::info!(listen = %settings.listen, config = %settings.config_dir.display(), "serving envoy.service.ratelimit.v3.RateLimitService");
+    let listen = listener.local_addr().map_or(settings.listen, |a| a);
+    tracing::info!(listen = %listen, config = %settings.config_dir.display(), "serving envoy.service.ratelimit.v3.RateLimitService");
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
