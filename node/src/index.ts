@@ -19,3 +19,4 @@ export { RateLimitCore, type RateLimitOptions, type Route, type PolicySource } f
 export { Caller, TrustedProxies } from "./http/index.js";
 export * as http from "./http/index.js";
 export { ExpressRateLimitStore, fastifyRateLimitStore } from "./stores.js";
+export { RateLimiterModule, RateLimiterRes, type RateLimiterModuleOptions } from "./flexible.js";
