@@ -68,6 +68,10 @@ type Config struct {
 	OutageStatus int
 	// Logger for shadow denials (default slog.Default()).
 	Logger *slog.Logger
+	// Access: allow and deny lists (NewAccessLists), changed while the middleware runs: an
+	// allowlisted caller of a limited path is not limited, a denylisted one is refused with 403
+	// before any call to Redis.
+	Access *AccessLists
 }
 
 // New returns the middleware.
@@ -137,12 +141,40 @@ type planned struct {
 	route Route
 }
 
-func (m *middleware) caller(r *http.Request) Caller {
+// clientIP is the request's client address, read through trusted proxies only.
+func (m *middleware) clientIP(r *http.Request) netip.Addr {
 	var peer netip.Addr
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		peer, _ = netip.ParseAddr(host)
 	}
-	ip := m.cfg.TrustedProxies.ClientIP(peer, r.Header)
+	return m.cfg.TrustedProxies.ClientIP(peer, r.Header)
+}
+
+// access is what the lists say about the request: every principal and tenant it names (context,
+// header, custom caller) and its client address.
+func (m *middleware) access(r *http.Request, ip netip.Addr, c Caller) Access {
+	var principals, tenants []string
+	if p, ok := r.Context().Value(principalKey).(string); ok {
+		principals = append(principals, p)
+	}
+	if t, ok := r.Context().Value(tenantKey).(string); ok {
+		tenants = append(tenants, t)
+	}
+	if m.cfg.PrincipalHeader != "" {
+		if p := r.Header.Get(m.cfg.PrincipalHeader); p != "" {
+			principals = append(principals, p)
+		}
+	}
+	switch c.Kind {
+	case "user":
+		principals = append(principals, c.ID)
+	case "tenant":
+		tenants = append(tenants, c.ID)
+	}
+	return m.cfg.Access.accessOf(principals, tenants, ip)
+}
+
+func (m *middleware) caller(r *http.Request, ip netip.Addr) Caller {
 	if ip.IsValid() {
 		ip = GroupIP(ip, m.cfg.IPv6Prefix)
 	}
@@ -191,7 +223,18 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	caller := m.caller(r)
+	ip := m.clientIP(r)
+	caller := m.caller(r, ip)
+	if m.cfg.Access != nil {
+		switch m.access(r, ip, caller) {
+		case Denylisted:
+			Forbidden().Write(w)
+			return
+		case Allowlisted:
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
 	tag := caller.Tag(m.cfg.KeyPrefix)
 	cost := uint64(1)
 	if route != nil && route.Cost != nil {
