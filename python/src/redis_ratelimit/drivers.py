@@ -8,7 +8,8 @@ commands, ...); anything else ends the call and becomes a `CallError` (`errors.f
   connect and socket timeouts set to what is left of the deadline (a connection that timed out is
   closed, never reused half-read). What the client would learn with its own timeouts is learned on
   these terms too: the primary's address behind Sentinel, a cluster's map of slots after a node
-  failed to answer or answered MOVED.
+  failed to answer or answered MOVED. The redis-py names below its documented API that this takes,
+  and why, are all in `_redis_internals.py`.
 - `AsyncDriver`: `redis.asyncio.Redis` and `redis.asyncio.RedisCluster`, the whole call under
   `asyncio.timeout` (`asyncio.wait_for` before Python 3.11; redis-py closes a connection whose
   command was cancelled).
@@ -17,8 +18,6 @@ commands, ...); anything else ends the call and becomes a `CallError` (`errors.f
 from __future__ import annotations
 
 import asyncio
-import select
-import socket
 import threading
 import time
 from typing import Any, Generator, Union
@@ -31,17 +30,13 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError
 
+from . import _redis_internals as internals
 from .engine import Send
 from .errors import CallError, from_redis
 
 __all__ = ["SyncDriver", "AsyncDriver", "SyncClient", "AsyncClient"]
 
 _timeout: Any = getattr(asyncio, "timeout", None)
-_poll: Any = getattr(select, "poll", None)  # not on Windows: `can_read` there
-try:
-    from redis._parsers.socket import SocketBuffer as _SocketBuffer
-except ImportError:  # another redis-py layout: `can_read`
-    _SocketBuffer = None  # type: ignore[assignment,misc]
 
 SyncClient = Union[redis.Redis, RedisCluster]
 AsyncClient = Union[redis.asyncio.Redis, AsyncRedisCluster]
@@ -90,11 +85,12 @@ class SyncDriver:
 
 
 class _ClusterMap:
-    """The limiter's own map of a cluster's slots to their primaries, first copied from the cluster
-    client's (no I/O) and learned again with CLUSTER SLOTS on the limiter's own connections, within
-    the call's deadline, after a node failed to answer or answered MOVED (a failover, a resharding).
-    (The cluster client's `nodes_manager.initialize()` runs with the client's own timeouts, which may
-    wait forever, and may ask the node that just hung.) The nodes that last failed are asked last."""
+    """The limiter's own map of a cluster's slots to their primaries: until it first learns the map
+    itself, a slot's primary is the cluster client's (`get_node_from_key`, no I/O), remembered; it
+    learns the map with CLUSTER SLOTS on the limiter's own connections, within the call's deadline,
+    after a node failed to answer or answered MOVED (a failover, a resharding). (The cluster
+    client's own refresh runs with the client's own timeouts, which may wait forever, and may ask the
+    node that just hung.) The nodes that last failed are asked last."""
 
     SLOTS = 16384
 
@@ -103,15 +99,13 @@ class _ClusterMap:
         self.client = client
         self.lock = threading.Lock()
         default = client.get_default_node()
-        base: Any = client.get_redis_connection(default)
-        self.connection_class: Any = base.connection_pool.connection_class
-        self.kwargs: dict[str, Any] = dict(base.connection_pool.connection_kwargs)
+        base: redis.Redis = client.get_redis_connection(default)
+        self.connection_class: Any = internals.connection_class(base)
+        self.kwargs: dict[str, Any] = dict(base.get_connection_kwargs())
         self.nodes: dict[tuple[str, int], _Connections] = {}
         self.slots: list[tuple[str, int] | None] = [None] * self.SLOTS
-        cache: Any = client.nodes_manager.slots_cache
-        for slot, holders in list(cache.items()):
-            if holders:
-                self.slots[slot] = (holders[0].host, int(holders[0].port))
+        self.learned = False  # the slots above are the limiter's own map (None: no node serves it)
+        self.primaries: list[tuple[str, int]] = [(n.host, int(n.port)) for n in client.get_primaries()]
         self.default: tuple[str, int] = (default.host, int(default.port))
         self.suspects: set[tuple[str, int]] = set()
         self.remap = False
@@ -130,7 +124,15 @@ class _ClusterMap:
         if step.route is None:
             healthy = [n for n in self.known() if n not in self.suspects]
             return healthy[0] if healthy else self.default
-        node: tuple[str, int] | None = self.slots[self.client.keyslot(step.route)]
+        slot: int = self.client.keyslot(step.route)
+        node = self.slots[slot]
+        if node is None and not self.learned:
+            try:
+                holder = self.client.get_node_from_key(step.route)
+            except redis.exceptions.SlotNotCoveredError:
+                holder = None
+            if holder is not None:
+                node = self.slots[slot] = (holder.host, int(holder.port))
         if node is None:
             self.remap = True  # learned again on the next call
             raise redis.exceptions.ConnectionError("no node serves the key's slot (the cluster's map is incomplete)")
@@ -138,7 +140,9 @@ class _ClusterMap:
 
     def known(self) -> list[tuple[str, int]]:
         """Every node of the map (the default node first), those that last failed at the end."""
-        nodes = list(dict.fromkeys([self.default, *(n for n in self.slots if n is not None), *self.nodes]))
+        primaries = [] if self.learned else self.primaries  # the client's, until the map is learned
+        nodes = list(dict.fromkeys([self.default, *(n for n in self.slots if n is not None), *primaries,
+                                    *self.nodes]))
         return [n for n in nodes if n not in self.suspects] + [n for n in nodes if n in self.suspects]
 
     def send(self, step: Send, end: float) -> Any:
@@ -189,6 +193,7 @@ class _ClusterMap:
                 for slot in range(start, stop + 1):
                     slots[slot] = owner
             self.slots = slots
+            self.learned = True
             self.remap = False
             return
         if error is None or isinstance(error, redis.exceptions.ResponseError):  # not a reply to the call's command
@@ -215,11 +220,9 @@ class _Connections:
 
     @classmethod
     def of(cls, client: redis.Redis) -> _Connections:
-        pool: Any = client.connection_pool
-        discovery = None
-        if getattr(pool, "is_master", False) and getattr(pool, "sentinel_manager", None) is not None:
-            discovery = _SentinelDiscovery(pool)
-        return cls(pool.connection_class, pool.connection_kwargs, discovery)
+        sentinel = internals.sentinel_of(client)
+        discovery = None if sentinel is None else _SentinelDiscovery(*sentinel)
+        return cls(internals.connection_class(client), client.get_connection_kwargs(), discovery)
 
     def send(self, step: Send, end: float, asking: bool = False) -> Any:
         """`step` on an idle or a new connection, its timeouts set to what is left until `end`
@@ -236,28 +239,28 @@ class _Connections:
                 if not server_closed(e):
                     raise
             self._drop_idle()
-        conn = self.connection_class(**self.kwargs)
-        conn.retry = Retry(NoBackoff(), 0)  # no retry after the deadline's own: one attempt
+        # No retry after the deadline's own: one attempt.
+        conn = self.connection_class(**{**self.kwargs, "retry": Retry(NoBackoff(), 0)})
         return self._send_on(conn, step, end, asking)
 
     def _send_on(self, conn: Any, step: Send, end: float, asking: bool) -> Any:
         try:
-            conn.socket_timeout = conn.socket_connect_timeout = _left(end)
-            if getattr(conn, "_sock", None) is not None and _stale(conn):
+            internals.set_timeouts(conn, _left(end))
+            if internals.connected(conn) and internals.stale(conn):
                 conn.disconnect()  # the server closed it (a restart) or it holds a stray reply
-            if self.discovery is not None and getattr(conn, "_sock", None) is None:
+            if self.discovery is not None and not internals.connected(conn):
                 address = self.discovery.primary(end)
-                conn.socket_timeout = conn.socket_connect_timeout = _left(end)
-                conn.connect_to(address)
+                internals.set_timeouts(conn, _left(end))
+                internals.connect_to(conn, address)
             else:
                 conn.connect()
             if asking:
-                _set_timeout(conn, _left(end))
+                internals.set_socket_timeout(conn, _left(end))
                 conn.send_command("ASKING")
                 conn.read_response()
-            _set_timeout(conn, _left(end))
+            internals.set_socket_timeout(conn, _left(end))
             conn.send_packed_command(_packed(self.packs, conn, step.args))
-            _set_timeout(conn, _left(end))
+            internals.set_socket_timeout(conn, _left(end))
             reply = conn.read_response()
         except redis.exceptions.ResponseError:
             self._keep(conn)
@@ -288,10 +291,9 @@ class _SentinelDiscovery:
     enough other sentinels) on connections of the limiter's own, within the call's deadline. (The
     Sentinel client asks with its own timeouts, which may wait forever.)"""
 
-    def __init__(self, pool: Any) -> None:
-        self.pool = pool
-        self.manager: Any = pool.sentinel_manager
-        self.service: str = pool.service_name
+    def __init__(self, manager: Any, service: str) -> None:
+        self.manager: Any = manager
+        self.service = service
         self.sentinels: dict[int, tuple[Any, _Connections]] = {}
 
     def connections(self, sentinel: Any) -> _Connections:
@@ -302,7 +304,7 @@ class _SentinelDiscovery:
 
     def primary(self, end: float) -> tuple[str, int]:
         errors: list[str] = []
-        for sentinel in list(self.manager.sentinels):
+        for sentinel in internals.sentinels(self.manager):
             try:
                 reply = self.connections(sentinel).send(Send(("SENTINEL", "MASTER", self.service), None), end)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
@@ -314,8 +316,8 @@ class _SentinelDiscovery:
             state = _fields(reply)
             flags = set(state.get("flags", "").split(","))
             if ("master" in flags and not flags & {"s_down", "o_down"}
-                    and int(state.get("num-other-sentinels", "0")) >= self.manager.min_other_sentinels):
-                forced = getattr(self.manager, "_force_master_ip", None)
+                    and int(state.get("num-other-sentinels", "0")) >= internals.min_other_sentinels(self.manager)):
+                forced = internals.forced_primary_ip(self.manager)
                 return (forced if forced is not None else state["ip"]), int(state["port"])
             errors.append(f"{sentinel}: the primary is down or not seen by enough sentinels")
         raise MasterNotFoundError(f"No master found for {self.service!r} : {', '.join(errors)}")
@@ -336,30 +338,6 @@ def _node_of(cluster: Any, step: Send) -> Any:
     if step.route is None:
         return cluster.get_default_node()
     return cluster.get_node_from_key(step.route.decode() if isinstance(step.route, bytes) else str(step.route))
-
-
-def _stale(conn: Any) -> bool:
-    """Whether an idle connection has anything to read (a stray reply, or the server closed it), as
-    redis-py's `can_read(timeout=0)` says. On a plain socket with redis-py's own parser, the parser's
-    buffer and one poll() of the socket say it for a third of the cost (no timeout changes, no
-    exception); anything else (TLS, whose layer may hold bytes poll() cannot see; hiredis) asks
-    `can_read`."""
-    sock = conn._sock
-    buffer = getattr(getattr(conn, "_parser", None), "_buffer", None)
-    if (_poll is not None and _SocketBuffer is not None and type(sock) is socket.socket
-            and isinstance(buffer, _SocketBuffer)):
-        if buffer.unread_bytes():
-            return True
-        try:
-            poller = _poll()
-            poller.register(sock.fileno(), select.POLLIN)
-            return bool(poller.poll(0))
-        except (OSError, ValueError):
-            return True
-    try:
-        return bool(conn.can_read(timeout=0))
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
-        return True
 
 
 #: What redis-py (5 to 8, both parsers) says when the server closed a connection or reset it.
@@ -414,12 +392,6 @@ def _left(end: float) -> float:
     if left <= 0:
         raise redis.exceptions.TimeoutError("the deadline passed")
     return left
-
-
-def _set_timeout(conn: Any, timeout: float | None) -> None:
-    sock = getattr(conn, "_sock", None)
-    if sock is not None:
-        sock.settimeout(timeout)
 
 
 class AsyncDriver:
