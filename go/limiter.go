@@ -99,6 +99,7 @@ type Options struct {
 // Counts are a limiter's counters (for metrics).
 type Counts struct {
 	Decisions         uint64 // decisions made (by Redis or the failure policy)
+	Allowed           uint64 // of them, allowed (degraded ones included)
 	Degraded          uint64 // of them, by the failure policy
 	DegradedAllowed   uint64 // of those, allowed
 	Outages           uint64 // outages started (Redis stopped deciding)
@@ -118,8 +119,8 @@ type Limiter struct {
 	log         *slog.Logger
 	local       *localLimiter // LocalFallback's
 
-	decisions, degraded, degradedAllowed, outages, misconfigured atomic.Uint64
-	lastMisconfigured                                            atomic.Bool
+	decisions, allowed, degraded, degradedAllowed, outages, misconfigured atomic.Uint64
+	lastMisconfigured                                                     atomic.Bool
 
 	outageMu    sync.Mutex
 	inOutage    bool
@@ -212,7 +213,7 @@ func (l *Limiter) Counts() Counts {
 	opened, rejected := l.breaker.opened, l.breaker.rejected
 	l.breaker.mu.Unlock()
 	return Counts{
-		Decisions: l.decisions.Load(), Degraded: l.degraded.Load(), DegradedAllowed: l.degradedAllowed.Load(),
+		Decisions: l.decisions.Load(), Allowed: l.allowed.Load(), Degraded: l.degraded.Load(), DegradedAllowed: l.degradedAllowed.Load(),
 		Outages: l.outages.Load(), BreakerOpened: opened, BreakerRejected: rejected,
 		Misconfigurations: l.misconfigured.Load(),
 	}
@@ -391,6 +392,7 @@ func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
 	l.degraded.Add(1)
 	if allow {
 		l.degradedAllowed.Add(1)
+		l.allowed.Add(1)
 	}
 	l.outageMu.Lock()
 	started := !l.inOutage
@@ -413,6 +415,9 @@ func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
 
 func (l *Limiter) decided(d Decision) Decision {
 	l.decisions.Add(1)
+	if d.Allowed {
+		l.allowed.Add(1)
+	}
 	return d
 }
 

@@ -72,6 +72,37 @@ type Config struct {
 	// allowlisted caller of a limited path is not limited, a denylisted one is refused with 403
 	// before any call to Redis.
 	Access *AccessLists
+	// Record, when set, is told every decision: the route, the limit the decision describes (the
+	// route's, the global one's, or the route's for the lists) and the outcome: allowed, denied,
+	// degraded_allowed, degraded_denied, shadow_* for a shadow limit, allowlisted, denylisted. As
+	// the Rust layer's ratelimit_http_requests_total{route, limit, outcome}; the promlimit
+	// package counts them for Prometheus.
+	Record func(route, limit, outcome string)
+}
+
+// outcomeOf is the outcome label of a decision.
+func outcomeOf(d ratelimit.Decision, shadow bool) string {
+	labels := [2][4]string{
+		{"denied", "allowed", "degraded_denied", "degraded_allowed"},
+		{"shadow_denied", "shadow_allowed", "shadow_degraded_denied", "shadow_degraded_allowed"},
+	}
+	row, i := 0, 0
+	if shadow {
+		row = 1
+	}
+	if d.Allowed {
+		i++
+	}
+	if d.Degraded {
+		i += 2
+	}
+	return labels[row][i]
+}
+
+func (m *middleware) record(route, limit, outcome string) {
+	if m.cfg.Record != nil {
+		m.cfg.Record(route, limit, outcome)
+	}
 }
 
 // New returns the middleware.
@@ -223,14 +254,22 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
+	routeName := m.cfg.Global.nameOr("all")
+	if route != nil {
+		routeName = route.Name
+	} else if conc != nil {
+		routeName = conc.Name
+	}
 	ip := m.clientIP(r)
 	caller := m.caller(r, ip)
 	if m.cfg.Access != nil {
 		switch m.access(r, ip, caller) {
 		case Denylisted:
+			m.record(routeName, routeName, "denylisted")
 			Forbidden().Write(w)
 			return
 		case Allowlisted:
+			m.record(routeName, routeName, "allowlisted")
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -240,13 +279,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if route != nil && route.Cost != nil {
 		cost = route.Cost(r)
 	}
-	routeName := m.cfg.Global.nameOr("all")
 	var limits []planned
 	if route != nil {
-		routeName = route.Name
 		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + route.Name, Policy: route.policy(caller), Cost: cost}, route.Name, *route})
-	} else if conc != nil {
-		routeName = conc.Name
 	}
 	if g := m.cfg.Global; g != nil {
 		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + g.Name, Policy: g.policy(caller), Cost: cost}, g.Name, *g})
@@ -284,6 +319,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			d = ratelimit.Decision{Degraded: true, RetryAfter: time.Second}
 		}
 		limiting := enforced[min(d.Limiting, len(enforced)-1)]
+		m.record(routeName, limiting.name, outcomeOf(d, false))
 		if !d.Allowed {
 			closed := d.Degraded && m.cfg.Limiter.FailurePolicy().IsClosed()
 			if closed { // none could be checked: name the route's own limit
@@ -322,8 +358,12 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		for i, p := range shadow {
 			calls[i] = p.limit
 		}
-		if d, err := m.cfg.Limiter.CheckAll(ctx, calls...); err == nil && !d.Allowed && !d.Degraded {
-			p := shadow[min(d.Limiting, len(shadow)-1)]
+		d, err := m.cfg.Limiter.CheckAll(ctx, calls...)
+		p := shadow[min(d.Limiting, len(shadow)-1)]
+		if err == nil {
+			m.record(routeName, p.name, outcomeOf(d, true))
+		}
+		if err == nil && !d.Allowed && !d.Degraded {
 			m.cfg.Logger.Info("httplimit: shadow limit would have denied a request (served: shadow limits are not enforced)",
 				"route", routeName, "limit", p.name, "key", p.limit.Key)
 		}
