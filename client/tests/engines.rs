@@ -90,13 +90,13 @@ async fn scripts_are_cached_again_after_a_script_flush() {
 async fn users_allowed_only_fcall_or_only_evalsha_get_the_library() {
     let Some(server) = Server::builder().stock().own() else { return };
     let mut admin = server.conn();
-    // The README's two ACL lines: the calls, and the commands the library runs on `rl:*` keys (a
+    // docs/lua.md's two ACL lines: the calls, and the commands the library runs on `rl:*` keys (a
     // script runs as its caller).
-    let library = ["+get", "+set", "+setrange", "+del", "+pexpireat", "+pttl", "+time"];
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let library = ["+get", "+set", "+setrange", "+del", "+pexpireat", "+pexpiretime", "+pttl", "+time"];
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/lua.md")).unwrap();
     for (user, grant) in [("fcall", &["+fcall", "+fcall_ro"][..]), ("evalsha", &["+evalsha"][..])] {
         let line = format!("ACL SETUSER app on >secret ~rl:* {} {}", grant.join(" "), library.join(" "));
-        assert!(readme.contains(&line), "the README gives the ACL line these users have: {line}");
+        assert!(readme.contains(&line), "docs/lua.md gives the ACL line these users have: {line}");
         let mut acl = redis::cmd("ACL");
         acl.arg(&["SETUSER", user, "on", ">pw", "~rl:*"][..]).arg(grant).arg(&library[..]);
         let () = acl.query(&mut admin).unwrap();

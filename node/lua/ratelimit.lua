@@ -19,9 +19,12 @@ into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing
 ]]
 
 -- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
-local CONTRACT = {
+local MAX_RATE_PER_SEC = 1000000000
+local CONTRACT_DATA = nil
+local function contract()
+  CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "8274dd1212feceed21332f96b943fe3a497b2ddf",
+  source_hash = "facd30e451acfc40bb279293d9fffab3e8d5a844",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -54,12 +57,267 @@ local CONTRACT = {
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
-}
+  }
+  return CONTRACT_DATA
+end
 -- END CONTRACT
+
+-- CLOCK BEGIN
+-- The clock: the server's, read here and nowhere else (the tests replace this block to pass the time):
+-- the seconds and the microseconds as TIME writes them, and the nanoseconds below (none here).
+local function clock(args)
+  local t = redis.call("TIME")
+  return t[1], t[2], nil
+end
+-- CLOCK END
+
+------------------------------------------------------------------------------------------------------------
+-- Plain numbers and bytes, before the library: what the fast path of RL.TOKEN needs (it runs without
+-- building the library, so an EVALSHA script of rl_token builds it only when that path does not apply),
+-- and what the library uses too. Every value here is a whole number below 2^53, exact in a double.
+------------------------------------------------------------------------------------------------------------
+-- math.floor, string.char, string.byte: set on the first call (Redis 7.0 loads a library without them).
+local floor, char, byte
+local LIMB, MS = 10000000, 1000000
+local FAST = 4503599627370496 -- 2^52: every quantity of the fast paths stays below it
+
+-- `floor(a / b)` of whole numbers 0 <= a < 2^52, 0 < b < 2^52, exactly: the double quotient is off by at
+-- most one, and `q * b` is exact below 2^53, so one correction settles it.
+local function idiv(a, b)
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then return q - 1 end
+  if r >= b then return q + 1 end
+  return q
+end
+
+-- Milliseconds, rounded up, of ns in [0, 2^52) (time.rs' ceil_ms).
+local function ms_up(ns)
+  if ns <= 0 then return 0 end
+  local q = idiv(ns, MS)
+  if q * MS < ns then return q + 1 end
+  return q
+end
+
+-- The milliseconds (rounded down) of a time given as its three base-10^7 limbs.
+local function ms_of_limbs(l1, l2, l3) return l3 * 100000000 + floor((l2 * LIMB + l1) / MS) end
+
+-- Eight little-endian bytes: the low 16 bits r, then q (below 2^48) in the other six.
+local function le64_of(r, q)
+  local b2 = q % 256
+  q = (q - b2) / 256
+  local b3 = q % 256
+  q = (q - b3) / 256
+  local b4 = q % 256
+  q = (q - b4) / 256
+  local b5 = q % 256
+  q = (q - b5) / 256
+  local b6 = q % 256
+  return char(r % 256, floor(r / 256), b2, b3, b4, b5, b6, (q - b6) / 256)
+end
+
+-- The eight bytes of the value of three limbs (>= 2^53, < 2^64): one division by 65536 on them; the
+-- quotient, below 2^48, is then a plain number.
+local function le64_limbs(l1, l2, l3)
+  local q3 = floor(l3 / 65536)
+  local cur = (l3 - q3 * 65536) * LIMB + l2
+  local q2 = floor(cur / 65536)
+  cur = (cur - q2 * 65536) * LIMB + l1
+  local q1 = floor(cur / 65536)
+  return le64_of(cur - q1 * 65536, (q3 * LIMB + q2) * LIMB + q1)
+end
+
+-- The three base-10^7 limbs (low first) of the u64 whose 32-bit halves are hi and lo, hi >= 2^21 (the
+-- value is >= 2^53 and < 2^64).
+local function limbs_of_halves(hi, lo)
+  local h1 = hi % LIMB
+  local h2 = (hi - h1) / LIMB
+  local t = h1 * 65536
+  local c = floor(t / LIMB)
+  local l1 = t - c * LIMB
+  t = h2 * 65536 + c
+  c = floor(t / LIMB)
+  local l2 = t - c * LIMB
+  local l3 = c
+  t = l1 * 65536 + lo
+  c = floor(t / LIMB)
+  l1 = t - c * LIMB
+  t = l2 * 65536 + c
+  c = floor(t / LIMB)
+  l2 = t - c * LIMB
+  return l1, l2, l3 * 65536 + c
+end
+
+-- The limbs of a time of any real clock stored as a little-endian i64 at byte `at` of s (>= 2^53 ns,
+-- below 2^63); nothing for any other value.
+local function time_at(s, at)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
+  local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
+  if hi < 2097152 or hi >= 2147483648 then return nil end
+  return limbs_of_halves(hi, ((b4 * 256 + b3) * 256 + b2) * 256 + b1)
+end
+
+-- The first point of a grid of `step` ms at or after `ms`.
+local function on_grid(ms, step)
+  if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
+  return ms
+end
+
+-- The key's absolute expiry (Unix ms), or nil. Redis 6.2 has no PEXPIRETIME: there, the time left (PTTL)
+-- after this call's clock (`now_ms`), which may be off by the milliseconds the call has run.
+local function expiry_of(key, now_ms)
+  local at = redis.pcall("PEXPIRETIME", key)
+  if type(at) == "table" then
+    local ttl = redis.call("PTTL", key)
+    if ttl < 0 then return nil end
+    return now_ms + ttl
+  end
+  if at < 0 then return nil end
+  return at
+end
+
+-- `set` at `key` with core's Expiry::change of a derived expiry (its point `at`, the state's end
+-- `at_least`, the point the replaced state implied, `previous`, and the whole second it is at least,
+-- `certain`): set when new, replaced or moved; kept without reading when the replaced state's whole
+-- second covers the new one; else kept only when the expiry in place is a whole second within
+-- [at_least, at].
+local function derived_set(key, old, set, at, at_least, previous, certain, now_ms)
+  local keep = false
+  if old ~= nil and #old == #set and previous == at then
+    if certain and certain >= at_least then
+      keep = true
+    else
+      local current = expiry_of(key, now_ms)
+      keep = current and current % 1000 == 0 and current >= at_least and current <= at or false
+    end
+  end
+  if keep then
+    redis.call("SET", key, set, "KEEPTTL")
+  else
+    redis.call("SET", key, set, "PXAT", at)
+  end
+end
+
+local TOKEN_TAG = "RLT\1"
+
+-- One request of `cost` on a token bucket (core's TokenBucket::decide, the store's write, the reply) in
+-- plain numbers, where every quantity lies below 2^52, as it does near now for any bucket of a
+-- realistic size: the backlog (the stored TAT minus now, from the limbs of both), the cost's time and the
+-- bucket's parameters (capacity, emission interval, depth = tau + slack, slack, the reply's limit and the
+-- expiry grid's step). The reply, or nil where the general path must decide: a state far from now or of
+-- another layout, a clock fault, a peek, a cost above the capacity, huge buckets. tests/lua_equal.rs
+-- holds both paths to core and reaches both.
+local function token_core(key, old, capacity, interval, depth, slack, limit, step, cost, n1, n2, n3)
+  if type(cost) ~= "number" or cost <= 0 or type(capacity) ~= "number" or cost > capacity
+      or type(depth) ~= "number" or depth >= FAST or type(interval) ~= "number" then
+    return nil
+  end
+  local backlog, t1, t2, t3 = 0, nil, nil, nil
+  if old then
+    if #old ~= 12 or old:sub(1, 4) ~= TOKEN_TAG then return nil end
+    t1, t2, t3 = time_at(old, 5)
+    local dh = t3 and t3 - n3
+    if not dh or dh > 80 or dh < -80 then return nil end
+    backlog = dh * 100000000000000 + (t2 - n2) * LIMB + (t1 - n1)
+  end
+  if backlog >= FAST or backlog > depth + depth then return nil end
+  if backlog < 0 then backlog = 0 end
+  local taken = cost * interval
+  local after = backlog + taken
+  -- (after below 2^52 - 10^14: the new TAT's low limbs plus it stay below 2^52 too)
+  if taken >= FAST or after >= FAST - 100000000000000 then return nil end
+  if after > depth then
+    -- Denied (no wait allowed): nothing written.
+    local left = depth - backlog
+    local reset = backlog - slack
+    return { 0, limit, left > 0 and idiv(left, interval) or 0, ms_up(after - depth), reset > 0 and ms_up(reset) or 0 }
+  end
+  -- The new TAT, now + after, as limbs; its milliseconds rounded up (ceil_ms), and the replaced TAT's.
+  local x = n2 * LIMB + n1 + after
+  local x1 = x % LIMB
+  local rest = (x - x1) / LIMB
+  local x2 = rest % LIMB
+  local l3 = n3 + (rest - x2) / LIMB
+  local ms = n3 * 100000000 + ms_up(x)
+  local previous, certain
+  if t1 then
+    local r = t1 % MS
+    local previous_ms = t3 * 100000000 + t2 * 10 + (t1 - r) / MS + (r ~= 0 and 1 or 0)
+    previous, certain = on_grid(previous_ms, step), on_grid(previous_ms, 1000)
+  end
+  derived_set(key, old, TOKEN_TAG .. le64_limbs(x1, x2, l3), on_grid(ms, step), ms, previous, certain,
+    ms_of_limbs(n1, n2, n3))
+  local reset = after - slack
+  return { 1, limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
+end
+
+-- A token bucket's parameters from their text, where both are plain and small (a capacity of digits, a
+-- rate of digits with at most 6 decimals, every quantity below 2^52): core's TokenBucket::new in plain
+-- numbers (the emission interval and a full refill in ns rounded up, the slack, the depth, the period
+-- and the expiry grid's step). false where the library's exact parser must decide (any other text, an
+-- error to reply, larger values).
+local function token_params(capacity_s, rate_s)
+  if #capacity_s > 15 or not capacity_s:find("^[1-9]%d*$") then return false end
+  local whole, fraction = rate_s:match("^(%d+)%.?(%d*)$")
+  if not whole or #rate_s > 16 or #fraction > 6 or (fraction == "" and rate_s:find("%.")) then return false end
+  local capacity = tonumber(capacity_s)
+  local scale = 10 ^ #fraction
+  local m = tonumber(whole .. fraction)
+  if m == 0 or m >= 1000000000000000 then return false end
+  local per_sec = idiv(m + scale - 1, scale)
+  if per_sec > MAX_RATE_PER_SEC then return false end
+  local numerator = 1000000000 * scale
+  local interval = idiv(numerator + m - 1, m)
+  local exact_numerator = capacity * numerator
+  if exact_numerator >= FAST then return false end
+  local exact = idiv(exact_numerator + m - 1, m)
+  local tau = interval * capacity
+  if tau >= FAST then return false end
+  local slack = math.min(tau - math.min(exact, tau), interval - 1)
+  local period = tau - slack
+  local step = math.max(floor(floor(period / 16) / 1000000000) * 1000, 1000)
+  return { capacity = capacity, interval = interval, depth = tau + slack, slack = slack, step = step }
+end
+
+-- Parameters that most calls repeat, remembered by their text (at most 1024, then forgotten at once).
+local seen_params, seen_count = {}, 0
+
+-- FCALL rl_token / its EVALSHA script on one bucket, before the library is built: the reply, or nil
+-- where the library must decide (nothing is read or written then but the key, which it reads again).
+local function token_fast(keys, args, sec, usec, ns)
+  if #keys ~= 1 or #args ~= 3 or #sec < 8 or #sec > 12 or not sec:find("^%d+$") or not usec:find("^%d+$")
+      or (ns and not ns:find("^%d+$")) then
+    return nil
+  end
+  local capacity_s, rate_s, cost_s = args[1], args[2], args[3]
+  local row = seen_params[capacity_s]
+  local b = row and row[rate_s]
+  if b == nil then
+    b = token_params(capacity_s, rate_s)
+    if seen_count >= 1024 then seen_params, seen_count = {}, 0 end
+    row = seen_params[capacity_s]
+    if not row then
+      row = {}
+      seen_params[capacity_s] = row
+    end
+    row[rate_s], seen_count = b, seen_count + 1
+  end
+  if not b or #cost_s > 15 or not cost_s:find("^%d+$") then return nil end
+  local old = redis.pcall("GET", keys[1])
+  if type(old) == "table" then return nil end
+  local v = tonumber(usec) * 1000 + (ns and tonumber(ns) or 0)
+  if v >= 1000000000 then return nil end
+  local v1 = v % LIMB
+  local h = tonumber(sec) * 100 + (v - v1) / LIMB
+  local h1 = h % LIMB
+  return token_core(keys[1], old or nil, b.capacity, b.interval, b.depth, b.slack, b.capacity, b.step,
+    tonumber(cost_s), v1, h1, (h - h1) / LIMB)
+end
 
 -- Redis 7.0 loads a library without the standard globals (math, string, table, ...): the library is
 -- built on its first call, and kept.
 local function build()
+  local CONTRACT = contract()
   local floor, char, byte, concat = math.floor, string.char, string.byte, table.concat
 
   ------------------------------------------------------------------------------------------------------------
@@ -449,30 +707,7 @@ local function build()
   end
   function B.sat_u64(a) return B.max(ZERO, B.min(a, U64MAX)) end
 
-  -- Eight little-endian bytes: the low 16 bits r, then q (below 2^48) in the other six.
-  local function le64_of(r, q)
-    local b2 = q % 256
-    q = (q - b2) / 256
-    local b3 = q % 256
-    q = (q - b3) / 256
-    local b4 = q % 256
-    q = (q - b4) / 256
-    local b5 = q % 256
-    q = (q - b5) / 256
-    local b6 = q % 256
-    return char(r % 256, floor(r / 256), b2, b3, b4, b5, b6, (q - b6) / 256)
-  end
-
-  -- The eight bytes of the value of three limbs (>= 2^53, < 2^64): one divsmall(., 65536) on them in
-  -- locals; the quotient, below 2^48, is then a plain number.
-  function B.le64_limbs(l1, l2, l3)
-    local q3 = floor(l3 / 65536)
-    local cur = (l3 - q3 * 65536) * BASE + l2
-    local q2 = floor(cur / 65536)
-    cur = (cur - q2 * 65536) * BASE + l1
-    local q1 = floor(cur / 65536)
-    return le64_of(cur - q1 * 65536, (q3 * BASE + q2) * BASE + q1)
-  end
+  B.le64_limbs = le64_limbs
 
   -- The little-endian 8 bytes of a (two's complement when negative), for a in [-2^63, 2^64).
   function B.le64(a)
@@ -492,28 +727,6 @@ local function build()
       out_bytes[i] = char(r % 256, floor(r / 256))
     end
     return concat(out_bytes)
-  end
-
-  -- The three base-10^7 limbs (low first) of the u64 whose 32-bit halves are hi and lo, hi >= 2^21:
-  -- mulsmall(mulsmall(limbs(hi), 65536), 65536, lo) in locals (hi < 2^32 is two limbs, the value,
-  -- >= 2^53 and < 2^64, three).
-  local function limbs_of_halves(hi, lo)
-    local h1 = hi % BASE
-    local h2 = (hi - h1) / BASE
-    local t = h1 * 65536
-    local c = floor(t / BASE)
-    local l1 = t - c * BASE
-    t = h2 * 65536 + c
-    c = floor(t / BASE)
-    local l2 = t - c * BASE
-    local l3 = c
-    t = l1 * 65536 + lo
-    c = floor(t / BASE)
-    l1 = t - c * BASE
-    t = l2 * 65536 + c
-    c = floor(t / BASE)
-    l2 = t - c * BASE
-    return l1, l2, l3 * 65536 + c
   end
 
   -- A time stored as a little-endian i64 at byte `at` of s, as the three limbs of a time of any real
@@ -1004,11 +1217,7 @@ local function build()
 
   -- The key expires on the first point of a grid of max(1 s, 1/16 of a full refill) at or after the TAT
   -- (its milliseconds, rounded up).
-  local function on_grid(ms, step)
-    if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
-    return ms
-  end
-  token.on_grid = on_grid
+
 
   -- The grid point, the state's end, the point the replaced TAT implied under these parameters, and
   -- the whole second the expiry in place is at least (core's Expiry::Derived).
@@ -1781,31 +1990,24 @@ local function build()
   -- second covers the new one; else kept only when the expiry in place is a whole second within
   -- [at_least, at].
   function S.set_derived(key, old, set, at, at_least, previous, certain, now)
-    local keep = false
-    if old ~= nil and #old == #set and previous == at then
-      if certain and certain >= at_least then
-        keep = true
-      else
-        local current = S.expiry(key, now)
-        keep = current and current % 1000 == 0 and current >= at_least and current <= at or false
-      end
-    end
-    if keep then
-      redis.call("SET", key, set, "KEEPTTL")
+    local now_ms
+    if type(now) == "table" and #now == 3 and not now.neg then
+      now_ms = ms_of_limbs(now[1], now[2], now[3])
     else
-      redis.call("SET", key, set, "PXAT", at)
+      now_ms = B.num(B.div(B.max(now, ZERO), MILLION))
     end
+    derived_set(key, old, set, at, at_least, previous, certain, now_ms)
   end
 
   ------------------------------------------------------------------------------------------------------------
-  -- The clock: the server's, read here and nowhere else (the tests replace this block to pass the time).
+  -- The clock's reading (`clock`, before the library: its seconds, microseconds and nanoseconds below
+  -- them, as text) as ns in B.
   ------------------------------------------------------------------------------------------------------------
-  -- CLOCK BEGIN
-  local function clock(args)
-    local t = redis.call("TIME")
-    return B.time_ns(B.digits(t[1]), B.digits(t[2]))
+  local function now_of(sec, usec, ns)
+    local now = B.time_ns(B.digits(sec), B.digits(usec))
+    if ns then now = B.add(now, B.digits(ns)) end
+    return now
   end
-  -- CLOCK END
 
   ------------------------------------------------------------------------------------------------------------
   -- The commands.
@@ -1820,80 +2022,14 @@ local function build()
     return V.reply(outcome.verdict)
   end
 
-  -- `floor(a / b)` and `ceil(a / b)` of whole numbers 0 <= a < 2^52, 0 < b < 2^52, exactly: the double
-  -- quotient is off by at most one, and `q * b` is exact below 2^53, so one correction settles it.
-  local function idiv(a, b)
-    local q = floor(a / b)
-    local r = a - q * b
-    if r < 0 then return q - 1 end
-    if r >= b then return q + 1 end
-    return q
-  end
-  local function ms_up(ns)
-    if ns <= 0 then return 0 end
-    local q = idiv(ns, MILLION)
-    if q * MILLION < ns then return q + 1 end
-    return q
-  end
-  local FAST = 4503599627370496 -- 2^52: every quantity of the fast path stays below it
-  local T1, T2, T3, T4 = byte(F.TAG_OF.token, 1, 4)
-  local on_grid = token.on_grid
-
-  -- RL.TOKEN on one bucket (token.step, then decide_one's write and reply) in plain numbers where
-  -- every quantity lies below 2^52, as it does near now for any bucket of a realistic size: the
-  -- backlog (the stored TAT minus now, from the limbs of both), the cost's time and the bucket's
-  -- parameters. Exactly the general path's arithmetic (tests/lua_equal.rs holds both to core, and
-  -- reaches both); anything else takes that path: a state far from now or of another layout, a clock
-  -- fault, a peek, a cost above the capacity, huge buckets, a clock that is no limbs.
+  -- RL.TOKEN on one bucket: token_core where it applies (near now, in plain numbers), else the general
+  -- path (token.step, then decide_one's write and reply).
   local function token_one(key, b, cost, now)
     local old = S.read(key)
-    local interval, depth, capacity = b.interval, b.depth, b.capacity
-    if type(now) == "table" and #now == 3 and type(cost) == "number" and cost > 0
-        and type(capacity) == "number" and cost <= capacity and type(depth) == "number" and depth < FAST
-        and type(interval) == "number" then
-      local n1, n2, n3 = now[1], now[2], now[3]
-      local backlog, t1, t2, t3 = 0, nil, nil, nil
-      if old then
-        local c1, c2, c3, c4 = byte(old, 1, 4)
-        if #old == 12 and c1 == T1 and c2 == T2 and c3 == T3 and c4 == T4 then t1, t2, t3 = B.time_at(old, 5) end
-        local dh = t3 and t3 - n3
-        backlog = dh and dh <= 80 and dh >= -80 and (dh * 100000000000000 + (t2 - n2) * BASE + (t1 - n1))
-      end
-      if backlog and backlog < FAST and backlog <= depth + depth then
-        if backlog < 0 then backlog = 0 end
-        local taken = cost * interval
-        local after = backlog + taken
-        -- (after below 2^52 - 10^14: the new TAT's low limbs plus it stay below 2^52 too)
-        if taken < FAST and after < FAST - 100000000000000 then
-          local slack = b.slack
-          if after > depth then
-            -- Denied (no wait allowed): nothing written.
-            local left = depth - backlog
-            local reset = backlog - slack
-            return { 0, b.limit, left > 0 and idiv(left, interval) or 0, ms_up(after - depth),
-              reset > 0 and ms_up(reset) or 0 }
-          end
-          -- The new TAT, now + after, as limbs; its milliseconds rounded up (ceil_ms), and the
-          -- replaced TAT's.
-          local x = n2 * BASE + n1 + after
-          local x1 = x % BASE
-          local rest = (x - x1) / BASE
-          local x2 = rest % BASE
-          local l3 = n3 + (rest - x2) / BASE
-          local ms = n3 * 100000000 + ms_up(x)
-          local step = b.expiry_step_ms
-          local previous, certain
-          if t1 then
-            local r = t1 % MILLION
-            local previous_ms = t3 * 100000000 + t2 * 10 + (t1 - r) / MILLION + (r ~= 0 and 1 or 0)
-            previous, certain = on_grid(previous_ms, step), on_grid(previous_ms, 1000)
-          end
-          S.set_derived(key, old, F.TAG_OF.token .. B.le64_limbs(x1, x2, l3), on_grid(ms, step), ms, previous,
-            certain, now)
-          local reset = after - slack
-          return { 1, b.limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
-        end
-      end
+    if type(now) == "table" and #now == 3 and not now.neg then
+      local reply = token_core(key, old, b.capacity, b.interval, b.depth, b.slack, b.limit, b.expiry_step_ms,
+        cost, now[1], now[2], now[3])
+      if reply then return reply end
     end
     local outcome = token.decide(b, old, now, cost)
     if outcome.write then S.apply(key, old, outcome.write, now) end
@@ -2095,11 +2231,11 @@ local function build()
 
   -- Every function: the clock read once, errors replied as the module's (a bug as an internal error).
   local FUNCTIONS = {}
-  local function run(body, keys, args) return body(keys, args, clock(args)) end
+  local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do
-    FUNCTIONS[name] = function(keys, args)
+    FUNCTIONS[name] = function(keys, args, sec, usec, ns)
       E.raised = nil
-      local ok, reply = pcall(run, body, keys, args)
+      local ok, reply = pcall(run, body, keys, args, sec, usec, ns)
       if ok then return reply end
       if E.raised then return E.raised end
       return { err = "ERR internal error: " .. tostring(reply) }
@@ -2108,17 +2244,23 @@ local function build()
   return FUNCTIONS
 end
 
-local NAMES = CONTRACT.functions
-local READ_ONLY = CONTRACT.read_only
 local built = nil
 
 local function call(name, keys, args)
+  if not floor then floor, char, byte = math.floor, string.char, string.byte end
+  local sec, usec, ns = clock(args)
+  if name == "rl_token" then
+    local reply = token_fast(keys, args, sec, usec, ns)
+    if reply then return reply end
+  end
   built = built or build()
-  return built[name](keys, args)
+  return built[name](keys, args, sec, usec, ns)
 end
 
 -- REGISTER: FUNCTION LOAD registers every function. scripts/lua-scripts.sh replaces this line and the
 -- rest with `return call("<name>", KEYS, ARGV)`, one EVALSHA script per function.
+local NAMES = contract().functions
+local READ_ONLY = contract().read_only
 for i = 1, #NAMES do
   local name = NAMES[i]
   redis.register_function({

@@ -16,16 +16,15 @@ pub fn source() -> String {
 
 /// The library with its one clock replaced (the block between `-- CLOCK BEGIN` and `-- CLOCK END`):
 /// every function takes "now", Unix ns in decimal digits (at least 10 of them), as its first argument,
-/// before the command's. It is read as the real clock reads TIME (`B.time_ns` of the seconds and the
-/// microseconds), plus the nanoseconds below the microsecond, so that the tests hold that path too.
+/// before the command's. It is read as the real clock reads TIME (the seconds and the microseconds as
+/// text), plus the nanoseconds below the microsecond, so that the tests hold that path too.
 pub fn with_clock_argument(source: &str) -> String {
     let begin = source.find("-- CLOCK BEGIN").expect("the library marks its clock");
     let end = source.find("-- CLOCK END").expect("the library marks its clock's end");
     format!(
-        "{}-- CLOCK BEGIN (tests: now from the first argument)\n  local function clock(args)\n    \
-         local now = table.remove(args, 1)\n    \
-         local us = B.time_ns(B.digits(now:sub(1, -10)), B.digits(now:sub(-9, -4)))\n    \
-         return B.add(us, B.digits(now:sub(-3)))\n  end\n  {}",
+        "{}-- CLOCK BEGIN (tests: now from the first argument)\nlocal function clock(args)\n  \
+         local now = table.remove(args, 1)\n  \
+         return now:sub(1, -10), now:sub(-9, -4), now:sub(-3)\nend\n{}",
         &source[..begin],
         &source[end..]
     )

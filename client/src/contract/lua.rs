@@ -50,7 +50,12 @@ fn block(source_hash: &str) -> String {
         .collect();
     let mut out =
         format!("{BEGIN} {} (contract/contract.json's library, bounds and errors)\n", super::GENERATED);
-    out += "local CONTRACT = {\n";
+    // What the fast path before the library reads, as plain locals; the tables below are built on
+    // their first use, so an EVALSHA script builds them only when it builds the library.
+    out += &format!("local MAX_RATE_PER_SEC = {}\n", limits::MAX_RATE_PER_SEC);
+    out += "local CONTRACT_DATA = nil\n";
+    out += "local function contract()\n";
+    out += "  CONTRACT_DATA = CONTRACT_DATA or {\n";
     out += &format!("  version = {},\n", quoted(VERSION));
     // The SHA-1 of the library with this value empty: what `rl_version` replies, so that a client can
     // tell the library on a server from its own.
@@ -101,7 +106,7 @@ fn block(source_hash: &str) -> String {
     for (name, e) in ERRORS {
         out += &format!("    {name} = {},\n", quoted(e.expected));
     }
-    out += "  },\n}\n";
+    out += "  },\n  }\n  return CONTRACT_DATA\nend\n";
     out += END;
     out += "\n";
     out
