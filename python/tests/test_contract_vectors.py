@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from redis_ratelimit import command, engine, wait_plan
+from redis_ratelimit import command, engine, wait_steps
 from redis_ratelimit.contract import CONTRACT, LIBRARY_FUNCTIONS
 from redis_ratelimit.decision import Decision
 from redis_ratelimit.errors import PolicyError, ReplyError, UsageError
-from redis_ratelimit.fallback import LocalLimiter
+from redis_ratelimit.local_fallback import LocalLimiter
 from redis_ratelimit.policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
 from redis_ratelimit.web import response
 from redis_ratelimit.web.caller import Caller, caller_tag, group_ip
@@ -105,14 +105,14 @@ def test_commands(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None
             built = command.acquire(limits, holder)
         elif call == "reserve":
             # Without a token bucket nothing reserves: the wait checks them all now (check_all).
-            request = wait_plan.reserve(limits, spec["max_wait_ms"] / 1000)
+            request = wait_steps.reserve(limits, spec["max_wait_ms"] / 1000)
             built = (engine.module_command(request.command, request.keys, request.args) if request
                      else command.decide(limits))
         elif call == "refund":
             built = command.refund(*limits[0])
         elif call == "reserve_batch":
             key, policy, cost = limits[0]
-            request = wait_plan.batch(key, policy, cost, spec["max"], spec["max_wait_ms"] / 1000)
+            request = wait_steps.batch(key, policy, cost, spec["max"], spec["max_wait_ms"] / 1000)
             built = engine.module_command(request.command, request.keys, request.args)
         elif call == "inspect":
             built = command.inspect(limits[0][0], limits[0][1])

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from redis_ratelimit.errors import DeadlineError
-from redis_ratelimit.failure import FailurePolicy
-from redis_ratelimit.fallback import MAX_KEYS, LocalLimiter
+from redis_ratelimit.failure_policy import FailurePolicy
+from redis_ratelimit.local_fallback import MAX_KEYS, LocalLimiter
 from redis_ratelimit.policy import Concurrency, FixedWindow, SlidingCounter, SlidingLog, TokenBucket
 
 NOW = 1_700_000_000_000_000_000

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from redis_ratelimit import Decision, FixedWindow, SlidingCounter, TokenBucket
-from redis_ratelimit.fallback import LocalLimiter
-from redis_ratelimit.wait_plan import Ask, Sleep, reserve, steps
+from redis_ratelimit.local_fallback import LocalLimiter
+from redis_ratelimit.wait_steps import Ask, Sleep, reserve, steps
 
 BUCKET = TokenBucket(capacity=10, per_second=10.0)  # a refill: 1 s
 WINDOW = FixedWindow(limit=5, window=2.0)

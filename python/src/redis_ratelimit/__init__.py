@@ -14,7 +14,7 @@ from .decision import Decision, Inspection, Taken
 from .engine import Backend
 from .errors import (BreakerOpenError, CallError, ConfigurationError, DeadlineError, PolicyError, ReplyError,
                      ServerError, UnreachableError, UsageError)
-from .failure import FailurePolicy
+from .failure_policy import FailurePolicy
 from .limiter import Limiter
 from .permit import AsyncPermit, Permit
 from .policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket

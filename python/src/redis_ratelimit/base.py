@@ -26,7 +26,7 @@ from .errors import (
     UnreachableError,
     UsageError,
 )
-from .failure import FailurePolicy
+from .failure_policy import FailurePolicy
 from .policy import Policy
 
 __all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]

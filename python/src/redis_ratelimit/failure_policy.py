@@ -19,7 +19,7 @@ from typing import Literal
 
 from .decision import Decision
 from .command import Limit
-from .fallback import LocalLimiter
+from .local_fallback import LocalLimiter
 from .policy import Policy
 
 __all__ = ["FailurePolicy"]

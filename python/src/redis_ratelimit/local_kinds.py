@@ -1,4 +1,4 @@
-"""The limiters of the in-process fallback (``fallback.py``), one pure function per operation:
+"""The limiters of the in-process fallback (``local_fallback.py``), one pure function per operation:
 (parameters, previous state, now in ns, request) -> (verdict, next state). Integer nanoseconds
 throughout; the sliding counter's weighting of the previous window is the one float (a fallback's
 bound is rough anyway).

@@ -30,10 +30,10 @@ from .base import one_slot
 from .command import Limit
 from .decision import Decision
 from .errors import CallError, DeadlineError, UnreachableError
-from .failure import FailurePolicy
-from .fallback import LocalLimiter
+from .failure_policy import FailurePolicy
+from .local_fallback import LocalLimiter
 from .policy import Concurrency, Policy
-from .resilience import Request, Steps, decision_of, run_steps, run_steps_async
+from .request_steps import Request, Steps, decision_of, run_steps, run_steps_async
 
 __all__ = ["Permit", "AsyncPermit", "AcquireMixin", "AsyncAcquireMixin"]
 

@@ -19,7 +19,7 @@ tokens and takes as many more as the bucket holds, up to ``max``, in one reserva
 (RL.RESERVE ... UPTO max), with the same turns, sleeps and refunds; ``take_within_strict`` is the
 same without the failure policy (CallError when Redis does not decide), as the Rust client's.
 
-The logic is one generator of steps (``wait_plan.steps``) that the sync and async drivers run.
+The logic is one generator of steps (``wait_steps.steps``) that the sync and async drivers run.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from .command import Limit
 from .decision import Decision, Taken
 from .errors import CallError
 from .policy import Policy
-from .resilience import Request, decision_of, guarded, guarded_async
-from .wait_plan import (NOTHING, Ask, Asked, batch, jittered, limits_of, next_try, refundable, reserve, steps, taken,
+from .request_steps import Request, decision_of, guarded, guarded_async
+from .wait_steps import (NOTHING, Ask, Asked, batch, jittered, limits_of, next_try, refundable, reserve, steps, taken,
                         with_wait)
 
 __all__ = ["WaitMixin", "AsyncWaitMixin", "jittered", "next_try"]

@@ -13,7 +13,7 @@ from .command import Limit
 from .decision import Decision, Taken
 from .errors import UsageError
 from .policy import Policy, TokenBucket
-from .resilience import Request
+from .request_steps import Request
 
 __all__ = ["jittered", "next_try"]
 

@@ -39,7 +39,7 @@ from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
-from ..failure import FailurePolicy
+from ..failure_policy import FailurePolicy
 from ..limiter import Limiter
 from ..policy import Policy, SlidingCounter
 from ..rate import parse_rate
