@@ -103,7 +103,7 @@ case "$cmd" in
       tests/test_engine_choice.py tests/test_failure.py tests/test_breaker.py tests/test_deadline.py \
       tests/test_fallback.py tests/test_acquire.py tests/test_wait.py tests/test_topologies.py \
       tests/test_resilience_cluster.py tests/test_seed.py tests/test_limits_storage.py \
-      tests/test_limits_async.py "$@"
+      tests/test_limits_async.py tests/test_redis_internals.py tests/test_restart.py "$@"
     ;;
   bench)
     scripts/ensure-deps.sh wrk
