@@ -54,10 +54,22 @@ class Backend(enum.Enum):
         }[self]
 
 
-@functools.cache
+def _read_library() -> str:
+    try:
+        return resources.files("redis_ratelimit").joinpath("lua/ratelimit.lua").read_text(encoding="utf-8")
+    except OSError as e:
+        # A package built without its data: a broken installation, said when it is imported, never an
+        # outage of every call on a stock server.
+        raise ImportError(f"redis_ratelimit is installed without its Lua library (lua/ratelimit.lua): {e}; "
+                          "reinstall the package (its wheel carries the library)") from e
+
+
+_LIBRARY = _read_library()
+
+
 def library() -> str:
     """The library's one source, as FUNCTION LOAD takes it (package data: the repository's file)."""
-    return resources.files("redis_ratelimit").joinpath("lua/ratelimit.lua").read_text(encoding="utf-8")
+    return _LIBRARY
 
 
 # The module commands the library implements, and each one's function (RL.TOKEN: rl_token): the contract's.
