@@ -20,7 +20,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def section_blocks(lang: str) -> list[str]:
     text = README.read_text()
-    section = text.split("## Web (ASGI, FastAPI)", 1)[1]
+    section = text.split("## Web (ASGI, FastAPI", 1)[1]
     return re.findall(rf"```{lang}\n(.*?)```", section, flags=re.S)
 
 
