@@ -24,7 +24,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "facd30e451acfc40bb279293d9fffab3e8d5a844",
+  source_hash = "7b0081bd262d2260f4d818b028dcc3e33aef08ba",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -57,6 +57,9 @@ local function contract()
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
+  syntax_reply = "ERR syntax error",
+  state_reply = "ERR the key holds a value that is not this limiter's state",
+  duplicate_key_reply = "ERR the same key appears more than once",
   }
   return CONTRACT_DATA
 end
@@ -812,9 +815,9 @@ local function build()
   end
   function E.invalid(field, expected) E.fail("ERR invalid " .. field .. ": " .. expected) end
   function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
-  function E.syntax() E.fail("ERR syntax error") end
-  function E.bad_state() E.fail("ERR the key holds a value that is not this limiter's state") end
-  function E.duplicate() E.fail("ERR the same key appears more than once") end
+  function E.syntax() E.fail(CONTRACT.syntax_reply) end
+  function E.bad_state() E.fail(CONTRACT.state_reply) end
+  function E.duplicate() E.fail(CONTRACT.duplicate_key_reply) end
 
   -- A parameter beyond what a Lua number replies exactly (2^53): refused rather than answered inexactly.
   local LUA_MAX = "9007199254740991"

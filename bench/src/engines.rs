@@ -1,7 +1,7 @@
 //! The Lua library (where no module can be loaded) beside the scripts it replaces and the module, in
 //! one run: on a stock server, our token bucket through `FCALL` and through `EVALSHA`, a HMGET/HSET token-bucket
 //! token bucket (`lua.rs`), and a GCRA script written from the algorithm redis_rate and upstash
-//! publish; the sliding log through `FCALL` and the seed's sorted-set script; on a module server,
+//! publish; the sliding log through `FCALL` and a sorted-set log script; on a module server,
 //! RL.TOKEN and RL.SLIDE. redis-benchmark, 50 clients, pipeline 16, random keys over 100,000; median
 //! of 3 interleaved runs. Memory per key (per entry for the logs) from used_memory. Writes
 //! docs/bench-engines.md.

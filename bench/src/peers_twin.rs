@@ -1,8 +1,8 @@
 //! Two more views of the side-by-side table (docs/bench-peers.md): this module's CL.THROTTLE against
 //! redis-cell's on twin servers (one process each, the same binary, runs interleaved, so neither
 //! shares a process or a cache with the other), and the bytes replicated per allowed decision (the
-//! primary's replication offset over a run, divided by the calls) for RL.TOKEN, core's GCRA and the
-//! seed's Lua script.
+//! primary's replication offset over a run, divided by the calls) for RL.TOKEN, core's GCRA and a
+//! HMGET/HSET token-bucket script.
 
 use crate::peers::median;
 use crate::{redis_benchmark, us_per_call};

@@ -52,6 +52,17 @@ def policy_of(spec: dict[str, Any]) -> Policy:
     return POLICIES[kind](limit=spec["limit"], window=length)  # type: ignore[call-arg]
 
 
+#: The vector files this suite runs (each has its test below); any other file must be in SKIPPED_FILES.
+RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback"}
+#: Vector files this package does not run, and why.
+SKIPPED_FILES: dict[str, str] = {}
+
+
+def test_every_vector_file_is_run_or_listed_with_its_reason() -> None:
+    files = {p.stem for p in VECTORS.glob("*.json")}
+    assert files == RUN | set(SKIPPED_FILES), files ^ (RUN | set(SKIPPED_FILES))
+
+
 def test_the_package_s_contract_and_library_are_the_repository_s() -> None:
     shipped = ROOT / "python" / "src" / "redis_ratelimit"
     assert (shipped / "contract.json").read_text() == (ROOT / "contract" / "contract.json").read_text()

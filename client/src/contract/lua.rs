@@ -106,7 +106,16 @@ fn block(source_hash: &str) -> String {
     for (name, e) in ERRORS {
         out += &format!("    {name} = {},\n", quoted(e.expected));
     }
-    out += "  },\n  }\n  return CONTRACT_DATA\nend\n";
+    out += "  },\n";
+    // The whole replies a client may see besides a parameter's (`ERR invalid <field>: <expected>`).
+    for (name, reply) in [
+        ("syntax", super::spec::SYNTAX_REPLY.to_string()),
+        ("state", format!("ERR {}", ratelimit_core::error::StateError)),
+        ("duplicate_key", super::spec::DUPLICATE_KEY_REPLY.to_string()),
+    ] {
+        out += &format!("  {name}_reply = {},\n", quoted(&reply));
+    }
+    out += "  }\n  return CONTRACT_DATA\nend\n";
     out += END;
     out += "\n";
     out

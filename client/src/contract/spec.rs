@@ -138,12 +138,17 @@ fn errors() -> Value {
         "render": { "log_cost": LOG_COST, "lease_weight": LEASE_WEIGHT },
         "too_large": TOO_LARGE,
         "out_of_range": OUT_OF_RANGE,
-        "syntax": "ERR syntax error",
+        "syntax": SYNTAX_REPLY,
         "state": format!("ERR {StateError}"),
-        "duplicate_key": "ERR the same key appears more than once",
+        "duplicate_key": DUPLICATE_KEY_REPLY,
         "wrong_type": "WRONGTYPE Operation against a key holding the wrong kind of value",
     })
 }
+
+/// The module's replies for an unknown option or kind and for a key given twice (src/server/error.rs;
+/// `tests/lua_module.rs` holds the library's to the module's).
+pub(super) const SYNTAX_REPLY: &str = "ERR syntax error";
+pub(super) const DUPLICATE_KEY_REPLY: &str = "ERR the same key appears more than once";
 
 fn library(source: &str) -> Value {
     let functions: Vec<Value> = CommandInfo::in_library()
