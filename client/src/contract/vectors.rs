@@ -328,6 +328,35 @@ fn forwarded() -> Vec<(Value, Value)> {
         (Some("fd00::5"), xff(b"2001:db8::9")),
         (Some("2001:db8::5"), xff(b"203.0.113.7")),
     ];
+    // Each way a node may be written (RFC 7239's node grammar, quotes, zones, ports, and what is not
+    // an address), as the one hop a trusted proxy forwarded: its address, or the proxy's.
+    let long_node =
+        format!("192.0.2.1{}", " ".repeat(10) + &"0".repeat(crate::http::forwarded::MAX_NODE_BYTES));
+    let nodes: &[&[u8]] = &[
+        b"192.0.2.1",
+        b" 192.0.2.1:8080 ",
+        b"2001:db8::1",
+        b"[2001:db8::1]",
+        b"\"[2001:db8::1]:443\"",
+        b"2001:db8::1:443",
+        b"[fe80::1%25eth0]:80",
+        b"[::ffff:192.0.2.1]:80",
+        b"_hidden",
+        b"[",
+        b"[2001:db8::1",
+        b"[2001:db8::1]x",
+        b"[2001:db8::1]:99999",
+        b"192.0.2.1:",
+        b"192.0.2.1:http",
+        b"192.0.2.1%eth0",
+        b"fe80::1%",
+        b"::1]:80",
+        b"\xff\xfe192.0.2.1",
+        b"300.0.0.1",
+        long_node.as_bytes(),
+    ];
+    let mut cases = cases;
+    cases.extend(nodes.iter().map(|node| (Some("10.0.0.1"), xff(node))));
     let nets = ["10.0.0.0/8", "fd00::/8"];
     let trusted = TrustedProxies::new(nets.iter().map(|n| n.parse().unwrap()));
     cases
