@@ -24,7 +24,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "7b0081bd262d2260f4d818b028dcc3e33aef08ba",
+  source_hash = "d0a0c39088b15d5041ddb20a3d7f5d4539aaafab",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -730,15 +730,6 @@ local function build()
       out_bytes[i] = char(r % 256, floor(r / 256))
     end
     return concat(out_bytes)
-  end
-
-  -- A time stored as a little-endian i64 at byte `at` of s, as the three limbs of a time of any real
-  -- clock (>= 2^53 ns, below 2^63): l1, l2, l3; nothing for any other value (B.fromle reads those).
-  function B.time_at(s, at)
-    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
-    local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
-    if hi < 2097152 or hi >= 2147483648 then return nil end
-    return limbs_of_halves(hi, ((b4 * 256 + b3) * 256 + b2) * 256 + b1)
   end
 
   -- The little-endian u64 (or i64 when signed) at byte `at` (1-based) of s.
@@ -1940,18 +1931,14 @@ local function build()
     return v
   end
 
-  -- The key's absolute expiry (Unix ms), or nil. Redis 6.2 has no PEXPIRETIME: there, the time left
-  -- (PTTL) after this call's clock, which may be off by the milliseconds the call has run.
-  function S.expiry(key, now)
-    local at = redis.pcall("PEXPIRETIME", key)
-    if type(at) == "table" then
-      local ttl = redis.call("PTTL", key)
-      if ttl < 0 then return nil end
-      return B.num(B.div(now, MILLION)) + ttl
-    end
-    if at < 0 then return nil end
-    return at
+  -- The milliseconds (rounded down) of a time in B.
+  local function now_ms_of(now)
+    if type(now) == "table" and #now == 3 and not now.neg then return ms_of_limbs(now[1], now[2], now[3]) end
+    return B.num(B.div(B.max(now, ZERO), MILLION))
   end
+
+  -- The key's absolute expiry (Unix ms), or nil (expiry_of, on this call's clock).
+  function S.expiry(key, now) return expiry_of(key, now_ms_of(now)) end
 
   -- An expiry within [at_least, at_least + slack] stays; else the latest.
   local function expiry_change(key, within, exists, now)
@@ -1993,13 +1980,7 @@ local function build()
   -- second covers the new one; else kept only when the expiry in place is a whole second within
   -- [at_least, at].
   function S.set_derived(key, old, set, at, at_least, previous, certain, now)
-    local now_ms
-    if type(now) == "table" and #now == 3 and not now.neg then
-      now_ms = ms_of_limbs(now[1], now[2], now[3])
-    else
-      now_ms = B.num(B.div(B.max(now, ZERO), MILLION))
-    end
-    derived_set(key, old, set, at, at_least, previous, certain, now_ms)
+    derived_set(key, old, set, at, at_least, previous, certain, now_ms_of(now))
   end
 
   ------------------------------------------------------------------------------------------------------------
