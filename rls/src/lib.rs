@@ -2,7 +2,10 @@
 //! module or its Lua library, reading envoyproxy/ratelimit's YAML configuration.
 
 pub mod config;
+pub mod http;
+pub mod json;
 pub mod limits;
+pub mod metrics;
 pub mod plan;
 pub mod reload;
 pub mod server;

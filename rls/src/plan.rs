@@ -29,6 +29,9 @@ pub struct Limit {
     pub cost: u64,
     /// The key of its state in Redis.
     pub key: String,
+    /// The key of its counters (crate::metrics): the rule's full key, or with `detailed_metric` (and
+    /// for Envoy's own limits) the request's entries.
+    pub stat_key: String,
 }
 
 /// A configured rule, or one built from Envoy's per-descriptor override.
@@ -111,7 +114,12 @@ pub fn plan(
                 return Slot::Unlimited;
             }
             let cost = descriptor.hits_addend.unwrap_or(request_cost);
-            let limit = Limit { rule: rule.clone(), cost, key: key(domain, rule.algorithm(), descriptor) };
+            let stat_key = match rule {
+                RuleRef::Configured(r) if !r.detailed_metric => r.full_key.clone(),
+                _ => detailed_key(domain, descriptor),
+            };
+            let limit =
+                Limit { rule: rule.clone(), cost, key: key(domain, rule.algorithm(), descriptor), stat_key };
             // A sliding log counts requests: a cost other than 1 can never fit.
             let never_fits = rule.algorithm() == Algorithm::SlidingLog && cost != 1;
             match rule.policy() {
@@ -131,6 +139,18 @@ fn rule_of(config: &Config, domain: &str, descriptor: &RateLimitDescriptor) -> O
     }
     let entries = descriptor.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
     config.rule(domain, entries).cloned().map(RuleRef::Configured)
+}
+
+/// envoyproxy/ratelimit's detailed metric key: `domain.key_value.key2_value2`.
+fn detailed_key(domain: &str, descriptor: &RateLimitDescriptor) -> String {
+    let mut out = domain.to_string();
+    for entry in &descriptor.entries {
+        out.push('.');
+        out.push_str(&entry.key);
+        out.push('_');
+        out.push_str(&entry.value);
+    }
+    out
 }
 
 /// `rl:{rls.<domain>}:<algorithm>:<key>=<value>:...`: the domain is the hash tag, so a request's keys

@@ -3,8 +3,11 @@
 //! previous one keeps serving.
 
 use crate::config::{self, ConfigError, Watched};
+use crate::metrics::Metrics;
 use crate::service::ConfigHandle;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Reads `dir` once: the first configuration, refused whole when it cannot work.
@@ -27,11 +30,18 @@ pub struct Reloader {
     merge_domains: bool,
     handle: ConfigHandle,
     seen: Watched,
+    metrics: Arc<Metrics>,
 }
 
 impl Reloader {
-    pub fn new(dir: PathBuf, merge_domains: bool, handle: ConfigHandle, seen: Watched) -> Reloader {
-        Reloader { dir, merge_domains, handle, seen }
+    pub fn new(
+        dir: PathBuf,
+        merge_domains: bool,
+        handle: ConfigHandle,
+        seen: Watched,
+        metrics: Arc<Metrics>,
+    ) -> Reloader {
+        Reloader { dir, merge_domains, handle, seen, metrics }
     }
 
     /// Looks once.
@@ -47,10 +57,12 @@ impl Reloader {
                 self.seen = seen;
                 let domains = config.domains().count();
                 self.handle.replace(config);
+                self.metrics.config_load_success.fetch_add(1, Relaxed);
                 tracing::info!(dir = %self.dir.display(), domains, "configuration reloaded");
                 Reloaded::Loaded
             }
             Err(e) => {
+                self.metrics.config_load_error.fetch_add(1, Relaxed);
                 tracing::error!(error = %e, "configuration refused: the previous one keeps serving");
                 Reloaded::Refused(e)
             }

@@ -1,10 +1,13 @@
 //! Serving: the gRPC service on a listener, and the configuration's reload beside it.
 
+use crate::metrics::Metrics;
 use crate::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use crate::reload::{self, Reloader};
 use crate::service::Service;
 use crate::settings::Settings;
 use std::future::Future;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use tokio::net::TcpListener;
 
 /// Serves `service` on `listener` until `shutdown` completes.
@@ -25,9 +28,11 @@ pub async fn serve(
 pub async fn start(settings: &Settings) -> Result<Service, String> {
     let (handle, seen) =
         reload::first(&settings.config_dir, settings.merge_domains).map_err(|e| e.to_string())?;
+    let metrics = Arc::new(Metrics::new(settings.near_limit_ratio));
+    metrics.config_load_success.fetch_add(1, Relaxed);
     let limiter = settings.limiter().await?;
-    let service = Service::new(limiter, handle.clone(), settings.options.clone());
-    let reloader = Reloader::new(settings.config_dir.clone(), settings.merge_domains, handle, seen);
+    let service = Service::new(limiter, handle.clone(), settings.options.clone(), metrics.clone());
+    let reloader = Reloader::new(settings.config_dir.clone(), settings.merge_domains, handle, seen, metrics);
     tokio::spawn(reloader.run(settings.reload_every));
     Ok(service)
 }

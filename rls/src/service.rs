@@ -2,6 +2,7 @@
 //! (all charged or none) or each on its own as envoyproxy/ratelimit does, and the reply Envoy reads.
 
 use crate::config::Config;
+use crate::metrics::{Hit, Metrics};
 use crate::plan::{self, Limit, Slot};
 use crate::proto::envoy::config::core::v3::HeaderValue;
 use crate::proto::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -95,6 +96,7 @@ pub struct Service {
     limiter: Limiter,
     config: ConfigHandle,
     options: Arc<Options>,
+    metrics: Arc<Metrics>,
 }
 
 /// What Redis said about one descriptor.
@@ -104,27 +106,54 @@ enum Outcome {
     /// has the fewest units left).
     Exact(Decision),
     /// A member of an atomic call that another descriptor describes: charged when the call allowed.
-    Member,
+    Member { allowed: bool },
     /// Not asked: a shadow limit of a request the enforced limits denied, or any limit of a request
     /// that a blocked descriptor (`requests_per_unit: 0`) denies.
     Skipped,
 }
 
 impl Service {
-    pub fn new(limiter: Limiter, config: ConfigHandle, options: Options) -> Service {
-        Service { limiter, config, options: Arc::new(options) }
+    pub fn new(limiter: Limiter, config: ConfigHandle, options: Options, metrics: Arc<Metrics>) -> Service {
+        Service { limiter, config, options: Arc::new(options), metrics }
     }
 
     pub fn config(&self) -> &ConfigHandle {
         &self.config
     }
 
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// `/healthcheck`: a configuration with at least one domain is loaded and Redis answers (an
+    /// `RL.INSPECT` of a key that need not exist, through the deadline and the breaker).
+    pub async fn healthy(&self) -> Result<(), String> {
+        if self.config.current().domains().next().is_none() {
+            return Err("no configuration loaded".into());
+        }
+        match self.limiter.inspect("rl:{rls.health}:probe", None).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("Redis does not answer: {e}")),
+        }
+    }
+
+    /// The Prometheus page.
+    pub fn render_metrics(&self) -> String {
+        self.metrics.render(&self.limiter, self.config.current().domains().count())
+    }
+
     /// Decides a request: the reply, or the reason there is none (Redis down with `OnFailure::Error`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         if request.domain.is_empty() {
+            self.metrics.service_error.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(Status::invalid_argument("rate limit domain must not be empty"));
         }
         if request.descriptors.is_empty() {
+            self.metrics.service_error.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(Status::invalid_argument("rate limit descriptor list must not be empty"));
         }
         let config = self.config.current();
@@ -137,14 +166,56 @@ impl Service {
             tracing::warn!(domain = %request.domain, error = %e, "Redis did not decide: answering UNAVAILABLE");
             Status::unavailable(format!("the rate limiter could not decide: {e}"))
         })?;
-        Ok(self.reply(&slots, &outcomes))
+        self.count(&slots, &outcomes);
+        let reply = self.reply(&slots, &outcomes);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let descriptors: Vec<String> = request
+                .descriptors
+                .iter()
+                .map(|d| {
+                    d.entries.iter().map(|e| format!("{}={}", e.key, e.value)).collect::<Vec<_>>().join(",")
+                })
+                .collect();
+            tracing::debug!(
+                domain = %request.domain,
+                descriptors = ?descriptors,
+                hits_addend = request.hits_addend,
+                overall = ?Code::try_from(reply.overall_code).unwrap_or(Code::Unknown),
+                "ShouldRateLimit"
+            );
+        }
+        Ok(reply)
+    }
+
+    /// Each limited descriptor's counters (crate::metrics).
+    fn count(&self, slots: &[Slot], outcomes: &[Outcome]) {
+        for (slot, outcome) in slots.iter().zip(outcomes) {
+            let (limit, hit) = match (slot, outcome) {
+                (Slot::Blocked(l), _) => (l, Hit::Over),
+                (Slot::Limited(l), Outcome::Exact(d)) if !d.allowed => (l, Hit::Over),
+                (Slot::Limited(l), Outcome::Exact(d)) => {
+                    (l, Hit::Within { used: Some((d.limit.saturating_sub(d.remaining), d.limit)) })
+                }
+                (Slot::Limited(l), Outcome::Member { allowed: true }) => (l, Hit::Within { used: None }),
+                (Slot::Limited(l), _) => (l, Hit::Undecided),
+                _ => continue,
+            };
+            self.metrics.hit(&limit.stat_key, limit.cost, limit.rule.shadow(), hit);
+        }
     }
 
     async fn check(&self, limits: &[redis_ratelimit_client::Limit<'_>]) -> Result<Decision, CallError> {
-        match self.options.on_failure {
+        let result = match self.options.on_failure {
             OnFailure::Policy => Ok(self.limiter.check_all(limits).await),
             OnFailure::Error => self.limiter.check_strict(limits).await,
+        };
+        match &result {
+            Ok(d) if d.degraded => self.metrics.redis_failed(),
+            Ok(_) => self.metrics.redis_answered(),
+            Err(CallError::Usage(_)) => {}
+            Err(_) => self.metrics.redis_failed(),
         }
+        result
     }
 
     /// One call over `members` (indices of limited slots): their keys merged (a key twice is charged
@@ -178,8 +249,11 @@ impl Service {
         }
         let decision = self.check(&limits).await?;
         for (i, g) in group_of {
-            outcomes[i] =
-                if g == decision.limiting { Outcome::Exact(decision.clone()) } else { Outcome::Member };
+            outcomes[i] = if g == decision.limiting {
+                Outcome::Exact(decision.clone())
+            } else {
+                Outcome::Member { allowed: decision.allowed }
+            };
         }
         Ok(decision.allowed)
     }
@@ -225,7 +299,7 @@ impl Service {
         let mut describing: Option<(bool, u32, u64, u64)> = None;
         for (slot, outcome) in slots.iter().zip(outcomes) {
             let status = match (slot, outcome) {
-                (Slot::Free, _) | (Slot::Limited(_), Outcome::Member | Outcome::Skipped) => {
+                (Slot::Free, _) | (Slot::Limited(_), Outcome::Member { .. } | Outcome::Skipped) => {
                     DescriptorStatus { code: Code::Ok.into(), ..Default::default() }
                 }
                 (Slot::Unlimited, _) => DescriptorStatus {

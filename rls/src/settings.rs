@@ -22,6 +22,16 @@ pub enum RedisTarget {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub listen: SocketAddr,
+    /// `HOST`, `PORT`: envoyproxy/ratelimit's HTTP port (`/json`, `/healthcheck`, the metrics).
+    pub http_listen: SocketAddr,
+    /// `PROMETHEUS_ADDR`: the metrics on a listener of their own too (envoyproxy/ratelimit's `:9090`).
+    pub prometheus_listen: Option<SocketAddr>,
+    /// `PROMETHEUS_PATH` (`/metrics`).
+    pub metrics_path: String,
+    /// `NEAR_LIMIT_RATIO` (0.8).
+    pub near_limit_ratio: f64,
+    /// `LOG_FORMAT=json`: one JSON object a line (envoyproxy/ratelimit's `LOG_FORMAT`), else text.
+    pub log_json: bool,
     pub redis: RedisTarget,
     pub config_dir: PathBuf,
     pub merge_domains: bool,
@@ -68,6 +78,46 @@ impl Settings {
             .parse()
             .or_else(|_| format!("[{host}]:{port}").parse())
             .map_err(|_| format!("GRPC_HOST={host} GRPC_PORT={port}: not an address to listen on"))?;
+        let address_of = |name: &str, host: &str, port: u64| -> Result<SocketAddr, String> {
+            format!("{host}:{port}")
+                .parse()
+                .or_else(|_| format!("[{host}]:{port}").parse())
+                .map_err(|_| format!("{name}={host}:{port}: not an address to listen on"))
+        };
+        let http_listen = address_of("HOST/PORT", get("HOST").unwrap_or("0.0.0.0"), number("PORT", 8080)?)?;
+        let prometheus_listen = match get("PROMETHEUS_ADDR") {
+            None => None,
+            Some(addr) => {
+                let (host, port) = addr.rsplit_once(':').unwrap_or(("", addr));
+                let host = if host.is_empty() {
+                    "0.0.0.0"
+                } else {
+                    host.trim_start_matches('[').trim_end_matches(']')
+                };
+                let port: u64 =
+                    port.parse().map_err(|_| format!("PROMETHEUS_ADDR={addr}: expected [host]:port"))?;
+                Some(address_of("PROMETHEUS_ADDR", host, port)?)
+            }
+        };
+        let metrics_path = get("PROMETHEUS_PATH").unwrap_or("/metrics").to_string();
+        if !metrics_path.starts_with('/') || metrics_path == "/json" || metrics_path == "/healthcheck" {
+            return Err(format!(
+                "PROMETHEUS_PATH={metrics_path}: expected a path of its own, starting with /"
+            ));
+        }
+        let near_limit_ratio = match get("NEAR_LIMIT_RATIO") {
+            None => 0.8,
+            Some(v) => v
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| format!("NEAR_LIMIT_RATIO={v}: expected a number from 0 to 1"))?,
+        };
+        let log_json = match get("LOG_FORMAT").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("text") => false,
+            Some("json") => true,
+            Some(other) => return Err(format!("LOG_FORMAT={other}: expected text or json")),
+        };
         let address = get("REDIS_URL").unwrap_or("localhost:6379");
         let redis = match get("REDIS_TYPE").map(str::to_ascii_lowercase).as_deref() {
             None | Some("single") => RedisTarget::Single(url(address)),
@@ -135,6 +185,11 @@ impl Settings {
         );
         Ok(Settings {
             listen,
+            http_listen,
+            prometheus_listen,
+            metrics_path,
+            near_limit_ratio,
+            log_json,
             redis,
             config_dir,
             merge_domains: flag("MERGE_DOMAIN_CONFIG")?,
@@ -186,6 +241,18 @@ mod tests {
     fn envoyproxy_s_variables_and_ours() {
         let s = Settings::from_vars(&vars(&[])).unwrap();
         assert_eq!(s.listen, "0.0.0.0:8081".parse().unwrap());
+        assert_eq!((s.http_listen, s.prometheus_listen), ("0.0.0.0:8080".parse().unwrap(), None));
+        assert_eq!((s.metrics_path.as_str(), s.near_limit_ratio, s.log_json), ("/metrics", 0.8, false));
+        let s = Settings::from_vars(&vars(&[
+            ("PROMETHEUS_ADDR", ":9090"),
+            ("PORT", "7000"),
+            ("LOG_FORMAT", "JSON"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (s.prometheus_listen, s.http_listen.port(), s.log_json),
+            (Some("0.0.0.0:9090".parse().unwrap()), 7000, true)
+        );
         assert_eq!(s.redis, RedisTarget::Single("redis://localhost:6379/".into()));
         assert_eq!(s.config_dir, PathBuf::from("/srv/runtime_data/current/config"));
         assert_eq!(
@@ -219,9 +286,16 @@ mod tests {
         );
         assert_eq!(s.failure, FailurePolicy::LocalFallback { instances: 3 });
         assert_eq!(s.options.combine, Combine::PerDescriptor);
-        for (name, value) in
-            [("RLS_FAILURE_MODE", "maybe"), ("REDIS_TYPE", "x"), ("SHADOW_MODE", "2"), ("GRPC_PORT", "p")]
-        {
+        for (name, value) in [
+            ("RLS_FAILURE_MODE", "maybe"),
+            ("REDIS_TYPE", "x"),
+            ("SHADOW_MODE", "2"),
+            ("GRPC_PORT", "p"),
+            ("NEAR_LIMIT_RATIO", "2"),
+            ("LOG_FORMAT", "xml"),
+            ("PROMETHEUS_PATH", "/json"),
+            ("PROMETHEUS_ADDR", "x:y"),
+        ] {
             let e = Settings::from_vars(&vars(&[(name, value)])).unwrap_err();
             assert!(e.starts_with(&format!("{name}={value}")), "{e}");
         }

@@ -19,7 +19,10 @@ pub struct Rls {
     pub client: RateLimitServiceClient<Channel>,
     pub dir: PathBuf,
     pub addr: std::net::SocketAddr,
+    /// `http://127.0.0.1:port`: `/json`, `/healthcheck`, `/metrics`.
+    pub http: String,
     _stop: oneshot::Sender<()>,
+    _stop_http: oneshot::Sender<()>,
 }
 
 fn scratch() -> PathBuf {
@@ -49,6 +52,13 @@ impl Rls {
         }
         let settings = Settings::from_vars(&vars).unwrap();
         let service = server::start(&settings).await.unwrap();
+        let web = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = format!("http://{}", web.local_addr().unwrap());
+        let (stop_http, http_stopped) = oneshot::channel::<()>();
+        let router = redis_ratelimit_rls::http::router(service.clone(), &settings.metrics_path);
+        tokio::spawn(redis_ratelimit_rls::http::serve(web, router, async {
+            let _ = http_stopped.await;
+        }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -56,7 +66,7 @@ impl Rls {
             let _ = stopped.await;
         }));
         let client = RateLimitServiceClient::connect(format!("http://{addr}")).await.unwrap();
-        Rls { client, dir, addr, _stop: stop }
+        Rls { client, dir, addr, http, _stop: stop, _stop_http: stop_http }
     }
 
     pub async fn ask(
@@ -126,4 +136,11 @@ impl Reply {
 pub fn domain(name: &str) -> String {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     format!("{name}-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The value of the Prometheus sample `name{labels}` (labels written as on the page), 0 when absent.
+pub fn sample(page: &str, series: &str) -> u64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map_or(0, |v| v.trim().parse().unwrap())
 }
