@@ -7,14 +7,15 @@ trap 'stop_server; rm -rf "$work"' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# start_server MODULE [WRAPPER ...]: starts ${RL_REDIS_SERVER:-redis-server} with MODULE (under WRAPPER,
-# e.g. valgrind, when given) and waits until it answers; sets $port and $server_pid.
+# start_server MODULE [WRAPPER ...]: starts ${RL_REDIS_SERVER:-redis-server} with MODULE (none for -; under
+# WRAPPER, e.g. valgrind, when given) and waits until it answers; sets $port and $server_pid.
 start_server() {
-  local module=$1
+  local module=$1 load=()
   shift
+  [ "$module" = - ] || load=(--loadmodule "$module")
   port=$(free_port)
   "$@" "${RL_REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --loadmodule "$module" >/dev/null 2>&1 &
+    "${load[@]}" >/dev/null 2>&1 &
   server_pid=$!
   for _ in $(seq 400); do
     redis-cli -p "$port" ping >/dev/null 2>&1 && return 0

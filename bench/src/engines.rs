@@ -13,26 +13,6 @@ use std::fmt::Write as _;
 use testkit::redis::{self, Connection};
 use testkit::Server;
 
-/// GCRA as redis_rate and upstash publish it: the TAT in seconds (a float) under the key, time from
-/// TIME, `SET .. EX` with the time until the bucket is full again. Arguments: burst, rate, period (s),
-/// cost.
-const GCRA_SCRIPT: &str = r#"
-local key = KEYS[1]
-local burst, rate, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local interval = period / rate
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local tat = tonumber(redis.call('GET', key)) or now
-if tat < now then tat = now end
-local new_tat = tat + interval * cost
-local allow_at = new_tat - interval * burst
-if now < allow_at then
-  return {0, 0, tostring(allow_at - now), tostring(tat - now)}
-end
-redis.call('SET', key, tostring(new_tat), 'EX', math.ceil(new_tat - now))
-return {1, math.floor((now - allow_at) / interval), '0', tostring(new_tat - now)}
-"#;
-
 const REPEAT: usize = 3;
 const KEYS: usize = 200_000;
 
@@ -56,7 +36,7 @@ pub fn run(scale: f64) -> String {
     assert_eq!(name, "ratelimit");
     let ours = load(&mut con, &script_source("rl_token"));
     let seed = load(&mut con, lua::TOKEN_BUCKET);
-    let gcra = load(&mut con, GCRA_SCRIPT);
+    let gcra = load(&mut con, lua::GCRA);
     let seed_log = load(&mut con, lua::SLIDING_LOG);
     let key = "bench:__rand_int__";
     let cases: Vec<Case> = vec![

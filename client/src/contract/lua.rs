@@ -1,4 +1,6 @@
-//! The contract's block of the Lua library (`lua/ratelimit.lua`, between `-- CONTRACT` and
+//! The Lua library as shipped (`lua/ratelimit.lua`, the one string `FUNCTION LOAD` takes), assembled
+//! from its source in modules (`lua/src/`: `library.lua` names the parts in order, each `--@ part`
+//! line standing for `lua/src/<part>.lua`), and its contract block (between `-- CONTRACT` and
 //! `-- END CONTRACT`): the function names, the read-only ones, the bounds and the error texts the
 //! library replies, written from core so that the library never types them again.
 
@@ -118,6 +120,46 @@ fn block(source_hash: &str) -> String {
     out += "  }\n  return CONTRACT_DATA\nend\n";
     out += END;
     out += "\n";
+    out
+}
+
+/// What the library's second line says (its first is the `#!lua` line Redis requires).
+const ASSEMBLED: &str = "-- GENERATED from lua/src/ (library.lua and its parts) by \
+     `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit; change lua/src/";
+
+/// The library assembled from `lua/src/`: each `--@ part` line of `library.lua` replaced by
+/// `lua/src/<part>.lua`, indented as the line is; `--@ contract` by an empty contract block (which
+/// [`with_block`] then writes).
+pub(super) fn assembled(src: &std::path::Path) -> String {
+    let read = |name: &str| {
+        std::fs::read_to_string(src.join(format!("{name}.lua"))).unwrap_or_else(|e| panic!("lua/src/{name}.lua: {e}"))
+    };
+    let skeleton = read("library");
+    let mut out = String::new();
+    for (i, line) in skeleton.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(part) = trimmed.strip_prefix("--@ ") {
+            if part == "contract" {
+                out += &format!("{BEGIN}\n{END}\n");
+                continue;
+            }
+            let indent = &line[..line.len() - trimmed.len()];
+            for l in read(part).lines() {
+                if !l.is_empty() {
+                    out += indent;
+                }
+                out += l;
+                out += "\n";
+            }
+        } else {
+            out += line;
+            out += "\n";
+        }
+        if i == 0 {
+            out += ASSEMBLED;
+            out += "\n";
+        }
+    }
     out
 }
 

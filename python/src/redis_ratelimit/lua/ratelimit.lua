@@ -1,4 +1,5 @@
 #!lua name=ratelimit
+-- GENERATED from lua/src/ (library.lua and its parts) by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit; change lua/src/
 --[[
 redis-ratelimit's limiters as one Lua library, for servers that cannot load the module (managed Redis).
 
@@ -14,8 +15,12 @@ limbs above 2^53, plain numbers below), as are the decimal parameters (`D`). Mic
 leases: about 1.8e15) are plain numbers. What cannot be replied exactly is refused with an error
 (docs/lua.md lists it).
 
-Loaded as it is with `FUNCTION LOAD` (Redis 7.0+, Valkey 7.2+). scripts/lua-scripts.sh turns this one source
-into one EVALSHA script per function (Redis 6.2, ACLs without FUNCTION): nothing here is written twice.
+Loaded as it is with `FUNCTION LOAD` (Redis 7.0+, Valkey 7.2+); the EVALSHA scripts (Redis 6.2, ACLs
+without FUNCTION) are made from it by contract/contract.json's rule: nothing here is written twice.
+
+The source is lua/src/, one file per module of core's (lua/src/sliding_log.lua beside
+core/src/sliding_log.rs); this file (lua/src/library.lua) names them in order, each `--@ part` line
+standing for lua/src/<part>.lua, and the contract writer assembles lua/ratelimit.lua from them.
 ]]
 
 -- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
@@ -24,7 +29,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "d0a0c39088b15d5041ddb20a3d7f5d4539aaafab",
+  source_hash = "ea983e542dd064900de248d3066ae606423da824",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
