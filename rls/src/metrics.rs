@@ -48,6 +48,8 @@ pub struct Metrics {
     pub redis_error: AtomicU64,
     pub service_error: AtomicU64,
     pub outages: AtomicU64,
+    /// Requests decided descriptor by descriptor because their keys are in different cluster slots.
+    pub cross_slot: AtomicU64,
     down: AtomicBool,
 }
 
@@ -63,6 +65,7 @@ impl Metrics {
             redis_error: AtomicU64::new(0),
             service_error: AtomicU64::new(0),
             outages: AtomicU64::new(0),
+            cross_slot: AtomicU64::new(0),
             down: AtomicBool::new(false),
         }
     }
@@ -179,6 +182,7 @@ impl Metrics {
             "times Redis stopped answering after it had answered",
             self.outages.load(Relaxed),
         );
+        counter(&mut out, "ratelimit_service_cross_slot_requests_total", "requests whose keys are in different cluster slots (RLS_HASH_TAG=descriptor), decided descriptor by descriptor", self.cross_slot.load(Relaxed));
         let counts = limiter.counts();
         counter(
             &mut out,

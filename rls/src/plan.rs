@@ -9,6 +9,20 @@ use redis_ratelimit_client::Policy;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+/// How descriptor keys are hashed on Redis Cluster (`RLS_HASH_TAG`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HashTag {
+    /// `rl:{rls.<domain>}:<algorithm>:<entries>`: a domain's keys share one slot, so every request is
+    /// one RL.ALL; a domain's load is on one primary.
+    #[default]
+    Domain,
+    /// `rl:{rls.<domain>:<entries>}:<algorithm>`: each descriptor in a slot of its own, a domain spread
+    /// over the cluster; a request whose keys fall in different slots cannot be one RL.ALL, and is
+    /// decided descriptor by descriptor (envoyproxy/ratelimit's way, counted in
+    /// `ratelimit_service_cross_slot_requests_total`).
+    Descriptor,
+}
+
 /// What one descriptor of a request gets.
 #[derive(Debug)]
 pub enum Slot {
@@ -89,6 +103,7 @@ pub fn plan(
     domain: &str,
     descriptors: &[RateLimitDescriptor],
     hits_addend: u32,
+    hash: HashTag,
 ) -> Vec<Slot> {
     // envoyproxy/ratelimit: a request's hits_addend of 0 means 1; a descriptor's own, when sent, wins.
     let request_cost = u64::from(hits_addend.max(1));
@@ -118,8 +133,12 @@ pub fn plan(
                 RuleRef::Configured(r) if !r.detailed_metric => r.full_key.clone(),
                 _ => detailed_key(domain, descriptor),
             };
-            let limit =
-                Limit { rule: rule.clone(), cost, key: key(domain, rule.algorithm(), descriptor), stat_key };
+            let limit = Limit {
+                rule: rule.clone(),
+                cost,
+                key: key(domain, rule.algorithm(), descriptor, hash),
+                stat_key,
+            };
             // A sliding log counts requests: a cost other than 1 can never fit.
             let never_fits = rule.algorithm() == Algorithm::SlidingLog && cost != 1;
             match rule.policy() {
@@ -153,24 +172,55 @@ fn detailed_key(domain: &str, descriptor: &RateLimitDescriptor) -> String {
     out
 }
 
-/// `rl:{rls.<domain>}:<algorithm>:<key>=<value>:...`: the domain is the hash tag, so a request's keys
-/// share a Redis Cluster slot and one RL.ALL decides them; the algorithm is in the key, so changing a
-/// descriptor's algorithm starts a new state instead of meeting another limiter's. `%`, `{`, `}`, `:`
-/// and `=` inside names are written `%25`, `%7B`, `%7D`, `%3A`, `%3D`, so distinct descriptors never
-/// share a key.
-pub fn key(domain: &str, algorithm: Algorithm, descriptor: &RateLimitDescriptor) -> String {
+/// `rl:{rls.<domain>}:<algorithm>:<key>=<value>:...` (HashTag::Domain): the domain is the hash tag, so
+/// a request's keys share a Redis Cluster slot and one RL.ALL decides them;
+/// `rl:{rls.<domain>:<key>=<value>:...}:<algorithm>` (HashTag::Descriptor): the descriptor is. The
+/// algorithm is in the key, so changing a descriptor's algorithm starts a new state instead of meeting
+/// another limiter's. `%`, `{`, `}`, `:` and `=` inside names are written `%25`, `%7B`, `%7D`, `%3A`,
+/// `%3D`, so distinct descriptors never share a key and no name ends the hash tag.
+pub fn key(domain: &str, algorithm: Algorithm, descriptor: &RateLimitDescriptor, hash: HashTag) -> String {
     let mut key = String::with_capacity(24 + domain.len() + descriptor.entries.len() * 16);
     key.push_str("rl:{rls.");
     escape(&mut key, domain);
-    key.push_str("}:");
-    key.push_str(algorithm.name());
-    for entry in &descriptor.entries {
-        key.push(':');
-        escape(&mut key, &entry.key);
-        key.push('=');
-        escape(&mut key, &entry.value);
+    let entries = |key: &mut String| {
+        for entry in &descriptor.entries {
+            key.push(':');
+            escape(key, &entry.key);
+            key.push('=');
+            escape(key, &entry.value);
+        }
+    };
+    match hash {
+        HashTag::Domain => {
+            key.push_str("}:");
+            key.push_str(algorithm.name());
+            entries(&mut key);
+        }
+        HashTag::Descriptor => {
+            entries(&mut key);
+            key.push_str("}:");
+            key.push_str(algorithm.name());
+        }
     }
     key
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text between the first `{` and
+/// the next `}` when not empty), modulo 16384, as Redis computes it.
+pub fn keyslot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &b in tagged.unwrap_or(bytes) {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % 16384
 }
 
 fn escape(out: &mut String, text: &str) {
@@ -203,10 +253,24 @@ mod tests {
 
     #[test]
     fn keys_cannot_collide_or_take_over_the_hash_tag() {
-        let a = key("d}x", Algorithm::FixedWindow, &descriptor(&[("a:b", "c"), ("d", "e=f")]));
+        let d = HashTag::Domain;
+        let a = key("d}x", Algorithm::FixedWindow, &descriptor(&[("a:b", "c"), ("d", "e=f")]), d);
         assert_eq!(a, "rl:{rls.d%7Dx}:fixed_window:a%3Ab=c:d=e%3Df");
-        let b = key("d}x", Algorithm::FixedWindow, &descriptor(&[("a", "b:c"), ("d", "e=f")]));
+        let b = key("d}x", Algorithm::FixedWindow, &descriptor(&[("a", "b:c"), ("d", "e=f")]), d);
         assert_ne!(a, b);
-        assert_eq!(key("d", Algorithm::TokenBucket, &descriptor(&[("k", "")])), "rl:{rls.d}:token_bucket:k=");
+        assert_eq!(
+            key("d", Algorithm::TokenBucket, &descriptor(&[("k", "")]), d),
+            "rl:{rls.d}:token_bucket:k="
+        );
+        let per = key("d", Algorithm::TokenBucket, &descriptor(&[("k", "}v")]), HashTag::Descriptor);
+        assert_eq!(per, "rl:{rls.d:k=%7Dv}:token_bucket");
+    }
+
+    #[test]
+    fn keyslot_is_redis_s() {
+        // Redis' own examples (cluster spec): "123456789" is CRC16 0x31C3; tags hash alone.
+        assert_eq!(keyslot("123456789"), 0x31C3 % 16384);
+        assert_eq!(keyslot("{user1000}.following"), keyslot("user1000"));
+        assert_ne!(keyslot("foo{}{bar}"), keyslot("bar"), "an empty tag: the whole key is hashed");
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::metrics::{Hit, Metrics};
-use crate::plan::{self, Limit, Slot};
+use crate::plan::{self, HashTag, Limit, Slot};
 use crate::proto::envoy::config::core::v3::HeaderValue;
 use crate::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     rate_limit::Unit as ProtoUnit, Code, DescriptorStatus, RateLimit,
@@ -63,6 +63,10 @@ pub struct Options {
     pub headers: Option<HeaderNames>,
     /// envoyproxy/ratelimit's `SHADOW_MODE`: every answer is OK, the decisions are still made.
     pub global_shadow: bool,
+    /// How keys are hashed (`RLS_HASH_TAG`).
+    pub hash: HashTag,
+    /// On Redis Cluster: a request whose keys fall in different slots cannot be one call.
+    pub cluster: bool,
 }
 
 /// The configuration in force; a reload replaces it whole.
@@ -157,7 +161,13 @@ impl Service {
             return Err(Status::invalid_argument("rate limit descriptor list must not be empty"));
         }
         let config = self.config.current();
-        let slots = plan::plan(&config, &request.domain, &request.descriptors, request.hits_addend);
+        let slots = plan::plan(
+            &config,
+            &request.domain,
+            &request.descriptors,
+            request.hits_addend,
+            self.options.hash,
+        );
         let outcomes = match self.options.combine {
             Combine::Atomic => self.atomic(&slots).await,
             Combine::PerDescriptor => self.per_descriptor(&slots).await,
@@ -267,6 +277,14 @@ impl Service {
         if blocked {
             return Ok(outcomes);
         }
+        if !self.one_slot(slots, &enforced) || !self.one_slot(slots, &shadow) {
+            // Cannot be one RL.ALL (CROSSSLOT): each descriptor on its own.
+            self.metrics.cross_slot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::debug!(
+                "the request's keys are in different cluster slots: decided descriptor by descriptor"
+            );
+            return self.per_descriptor(slots).await;
+        }
         let allowed = self.check_group(slots, &enforced, &mut outcomes).await?;
         // Shadow limits in a call of their own, after the enforced ones allowed: inside the same
         // all-or-nothing call a shadow denial would veto them and leave a served request uncharged.
@@ -274,6 +292,20 @@ impl Service {
             self.check_group(slots, &shadow, &mut outcomes).await?;
         }
         Ok(outcomes)
+    }
+
+    /// True unless `members`' keys fall in more than one Redis Cluster slot (only possible with
+    /// `RLS_HASH_TAG=descriptor` on a cluster).
+    fn one_slot(&self, slots: &[Slot], members: &[usize]) -> bool {
+        if !self.options.cluster || self.options.hash == HashTag::Domain {
+            return true;
+        }
+        let mut keys = members.iter().filter_map(|&i| match &slots[i] {
+            Slot::Limited(l) => Some(plan::keyslot(&l.key)),
+            _ => None,
+        });
+        let first = keys.next();
+        keys.all(|s| Some(s) == first)
     }
 
     async fn per_descriptor(&self, slots: &[Slot]) -> Result<Vec<Outcome>, CallError> {

@@ -168,6 +168,11 @@ impl Settings {
                 return Err(format!("RLS_BACKEND={other}: expected auto, module, functions or scripts"))
             }
         };
+        let hash = match get("RLS_HASH_TAG").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("domain") => crate::plan::HashTag::Domain,
+            Some("descriptor") => crate::plan::HashTag::Descriptor,
+            Some(other) => return Err(format!("RLS_HASH_TAG={other}: expected domain or descriptor")),
+        };
         let headers = if flag("LIMIT_RESPONSE_HEADERS_ENABLED")? {
             let default = HeaderNames::default();
             Some(HeaderNames {
@@ -183,6 +188,7 @@ impl Settings {
             u32::try_from(number("RLS_BREAKER_FAILURES", 3)?).unwrap_or(u32::MAX),
             Duration::from_millis(number("RLS_BREAKER_COOLDOWN_MS", 5000)?),
         );
+        let cluster = matches!(redis, RedisTarget::Cluster(_));
         Ok(Settings {
             listen,
             http_listen,
@@ -199,7 +205,14 @@ impl Settings {
             deadline,
             breaker,
             backend,
-            options: Options { combine, on_failure, headers, global_shadow: flag("SHADOW_MODE")? },
+            options: Options {
+                combine,
+                on_failure,
+                headers,
+                global_shadow: flag("SHADOW_MODE")?,
+                hash,
+                cluster,
+            },
         })
     }
 

@@ -5,11 +5,12 @@ use super::{load, Config, ConfigError, Source};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// What the directory held when it was read: each file's path, length and modification time. A
-/// different value means the configuration may have changed (a file edited, added, removed, or a
-/// Kubernetes ConfigMap's `..data` symlink swapped).
+/// What the directory held when it was read: each file's path, length, modification time, inode and a
+/// hash of its text. A different value means the configuration may have changed (a file edited, added,
+/// removed, or a Kubernetes ConfigMap's `..data` symlink swapped); the text's hash catches a rewrite of
+/// the same length within the file system's timestamp tick, which the length and time alone miss.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Watched(Vec<(PathBuf, u64, Option<SystemTime>)>);
+pub struct Watched(Vec<(PathBuf, u64, Option<SystemTime>, u64, u64)>);
 
 /// The YAML files under `dir` (`*.yaml`, `*.yml`, in subdirectories too), sorted by path. Names starting
 /// with `.` are skipped: they are editors' swap files and the timestamped directories of a ConfigMap,
@@ -38,6 +39,8 @@ fn files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// What `dir` holds now, to compare with what it held when last read.
 pub fn watched(dir: &Path) -> Watched {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
     let Ok(paths) = files(dir) else { return Watched::default() };
     Watched(
         paths
@@ -45,8 +48,11 @@ pub fn watched(dir: &Path) -> Watched {
             .map(|p| {
                 let meta = std::fs::metadata(&p).ok();
                 let len = meta.as_ref().map_or(0, |m| m.len());
+                let inode = meta.as_ref().map_or(0, |m| m.ino());
                 let modified = meta.and_then(|m| m.modified().ok());
-                (p, len, modified)
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                std::fs::read(&p).unwrap_or_default().hash(&mut hasher);
+                (p, len, modified, inode, hasher.finish())
             })
             .collect(),
     )
