@@ -21,6 +21,13 @@ export function rateLimit(options: RateLimitOptions): (req: Any, res: Any, next:
       .then((outcome) => {
         if (outcome.kind === "pass") return next();
         if (outcome.kind === "served") {
+          const permit = outcome.permit;
+          if (permit) {
+            // Held until the response is finished or its connection closed ('close' comes after
+            // 'finish' too); a caller already gone frees its slot now and its handler does not run.
+            if (res.closed || res.destroyed) return void permit.release();
+            res.once("close", () => void permit.release());
+          }
           for (const [n, v] of outcome.headers) res.setHeader(n, v);
           return next();
         }
@@ -32,4 +39,4 @@ export function rateLimit(options: RateLimitOptions): (req: Any, res: Any, next:
   };
 }
 
-export type { RateLimitOptions, Route } from "./http/middleware.js";
+export type { RateLimitOptions, Route, ConcurrencyRoute } from "./http/middleware.js";

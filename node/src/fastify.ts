@@ -16,6 +16,14 @@ export async function rateLimitPlugin(fastify: Any, options: RateLimitOptions): 
     for (let i = 0; i + 1 < rh.length; i += 2) lines.push([rh[i]!, rh[i + 1]!]);
     const outcome = await core.handle({ method: raw.method, path, peer: raw.socket?.remoteAddress, headers: lines, raw: request });
     if (outcome.kind === "served") {
+      const permit = outcome.permit;
+      if (permit) {
+        // Held until the response is finished or its connection closed (the raw response's 'close'
+        // comes after 'finish' too); a caller already gone frees its slot now.
+        const res = reply.raw;
+        if (res.closed || res.destroyed) void permit.release();
+        else res.once("close", () => void permit.release());
+      }
       for (const [n, v] of outcome.headers) reply.header(n, v);
     } else if (outcome.kind === "answer") {
       const a = outcome.answer;
@@ -30,4 +38,4 @@ export async function rateLimitPlugin(fastify: Any, options: RateLimitOptions): 
 (rateLimitPlugin as Any)[Symbol.for("skip-override")] = true;
 (rateLimitPlugin as Any)[Symbol.for("fastify.display-name")] = "redis-ratelimit";
 
-export type { RateLimitOptions, Route } from "./http/middleware.js";
+export type { RateLimitOptions, Route, ConcurrencyRoute } from "./http/middleware.js";

@@ -15,7 +15,7 @@ export {
 } from "./errors.js";
 export { rateLimit } from "./express.js";
 export { rateLimitPlugin } from "./fastify.js";
-export { RateLimitCore, type RateLimitOptions, type Route, type PolicySource } from "./http/middleware.js";
+export { RateLimitCore, type RateLimitOptions, type Route, type ConcurrencyRoute, type PolicySource } from "./http/middleware.js";
 export { Caller, TrustedProxies } from "./http/index.js";
 export * as http from "./http/index.js";
 export { ExpressRateLimitStore, fastifyRateLimitStore } from "./stores.js";

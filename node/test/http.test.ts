@@ -1,6 +1,8 @@
 // The Express (5 and 4) middleware and the Fastify plugin over real sockets on a real module server:
 // headers and 429 bodies as the contract's http vectors write them, a global limit in the same call,
-// skips, shadow limits, deny/allow lists, callers by header and through trusted proxies, an outage.
+// skips, shadow limits, deny/allow lists, callers by header and through trusted proxies, an outage,
+// concurrency limits (a permit held while the response is in flight, released when it is finished or
+// when the client hangs up).
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
@@ -9,7 +11,7 @@ import express4 from "express4";
 import Fastify from "fastify";
 import { Redis } from "ioredis";
 import { Server, freePort } from "./servers.ts";
-import { Limiter, TokenBucket, FixedWindow, rateLimit, rateLimitPlugin, type RateLimitOptions } from "../src/index.ts";
+import { Limiter, TokenBucket, FixedWindow, Concurrency, rateLimit, rateLimitPlugin, type RateLimitOptions } from "../src/index.ts";
 
 let server: Server;
 let redis: Redis;
@@ -26,24 +28,45 @@ after(async () => {
 
 type App = { url: string; close(): Promise<void> };
 
+// Requests to /slow/... are answered when the test calls `finish()` (or never, if it does not): a
+// request in flight, holding its concurrency permit.
+let waiting: (() => void)[] = [];
+const held = (url: string): Promise<void> => (url.startsWith("/slow") ? new Promise((r) => waiting.push(r)) : Promise.resolve());
+function finish(): void {
+  for (const w of waiting.splice(0)) w();
+}
+async function until(what: string, ok: () => Promise<boolean> | boolean): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await ok()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+const inFlight = async (key: string) => (await limiter.peek(key)).fields["held"] ?? 0;
+/** A request whose response the test reads later; `abort()` hangs up. */
+function open(url: string): { response: Promise<Response>; abort(): void } {
+  const c = new AbortController();
+  return { response: fetch(url, { signal: c.signal }), abort: () => c.abort() };
+}
+
 const FRAMEWORKS: { name: string; serve(o: RateLimitOptions): Promise<App> }[] = [
   ...[["Express 5", express5], ["Express 4", express4]].map(([name, express]: any) => ({
     name,
     async serve(o: RateLimitOptions): Promise<App> {
       const app = express();
       app.use(rateLimit(o));
-      app.use((_req: any, res: any) => res.send("ok"));
+      app.use((req: any, res: any) => void held(req.url).then(() => res.send("ok")));
       const s = app.listen(0, "127.0.0.1");
       await new Promise((r) => s.once("listening", r));
-      return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, close: () => new Promise((r) => s.close(() => r(undefined))) };
+      return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, close: () => new Promise((r) => (s.close(() => r(undefined)), s.closeAllConnections())) };
     },
   })),
   {
     name: "Fastify",
     async serve(o: RateLimitOptions): Promise<App> {
-      const app = Fastify();
+      const app = Fastify({ forceCloseConnections: true });
       await app.register(rateLimitPlugin, o);
-      app.get("/*", async () => "ok");
+      app.get("/*", async (req: any) => (await held(req.url), "ok"));
       await app.listen({ port: 0, host: "127.0.0.1" });
       return { url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, close: () => app.close() };
     },
@@ -129,6 +152,105 @@ for (const fw of FRAMEWORKS) {
         assert.equal((await fetch(plain.url, { headers: { "x-forwarded-for": "203.0.113.2" } })).status, 429, "one peer: 127.0.0.1");
       } finally {
         await plain.close();
+      }
+    });
+
+    test("concurrency: a permit per request in flight, the 429 byte for byte, released when the response is sent", async () => {
+      const prefix = `rl${++run}`;
+      const app = await fw.serve({
+        limiter, prefix, header: "x-api-key",
+        routes: [{ name: "api", prefix: "/", policy: new FixedWindow({ limit: 100, windowMs: 60_000 }) }],
+        concurrency: [{ name: "export", prefix: "/slow", policy: new Concurrency({ limit: 2, leaseMs: 5_000 }) }],
+      });
+      const lease = `${prefix}:{tenant:acme}:export:lease`;
+      const h = { headers: { "x-api-key": "acme" } };
+      try {
+        const a = fetch(`${app.url}/slow/a`, h);
+        const b = fetch(`${app.url}/slow/b`, h);
+        await until("two requests in flight", async () => waiting.length === 2);
+        assert.equal(await inFlight(lease), 2);
+        const c = await fetch(`${app.url}/slow/c`, h);
+        assert.equal(c.status, 429);
+        assert.equal(c.headers.get("content-type"), "application/problem+json");
+        assert.equal(c.headers.get("retry-after"), "5", "at the latest when the oldest lease ends");
+        assert.equal(c.headers.get("ratelimit-limit"), null, "a concurrency denial has no RateLimit-* fields");
+        assert.equal(await c.text(), '{"detail":"concurrency limit \'export\' reached: 2 requests in flight at most; retry in 5 s at the latest","in_flight_limit":2,"limit":"export","retry_after_seconds":5,"status":429,"title":"Too Many Requests In Flight","type":"urn:redis-ratelimit:concurrency-limited"}');
+        // Another caller has its own slots; a path outside /slow takes none.
+        const other = fetch(`${app.url}/slow/d`, { headers: { "x-api-key": "other" } });
+        const plain = await fetch(`${app.url}/x`, h);
+        assert.equal(plain.status, 200);
+        assert.equal(plain.headers.get("ratelimit-limit"), "100");
+        await until("the other caller's request in flight", async () => waiting.length === 3);
+        finish();
+        const [ra, rb, rd] = await Promise.all([a, b, other]);
+        assert.deepEqual([ra.status, rb.status, rd.status], [200, 200, 200]);
+        await Promise.all([ra.text(), rb.text(), rd.text()]);
+        await until("the permits released", async () => (await inFlight(lease)) === 0);
+        const again = fetch(`${app.url}/slow/e`, h);
+        await until("a new request in flight", async () => waiting.length === 1);
+        finish();
+        assert.equal((await again).status, 200);
+      } finally {
+        finish();
+        await app.close();
+      }
+    });
+
+    test("concurrency: a client that hangs up mid-request frees its slot; a lease as the tightest limit still sends the rate limit's fields", async () => {
+      const prefix = `rl${++run}`;
+      const app = await fw.serve({
+        limiter, prefix, header: "x-api-key",
+        global: { policy: new TokenBucket({ capacity: 50, perSecond: 1 }) },
+        globalConcurrency: { policy: new Concurrency({ limit: 1, leaseMs: 5_000 }) },
+      });
+      const lease = `${prefix}:{tenant:acme}:all:lease`;
+      const h = { headers: { "x-api-key": "acme" } };
+      try {
+        const gone = open(`${app.url}/slow/a`);
+        await until("one request in flight", async () => waiting.length === 1);
+        assert.equal(await inFlight(lease), 0, "no caller header: an IP caller");
+        const first = fetch(`${app.url}/slow/b`, h);
+        await until("two requests in flight", async () => waiting.length === 2);
+        assert.equal(await inFlight(lease), 1);
+        const denied = await fetch(`${app.url}/slow/c`, h);
+        assert.equal(denied.status, 429);
+        assert.equal(JSON.parse(await denied.text()).limit, "all");
+        // The first request's client hangs up before its answer: its slot comes back at once, not at the lease's end.
+        const ipLease = (await redis.keys(`${prefix}:{ip:*}:all:lease`))[0]!;
+        assert.equal(await inFlight(ipLease), 1);
+        gone.abort();
+        await gone.response.catch(() => undefined);
+        await until("the hung-up request's permit released", async () => (await inFlight(ipLease)) === 0);
+        finish();
+        const r = await first;
+        assert.equal(r.status, 200);
+        // The lease (0 of 1 left) was the tightest limit: the headers describe the token bucket, peeked.
+        assert.equal(r.headers.get("ratelimit-limit"), "50");
+        assert.equal(r.headers.get("ratelimit-remaining"), "49", "the denied request took nothing");
+        await r.text();
+        await until("the permit released", async () => (await inFlight(lease)) === 0);
+      } finally {
+        finish();
+        await app.close();
+      }
+    });
+
+    test("concurrency: the closed policy's answer names the limit; a rate policy where a concurrency one is due is refused", async () => {
+      await assert.rejects(fw.serve({ limiter, concurrency: [{ name: "x", prefix: "/x", policy: new FixedWindow({ limit: 1, windowMs: 1000 }) }] }), /not a concurrency policy/);
+      await assert.rejects(fw.serve({ limiter, routes: [{ name: "x", prefix: "/x", policy: new Concurrency({ limit: 1, leaseMs: 1000 }) }] }), /not a rate policy/);
+      const dead = new Redis(await freePort());
+      dead.on("error", () => {});
+      const closed = new Limiter(dead, { failure: "closed" });
+      const app = await fw.serve({ limiter: closed, concurrency: [{ name: "export", prefix: "/", policy: new Concurrency({ limit: 2, leaseMs: 1000 }) }] });
+      try {
+        const r = await fetch(`${app.url}/slow/a`);
+        assert.equal(r.status, 429);
+        assert.equal(r.headers.get("x-ratelimit-degraded"), "true");
+        assert.equal(await r.text(), '{"detail":"concurrency limit \'export\' could not be checked: the rate limiter is unavailable and fails closed; retry in 1 s","limit":"export","retry_after_seconds":1,"status":429,"title":"Rate limiter unavailable","type":"urn:redis-ratelimit:unavailable"}');
+        assert.equal(waiting.length, 0);
+      } finally {
+        await app.close();
+        dead.disconnect();
       }
     });
 

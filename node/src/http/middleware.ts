@@ -2,10 +2,11 @@
  * The framework-free core of the Express middleware and the Fastify plugin, with the Rust layer's main
  * features (`client/src/http/`): routes by path prefix (whole segments), a per-caller global limit in
  * the same atomic call, costs, skipped paths, shadow limits (checked, never enforced), allow and deny
- * lists, callers by principal, tenant, header or IP through trusted proxies, and the same headers and
- * 429 bodies. Keys: `<prefix>:{<caller>}:<limit name>`.
+ * lists, callers by principal, tenant, header or IP through trusted proxies, concurrency limits (a
+ * permit held until the response is finished or its connection closed), and the same headers and 429
+ * bodies. Keys: `<prefix>:{<caller>}:<limit name>`, a concurrency limit's `<prefix>:{<caller>}:<name>:lease`.
  */
-import { Limiter } from "../limiter.js";
+import { Limiter, type Permit } from "../limiter.js";
 import type { Limit } from "../command.js";
 import { Decision } from "../decision.js";
 import { ConfigurationError, UsageError } from "../errors.js";
@@ -13,7 +14,7 @@ import { Concurrency, Policy } from "../policy.js";
 import { Caller, callerTag } from "./caller.js";
 import { TrustedProxies, type HeaderLines } from "./forwarded.js";
 import { groupIp, parseIp, canonical, Network, type Ip } from "./ip.js";
-import { addHeaders, denied, forbidden, unavailable, type Answer, type Described } from "./response.js";
+import { addHeaders, concurrencyLimited, denied, forbidden, unavailable, type Answer, type Described } from "./response.js";
 import { HTTP } from "../contract.js";
 
 /** What the middleware needs of a request, whatever the framework. */
@@ -40,11 +41,27 @@ export interface Route {
   shadow?: boolean;
 }
 
+/** A concurrency limit on a path prefix: at most `limit` requests of a caller in flight there. */
+export interface ConcurrencyRoute {
+  /** The limit's name in keys and bodies. */
+  name: string;
+  /** The path prefix it covers, by whole segments. */
+  prefix: string;
+  /** A `Concurrency` policy (or one per caller). */
+  policy: PolicySource;
+}
+
 export interface RateLimitOptions {
   limiter: Limiter;
   routes?: Route[];
   /** A per-caller limit over every route, in the same atomic call. */
   global?: { policy: PolicySource; name?: string; shadow?: boolean };
+  /** Concurrency limits by path prefix (the first that matches), taken in the same atomic call as the
+   * rate limits; the permit (weight 1 whatever the request's cost) is held, and renewed, until the
+   * response is finished or its connection closed. */
+  concurrency?: ConcurrencyRoute[];
+  /** A per-caller concurrency limit over every route (named as the global limit, `all` by default). */
+  globalConcurrency?: { policy: PolicySource };
   /** Key prefix (default `rl`). */
   prefix?: string;
   /** Paths not limited: exact, or every path under one ending in `/`. */
@@ -81,7 +98,9 @@ interface Planned {
 
 export type Outcome =
   | { kind: "pass" }
-  | { kind: "served"; headers: [string, string][] }
+  /** Served with these headers; `permit`, when a concurrency limit was taken, is to be released
+   * when the response is finished or its connection closed. */
+  | { kind: "served"; headers: [string, string][]; permit?: Permit }
   | { kind: "answer"; answer: Answer };
 
 function underPrefix(path: string, prefix: string): boolean {
@@ -118,11 +137,25 @@ export class RateLimitCore {
 
   constructor(options: RateLimitOptions) {
     if (!(options?.limiter instanceof Limiter)) throw new UsageError("rate limit middleware: `limiter` must be a Limiter");
-    if (!options.routes?.length && !options.global) throw new UsageError("rate limit middleware: no routes and no global limit: nothing to limit");
-    for (const r of options.routes ?? []) {
-      if (!r.name || typeof r.prefix !== "string" || !r.prefix.startsWith("/")) throw new UsageError(`rate limit middleware: route ${JSON.stringify(r.name)} needs a name and a prefix starting with /`);
-      if (r.policy instanceof Concurrency) throw new UsageError(`rate limit middleware: route ${r.name}: concurrency limits are not served by this middleware yet`);
+    if (!options.routes?.length && !options.global && !options.concurrency?.length && !options.globalConcurrency) {
+      throw new UsageError("rate limit middleware: no routes, no concurrency limits and no global limit: nothing to limit");
     }
+    const kindOf = (what: string, p: PolicySource, concurrency: boolean) => {
+      if (p instanceof Policy ? p instanceof Concurrency !== concurrency : typeof p !== "function") {
+        throw new UsageError(`rate limit middleware: ${what}: not a ${concurrency ? "concurrency policy (new Concurrency)" : "rate policy"}: ${String(p)}`);
+      }
+    };
+    for (const [list, concurrency] of [[options.routes ?? [], false], [options.concurrency ?? [], true]] as const) {
+      const names = new Set<string>();
+      for (const r of list) {
+        if (!r.name || typeof r.prefix !== "string" || !r.prefix.startsWith("/")) throw new UsageError(`rate limit middleware: route ${JSON.stringify(r.name)} needs a name and a prefix starting with /`);
+        if (names.has(r.name)) throw new UsageError(`rate limit middleware: the name ${JSON.stringify(r.name)} is given twice`);
+        names.add(r.name);
+        kindOf(`route ${r.name}`, r.policy, concurrency);
+      }
+    }
+    if (options.global) kindOf("the global limit", options.global.policy, false);
+    if (options.globalConcurrency) kindOf("the global concurrency limit", options.globalConcurrency.policy, true);
     this.o = options;
     this.limiter = options.limiter;
     this.proxies = new TrustedProxies(options.trustedProxies ?? []);
@@ -145,7 +178,9 @@ export class RateLimitCore {
     const path = req.path;
     for (const s of this.o.skip ?? []) if (path === s || (s.endsWith("/") && path.startsWith(s))) return { kind: "pass" };
     const route = (this.o.routes ?? []).find((r) => underPrefix(path, r.prefix));
-    if (!route && !this.o.global) return { kind: "pass" };
+    const conc = (this.o.concurrency ?? []).find((r) => underPrefix(path, r.prefix));
+    if (!route && !this.o.global && !conc && !this.o.globalConcurrency) return { kind: "pass" };
+    const routeName = route?.name ?? conc?.name ?? this.globalName;
     const peerIp = req.peer ? parseIp(req.peer.split("%")[0]!) : undefined;
     const clientIp = this.proxies.clientIp(peerIp ? canonical(peerIp) : undefined, req.headers);
     const principal = this.o.principal?.(req.raw);
@@ -165,34 +200,65 @@ export class RateLimitCore {
     if (this.o.global) {
       limits.push({ key: `${tag}:${this.globalName}`, policy: source(this.o.global.policy), cost, name: this.globalName, shadow: !!this.o.global.shadow });
     }
+    // Leases of weight 1: a request in flight is one, whatever its rate cost.
+    if (conc) limits.push({ key: `${tag}:${conc.name}:lease`, policy: source(conc.policy), cost: 1, name: conc.name, shadow: false });
+    if (this.o.globalConcurrency) {
+      limits.push({ key: `${tag}:${this.globalName}:lease`, policy: source(this.o.globalConcurrency.policy), cost: 1, name: this.globalName, shadow: false });
+    }
     const enforced = limits.filter((l) => !l.shadow);
     const shadow = limits.filter((l) => l.shadow);
     const headers: [string, string][] = [];
     let answered = true;
+    let permit: Permit | undefined;
     if (enforced.length) {
-      const d = await this.limiter.checkAll(enforced.map((l) => [l.key, l.policy, l.cost] as Limit));
-      let limiting = enforced[Math.min(d.limiting, enforced.length - 1)]!;
+      let [d, limiting, held] = await this.checkOrAcquire(enforced);
       if (!d.allowed) {
         const closed = d.degraded && this.limiter.failure === "closed";
         if (closed) {
           // None of them could be checked: name the route's own limit, not the global one.
-          limiting = enforced.find((l) => l.name === (route?.name ?? this.globalName)) ?? limiting;
+          limiting = enforced.find((l) => l.name === routeName) ?? limiting;
           const status = this.o.outageStatus ?? 429;
           return { kind: "answer", answer: unavailable(d, this.described(limiting), !!this.o.structured, status, d.error instanceof ConfigurationError) };
         }
+        if (limiting.policy instanceof Concurrency) return { kind: "answer", answer: concurrencyLimited(d, this.described(limiting)) };
         return { kind: "answer", answer: denied(d, this.described(limiting), !!this.o.structured) };
       }
       answered = !d.degraded;
-      addHeaders(headers, d, this.described(limiting), !!this.o.structured);
+      permit = held;
+      // The RateLimit-* fields describe rate limits; a lease that was the tightest has none.
+      if (!(limiting.policy instanceof Concurrency)) addHeaders(headers, d, this.described(limiting), !!this.o.structured);
     }
     if (shadow.length && answered) {
       const d: Decision = await this.limiter.checkAll(shadow.map((l) => [l.key, l.policy, l.cost] as Limit));
-      if (!d.allowed && !d.degraded) this.limiter.emit("shadow", { route: route?.name ?? this.globalName, limit: shadow[Math.min(d.limiting, shadow.length - 1)]!.name, decision: d });
+      if (!d.allowed && !d.degraded) this.limiter.emit("shadow", { route: routeName, limit: shadow[Math.min(d.limiting, shadow.length - 1)]!.name, decision: d });
     }
-    return { kind: "served", headers };
+    return permit ? { kind: "served", headers, permit } : { kind: "served", headers };
+  }
+
+  /** The enforced limits in one call: checked, or, with a concurrency limit among them, acquired
+   * (the permit holds the slots). The decision, the limit it describes, and the permit if allowed. */
+  private async checkOrAcquire(limits: Planned[]): Promise<[Decision, Planned, Permit | undefined]> {
+    const calls = limits.map((l) => [l.key, l.policy, l.cost] as Limit);
+    if (!limits.some((l) => l.policy instanceof Concurrency)) {
+      const d = await this.limiter.checkAll(calls);
+      return [d, limits[Math.min(d.limiting, limits.length - 1)]!, undefined];
+    }
+    const permit = await this.limiter.acquire(calls);
+    const d = permit.decision;
+    const limiting = limits[Math.min(d.limiting, limits.length - 1)]!;
+    if (!d.allowed) return [d, limiting, undefined];
+    // Granted with a lease as the tightest limit: the RateLimit-* fields still describe the rate
+    // limits, read with a peek (cost 0, writes nothing; a sliding log cannot be peeked).
+    const rate = limits.filter((l) => !(l.policy instanceof Concurrency) && l.policy.kind.request === "cost");
+    if (limiting.policy instanceof Concurrency && rate.length) {
+      const peeked = await this.limiter.checkAll(rate.map((l) => [l.key, l.policy, 0] as Limit));
+      return [peeked.with({ allowed: true, retryAfterMs: 0 }), rate[Math.min(peeked.limiting, rate.length - 1)]!, permit];
+    }
+    return [d, limiting, permit];
   }
 
   private described(l: Planned): Described {
-    return { name: l.name, windowSecs: Math.max(1, Number(l.policy.periodNs / 1_000_000_000n)), cost: l.cost, rate: true };
+    const rate = !(l.policy instanceof Concurrency);
+    return { name: l.name, windowSecs: Math.max(1, Number(l.policy.periodNs / 1_000_000_000n)), cost: l.cost, rate };
   }
 }
