@@ -64,8 +64,14 @@ func FreePort(t testing.TB) int {
 // Start runs redis-server with args (besides port, no persistence) and waits until it answers.
 func Start(t testing.TB, module bool, args ...string) *Server {
 	t.Helper()
+	return StartBinary(t, Binary(), module, args...)
+}
+
+// StartBinary is Start with another redis-server binary (a Redis 6.2 one, say).
+func StartBinary(t testing.TB, binary string, module bool, args ...string) *Server {
+	t.Helper()
 	dir := t.TempDir()
-	s, err := start(module, dir, args...)
+	s, err := startBinary(binary, module, dir, args...)
 	if errors.Is(err, ErrUnavailable) {
 		t.Skip(err)
 	}
@@ -80,7 +86,11 @@ func Start(t testing.TB, module bool, args ...string) *Server {
 var ErrUnavailable = errors.New("redistest: unavailable")
 
 func start(module bool, dir string, args ...string) (*Server, error) {
-	if _, err := exec.LookPath(Binary()); err != nil {
+	return startBinary(Binary(), module, dir, args...)
+}
+
+func startBinary(binary string, module bool, dir string, args ...string) (*Server, error) {
+	if _, err := exec.LookPath(binary); err != nil {
 		return nil, fmt.Errorf("%w: no redis-server on this machine", ErrUnavailable)
 	}
 	all := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
@@ -99,7 +109,7 @@ func start(module bool, dir string, args ...string) (*Server, error) {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		cmd := exec.Command(Binary(), append([]string{"--port", strconv.Itoa(port)}, all...)...)
+		cmd := exec.Command(binary, append([]string{"--port", strconv.Itoa(port)}, all...)...)
 		cmd.Dir = dir
 		if err := cmd.Start(); err != nil {
 			return nil, err
