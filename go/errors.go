@@ -36,12 +36,12 @@ var (
 	// ErrDeadline: no answer within the limiter's deadline (connect included).
 	ErrDeadline = errors.New("no answer from Redis within the deadline")
 	// ErrUnreachable: the connection failed (refused, reset, closed).
-	ErrUnreachable = errors.New("Redis unreachable")
+	ErrUnreachable = errors.New("Redis unreachable") //lint:ignore ST1005 Redis is a name
 	// ErrBreakerOpen: the circuit breaker is open; Redis is not called until its cool-down ends
 	// or the probe sees Redis answer.
 	ErrBreakerOpen = errors.New("the circuit breaker is open: Redis is not called until it answers again")
 	// ErrServer: Redis answered with an error reply (ERR ..., WRONGTYPE ...).
-	ErrServer = errors.New("Redis answered with an error")
+	ErrServer = errors.New("Redis answered with an error") //lint:ignore ST1005 Redis is a name
 	// ErrConfiguration: Redis answered that the limiter cannot work with it as configured: no
 	// engine's command is known, or this user may not run it (NOPERM). Not an outage. Also matches
 	// ErrServer.

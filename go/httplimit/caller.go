@@ -47,10 +47,8 @@ func (c Caller) KeyPart() string {
 		if !strings.ContainsAny(c.ID, "{}") {
 			return c.Kind + ":" + c.ID
 		}
-		var pairs []string
 		extra := 0
 		for from, to := range names.Caller.Escapes {
-			pairs = append(pairs, from, to)
 			extra += strings.Count(c.ID, from) * (len(to) - len(from))
 		}
 		if len(c.Kind)+len(".esc:")+len(c.ID)+extra <= maxBytes {
