@@ -6,7 +6,8 @@
 //
 // Differences from redis_rate (the differential test holds the rest equal):
 //   - keys are "rl:rate:<key>" (redis_rate's "rate:<key>" hold a float TAT, which the commands
-//     refuse as foreign state); see docs/go-migrating.md.
+//     refuse as foreign state); Migrate carries a key's standing over; see
+//     docs/migrating-redis-rate.md.
 //   - a request that costs more than the burst is denied with RetryAfter -1 (it never fits);
 //     redis_rate answers a RetryAfter after which it is still denied.
 //   - a denial's Remaining is 0, as redis_rate's (Check on the ratelimit package says what is left).
@@ -17,6 +18,8 @@ package redisrate
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/go"
@@ -150,6 +153,63 @@ func (l Limiter) AllowAtMost(ctx context.Context, key string, limit Limit, n int
 		res.RetryAfter = t.RetryAfter
 	}
 	return res, nil
+}
+
+// RedisRatePrefix is the prefix of redis_rate v10's keys ("rate:<key>", each a float TAT).
+const RedisRatePrefix = "rate:"
+
+// readTAT reads redis_rate's TAT and the server's clock in one script (read-only).
+var readTAT = redis.NewScript(`local tat = redis.call('GET', KEYS[1])
+local now = redis.call('TIME')
+return {tat or '', now[1], now[2]}`)
+
+// Migrate carries what redis_rate v10 counted for key to this package's key: redis_rate's
+// "rate:<key>" holds a TAT (seconds since 2017-01-01, a float); the events it stands for
+// (ceil((TAT - now) / (Period / Rate)), at most Burst) are taken from a new full bucket of limit at
+// "rl:rate:<key>", so the caller keeps its standing across the switch. A key this package
+// already holds is left as it is, and so is redis_rate's key (it expires by itself within its
+// reset time). Returns the events carried over (0: nothing to carry).
+func (l *Limiter) Migrate(ctx context.Context, key string, limit Limit) (int, error) {
+	p, err := l.policy(limit)
+	if err != nil {
+		return 0, err
+	}
+	in, err := l.l.Peek(ctx, Prefix+key, p)
+	if err != nil || in.Exists {
+		return 0, err
+	}
+	v, err := readTAT.Run(ctx, l.rdb, []string{RedisRatePrefix + key}).Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 3 {
+		return 0, fmt.Errorf("redisrate: unexpected reply %v", v)
+	}
+	text, _ := v[0].(string)
+	if text == "" {
+		return 0, nil
+	}
+	tat, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redisrate: %s%s does not hold redis_rate's TAT: %q", RedisRatePrefix, key, text)
+	}
+	secs, _ := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+	usecs, _ := strconv.ParseInt(fmt.Sprint(v[2]), 10, 64)
+	const jan1st2017 = 1483228800 // redis_rate's epoch
+	now := float64(secs-jan1st2017) + float64(usecs)/1e6
+	emission := limit.Period.Seconds() / float64(limit.Rate)
+	used := int(math.Ceil((tat - now) / emission))
+	if used <= 0 {
+		return 0, nil
+	}
+	t, err := l.l.Take(ctx, Prefix+key, p, uint64(min(used, limit.Burst)))
+	if err != nil {
+		return 0, err
+	}
+	if t.Degraded {
+		return 0, fmt.Errorf("redisrate: Redis did not decide")
+	}
+	return int(t.Taken), nil
 }
 
 // Reset gets a key back to its initial state.
