@@ -234,6 +234,30 @@ impl Limiter {
         Acquired::Granted(Permit { decision, hold: Some(Hold { leases, renewer }), lost })
     }
 
+    /// Takes the concurrency limits among `limits` as leases under the caller's `id`, with the other
+    /// limits in the same atomic call (RL.ALL), as [`acquire_all`](Self::acquire_all) does, but holds
+    /// nothing here: no permit, no renewal, no release on drop. The leases are held until
+    /// [`release_id`](Self::release_id) with the same `id` (from anywhere: another process, another
+    /// request) or until their lease ends. For a holder this process does not see end: the rate limit
+    /// service, whose release comes in a later request from Envoy. No failure policy: Redis' decision,
+    /// or the reason there is none (an unanswered call may still have taken the leases; releasing
+    /// `id` gives them back, and their lease ends them anyway).
+    pub async fn acquire_detached(&self, limits: &[Limit<'_>], id: &str) -> Result<Decision, CallError> {
+        if id.is_empty() {
+            return Err(CallError::Usage("a lease id must not be empty"));
+        }
+        let cmd = command::acquire(limits, id)?;
+        let decision = self.send_decision(&cmd, limits).await?;
+        self.record(&decision, false);
+        Ok(decision)
+    }
+
+    /// RL.RELEASE `key` `id`: true when `id` held a lease there, false when it held none (released
+    /// already, expired, or never granted). The breaker and the deadline apply.
+    pub async fn release_id(&self, key: &str, id: &str) -> Result<bool, CallError> {
+        reply_flag(self.query(&command::release(key, id)).await?)
+    }
+
     /// RL.RELEASE through the breaker and the deadline, or the local semaphore that granted it.
     async fn release_lease(&self, key: &str, id: &str, local: bool) -> Result<bool, CallError> {
         if let Some(leases) = self.local_leases(local) {

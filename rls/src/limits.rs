@@ -83,6 +83,9 @@ pub enum Algorithm {
     /// RL.TOKEN: refilled at `requests_per_unit` per `unit`, bursts of `burst` (default
     /// `requests_per_unit`).
     TokenBucket,
+    /// The extension's concurrency limit (RL.ACQUIRE / RL.RELEASE): at most `requests_per_unit` leases
+    /// held at once, each ending by itself one `unit` after it was taken unless released first.
+    Concurrency,
 }
 
 impl Algorithm {
@@ -92,6 +95,7 @@ impl Algorithm {
             "sliding_window" => Algorithm::SlidingWindow,
             "sliding_log" => Algorithm::SlidingLog,
             "token_bucket" => Algorithm::TokenBucket,
+            "concurrency" => Algorithm::Concurrency,
             _ => return None,
         })
     }
@@ -103,6 +107,7 @@ impl Algorithm {
             Algorithm::SlidingWindow => "sliding_window",
             Algorithm::SlidingLog => "sliding_log",
             Algorithm::TokenBucket => "token_bucket",
+            Algorithm::Concurrency => "concurrency",
         }
     }
 }
@@ -134,6 +139,7 @@ pub fn policy(
         Algorithm::FixedWindow => Policy::fixed_window(u64::from(requests), window)?,
         Algorithm::SlidingWindow => Policy::sliding_counter(u64::from(requests), window)?,
         Algorithm::SlidingLog => Policy::sliding_log(u64::from(requests), window)?,
+        Algorithm::Concurrency => Policy::concurrency(u64::from(requests), window)?,
         Algorithm::TokenBucket => {
             // Whole tokens per second as the module parses them: the shortest decimal of the f64.
             let rate = f64::from(requests) / unit.seconds() as f64;

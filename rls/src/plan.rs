@@ -34,7 +34,17 @@ pub enum Slot {
     Blocked(Limit),
     /// A limit to decide in Redis.
     Limited(Limit),
+    /// The extension: a concurrency limit's lease to give back (`rls_release` entry): RL.RELEASE,
+    /// answered OK.
+    Release(Limit, String),
+    /// A descriptor that cannot be decided as sent (INVALID_ARGUMENT), with the reason.
+    Refused(String),
 }
+
+/// The entry naming a concurrency lease to take (`rls_lease`) or to give back (`rls_release`): the
+/// descriptor's last, left out of its matching and of its key.
+pub const LEASE_ENTRY: &str = "rls_lease";
+pub const RELEASE_ENTRY: &str = "rls_release";
 
 /// A limit as the reply describes it, and how Redis decides it.
 #[derive(Debug)]
@@ -43,6 +53,8 @@ pub struct Limit {
     pub cost: u64,
     /// The key of its state in Redis.
     pub key: String,
+    /// A concurrency limit's lease id (the `rls_lease` entry's value).
+    pub lease: Option<String>,
     /// The key of its counters (crate::metrics): the rule's full key, or with `detailed_metric` (and
     /// for Envoy's own limits) the request's entries.
     pub stat_key: String,
@@ -89,7 +101,7 @@ impl RuleRef {
         }
     }
 
-    fn algorithm(&self) -> Algorithm {
+    pub fn algorithm(&self) -> Algorithm {
         match self {
             RuleRef::Configured(r) => r.algorithm,
             RuleRef::Override { .. } => Algorithm::FixedWindow,
@@ -107,7 +119,10 @@ pub fn plan(
 ) -> Vec<Slot> {
     // envoyproxy/ratelimit: a request's hits_addend of 0 means 1; a descriptor's own, when sent, wins.
     let request_cost = u64::from(hits_addend.max(1));
-    let found: Vec<Option<RuleRef>> = descriptors.iter().map(|d| rule_of(config, domain, d)).collect();
+    // The lease entries split off: what is matched and keyed is the rest.
+    let split: Vec<(RateLimitDescriptor, Option<(bool, String)>)> =
+        descriptors.iter().map(lease_of).collect();
+    let found: Vec<Option<RuleRef>> = split.iter().map(|(d, _)| rule_of(config, domain, d)).collect();
     let replaced: HashSet<&str> = found
         .iter()
         .flatten()
@@ -117,11 +132,12 @@ pub fn plan(
         })
         .flatten()
         .collect();
-    descriptors
+    split
         .iter()
         .zip(found.iter())
-        .map(|(descriptor, rule)| {
+        .map(|((descriptor, lease), rule)| {
             let Some(rule) = rule else { return Slot::Free };
+            let concurrency = rule.algorithm() == Algorithm::Concurrency;
             if !rule.name().is_empty() && replaced.contains(rule.name()) {
                 return Slot::Free;
             }
@@ -133,12 +149,24 @@ pub fn plan(
                 RuleRef::Configured(r) if !r.detailed_metric => r.full_key.clone(),
                 _ => detailed_key(domain, descriptor),
             };
-            let limit = Limit {
-                rule: rule.clone(),
-                cost,
-                key: key(domain, rule.algorithm(), descriptor, hash),
-                stat_key,
+            let key = key(domain, rule.algorithm(), descriptor, hash);
+            let (lease, release) = match lease.clone() {
+                Some((true, id)) => (None, Some(id)),
+                // A lease of a limit that is not a concurrency limit: nothing to hold, decided as usual.
+                Some((false, id)) => (Some(id).filter(|_| concurrency), None),
+                None => (None, None),
             };
+            let limit = Limit { rule: rule.clone(), cost, key, lease, stat_key };
+            if let Some(id) = release {
+                // A release of a limit that is not a concurrency limit gives nothing back: OK, uncharged.
+                return if concurrency { Slot::Release(limit, id) } else { Slot::Free };
+            }
+            if concurrency && limit.lease.as_deref().is_none_or(str::is_empty) {
+                return Slot::Refused(format!(
+                    "descriptor {}: a concurrency limit needs its lease id as a last entry {LEASE_ENTRY} (and {RELEASE_ENTRY} to give it back)",
+                    limit.stat_key
+                ));
+            }
             // A sliding log counts requests: a cost other than 1 can never fit.
             let never_fits = rule.algorithm() == Algorithm::SlidingLog && cost != 1;
             match rule.policy() {
@@ -147,6 +175,18 @@ pub fn plan(
             }
         })
         .collect()
+}
+
+/// The descriptor without its last entry when that names a lease: (true, id) to release, (false, id) to take.
+fn lease_of(descriptor: &RateLimitDescriptor) -> (RateLimitDescriptor, Option<(bool, String)>) {
+    match descriptor.entries.last() {
+        Some(e) if e.key == LEASE_ENTRY || e.key == RELEASE_ENTRY => {
+            let mut rest = descriptor.clone();
+            rest.entries.pop();
+            (rest, Some((e.key == RELEASE_ENTRY, e.value.clone())))
+        }
+        _ => (descriptor.clone(), None),
+    }
 }
 
 fn rule_of(config: &Config, domain: &str, descriptor: &RateLimitDescriptor) -> Option<RuleRef> {

@@ -2,6 +2,7 @@
 //! (all charged or none) or each on its own as envoyproxy/ratelimit does, and the reply Envoy reads.
 
 use crate::config::Config;
+use crate::limits::Algorithm;
 use crate::metrics::{Hit, Metrics};
 use crate::plan::{self, HashTag, Limit, Slot};
 use crate::proto::envoy::config::core::v3::HeaderValue;
@@ -10,7 +11,7 @@ use crate::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use crate::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use crate::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use redis_ratelimit_client::{CallError, Decision, Limiter};
+use redis_ratelimit_client::{CallError, Decision, FailurePolicy, Limiter};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -111,6 +112,9 @@ enum Outcome {
     Exact(Decision),
     /// A member of an atomic call that another descriptor describes: charged when the call allowed.
     Member { allowed: bool },
+    /// Redis could not decide a concurrency limit's acquire and the failure policy did: allowed or not
+    /// (no lease is held for an allowed one).
+    Degraded(bool),
     /// Not asked: a shadow limit of a request the enforced limits denied, or any limit of a request
     /// that a blocked descriptor (`requests_per_unit: 0`) denies.
     Skipped,
@@ -168,6 +172,28 @@ impl Service {
             request.hits_addend,
             self.options.hash,
         );
+        let mut leases = slots.iter().filter_map(|s| match s {
+            Slot::Limited(l) => l.lease.as_deref(),
+            _ => None,
+        });
+        let first_lease = leases.next();
+        let refused = slots
+            .iter()
+            .find_map(|s| match s {
+                Slot::Refused(reason) => Some(reason.clone()),
+                _ => None,
+            })
+            .or_else(|| {
+                let one_call = self.options.combine == Combine::Atomic;
+                (one_call && leases.any(|id| Some(id) != first_lease)).then(|| {
+                    "the concurrency limits of one request take one lease id (rls_lease)".to_string()
+                })
+            });
+        if let Some(reason) = refused {
+            self.metrics.service_error.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(Status::invalid_argument(reason));
+        }
+        self.release(&slots).await;
         let outcomes = match self.options.combine {
             Combine::Atomic => self.atomic(&slots).await,
             Combine::PerDescriptor => self.per_descriptor(&slots).await,
@@ -206,11 +232,58 @@ impl Service {
                 (Slot::Limited(l), Outcome::Exact(d)) => {
                     (l, Hit::Within { used: Some((d.limit.saturating_sub(d.remaining), d.limit)) })
                 }
-                (Slot::Limited(l), Outcome::Member { allowed: true }) => (l, Hit::Within { used: None }),
+                (Slot::Limited(l), Outcome::Member { allowed: true } | Outcome::Degraded(true)) => {
+                    (l, Hit::Within { used: None })
+                }
+                (Slot::Limited(l), Outcome::Degraded(false)) => (l, Hit::Over),
                 (Slot::Limited(l), _) => (l, Hit::Undecided),
                 _ => continue,
             };
             self.metrics.hit(&limit.stat_key, limit.cost, limit.rule.shadow(), hit);
+        }
+    }
+
+    /// The extension's releases (`rls_release`): RL.RELEASE each, answered OK whatever Redis says (a
+    /// lease not given back ends by itself when its time is up).
+    async fn release(&self, slots: &[Slot]) {
+        let releases = slots.iter().filter_map(|s| match s {
+            Slot::Release(l, id) => Some(async move {
+                match self.limiter.release_id(&l.key, id).await {
+                    Ok(held) => {
+                        self.metrics.redis_answered();
+                        tracing::debug!(key = %l.key, id, held, "lease released");
+                    }
+                    Err(e) => {
+                        self.metrics.redis_failed();
+                        tracing::warn!(key = %l.key, error = %e, "a lease could not be released: it ends with its lease time");
+                    }
+                }
+            }),
+            _ => None,
+        });
+        futures_util::future::join_all(releases).await;
+    }
+
+    /// RL.ACQUIRE (within RL.ALL beside the other limits) under the request's lease id, held until
+    /// its release; `Err(allowed)` when Redis could not decide and the failure policy did.
+    async fn acquire(
+        &self,
+        limits: &[redis_ratelimit_client::Limit<'_>],
+        id: &str,
+    ) -> Result<Result<Decision, bool>, CallError> {
+        match self.limiter.acquire_detached(limits, id).await {
+            Ok(d) => {
+                self.metrics.redis_answered();
+                Ok(Ok(d))
+            }
+            Err(CallError::Usage(reason)) => Err(CallError::Usage(reason)),
+            Err(e) => {
+                self.metrics.redis_failed();
+                match self.options.on_failure {
+                    OnFailure::Error => Err(e),
+                    OnFailure::Policy => Ok(Err(self.limiter.failure_policy() != FailurePolicy::Closed)),
+                }
+            }
         }
     }
 
@@ -257,7 +330,19 @@ impl Service {
         if limits.is_empty() {
             return Ok(true);
         }
-        let decision = self.check(&limits).await?;
+        let lease = groups.iter().find_map(|(l, _)| l.lease.as_deref());
+        let decision = match lease {
+            None => self.check(&limits).await?,
+            Some(id) => match self.acquire(&limits, id).await? {
+                Ok(d) => d,
+                Err(allowed) => {
+                    for (i, _) in group_of {
+                        outcomes[i] = Outcome::Degraded(allowed);
+                    }
+                    return Ok(allowed);
+                }
+            },
+        };
         for (i, g) in group_of {
             outcomes[i] = if g == decision.limiting {
                 Outcome::Exact(decision.clone())
@@ -311,12 +396,21 @@ impl Service {
     async fn per_descriptor(&self, slots: &[Slot]) -> Result<Vec<Outcome>, CallError> {
         let calls = slots.iter().map(|slot| async move {
             match slot {
-                Slot::Limited(l) => match l.rule.policy() {
-                    Some(p) => self
+                Slot::Limited(l) => match (l.rule.policy(), l.lease.as_deref()) {
+                    (Some(p), Some(id)) if l.rule.algorithm() == Algorithm::Concurrency => {
+                        match self
+                            .acquire(&[redis_ratelimit_client::Limit::new(&l.key, p, l.cost)], id)
+                            .await?
+                        {
+                            Ok(d) => Ok(Outcome::Exact(d)),
+                            Err(allowed) => Ok(Outcome::Degraded(allowed)),
+                        }
+                    }
+                    (Some(p), _) => self
                         .check(&[redis_ratelimit_client::Limit::new(&l.key, p, l.cost)])
                         .await
                         .map(Outcome::Exact),
-                    None => Ok(Outcome::Skipped),
+                    (None, _) => Ok(Outcome::Skipped),
                 },
                 _ => Ok(Outcome::Skipped),
             }
@@ -331,7 +425,11 @@ impl Service {
         let mut describing: Option<(bool, u32, u64, u64)> = None;
         for (slot, outcome) in slots.iter().zip(outcomes) {
             let status = match (slot, outcome) {
-                (Slot::Free, _) | (Slot::Limited(_), Outcome::Member { .. } | Outcome::Skipped) => {
+                (Slot::Limited(limit), Outcome::Degraded(allowed)) => {
+                    self.status(limit, *allowed, 0, 0, Duration::ZERO, &mut overall, &mut describing)
+                }
+                (Slot::Free | Slot::Release(..) | Slot::Refused(_), _)
+                | (Slot::Limited(_), Outcome::Member { .. } | Outcome::Skipped) => {
                     DescriptorStatus { code: Code::Ok.into(), ..Default::default() }
                 }
                 (Slot::Unlimited, _) => DescriptorStatus {

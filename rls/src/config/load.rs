@@ -257,7 +257,7 @@ impl Reader<'_> {
                     self.error(
                         line_of(Some(a)),
                         format!(
-                            "invalid algorithm '{text}': expected token_bucket, sliding_window, sliding_log or fixed_window"
+                            "invalid algorithm '{text}': expected token_bucket, sliding_window, sliding_log, fixed_window or concurrency"
                         ),
                     )
                 })?

@@ -106,7 +106,7 @@ fn refusals_name_the_line_and_the_reason() {
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: second}\n", 4, "should not specify rate limit unit when unlimited"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: n, replaces: [{name: n}]}\n", 4, "replaces should not contain name of same descriptor"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: x}\n", 4, "requests_per_unit must be a whole number >= 0"),
-        ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: gcra}\n", 4, "invalid algorithm 'gcra': expected token_bucket, sliding_window, sliding_log or fixed_window"),
+        ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: gcra}\n", 4, "invalid algorithm 'gcra': expected token_bucket, sliding_window, sliding_log, fixed_window or concurrency"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n", 4, "burst is a token bucket's: set algorithm: token_bucket"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: token_bucket, burst: 0}\n", 4, "invalid capacity: must be a whole number >= 1"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second\n", 5, "error loading config file"),
