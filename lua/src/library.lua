@@ -30,6 +30,8 @@ standing for lua/src/<part>.lua, and the contract writer assembles lua/ratelimit
 
 --@ token_fast
 
+--@ window_fast
+
 -- Redis 7.0 loads a library without the standard globals (math, string, table, ...): the library is
 -- built on its first call, and kept.
 local function build()
@@ -38,7 +40,6 @@ local function build()
 
   --@ bigint
 
-  --@ bytes
 
   --@ error
 
@@ -77,12 +78,23 @@ end
 
 local built = nil
 
+-- The functions decided before the library is built where their fast path applies: each group's paths
+-- built on the first call of one of them (in an EVALSHA script, on each call of its own function).
+local FAST_PATHS = { rl_token = token_paths, rl_fixed = window_paths, rl_slidecount = window_paths }
+local fast_built = {}
+
 local function call(name, keys, args)
   if not floor then floor, char, byte = math.floor, string.char, string.byte end
   local sec, usec, ns = clock(args)
-  if name == "rl_token" then
-    local reply = token_fast(keys, args, sec, usec, ns)
-    if reply then return reply end
+  local paths = FAST_PATHS[name]
+  if paths then
+    local n1, n2, n3 = now_limbs(sec, usec, ns)
+    if n1 then
+      local fast = fast_built[paths] or paths()
+      fast_built[paths] = fast
+      local reply = fast[name](keys, args, n1, n2, n3)
+      if reply then return reply end
+    end
   end
   built = built or build()
   return built[name](keys, args, sec, usec, ns)

@@ -18,6 +18,70 @@ local function idiv(a, b)
   return q
 end
 
+-- Small numbers below 2^53 as bytes (microsecond times, weights, counts).
+local W32 = 4294967296
+
+local function u32le(x)
+  local b0 = x % 256
+  x = (x - b0) / 256
+  local b1 = x % 256
+  x = (x - b1) / 256
+  local b2 = x % 256
+  return char(b0, b1, b2, (x - b2) / 256)
+end
+
+local function u64le(x)
+  local lo = x % W32
+  return u32le(lo) .. u32le((x - lo) / W32)
+end
+
+local function u32at(s, at)
+  local b0, b1, b2, b3 = byte(s, at, at + 3)
+  return ((b3 * 256 + b2) * 256 + b1) * 256 + b0
+end
+
+-- The u64 at byte `at` of s where it is below 2^52; nothing otherwise.
+local function small_at(s, at)
+  local hi = u32at(s, at + 4)
+  if hi >= 1048576 then return nil end
+  return hi * W32 + u32at(s, at)
+end
+
+-- The clock's reading (its text) as the three base-10^7 limbs of ns (low first), for the seconds of any
+-- real clock; nothing for any other text.
+local function now_limbs(sec, usec, ns)
+  if #sec < 8 or #sec > 12 or not sec:find("^%d+$") or not usec:find("^%d+$") or (ns and not ns:find("^%d+$")) then
+    return nil
+  end
+  local v = tonumber(usec) * 1000 + (ns and tonumber(ns) or 0)
+  if v >= 1000000000 then return nil end
+  local v1 = v % LIMB
+  local h = tonumber(sec) * 100 + (v - v1) / LIMB
+  local h1 = h % LIMB
+  return v1, h1, (h - h1) / LIMB
+end
+
+-- Parameters that most calls repeat, remembered by their two texts (at most 1024, then forgotten at
+-- once): `make(a, b)` once per pair; false where the library must parse them.
+local function remembered_pairs(make)
+  local seen, count = {}, 0
+  return function(a, b)
+    local row = seen[a]
+    local v = row and row[b]
+    if v == nil then
+      v = make(a, b)
+      if count >= 1024 then seen, count = {}, 0 end
+      row = seen[a]
+      if not row then
+        row = {}
+        seen[a] = row
+      end
+      row[b], count = v, count + 1
+    end
+    return v
+  end
+end
+
 -- Milliseconds, rounded up, of ns in [0, 2^52) (time.rs' ceil_ms).
 local function ms_up(ns)
   if ns <= 0 then return 0 end

@@ -49,65 +49,50 @@ local function token_core(key, old, capacity, interval, depth, slack, limit, ste
   return { 1, limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
 end
 
--- A token bucket's parameters from their text, where both are plain and small (a capacity of digits, a
--- rate of digits with at most 6 decimals, every quantity below 2^52): core's TokenBucket::new in plain
--- numbers (the emission interval and a full refill in ns rounded up, the slack, the depth, the period
--- and the expiry grid's step). false where the library's exact parser must decide (any other text, an
--- error to reply, larger values).
-local function token_params(capacity_s, rate_s)
-  if #capacity_s > 15 or not capacity_s:find("^[1-9]%d*$") then return false end
-  local whole, fraction = rate_s:match("^(%d+)%.?(%d*)$")
-  if not whole or #rate_s > 16 or #fraction > 6 or (fraction == "" and rate_s:find("%.")) then return false end
-  local capacity = tonumber(capacity_s)
-  local scale = 10 ^ #fraction
-  local m = tonumber(whole .. fraction)
-  if m == 0 or m >= 1000000000000000 then return false end
-  local per_sec = idiv(m + scale - 1, scale)
-  if per_sec > MAX_RATE_PER_SEC then return false end
-  local numerator = 1000000000 * scale
-  local interval = idiv(numerator + m - 1, m)
-  local exact_numerator = capacity * numerator
-  if exact_numerator >= FAST then return false end
-  local exact = idiv(exact_numerator + m - 1, m)
-  local tau = interval * capacity
-  if tau >= FAST then return false end
-  local slack = math.min(tau - math.min(exact, tau), interval - 1)
-  local period = tau - slack
-  local step = math.max(floor(floor(period / 16) / 1000000000) * 1000, 1000)
-  return { capacity = capacity, interval = interval, depth = tau + slack, slack = slack, step = step }
-end
-
--- Parameters that most calls repeat, remembered by their text (at most 1024, then forgotten at once).
-local seen_params, seen_count = {}, 0
-
--- FCALL rl_token / its EVALSHA script on one bucket, before the library is built: the reply, or nil
--- where the library must decide (nothing is read or written then but the key, which it reads again).
-local function token_fast(keys, args, sec, usec, ns)
-  if #keys ~= 1 or #args ~= 3 or #sec < 8 or #sec > 12 or not sec:find("^%d+$") or not usec:find("^%d+$")
-      or (ns and not ns:find("^%d+$")) then
-    return nil
+-- FCALL rl_token's path before the library (its parameters' parser, remembered, and the call), built on
+-- its first use: an EVALSHA script of another function does not build it.
+local function token_paths()
+  -- A token bucket's parameters from their text, where both are plain and small (a capacity of digits, a
+  -- rate of digits with at most 6 decimals, every quantity below 2^52): core's TokenBucket::new in plain
+  -- numbers (the emission interval and a full refill in ns rounded up, the slack, the depth, the period
+  -- and the expiry grid's step). false where the library's exact parser must decide (any other text, an
+  -- error to reply, larger values).
+  local function token_params(capacity_s, rate_s)
+    if #capacity_s > 15 or not capacity_s:find("^[1-9]%d*$") then return false end
+    local whole, fraction = rate_s:match("^(%d+)%.?(%d*)$")
+    if not whole or #rate_s > 16 or #fraction > 6 or (fraction == "" and rate_s:find("%.")) then return false end
+    local capacity = tonumber(capacity_s)
+    local scale = 10 ^ #fraction
+    local m = tonumber(whole .. fraction)
+    if m == 0 or m >= 1000000000000000 then return false end
+    local per_sec = idiv(m + scale - 1, scale)
+    if per_sec > MAX_RATE_PER_SEC then return false end
+    local numerator = 1000000000 * scale
+    local interval = idiv(numerator + m - 1, m)
+    local exact_numerator = capacity * numerator
+    if exact_numerator >= FAST then return false end
+    local exact = idiv(exact_numerator + m - 1, m)
+    local tau = interval * capacity
+    if tau >= FAST then return false end
+    local slack = math.min(tau - math.min(exact, tau), interval - 1)
+    local period = tau - slack
+    local step = math.max(floor(floor(period / 16) / 1000000000) * 1000, 1000)
+    return { capacity = capacity, interval = interval, depth = tau + slack, slack = slack, step = step }
   end
-  local capacity_s, rate_s, cost_s = args[1], args[2], args[3]
-  local row = seen_params[capacity_s]
-  local b = row and row[rate_s]
-  if b == nil then
-    b = token_params(capacity_s, rate_s)
-    if seen_count >= 1024 then seen_params, seen_count = {}, 0 end
-    row = seen_params[capacity_s]
-    if not row then
-      row = {}
-      seen_params[capacity_s] = row
-    end
-    row[rate_s], seen_count = b, seen_count + 1
+
+  local token_params_of = remembered_pairs(token_params)
+
+  -- FCALL rl_token / its EVALSHA script on one bucket, before the library is built, at now (its limbs):
+  -- the reply, or nil where the library must decide (nothing is read or written then but the key, which
+  -- it reads again).
+  local function token_fast(keys, args, n1, n2, n3)
+    if #keys ~= 1 or #args ~= 3 then return nil end
+    local b, cost_s = token_params_of(args[1], args[2]), args[3]
+    if not b or #cost_s > 15 or not cost_s:find("^%d+$") then return nil end
+    local old = redis.pcall("GET", keys[1])
+    if type(old) == "table" then return nil end
+    return token_core(keys[1], old or nil, b.capacity, b.interval, b.depth, b.slack, b.capacity, b.step,
+      tonumber(cost_s), n1, n2, n3)
   end
-  if not b or #cost_s > 15 or not cost_s:find("^%d+$") then return nil end
-  local old = redis.pcall("GET", keys[1])
-  if type(old) == "table" then return nil end
-  local v = tonumber(usec) * 1000 + (ns and tonumber(ns) or 0)
-  if v >= 1000000000 then return nil end
-  local v1 = v % LIMB
-  local h = tonumber(sec) * 100 + (v - v1) / LIMB
-  local h1 = h % LIMB
-  return token_core(keys[1], old or nil, b.capacity, b.interval, b.depth, b.slack, b.capacity, b.step,
-    tonumber(cost_s), v1, h1, (h - h1) / LIMB)
+  return { rl_token = token_fast }
 end

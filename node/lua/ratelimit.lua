@@ -29,7 +29,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "ea983e542dd064900de248d3066ae606423da824",
+  source_hash = "96d9ade16fdbbcfb9983670b2fd6a964d8df6e5a",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -97,6 +97,70 @@ local function idiv(a, b)
   if r < 0 then return q - 1 end
   if r >= b then return q + 1 end
   return q
+end
+
+-- Small numbers below 2^53 as bytes (microsecond times, weights, counts).
+local W32 = 4294967296
+
+local function u32le(x)
+  local b0 = x % 256
+  x = (x - b0) / 256
+  local b1 = x % 256
+  x = (x - b1) / 256
+  local b2 = x % 256
+  return char(b0, b1, b2, (x - b2) / 256)
+end
+
+local function u64le(x)
+  local lo = x % W32
+  return u32le(lo) .. u32le((x - lo) / W32)
+end
+
+local function u32at(s, at)
+  local b0, b1, b2, b3 = byte(s, at, at + 3)
+  return ((b3 * 256 + b2) * 256 + b1) * 256 + b0
+end
+
+-- The u64 at byte `at` of s where it is below 2^52; nothing otherwise.
+local function small_at(s, at)
+  local hi = u32at(s, at + 4)
+  if hi >= 1048576 then return nil end
+  return hi * W32 + u32at(s, at)
+end
+
+-- The clock's reading (its text) as the three base-10^7 limbs of ns (low first), for the seconds of any
+-- real clock; nothing for any other text.
+local function now_limbs(sec, usec, ns)
+  if #sec < 8 or #sec > 12 or not sec:find("^%d+$") or not usec:find("^%d+$") or (ns and not ns:find("^%d+$")) then
+    return nil
+  end
+  local v = tonumber(usec) * 1000 + (ns and tonumber(ns) or 0)
+  if v >= 1000000000 then return nil end
+  local v1 = v % LIMB
+  local h = tonumber(sec) * 100 + (v - v1) / LIMB
+  local h1 = h % LIMB
+  return v1, h1, (h - h1) / LIMB
+end
+
+-- Parameters that most calls repeat, remembered by their two texts (at most 1024, then forgotten at
+-- once): `make(a, b)` once per pair; false where the library must parse them.
+local function remembered_pairs(make)
+  local seen, count = {}, 0
+  return function(a, b)
+    local row = seen[a]
+    local v = row and row[b]
+    if v == nil then
+      v = make(a, b)
+      if count >= 1024 then seen, count = {}, 0 end
+      row = seen[a]
+      if not row then
+        row = {}
+        seen[a] = row
+      end
+      row[b], count = v, count + 1
+    end
+    return v
+  end
 end
 
 -- Milliseconds, rounded up, of ns in [0, 2^52) (time.rs' ceil_ms).
@@ -259,67 +323,185 @@ local function token_core(key, old, capacity, interval, depth, slack, limit, ste
   return { 1, limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
 end
 
--- A token bucket's parameters from their text, where both are plain and small (a capacity of digits, a
--- rate of digits with at most 6 decimals, every quantity below 2^52): core's TokenBucket::new in plain
--- numbers (the emission interval and a full refill in ns rounded up, the slack, the depth, the period
--- and the expiry grid's step). false where the library's exact parser must decide (any other text, an
--- error to reply, larger values).
-local function token_params(capacity_s, rate_s)
-  if #capacity_s > 15 or not capacity_s:find("^[1-9]%d*$") then return false end
-  local whole, fraction = rate_s:match("^(%d+)%.?(%d*)$")
-  if not whole or #rate_s > 16 or #fraction > 6 or (fraction == "" and rate_s:find("%.")) then return false end
-  local capacity = tonumber(capacity_s)
-  local scale = 10 ^ #fraction
-  local m = tonumber(whole .. fraction)
-  if m == 0 or m >= 1000000000000000 then return false end
-  local per_sec = idiv(m + scale - 1, scale)
-  if per_sec > MAX_RATE_PER_SEC then return false end
-  local numerator = 1000000000 * scale
-  local interval = idiv(numerator + m - 1, m)
-  local exact_numerator = capacity * numerator
-  if exact_numerator >= FAST then return false end
-  local exact = idiv(exact_numerator + m - 1, m)
-  local tau = interval * capacity
-  if tau >= FAST then return false end
-  local slack = math.min(tau - math.min(exact, tau), interval - 1)
-  local period = tau - slack
-  local step = math.max(floor(floor(period / 16) / 1000000000) * 1000, 1000)
-  return { capacity = capacity, interval = interval, depth = tau + slack, slack = slack, step = step }
+-- FCALL rl_token's path before the library (its parameters' parser, remembered, and the call), built on
+-- its first use: an EVALSHA script of another function does not build it.
+local function token_paths()
+  -- A token bucket's parameters from their text, where both are plain and small (a capacity of digits, a
+  -- rate of digits with at most 6 decimals, every quantity below 2^52): core's TokenBucket::new in plain
+  -- numbers (the emission interval and a full refill in ns rounded up, the slack, the depth, the period
+  -- and the expiry grid's step). false where the library's exact parser must decide (any other text, an
+  -- error to reply, larger values).
+  local function token_params(capacity_s, rate_s)
+    if #capacity_s > 15 or not capacity_s:find("^[1-9]%d*$") then return false end
+    local whole, fraction = rate_s:match("^(%d+)%.?(%d*)$")
+    if not whole or #rate_s > 16 or #fraction > 6 or (fraction == "" and rate_s:find("%.")) then return false end
+    local capacity = tonumber(capacity_s)
+    local scale = 10 ^ #fraction
+    local m = tonumber(whole .. fraction)
+    if m == 0 or m >= 1000000000000000 then return false end
+    local per_sec = idiv(m + scale - 1, scale)
+    if per_sec > MAX_RATE_PER_SEC then return false end
+    local numerator = 1000000000 * scale
+    local interval = idiv(numerator + m - 1, m)
+    local exact_numerator = capacity * numerator
+    if exact_numerator >= FAST then return false end
+    local exact = idiv(exact_numerator + m - 1, m)
+    local tau = interval * capacity
+    if tau >= FAST then return false end
+    local slack = math.min(tau - math.min(exact, tau), interval - 1)
+    local period = tau - slack
+    local step = math.max(floor(floor(period / 16) / 1000000000) * 1000, 1000)
+    return { capacity = capacity, interval = interval, depth = tau + slack, slack = slack, step = step }
+  end
+
+  local token_params_of = remembered_pairs(token_params)
+
+  -- FCALL rl_token / its EVALSHA script on one bucket, before the library is built, at now (its limbs):
+  -- the reply, or nil where the library must decide (nothing is read or written then but the key, which
+  -- it reads again).
+  local function token_fast(keys, args, n1, n2, n3)
+    if #keys ~= 1 or #args ~= 3 then return nil end
+    local b, cost_s = token_params_of(args[1], args[2]), args[3]
+    if not b or #cost_s > 15 or not cost_s:find("^%d+$") then return nil end
+    local old = redis.pcall("GET", keys[1])
+    if type(old) == "table" then return nil end
+    return token_core(keys[1], old or nil, b.capacity, b.interval, b.depth, b.slack, b.capacity, b.step,
+      tonumber(cost_s), n1, n2, n3)
+  end
+  return { rl_token = token_fast }
 end
 
--- Parameters that most calls repeat, remembered by their text (at most 1024, then forgotten at once).
-local seen_params, seen_count = {}, 0
+-- RL.FIXED and RL.SLIDECOUNT on one key (core's FixedWindow and SlidingCounter, the store's write, the
+-- reply) in plain numbers, before the library is built, where every quantity lies below 2^52: windows of
+-- whole milliseconds up to 999,999 s, limits whose capacity (limit * window in ns) stays below 2^50, a cost
+-- of 1 to the limit, states of the tagged layouts near now. Anything else (other text, an error to reply,
+-- a peek, a state of another layout or from a clock that ran ahead, huge counts) is nil: the general path
+-- decides. tests/lua_equal.rs holds both paths to core and reaches both. Built on
+-- first use: an EVALSHA script of another function does not build it.
+local function window_paths()
+  local FIXED_TAG, COUNTER_TAG = "RLF\1", "RLC\1"
+  local CAPACITY_MAX = 1125899906842624 -- 2^50
 
--- FCALL rl_token / its EVALSHA script on one bucket, before the library is built: the reply, or nil
--- where the library must decide (nothing is read or written then but the key, which it reads again).
-local function token_fast(keys, args, sec, usec, ns)
-  if #keys ~= 1 or #args ~= 3 or #sec < 8 or #sec > 12 or not sec:find("^%d+$") or not usec:find("^%d+$")
-      or (ns and not ns:find("^%d+$")) then
-    return nil
+  -- `limit window` from their text where both are plain and small (a limit of digits; a window of digits
+  -- with at most 3 decimals, not zero): the limit, the window in ms and in ns; false otherwise.
+  local function window_params(limit_s, window_s)
+    if #limit_s > 15 or not limit_s:find("^[1-9]%d*$") then return false end
+    local whole, fraction = window_s:match("^(%d+)%.?(%d*)$")
+    if not whole or #whole > 6 or #fraction > 3 then return false end
+    local ms = tonumber(whole) * 1000 + (fraction ~= "" and tonumber((fraction .. "00"):sub(1, 3)) or 0)
+    local limit = tonumber(limit_s)
+    if ms == 0 or limit * ms * MS >= CAPACITY_MAX then return false end
+    return { limit = limit, window_ms = ms, window = ms * MS }
   end
-  local capacity_s, rate_s, cost_s = args[1], args[2], args[3]
-  local row = seen_params[capacity_s]
-  local b = row and row[rate_s]
-  if b == nil then
-    b = token_params(capacity_s, rate_s)
-    if seen_count >= 1024 then seen_params, seen_count = {}, 0 end
-    row = seen_params[capacity_s]
-    if not row then
-      row = {}
-      seen_params[capacity_s] = row
+
+  local window_params_of = remembered_pairs(window_params)
+
+  -- The window's parameters and the cost of a call `key limit window [cost]`, or nothing.
+  local function window_call(keys, args)
+    if #keys ~= 1 or #args < 2 or #args > 3 then return nil end
+    local p, cost_s = window_params_of(args[1], args[2]), args[3] or "1"
+    if not p or #cost_s > 15 or not cost_s:find("^%d+$") then return nil end
+    local cost = tonumber(cost_s)
+    if cost == 0 or cost > p.limit then return nil end
+    return p, cost
+  end
+
+  -- The store's write of a state whose expiry is one point (`at`, ms): core keeps an expiry in place only
+  -- when it is that point, so the key ends with it either way.
+  local function set_at(key, bytes, at) redis.call("SET", key, bytes, "PXAT", at) end
+
+  -- RL.FIXED: the count (u64) and the window's end (i64 ns) behind `RLF\x01`.
+  local function fixed_fast(keys, args, n1, n2, n3)
+    local p, cost = window_call(keys, args)
+    if not p then return nil end
+    local key = keys[1]
+    local old = redis.pcall("GET", key)
+    if type(old) == "table" then return nil end
+    local count, open_for, ends, at = 0, p.window, nil, nil
+    if old then
+      if #old ~= 20 or old:sub(1, 4) ~= FIXED_TAG then return nil end
+      local t1, t2, t3 = time_at(old, 13)
+      local dh = t3 and t3 - n3
+      count = small_at(old, 5)
+      if not count or not dh or dh > 80 or dh < -80 then return nil end
+      local left = dh * 100000000000000 + (t2 - n2) * LIMB + (t1 - n1)
+      -- A window ending beyond now + window (a clock that ran ahead) is repaired by the general path.
+      if left > p.window then return nil end
+      if left > 0 then
+        open_for, ends = left, old:sub(13, 20)
+        local r = t1 % MS
+        at = t3 * 100000000 + t2 * 10 + (t1 - r) / MS + (r ~= 0 and 1 or 0)
+      else
+        count = 0
+      end
     end
-    row[rate_s], seen_count = b, seen_count + 1
+    local total = count + cost
+    if total > p.limit then
+      -- Denied: nothing written.
+      local wait = ms_up(open_for)
+      return { 0, p.limit, count < p.limit and p.limit - count or 0, wait, wait }
+    end
+    if not ends then
+      -- A new window: it ends at now + window.
+      local x = n2 * LIMB + n1 + p.window
+      local x1 = x % LIMB
+      local rest = (x - x1) / LIMB
+      local x2 = rest % LIMB
+      ends, at = le64_limbs(x1, x2, n3 + (rest - x2) / LIMB), n3 * 100000000 + ms_up(x)
+    end
+    set_at(key, FIXED_TAG .. u64le(total) .. ends, at)
+    return { 1, p.limit, p.limit - total, 0, ms_up(open_for) }
   end
-  if not b or #cost_s > 15 or not cost_s:find("^%d+$") then return nil end
-  local old = redis.pcall("GET", keys[1])
-  if type(old) == "table" then return nil end
-  local v = tonumber(usec) * 1000 + (ns and tonumber(ns) or 0)
-  if v >= 1000000000 then return nil end
-  local v1 = v % LIMB
-  local h = tonumber(sec) * 100 + (v - v1) / LIMB
-  local h1 = h % LIMB
-  return token_core(keys[1], old or nil, b.capacity, b.interval, b.depth, b.slack, b.capacity, b.step,
-    tonumber(cost_s), v1, h1, (h - h1) / LIMB)
+
+  -- RL.SLIDECOUNT: the window's index, the current and the previous window's counts behind `RLC\x01`.
+  local function counter_fast(keys, args, n1, n2, n3)
+    local p, cost = window_call(keys, args)
+    if not p then return nil end
+    local key = keys[1]
+    local old = redis.pcall("GET", key)
+    if type(old) == "table" then return nil end
+    local w, limit = p.window, p.limit
+    local now_ms = ms_of_limbs(n1, n2, n3)
+    local index = idiv(now_ms, p.window_ms)
+    local elapsed = (now_ms - index * p.window_ms) * MS + (n2 * LIMB + n1) % MS
+    local current, previous = 0, 0
+    if old then
+      if #old ~= 28 or old:sub(1, 4) ~= COUNTER_TAG then return nil end
+      local sw, sc, sp = small_at(old, 5), small_at(old, 13), small_at(old, 21)
+      -- A window ahead of now (a clock that ran ahead) is repaired by the general path.
+      if not (sw and sc and sp) or sw > index then return nil end
+      if sw == index then
+        current, previous = sc, sp
+      elseif sw + 1 == index then
+        previous = sc
+      end
+    end
+    local after = current + cost
+    if after * w >= CAPACITY_MAX or previous * w >= CAPACITY_MAX then return nil end
+    local capacity, to_end = limit * w, w - elapsed
+    local weighted = previous * to_end
+    if weighted + after * w <= capacity then
+      set_at(key, COUNTER_TAG .. u64le(index) .. u64le(after) .. u64le(previous), (index + 2) * p.window_ms)
+      return { 1, limit, idiv(capacity - weighted - after * w, w), 0, ms_up(to_end + w) }
+    end
+    -- Denied: nothing written; the wait until the cost fits (core's fits_at), then the reply.
+    local function fits_at(count, room)
+      if count == 0 then return 0 end
+      local at = w - idiv(room * w, count)
+      return at > 0 and at or 0
+    end
+    local room, wait = limit - current - cost, nil
+    if room >= 0 then
+      wait = fits_at(previous, room) - elapsed
+      if wait < 0 then wait = 0 end
+    else
+      wait = to_end + fits_at(current, limit - cost)
+    end
+    local used = weighted + current * w
+    local reset = current > 0 and to_end + w or (previous > 0 and to_end or 0)
+    return { 0, limit, used < capacity and idiv(capacity - used, w) or 0, ms_up(wait), ms_up(reset) }
+  end
+  return { rl_fixed = fixed_fast, rl_slidecount = counter_fast }
 end
 
 -- Redis 7.0 loads a library without the standard globals (math, string, table, ...): the library is
@@ -775,29 +957,6 @@ local function build()
     return B.num(B.divceil(ns, MILLION))
   end
 
-  ------------------------------------------------------------------------------------------------------------
-  -- Small numbers below 2^53 as bytes (microsecond times, weights).
-  ------------------------------------------------------------------------------------------------------------
-  local W32 = 4294967296
-
-  local function u32le(x)
-    local b0 = x % 256
-    x = (x - b0) / 256
-    local b1 = x % 256
-    x = (x - b1) / 256
-    local b2 = x % 256
-    return char(b0, b1, b2, (x - b2) / 256)
-  end
-
-  local function u64le(x)
-    local lo = x % W32
-    return u32le(lo) .. u32le((x - lo) / W32)
-  end
-
-  local function u32at(s, at)
-    local b0, b1, b2, b3 = byte(s, at, at + 3)
-    return ((b3 * 256 + b2) * 256 + b1) * 256 + b0
-  end
 
   ------------------------------------------------------------------------------------------------------------
   -- Errors: every reply starts with its code, as the module's (src/server/error.rs).
@@ -2235,12 +2394,23 @@ end
 
 local built = nil
 
+-- The functions decided before the library is built where their fast path applies: each group's paths
+-- built on the first call of one of them (in an EVALSHA script, on each call of its own function).
+local FAST_PATHS = { rl_token = token_paths, rl_fixed = window_paths, rl_slidecount = window_paths }
+local fast_built = {}
+
 local function call(name, keys, args)
   if not floor then floor, char, byte = math.floor, string.char, string.byte end
   local sec, usec, ns = clock(args)
-  if name == "rl_token" then
-    local reply = token_fast(keys, args, sec, usec, ns)
-    if reply then return reply end
+  local paths = FAST_PATHS[name]
+  if paths then
+    local n1, n2, n3 = now_limbs(sec, usec, ns)
+    if n1 then
+      local fast = fast_built[paths] or paths()
+      fast_built[paths] = fast
+      local reply = fast[name](keys, args, n1, n2, n3)
+      if reply then return reply end
+    end
   end
   built = built or build()
   return built[name](keys, args, sec, usec, ns)

@@ -1,0 +1,132 @@
+-- RL.FIXED and RL.SLIDECOUNT on one key (core's FixedWindow and SlidingCounter, the store's write, the
+-- reply) in plain numbers, before the library is built, where every quantity lies below 2^52: windows of
+-- whole milliseconds up to 999,999 s, limits whose capacity (limit * window in ns) stays below 2^50, a cost
+-- of 1 to the limit, states of the tagged layouts near now. Anything else (other text, an error to reply,
+-- a peek, a state of another layout or from a clock that ran ahead, huge counts) is nil: the general path
+-- decides. tests/lua_equal.rs holds both paths to core and reaches both. Built on
+-- first use: an EVALSHA script of another function does not build it.
+local function window_paths()
+  local FIXED_TAG, COUNTER_TAG = "RLF\1", "RLC\1"
+  local CAPACITY_MAX = 1125899906842624 -- 2^50
+
+  -- `limit window` from their text where both are plain and small (a limit of digits; a window of digits
+  -- with at most 3 decimals, not zero): the limit, the window in ms and in ns; false otherwise.
+  local function window_params(limit_s, window_s)
+    if #limit_s > 15 or not limit_s:find("^[1-9]%d*$") then return false end
+    local whole, fraction = window_s:match("^(%d+)%.?(%d*)$")
+    if not whole or #whole > 6 or #fraction > 3 then return false end
+    local ms = tonumber(whole) * 1000 + (fraction ~= "" and tonumber((fraction .. "00"):sub(1, 3)) or 0)
+    local limit = tonumber(limit_s)
+    if ms == 0 or limit * ms * MS >= CAPACITY_MAX then return false end
+    return { limit = limit, window_ms = ms, window = ms * MS }
+  end
+
+  local window_params_of = remembered_pairs(window_params)
+
+  -- The window's parameters and the cost of a call `key limit window [cost]`, or nothing.
+  local function window_call(keys, args)
+    if #keys ~= 1 or #args < 2 or #args > 3 then return nil end
+    local p, cost_s = window_params_of(args[1], args[2]), args[3] or "1"
+    if not p or #cost_s > 15 or not cost_s:find("^%d+$") then return nil end
+    local cost = tonumber(cost_s)
+    if cost == 0 or cost > p.limit then return nil end
+    return p, cost
+  end
+
+  -- The store's write of a state whose expiry is one point (`at`, ms): core keeps an expiry in place only
+  -- when it is that point, so the key ends with it either way.
+  local function set_at(key, bytes, at) redis.call("SET", key, bytes, "PXAT", at) end
+
+  -- RL.FIXED: the count (u64) and the window's end (i64 ns) behind `RLF\x01`.
+  local function fixed_fast(keys, args, n1, n2, n3)
+    local p, cost = window_call(keys, args)
+    if not p then return nil end
+    local key = keys[1]
+    local old = redis.pcall("GET", key)
+    if type(old) == "table" then return nil end
+    local count, open_for, ends, at = 0, p.window, nil, nil
+    if old then
+      if #old ~= 20 or old:sub(1, 4) ~= FIXED_TAG then return nil end
+      local t1, t2, t3 = time_at(old, 13)
+      local dh = t3 and t3 - n3
+      count = small_at(old, 5)
+      if not count or not dh or dh > 80 or dh < -80 then return nil end
+      local left = dh * 100000000000000 + (t2 - n2) * LIMB + (t1 - n1)
+      -- A window ending beyond now + window (a clock that ran ahead) is repaired by the general path.
+      if left > p.window then return nil end
+      if left > 0 then
+        open_for, ends = left, old:sub(13, 20)
+        local r = t1 % MS
+        at = t3 * 100000000 + t2 * 10 + (t1 - r) / MS + (r ~= 0 and 1 or 0)
+      else
+        count = 0
+      end
+    end
+    local total = count + cost
+    if total > p.limit then
+      -- Denied: nothing written.
+      local wait = ms_up(open_for)
+      return { 0, p.limit, count < p.limit and p.limit - count or 0, wait, wait }
+    end
+    if not ends then
+      -- A new window: it ends at now + window.
+      local x = n2 * LIMB + n1 + p.window
+      local x1 = x % LIMB
+      local rest = (x - x1) / LIMB
+      local x2 = rest % LIMB
+      ends, at = le64_limbs(x1, x2, n3 + (rest - x2) / LIMB), n3 * 100000000 + ms_up(x)
+    end
+    set_at(key, FIXED_TAG .. u64le(total) .. ends, at)
+    return { 1, p.limit, p.limit - total, 0, ms_up(open_for) }
+  end
+
+  -- RL.SLIDECOUNT: the window's index, the current and the previous window's counts behind `RLC\x01`.
+  local function counter_fast(keys, args, n1, n2, n3)
+    local p, cost = window_call(keys, args)
+    if not p then return nil end
+    local key = keys[1]
+    local old = redis.pcall("GET", key)
+    if type(old) == "table" then return nil end
+    local w, limit = p.window, p.limit
+    local now_ms = ms_of_limbs(n1, n2, n3)
+    local index = idiv(now_ms, p.window_ms)
+    local elapsed = (now_ms - index * p.window_ms) * MS + (n2 * LIMB + n1) % MS
+    local current, previous = 0, 0
+    if old then
+      if #old ~= 28 or old:sub(1, 4) ~= COUNTER_TAG then return nil end
+      local sw, sc, sp = small_at(old, 5), small_at(old, 13), small_at(old, 21)
+      -- A window ahead of now (a clock that ran ahead) is repaired by the general path.
+      if not (sw and sc and sp) or sw > index then return nil end
+      if sw == index then
+        current, previous = sc, sp
+      elseif sw + 1 == index then
+        previous = sc
+      end
+    end
+    local after = current + cost
+    if after * w >= CAPACITY_MAX or previous * w >= CAPACITY_MAX then return nil end
+    local capacity, to_end = limit * w, w - elapsed
+    local weighted = previous * to_end
+    if weighted + after * w <= capacity then
+      set_at(key, COUNTER_TAG .. u64le(index) .. u64le(after) .. u64le(previous), (index + 2) * p.window_ms)
+      return { 1, limit, idiv(capacity - weighted - after * w, w), 0, ms_up(to_end + w) }
+    end
+    -- Denied: nothing written; the wait until the cost fits (core's fits_at), then the reply.
+    local function fits_at(count, room)
+      if count == 0 then return 0 end
+      local at = w - idiv(room * w, count)
+      return at > 0 and at or 0
+    end
+    local room, wait = limit - current - cost, nil
+    if room >= 0 then
+      wait = fits_at(previous, room) - elapsed
+      if wait < 0 then wait = 0 end
+    else
+      wait = to_end + fits_at(current, limit - cost)
+    end
+    local used = weighted + current * w
+    local reset = current > 0 and to_end + w or (previous > 0 and to_end or 0)
+    return { 0, limit, used < capacity and idiv(capacity - used, w) or 0, ms_up(wait), ms_up(reset) }
+  end
+  return { rl_fixed = fixed_fast, rl_slidecount = counter_fast }
+end
