@@ -7,13 +7,15 @@
  *   each command carries the slot of its key and ioredis sends it to that slot's node (and follows a
  *   MOVED itself when the slots changed).
  * - node-redis 4 and 5 (`createClient`, `createCluster`): `sendCommand(args)`, and in a cluster
- *   `sendCommand(firstKey, isReadonly, args)`, which routes by the key.
+ *   `sendCommand(firstKey, isReadonly, args)`, which routes by the key; node-redis 5's Sentinel client
+ *   (`createSentinel`): `sendCommand(isReadonly, args)`, sent to the primary it follows.
+ * - ioredis with `sentinels`: a `Redis` like any other (it follows the primary itself).
  */
 import { RedisErrorReply, type Send } from "./engine.js";
 import { slotOf } from "./slot.js";
 
 export interface Adapter {
-  /** `ioredis`, `ioredis-cluster`, `node-redis`, `node-redis-cluster`. */
+  /** `ioredis`, `ioredis-cluster`, `node-redis`, `node-redis-cluster`, `node-redis-sentinel`. */
   readonly name: string;
   readonly cluster: boolean;
   /** Sends one command to the node of `route`; rejects with `RedisErrorReply` for an error reply. */
@@ -76,14 +78,25 @@ function nodeRedisReply(e: Any): boolean {
   return false;
 }
 
-/** The adapter for a node-redis 4 or 5 client or cluster. */
+/** node-redis 5's Sentinel client (`createSentinel`): a `RedisSentinel`, with leases of its clients. */
+function isNodeRedisSentinel(client: Any): boolean {
+  for (let p = Object.getPrototypeOf(client); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    if (p.constructor?.name === "RedisSentinel") return true;
+  }
+  return false;
+}
+
+/** The adapter for a node-redis 4 or 5 client or cluster, or node-redis 5's Sentinel client. */
 export function nodeRedisAdapter(client: Any): Adapter {
-  const cluster = !("isOpen" in client) || typeof client.getMasters === "function" || "masters" in client;
-  const send: Send = cluster
-    ? (args, route) => client.sendCommand(route, false, args)
-    : (args, _route) => client.sendCommand(args);
+  const sentinel = isNodeRedisSentinel(client);
+  const cluster = !sentinel && (!("isOpen" in client) || typeof client.getMasters === "function" || "masters" in client);
+  const send: Send = sentinel
+    ? (args, _route) => client.sendCommand(false, args)
+    : cluster
+      ? (args, route) => client.sendCommand(route, false, args)
+      : (args, _route) => client.sendCommand(args);
   return {
-    name: cluster ? "node-redis-cluster" : "node-redis",
+    name: sentinel ? "node-redis-sentinel" : cluster ? "node-redis-cluster" : "node-redis",
     cluster,
     send: (args, route) => {
       let p: Promise<unknown>;

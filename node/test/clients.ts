@@ -1,5 +1,6 @@
 // The clients the tests run on, each with its DEFAULT options (nothing set for the limiter's sake).
 import { Redis, Cluster } from "ioredis";
+import { Redis as Redis6, Cluster as Cluster6 } from "ioredis6";
 import { createClient, createCluster } from "redis";
 import { createClient as createClient4, createCluster as createCluster4 } from "redis4";
 
@@ -20,6 +21,20 @@ export const FACTORIES: Factory[] = [
     },
     async cluster(port) {
       const c = new Cluster([{ host: "127.0.0.1", port }]);
+      c.on("error", () => {});
+      await new Promise((ok) => c.once("ready", ok));
+      return { client: c, close: async () => void c.disconnect() };
+    },
+  },
+  {
+    name: "ioredis 6",
+    async make(port) {
+      const c = new Redis6(port, "127.0.0.1");
+      c.on("error", () => {});
+      return { client: c, close: async () => void c.disconnect() };
+    },
+    async cluster(port) {
+      const c = new Cluster6([{ host: "127.0.0.1", port }]);
       c.on("error", () => {});
       await new Promise((ok) => c.once("ready", ok));
       return { client: c, close: async () => void c.disconnect() };

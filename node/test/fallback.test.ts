@@ -19,7 +19,7 @@ test("fallback needs instances; instances belongs to fallback", () => {
   assert.throws(() => new LocalLimiter(1.5), UsageError);
 });
 
-for (const f of FACTORIES.slice(0, 2)) {
+for (const f of FACTORIES.filter((f) => f.name === "ioredis 5" || f.name === "node-redis 5")) {
   test(`${f.name}: a stopped server, fallback at 1 of 2 instances: the share of every kind, then Redis again`, async () => {
     const server = await Server.start({ module: true });
     const made = await f.make(server.port);

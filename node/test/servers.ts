@@ -45,19 +45,20 @@ export function ping(port: number, timeoutMs = 200): Promise<boolean> {
 export class Server {
   proc: ChildProcess | undefined;
   readonly dir = mkdtempSync(join(tmpdir(), "rl-node-"));
-  constructor(readonly port: number, readonly args: string[]) {}
+  constructor(readonly port: number, readonly args: string[], readonly binary = REDIS) {}
 
-  static async start(opts: { module?: boolean; args?: string[] } = {}): Promise<Server> {
+  /** `binary`: another redis-server (default REDIS). */
+  static async start(opts: { module?: boolean; args?: string[]; binary?: string } = {}): Promise<Server> {
     const port = await freePort();
     const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...(opts.args ?? [])];
     if (opts.module) args.push("--loadmodule", MODULE);
-    const s = new Server(port, args);
+    const s = new Server(port, args, opts.binary);
     await s.run();
     return s;
   }
 
   async run(): Promise<void> {
-    const proc = spawn(REDIS, [...this.args, "--dir", this.dir], { stdio: ["ignore", "ignore", "inherit"] });
+    const proc = spawn(this.binary, [...this.args, "--dir", this.dir], { stdio: ["ignore", "ignore", "inherit"] });
     this.proc = proc;
     running.add(proc);
     proc.once("exit", () => running.delete(proc));
@@ -66,6 +67,15 @@ export class Server {
       await new Promise((r) => setTimeout(r, 25));
     }
     throw new Error(`redis-server on ${this.port} did not start`);
+  }
+
+  /** Starts the process with `args` as they are (a sentinel: its configuration file first). */
+  async runPlain(): Promise<void> {
+    const proc = spawn(this.binary, this.args, { stdio: ["ignore", "ignore", "inherit"] });
+    this.proc = proc;
+    running.add(proc);
+    proc.once("exit", () => running.delete(proc));
+    await until(`the process on ${this.port}`, () => ping(this.port));
   }
 
   async stop(): Promise<void> {
@@ -110,5 +120,79 @@ export class ClusterServers {
   }
   async close(): Promise<void> {
     await Promise.all(this.nodes.map((s) => s.close()));
+  }
+}
+
+/** The reply of one command, on a connection of its own (closed after it). */
+export async function ask(port: number, ...args: string[]): Promise<string> {
+  const { Redis } = await import("ioredis");
+  const c = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  c.on("error", () => {});
+  try {
+    await c.connect();
+    const reply = await c.call(args[0]!, ...args.slice(1));
+    return Array.isArray(reply) ? reply.map(String).join("\n") : String(reply);
+  } finally {
+    c.disconnect();
+  }
+}
+
+export async function until(what: string, ok: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await Promise.resolve().then(ok).catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export const SERVICE = "rl-primary";
+
+/** A primary and a replica (both with the module) watched by three sentinels (quorum 2), on free
+ * loopback ports, as `testkit/src/sentinel.rs`. */
+export class Sentinels {
+  constructor(readonly nodes: Server[], readonly sentinels: Server[]) {}
+
+  static async start(): Promise<Sentinels> {
+    const primary = await Server.start({ module: true, args: ["--repl-diskless-sync-delay", "0"] });
+    const replica = await Server.start({ module: true, args: ["--replicaof", "127.0.0.1", String(primary.port), "--repl-diskless-sync-delay", "0"] });
+    const topology = new Sentinels([primary, replica], []);
+    try {
+      await until("the replica's link", async () => (await ask(replica.port, "INFO", "replication")).includes("master_link_status:up"));
+      for (let i = 0; i < 3; i++) {
+        const port = await freePort();
+        const s = new Server(port, [], REDIS);
+        const { writeFileSync } = await import("node:fs");
+        const conf = join(s.dir, "sentinel.conf");
+        writeFileSync(conf, [
+          `port ${port}`, "bind 127.0.0.1", `dir ${s.dir}`,
+          `sentinel monitor ${SERVICE} 127.0.0.1 ${primary.port} 2`,
+          `sentinel down-after-milliseconds ${SERVICE} 1000`,
+          `sentinel failover-timeout ${SERVICE} 5000`,
+          `sentinel parallel-syncs ${SERVICE} 1`, "",
+        ].join("\n"));
+        s.args.push(conf, "--sentinel");
+        topology.sentinels.push(s);
+        await s.runPlain();
+      }
+      await until("the sentinels to see the replica", async () => {
+        for (const s of topology.sentinels) if (!(await ask(s.port, "INFO", "sentinel")).includes("slaves=1")) return false;
+        return true;
+      });
+    } catch (e) {
+      await topology.close();
+      throw e;
+    }
+    return topology;
+  }
+
+  /** The primary's port as the first sentinel says. */
+  async primaryPort(): Promise<number> {
+    const reply = await ask(this.sentinels[0]!.port, "SENTINEL", "get-master-addr-by-name", SERVICE);
+    return Number(reply.split("\n")[1]);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.sentinels, ...this.nodes].map((s) => s.close()));
   }
 }
