@@ -1,13 +1,14 @@
 //! The Lua library (where no module can be loaded) beside the scripts it replaces and the module, in
 //! one run: on a stock server, our token bucket through `FCALL` and through `EVALSHA`, a HMGET/HSET token-bucket
 //! token bucket (`lua.rs`), and a GCRA script written from the algorithm redis_rate and upstash
-//! publish; the sliding log through `FCALL` and a sorted-set log script; on a module server,
-//! RL.TOKEN and RL.SLIDE. redis-benchmark, 50 clients, pipeline 16, random keys over 100,000; median
-//! of 3 interleaved runs. Memory per key (per entry for the logs) from used_memory. Writes
-//! docs/bench-engines.md.
+//! publish; the sliding log through `FCALL` and a sorted-set log script; the fixed window through
+//! `FCALL` and `EVALSHA` beside an INCR + PEXPIRE script; the sliding counter, leases and RL.ALL; on a
+//! module server, the same commands. redis-benchmark, 50 clients, pipeline 16, random keys over
+//! 100,000; median of 3 interleaved runs; the server's time per call (INFO commandstats) beside each.
+//! Memory per key (per entry for the logs) from used_memory. Writes docs/bench-engines.md.
 
 use crate::memory::added;
-use crate::{lua, redis_benchmark};
+use crate::{commandstat, lua, redis_benchmark};
 use redis_ratelimit_client::lua::{script_source, LIBRARY};
 use std::fmt::Write as _;
 use testkit::redis::{self, Connection};
@@ -35,6 +36,8 @@ pub fn run(scale: f64) -> String {
         .expect("FUNCTION LOAD");
     assert_eq!(name, "ratelimit");
     let ours = load(&mut con, &script_source("rl_token"));
+    let ours_fixed = load(&mut con, &script_source("rl_fixed"));
+    let seed_fixed = load(&mut con, lua::FIXED_WINDOW);
     let seed = load(&mut con, lua::TOKEN_BUCKET);
     let gcra = load(&mut con, lua::GCRA);
     let seed_log = load(&mut con, lua::SLIDING_LOG);
@@ -52,25 +55,54 @@ pub fn run(scale: f64) -> String {
             false,
             format!("EVALSHA {seed_log} 1 {key} 100 60 __rand_int__"),
         ),
+        ("RL.FIXED (module)", true, format!("RL.FIXED {key} 100 60 1")),
+        ("FCALL rl_fixed (library)", false, format!("FCALL rl_fixed 1 {key} 100 60 1")),
+        ("EVALSHA rl_fixed (library's script)", false, format!("EVALSHA {ours_fixed} 1 {key} 100 60 1")),
+        ("INCR + PEXPIRE script", false, format!("EVALSHA {seed_fixed} 1 {key} 100 60000 1")),
+        ("RL.SLIDECOUNT (module)", true, format!("RL.SLIDECOUNT {key} 100 60 1")),
+        ("FCALL rl_slidecount (library)", false, format!("FCALL rl_slidecount 1 {key} 100 60 1")),
+        ("RL.ACQUIRE (module), limit 10", true, format!("RL.ACQUIRE {key} 10 60 __rand_int__")),
+        (
+            "FCALL rl_acquire (library), limit 10",
+            false,
+            format!("FCALL rl_acquire 1 {key} 10 60 __rand_int__"),
+        ),
+        (
+            "RL.ALL (module), token + fixed",
+            true,
+            format!("RL.ALL a:{{{key}}} TOKEN 10 5 1 b:{{{key}}} FIXED 100 60 1"),
+        ),
+        (
+            "FCALL rl_all (library), token + fixed",
+            false,
+            format!("FCALL rl_all 2 a:{{{key}}} b:{{{key}}} TOKEN 10 5 1 FIXED 100 60 1"),
+        ),
     ];
     let requests = ((200_000.0 * scale) as usize).max(800);
     let mut runs: Vec<Vec<f64>> = cases.iter().map(|_| vec![]).collect();
+    let mut server_us: Vec<Vec<f64>> = cases.iter().map(|_| vec![]).collect();
     for _ in 0..REPEAT {
-        for ((label, on_module, command), results) in cases.iter().zip(runs.iter_mut()) {
+        for (((label, on_module, command), results), us) in
+            cases.iter().zip(runs.iter_mut()).zip(server_us.iter_mut())
+        {
             let server = if *on_module { &module } else { &stock };
-            let _: () = redis::cmd("FLUSHDB").query(&mut server.conn()).expect("FLUSHDB failed");
+            let mut admin = server.conn();
+            let _: () = redis::cmd("FLUSHDB").query(&mut admin).expect("FLUSHDB failed");
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut admin).expect("CONFIG RESETSTAT");
             let measured = redis_benchmark(server.port, command, 16, true, requests);
-            eprintln!("{label:<45} {:>10.0} req/s", measured.rps);
+            let name = command.split(' ').next().unwrap_or_default().to_lowercase();
+            let per_call = commandstat(&mut admin, &name, "usec_per_call").unwrap_or(f64::NAN);
+            eprintln!("{label:<45} {:>10.0} req/s {per_call:>6.2} us/call", measured.rps);
             results.push(measured.rps);
+            us.push(per_call);
         }
     }
-    let rps: Vec<f64> = runs
-        .into_iter()
-        .map(|mut r| {
-            r.sort_by(f64::total_cmp);
-            r[r.len() / 2]
-        })
-        .collect();
+    let median = |mut r: Vec<f64>| {
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let rps: Vec<f64> = runs.into_iter().map(median).collect();
+    let us: Vec<f64> = server_us.into_iter().map(median).collect();
     let find = |label: &str| cases.iter().position(|c| c.0 == label).map(|i| rps[i]).unwrap_or(f64::NAN);
 
     // Memory: two calls per bucket at 0.01/s (the scripts' hash holds a fractional count; the keys
@@ -109,10 +141,10 @@ pub fn run(scale: f64) -> String {
          --bin rl-bench engines`.\n",
         crate::machine()
     );
-    let _ = writeln!(out, "| engine | req/s |");
-    let _ = writeln!(out, "| --- | ---: |");
+    let _ = writeln!(out, "| engine | req/s | server us/call |");
+    let _ = writeln!(out, "| --- | ---: | ---: |");
     for (i, (label, _, _)) in cases.iter().enumerate() {
-        let _ = writeln!(out, "| {label} | {:.0} |", rps[i]);
+        let _ = writeln!(out, "| {label} | {:.0} | {:.2} |", rps[i], us[i]);
     }
     let _ = writeln!(out, "\n| comparison | measured | goal |");
     let _ = writeln!(out, "| --- | ---: | --- |");
@@ -142,6 +174,11 @@ pub fn run(scale: f64) -> String {
             ">= 1.0",
         ),
         ("library / sorted-set log script, memory per entry", ours_entry / seed_entry, "<= 0.2"),
+        (
+            "library (FCALL) / INCR + PEXPIRE script, fixed window throughput",
+            find("FCALL rl_fixed (library)") / find("INCR + PEXPIRE script"),
+            ">= 0.45",
+        ),
     ];
     for (label, x, goal) in rows {
         let _ = writeln!(out, "| {label} | {x:.2} | {goal} |");

@@ -173,7 +173,7 @@ fn us_per_call(con: &mut redis::Connection, command: String) -> f64 {
 
 /// One field (`usec`, `usec_per_call`, `calls`) of `command` in INFO commandstats; None when the
 /// command was not called since the last CONFIG RESETSTAT.
-fn commandstat(con: &mut redis::Connection, command: &str, field: &str) -> Option<f64> {
+pub(crate) fn commandstat(con: &mut redis::Connection, command: &str, field: &str) -> Option<f64> {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap_or_default();
     let (prefix, field) = (format!("cmdstat_{command}:"), format!("{field}="));
     info.lines()
