@@ -132,7 +132,8 @@ const ASSEMBLED: &str = "-- GENERATED from lua/src/ (library.lua and its parts) 
 /// [`with_block`] then writes).
 pub(super) fn assembled(src: &std::path::Path) -> String {
     let read = |name: &str| {
-        std::fs::read_to_string(src.join(format!("{name}.lua"))).unwrap_or_else(|e| panic!("lua/src/{name}.lua: {e}"))
+        std::fs::read_to_string(src.join(format!("{name}.lua")))
+            .unwrap_or_else(|e| panic!("lua/src/{name}.lua: {e}"))
     };
     let skeleton = read("library");
     let mut out = String::new();
