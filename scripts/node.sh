@@ -3,8 +3,18 @@
 # types with tsc --strict (sources and tests), lists what `npm pack` ships, and runs its tests against
 # real redis-server processes they start (REDIS_SERVER, default /usr/bin/redis-server; the module at
 # target/release/libredis_ratelimit.so, built beforehand).
+#
+#   scripts/node.sh          the above
+#   scripts/node.sh bench    docs/bench-node.md: Express on this package (module and library) against
+#                            express-rate-limit + rate-limit-redis and rate-limiter-flexible, autocannon
+#                            (node/bench/run.mjs; RL_BENCH_ROUNDS, RL_BENCH_SECONDS)
 set -euo pipefail
 cd "$(dirname "$0")/../node"
+if [ "${1:-}" = bench ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+  npm run --silent build
+  exec node bench/run.mjs
+fi
 npm ci --no-audit --no-fund --loglevel=error
 npm run --silent build
 npm run --silent typecheck
