@@ -94,6 +94,11 @@ impl RuleRef {
         matches!(self, RuleRef::Configured(r) if r.shadow_mode)
     }
 
+    /// envoyproxy/ratelimit's `quota_mode` (and not shadow: a shadow limit never denies).
+    pub fn quota(&self) -> bool {
+        matches!(self, RuleRef::Configured(r) if r.quota_mode && !r.shadow_mode)
+    }
+
     pub fn policy(&self) -> Option<&Policy> {
         match self {
             RuleRef::Configured(r) => r.policy.as_ref(),

@@ -355,10 +355,15 @@ impl Service {
 
     async fn atomic(&self, slots: &[Slot]) -> Result<Vec<Outcome>, CallError> {
         let mut outcomes = vec![Outcome::Skipped; slots.len()];
-        let blocked = slots.iter().any(|s| matches!(s, Slot::Blocked(l) if !l.rule.shadow()));
-        let (shadow, enforced): (Vec<usize>, Vec<usize>) = (0..slots.len())
+        let blocked =
+            slots.iter().any(|s| matches!(s, Slot::Blocked(l) if !l.rule.shadow() && !l.rule.quota()));
+        // quota_mode limits each on its own, after the enforced ones allowed: one over its limit
+        // denies the request only when all are (envoyproxy/ratelimit's rule), so none vetoes another.
+        let (quota, rest): (Vec<usize>, Vec<usize>) = (0..slots.len())
             .filter(|&i| matches!(slots[i], Slot::Limited(_)))
-            .partition(|&i| matches!(&slots[i], Slot::Limited(l) if l.rule.shadow()));
+            .partition(|&i| matches!(&slots[i], Slot::Limited(l) if l.rule.quota()));
+        let (shadow, enforced): (Vec<usize>, Vec<usize>) =
+            rest.into_iter().partition(|&i| matches!(&slots[i], Slot::Limited(l) if l.rule.shadow()));
         if blocked {
             return Ok(outcomes);
         }
@@ -375,6 +380,11 @@ impl Service {
         // all-or-nothing call a shadow denial would veto them and leave a served request uncharged.
         if allowed && !shadow.is_empty() {
             self.check_group(slots, &shadow, &mut outcomes).await?;
+        }
+        if allowed {
+            for i in quota {
+                self.check_group(slots, &[i], &mut outcomes).await?;
+            }
         }
         Ok(outcomes)
     }
@@ -423,6 +433,8 @@ impl Service {
         let mut overall = Code::Ok;
         // The status the headers describe: the first over the limit, else the fewest remaining.
         let mut describing: Option<(bool, u32, u64, u64)> = None;
+        // quota_mode descriptors: (in the request, over their limit).
+        let mut quotas = (0usize, 0usize);
         for (slot, outcome) in slots.iter().zip(outcomes) {
             let status = match (slot, outcome) {
                 (Slot::Limited(limit), Outcome::Degraded(allowed)) => {
@@ -451,7 +463,15 @@ impl Service {
                     &mut describing,
                 ),
             };
+            if matches!(slot, Slot::Limited(l) | Slot::Blocked(l) if l.rule.quota()) {
+                quotas.0 += 1;
+                quotas.1 += usize::from(status.code == Code::OverLimit as i32);
+            }
             statuses.push(status);
+        }
+        // quota_mode: over the limit when every quota descriptor of the request is.
+        if quotas.0 > 0 && quotas.0 == quotas.1 {
+            overall = Code::OverLimit;
         }
         if self.options.global_shadow {
             overall = Code::Ok;
@@ -489,8 +509,9 @@ impl Service {
         describing: &mut Option<(bool, u32, u64, u64)>,
     ) -> DescriptorStatus {
         let shadow = limit.rule.shadow();
+        let quota = limit.rule.quota();
         let over = !allowed && !shadow;
-        if over {
+        if over && !quota {
             *overall = Code::OverLimit;
         }
         let remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
@@ -501,7 +522,7 @@ impl Service {
             None => true,
             Some((was_over, was_remaining, _, _)) => !*was_over && (over || remaining < *was_remaining),
         };
-        if replace {
+        if replace && !quota {
             *describing = Some((over, remaining, header_limit, reset_secs));
         }
         DescriptorStatus {

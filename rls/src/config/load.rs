@@ -165,7 +165,20 @@ impl Reader<'_> {
             };
             self.check_keys(
                 map,
-                &["key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"],
+                // quota_mode, and what changes no decision here (value_to_metric: a metric's name;
+                // metadata: the response's dynamic metadata, not sent by this service), as
+                // envoyproxy/ratelimit reads them.
+                &[
+                    "key",
+                    "value",
+                    "rate_limit",
+                    "descriptors",
+                    "shadow_mode",
+                    "detailed_metric",
+                    "quota_mode",
+                    "value_to_metric",
+                    "metadata",
+                ],
             )?;
             let key = map.get_node("key").map(|k| self.string(k)).transpose()?.unwrap_or_default();
             if key.is_empty() {
@@ -179,8 +192,12 @@ impl Reader<'_> {
             }
             let shadow_mode = self.boolean(map.get_node("shadow_mode"), "shadow_mode")?;
             let detailed_metric = self.boolean(map.get_node("detailed_metric"), "detailed_metric")?;
+            let quota_mode = self.boolean(map.get_node("quota_mode"), "quota_mode")?;
+            self.boolean(map.get_node("value_to_metric"), "value_to_metric")?;
             let rule = match map.get_node("rate_limit") {
-                Some(node) => Some(Arc::new(self.rule(node, &full_key, shadow_mode, detailed_metric)?)),
+                Some(node) => {
+                    Some(Arc::new(self.rule(node, &full_key, shadow_mode, detailed_metric, quota_mode)?))
+                }
                 None => None,
             };
             let mut entry = Entry { rule, children: Level::default() };
@@ -203,6 +220,7 @@ impl Reader<'_> {
         full_key: &str,
         shadow_mode: bool,
         detailed_metric: bool,
+        quota_mode: bool,
     ) -> Result<Rule, ConfigError> {
         let line = line_of(Some(node));
         let Some(map) = node.as_mapping() else {
@@ -285,6 +303,7 @@ impl Reader<'_> {
             unlimited,
             shadow_mode,
             detailed_metric,
+            quota_mode,
             algorithm,
             policy,
         })

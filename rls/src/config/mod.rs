@@ -53,6 +53,9 @@ pub struct Rule {
     pub unlimited: bool,
     pub shadow_mode: bool,
     pub detailed_metric: bool,
+    /// envoyproxy/ratelimit's `quota_mode`: over its limit, the descriptor's status says so but the
+    /// request is over the limit only when every quota descriptor of it is.
+    pub quota_mode: bool,
     pub algorithm: Algorithm,
     /// None when unlimited, or when `requests_per_unit` is 0 (every request is over the limit).
     pub policy: Option<Policy>,

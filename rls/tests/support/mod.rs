@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod peer;
+
 use redis_ratelimit_rls::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use redis_ratelimit_rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use redis_ratelimit_rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
