@@ -487,8 +487,9 @@ func render(rows []*row, seconds, rounds, conns int, redisVersion string) string
 	w("context), \"allocs a request\": of one request through the middleware less the handler's own,\n")
 	w("both measured in process with `testing.Benchmark` (one call after another); \"µs a decision\" is\n")
 	w("that sequential call's time, a round trip to Redis included. \"non-2xx\" counts wrk's non-2xx\n")
-	w("answers and socket errors; \"not decided\": decisions over all the rounds that Redis did not make\n")
-	w("within the 100 ms deadline (every middleware fails open: the request is served).\n\n")
+	w("answers and socket errors; \"not decided\": decisions over all the runs (warm-up included) that\n")
+	w("Redis did not make: past the 100 ms deadline, or cancelled with their request when wrk closes\n")
+	w("its connections at the end of a run (every middleware fails open: the request is served).\n\n")
 	mod, lib := find(rows, "httplimit, module"), find(rows, "httplimit, Lua")
 	if rr != nil && mod != nil && lib != nil {
 		w("## Against the goals (issue 34)\n\n")
@@ -509,6 +510,20 @@ func render(rows []*row, seconds, rounds, conns int, redisVersion string) string
 		}
 		w("\n")
 	}
+	w("## Where the time goes\n\n")
+	w("A CPU profile of this program on the module row (`-cpuprofile`, `go tool pprof -top`; issue 34)\n")
+	w("showed the Go process using about one of the two cores, 40%% of it in system calls (the HTTP\n")
+	w("connection's reads and writes and the Redis connection's), the middleware's own work (routing,\n")
+	w("the caller, the key, the headers) and the limiter's (the command, the deadline, the reply's\n")
+	w("parsing) a few per cent each. One decision a request is one write and one read on the Redis\n")
+	w("connection on each side, and with wrk, this process and Redis sharing two cores that cost is the\n")
+	w("same for every row: the module's cheaper command (no Lua) does not show through it, so the module\n")
+	w("row is level with redis_rate. `Options.Batch` (the limiter sends the calls that arrive together\n")
+	w("in one pipeline) removes most of those round trips: the module row then passes redis_rate by the\n")
+	w("goal's margin. The library row gains little from it: what is left there is the work of FCALL\n")
+	w("rl_token inside Redis, more than redis_rate's GCRA script does per call (the Lua library's speed\n")
+	w("against such scripts: [bench-engines.md](bench-engines.md)). `redisrate` (the drop-in) builds and\n")
+	w("validates its token bucket on every call (its allocations), and is level with redis_rate.\n\n")
 	w("## Every round\n\n")
 	w("| row |")
 	for i := 0; i < rounds; i++ {
