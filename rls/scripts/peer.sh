@@ -48,7 +48,7 @@ case $action in
     ;;
   bench)
     build
-    cargo run --release -p redis-ratelimit-rls --bin rls-bench
+    cargo test --release -p redis-ratelimit-rls --test bench -- --ignored --nocapture
     ;;
   *) echo "usage: rls/scripts/peer.sh build|test|bench" >&2; exit 2 ;;
 esac
