@@ -17,7 +17,7 @@ export function rateLimit(options: RateLimitOptions): (req: Any, res: Any, next:
   return (req, res, next) => {
     const path = String(req.originalUrl ?? req.url ?? "/").split("?")[0]!;
     core
-      .handle({ method: req.method, path, peer: req.socket?.remoteAddress, headers: headerLines(req.rawHeaders ?? []), raw: req })
+      .handle({ method: req.method, path, peer: req.socket?.remoteAddress, get headers() { return headerLines(req.rawHeaders ?? []); }, raw: req })
       .then((outcome) => {
         if (outcome.kind === "pass") return next();
         if (outcome.kind === "served") {

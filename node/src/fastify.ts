@@ -11,10 +11,14 @@ export async function rateLimitPlugin(fastify: Any, options: RateLimitOptions): 
   fastify.addHook("onRequest", async (request: Any, reply: Any) => {
     const raw = request.raw;
     const path = String(raw.url ?? "/").split("?")[0]!;
-    const lines: [string, string][] = [];
-    const rh: string[] = raw.rawHeaders ?? [];
-    for (let i = 0; i + 1 < rh.length; i += 2) lines.push([rh[i]!, rh[i + 1]!]);
-    const outcome = await core.handle({ method: raw.method, path, peer: raw.socket?.remoteAddress, headers: lines, raw: request });
+    const headers = (): [string, string][] => {
+      const lines: [string, string][] = [];
+      const rh: string[] = raw.rawHeaders ?? [];
+      for (let i = 0; i + 1 < rh.length; i += 2) lines.push([rh[i]!, rh[i + 1]!]);
+      return lines;
+    };
+    // The header lines are read only when the caller or a trusted proxy's forwarding needs them.
+    const outcome = await core.handle({ method: raw.method, path, peer: raw.socket?.remoteAddress, get headers() { return headers(); }, raw: request });
     if (outcome.kind === "served") {
       const permit = outcome.permit;
       if (permit) {

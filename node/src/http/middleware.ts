@@ -126,6 +126,8 @@ class Lists {
   }
 }
 
+const PEERS_CACHED = 10_000;
+
 export class RateLimitCore {
   readonly limiter: Limiter;
   private readonly o: RateLimitOptions;
@@ -134,6 +136,9 @@ export class RateLimitCore {
   private readonly globalName: string;
   private readonly allow: Lists | undefined;
   private readonly deny: Lists | undefined;
+  /** When the caller is the peer's address and nothing else (no proxies, principal, tenant, header,
+   * caller function or lists): the caller and key tag of each peer, parsed once. */
+  private readonly byPeer: Map<string, [Caller, string]> | undefined;
 
   constructor(options: RateLimitOptions) {
     if (!(options?.limiter instanceof Limiter)) throw new UsageError("rate limit middleware: `limiter` must be a Limiter");
@@ -163,6 +168,9 @@ export class RateLimitCore {
     this.globalName = options.global?.name ?? "all";
     this.allow = options.allow ? new Lists(options.allow) : undefined;
     this.deny = options.deny ? new Lists(options.deny) : undefined;
+    const o = options;
+    const byPeerOnly = !o.trustedProxies?.length && !o.principal && !o.tenant && !o.header && !o.caller && !o.allow && !o.deny;
+    this.byPeer = byPeerOnly ? new Map() : undefined;
   }
 
   private callerOf(req: RequestFacts, ip: Ip | undefined, principal: string | undefined, tenant: string | undefined): Caller {
@@ -181,19 +189,30 @@ export class RateLimitCore {
     const conc = (this.o.concurrency ?? []).find((r) => underPrefix(path, r.prefix));
     if (!route && !this.o.global && !conc && !this.o.globalConcurrency) return { kind: "pass" };
     const routeName = route?.name ?? conc?.name ?? this.globalName;
-    const peerIp = req.peer ? parseIp(req.peer.split("%")[0]!) : undefined;
-    const clientIp = this.proxies.clientIp(peerIp ? canonical(peerIp) : undefined, req.headers);
-    const principal = this.o.principal?.(req.raw);
-    let tenant = this.o.tenant?.(req.raw);
-    if (tenant === undefined && this.o.header) {
-      const h = req.headers.find(([n]) => n.toLowerCase() === this.o.header!.toLowerCase());
-      if (h) tenant = typeof h[1] === "string" ? h[1] : Buffer.from(h[1]).toString("latin1");
+    let caller: Caller;
+    let tag: string;
+    const cached = this.byPeer && req.peer !== undefined ? this.byPeer.get(req.peer) : undefined;
+    if (cached) {
+      [caller, tag] = cached;
+    } else {
+      const peerIp = req.peer ? parseIp(req.peer.split("%")[0]!) : undefined;
+      const clientIp = this.proxies.clientIp(peerIp ? canonical(peerIp) : undefined, req.headers);
+      const principal = this.o.principal?.(req.raw);
+      let tenant = this.o.tenant?.(req.raw);
+      if (tenant === undefined && this.o.header) {
+        const h = req.headers.find(([n]) => n.toLowerCase() === this.o.header!.toLowerCase());
+        if (h) tenant = typeof h[1] === "string" ? h[1] : Buffer.from(h[1]).toString("latin1");
+      }
+      caller = this.callerOf(req, clientIp, principal, tenant);
+      if (this.deny?.has(caller, principal, tenant, clientIp)) return { kind: "answer", answer: forbidden() };
+      if (this.allow?.has(caller, principal, tenant, clientIp)) return { kind: "pass" };
+      tag = callerTag(this.prefix, caller);
+      if (this.byPeer && req.peer !== undefined) {
+        if (this.byPeer.size >= PEERS_CACHED) this.byPeer.clear();
+        this.byPeer.set(req.peer, [caller, tag]);
+      }
     }
-    const caller = this.callerOf(req, clientIp, principal, tenant);
-    if (this.deny?.has(caller, principal, tenant, clientIp)) return { kind: "answer", answer: forbidden() };
-    if (this.allow?.has(caller, principal, tenant, clientIp)) return { kind: "pass" };
     const cost = route?.cost ? route.cost(req.raw) : 1;
-    const tag = callerTag(this.prefix, caller);
     const source = (p: PolicySource) => (p instanceof Policy ? p : p(caller));
     const limits: Planned[] = [];
     if (route) limits.push({ key: `${tag}:${route.name}`, policy: source(route.policy), cost, name: route.name, shadow: !!route.shadow });
