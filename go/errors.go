@@ -56,6 +56,9 @@ type CallError struct {
 	Cause    error
 	Err      error
 	Deadline time.Duration
+	// callerGone: the caller's context was cancelled (a client that went away): Redis is not at
+	// fault, so neither the breaker nor the outage count hears of it.
+	callerGone bool
 }
 
 func (e *CallError) Error() string {

@@ -290,6 +290,11 @@ func (l *Limiter) call(ctx context.Context, cmd []string) (any, error) {
 		}
 		return l.engine.run(ctx, l.client, cmd)
 	})
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up (its client went away): not an outage. Neither the breaker nor the
+		// engine choice (Auto would try the module again after an outage) hears of it.
+		return nil, &CallError{Cause: ErrUnreachable, Err: ctx.Err(), callerGone: true}
+	}
 	return v, l.settle(err)
 }
 
@@ -408,6 +413,9 @@ func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
 	if allow {
 		l.degradedAllowed.Add(1)
 		l.allowed.Add(1)
+	}
+	if cause != nil && cause.callerGone {
+		return d // counted, but no outage: the caller left
 	}
 	l.outageMu.Lock()
 	started := !l.inOutage

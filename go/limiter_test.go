@@ -479,3 +479,47 @@ func TestLocalFallbackOnAStoppedServer(t *testing.T) {
 		t.Fatal(l.FailurePolicy().String())
 	}
 }
+
+// A call whose context the caller cancelled (its client went away) gets the failure policy's
+// decision, but is no outage: no breaker count, no outage logged, and Auto keeps the engine it
+// chose (after an outage it would try the module again first).
+func TestACancelledCallIsNoOutage(t *testing.T) {
+	srv := redistest.Start(t, false)
+	var logs strings.Builder
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	l := newLimiter(t, srv.Client(t), ratelimit.Options{Failure: ratelimit.FailClosed(), BreakerFailures: 2, Logger: logger})
+	if v, err := l.Verify(context.Background()); err != nil || v.Engine != ratelimit.Functions {
+		t.Fatalf("Verify: %v %v", v, err)
+	}
+	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 5; i++ {
+		d, err := l.Check(gone, "rl:{gone}", bucket, 1)
+		if err != nil || !d.Degraded || d.Allowed {
+			t.Fatalf("cancelled call %d: %+v %v", i, d, err)
+		}
+	}
+	counts := l.Counts()
+	if counts.Outages != 0 || counts.BreakerOpened != 0 || l.BreakerOpen() || counts.Degraded != 5 {
+		t.Fatalf("counts %+v, breaker open %v", counts, l.BreakerOpen())
+	}
+	if e, _ := l.Engine(); e != ratelimit.Functions {
+		t.Fatalf("engine %v after cancelled calls", e)
+	}
+	logMu.Lock()
+	out := logs.String()
+	logMu.Unlock()
+	if strings.Contains(out, "outage") {
+		t.Fatalf("logged an outage:\n%s", out)
+	}
+	d, err := l.Check(context.Background(), "rl:{gone}", bucket, 1)
+	if err != nil || d.Degraded || !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("after: %+v %v", d, err)
+	}
+}
