@@ -118,9 +118,9 @@ fn duration(d: &prost_types::Duration) -> String {
         return format!("{}s", d.seconds);
     }
     let nanos = d.nanos.unsigned_abs();
-    let fraction = if nanos % 1_000_000 == 0 {
+    let fraction = if nanos.is_multiple_of(1_000_000) {
         format!("{:03}", nanos / 1_000_000)
-    } else if nanos % 1_000 == 0 {
+    } else if nanos.is_multiple_of(1_000) {
         format!("{:06}", nanos / 1_000)
     } else {
         format!("{nanos:09}")

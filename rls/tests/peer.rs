@@ -100,7 +100,10 @@ const DENIED_NOT_COUNTED: &[usize] = &[2, 3, 8, 9];
 const POLLUTED: &[usize] = &[23, 24, 25];
 
 /// What is compared of a reply.
-fn normal(r: &RateLimitResponse) -> (i32, Vec<(i32, Option<(u32, i32)>, u32)>) {
+/// (code, limit as (requests_per_unit, unit), remaining) of one descriptor.
+type Status = (i32, Option<(u32, i32)>, u32);
+
+fn normal(r: &RateLimitResponse) -> (i32, Vec<Status>) {
     let statuses = r
         .statuses
         .iter()

@@ -38,7 +38,7 @@ fn envoyproxy_ratelimit_s_configurations_load_unchanged() {
     for entry in std::fs::read_dir(&examples).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            assert_eq!(read(&[path.clone()], false), Ok(1), "{}", path.display());
+            assert_eq!(read(std::slice::from_ref(&path), false), Ok(1), "{}", path.display());
             found += 1;
         }
     }
