@@ -3,7 +3,7 @@
  * which of its errors are Redis' error replies. Nothing needs setting on the client for correctness:
  * the limiter bounds every call by its own deadline, whatever the client's offline queue and retries.
  *
- * - ioredis 5 (`Redis`, `Cluster`): in a cluster ioredis does not know where RL.* keep their keys, so
+ * - ioredis 5 and 6 (`Redis`, `Cluster`): in a cluster ioredis does not know where RL.* keep their keys, so
  *   each command carries the slot of its key and ioredis sends it to that slot's node (and follows a
  *   MOVED itself when the slots changed).
  * - node-redis 4 and 5 (`createClient`, `createCluster`): `sendCommand(args)`, and in a cluster
@@ -40,7 +40,7 @@ function replyOf(e: unknown, isReply: (e: Any) => boolean): unknown {
 
 const ioReply = (e: Any): boolean => e?.name === "ReplyError";
 
-/** The adapter for an ioredis 5 `Redis` or `Cluster`. */
+/** The adapter for an ioredis 5 or 6 `Redis` or `Cluster`. */
 export function ioredisAdapter(client: Any): Adapter {
   const cluster = client.isCluster === true;
   if (!cluster) {
