@@ -80,7 +80,9 @@ local built = nil
 
 -- The functions decided before the library is built where their fast path applies: each group's paths
 -- built on the first call of one of them (in an EVALSHA script, on each call of its own function).
-local FAST_PATHS = { rl_token = token_paths, rl_fixed = window_paths, rl_slidecount = window_paths }
+local FAST_PATHS = {
+  rl_token = token_paths, rl_fixed = window_paths, rl_slidecount = window_paths, rl_slide = window_paths,
+}
 local fast_built = {}
 
 local function call(name, keys, args)

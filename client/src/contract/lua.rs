@@ -55,6 +55,7 @@ fn block(source_hash: &str) -> String {
     // What the fast path before the library reads, as plain locals; the tables below are built on
     // their first use, so an EVALSHA script builds them only when it builds the library.
     out += &format!("local MAX_RATE_PER_SEC = {}\n", limits::MAX_RATE_PER_SEC);
+    out += &format!("local MAX_LOG_LIMIT = {}\n", limits::MAX_LOG_LIMIT);
     out += "local CONTRACT_DATA = nil\n";
     out += "local function contract()\n";
     out += "  CONTRACT_DATA = CONTRACT_DATA or {\n";

@@ -25,11 +25,12 @@ standing for lua/src/<part>.lua, and the contract writer assembles lua/ratelimit
 
 -- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
 local MAX_RATE_PER_SEC = 1000000000
+local MAX_LOG_LIMIT = 1000000
 local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "96d9ade16fdbbcfb9983670b2fd6a964d8df6e5a",
+  source_hash = "e1a21e38ebb42ddd64a5fa421bf8ab53b16a252d",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -371,8 +372,8 @@ local function token_paths()
   return { rl_token = token_fast }
 end
 
--- RL.FIXED and RL.SLIDECOUNT on one key (core's FixedWindow and SlidingCounter, the store's write, the
--- reply) in plain numbers, before the library is built, where every quantity lies below 2^52: windows of
+-- RL.FIXED, RL.SLIDECOUNT and RL.SLIDE on one key (core's FixedWindow, SlidingCounter and SlidingLog, the
+-- store's write, the reply) in plain numbers, before the library is built, where every quantity lies below 2^52: windows of
 -- whole milliseconds up to 999,999 s, limits whose capacity (limit * window in ns) stays below 2^50, a cost
 -- of 1 to the limit, states of the tagged layouts near now. Anything else (other text, an error to reply,
 -- a peek, a state of another layout or from a clock that ran ahead, huge counts) is nil: the general path
@@ -501,7 +502,94 @@ local function window_paths()
     local reset = current > 0 and to_end + w or (previous > 0 and to_end or 0)
     return { 0, limit, used < capacity and idiv(capacity - used, w) or 0, ms_up(wait), ms_up(reset) }
   end
-  return { rl_fixed = fixed_fast, rl_slidecount = counter_fast }
+  -- RL.SLIDE without DEDUP on a log of 8-byte slots (times in us, oldest at the pivot of a ring): a new
+  -- log, a request recorded in the oldest slot when it is dead or in a log grown by a quarter when every
+  -- slot is live, or a denial. A log to shrink or widen, one from a clock that ran ahead, DEDUP: the
+  -- general path.
+  local LOG_HEADER, FILLER_CEILING, FUTURE_TOLERANCE_US = "RLS\1\8\0\0\0", 4294967296, 1000
+  local function slot(s, p) return small_at(s, 9 + p * 8) end
+  local function slide_fast(keys, args, n1, n2, n3)
+    if #keys ~= 1 or #args ~= 3 or args[3] == "" then return nil end
+    local p = window_params_of(args[1], args[2])
+    if not p or p.limit > MAX_LOG_LIMIT then return nil end
+    local key, limit, window_us = keys[1], p.limit, p.window_ms * 1000
+    local now_us = n3 * 100000000000 + n2 * 10000 + (n1 - n1 % 1000) / 1000
+    local old = redis.pcall("GET", key)
+    local function reset_ms(ts)
+      local us = ts + window_us - now_us
+      if us > window_us then us = window_us end
+      return us > 0 and math.ceil(us / 1000) or 0
+    end
+    if not old then
+      -- A new log of one slot; its expiry the latest the store allows, as for any new key.
+      set_at(key, LOG_HEADER .. u64le(now_us), math.ceil((now_us + window_us) / 1000) + 999)
+      return { 1, limit, limit - 1, 0, reset_ms(now_us) }
+    end
+    if type(old) == "table" or #old < 16 or (#old - 8) % 8 ~= 0 or old:sub(1, 8) ~= LOG_HEADER then
+      return nil
+    end
+    local n = (#old - 8) / 8
+    -- The pivot (the oldest slot): the first of the ring's ascending run.
+    local lo, hi = 0, n - 1
+    while lo < hi do
+      local mid = lo + floor((hi - lo) / 2)
+      local a, b = slot(old, mid), slot(old, hi)
+      if not a or not b then return nil end
+      if a > b then lo = mid + 1 else hi = mid end
+    end
+    local pivot = lo
+    local newest = slot(old, (pivot + n - 1) % n)
+    if not newest or newest > now_us + FUTURE_TOLERANCE_US then return nil end
+    -- The first live entry (above the window's start and the fillers' ceiling).
+    local threshold = now_us - window_us
+    if threshold < FILLER_CEILING then threshold = FILLER_CEILING end
+    lo, hi = 0, n
+    while lo < hi do
+      local mid = lo + floor((hi - lo) / 2)
+      local t = slot(old, (pivot + mid) % n)
+      if not t then return nil end
+      if t > threshold then hi = mid else lo = mid + 1 end
+    end
+    local live = n - lo
+    if live >= limit then
+      -- Denied: nothing written; the retry is when the oldest of the last `limit` leaves.
+      local leaving = slot(old, (pivot + n - limit) % n)
+      if not leaving then return nil end
+      local wait = leaving + window_us - now_us
+      wait = wait > 0 and math.ceil(wait / 1000) or 0
+      return { 0, limit, 0, wait > 0 and wait or 1, live > 0 and reset_ms(newest) or 0 }
+    end
+    if n >= 16 and (live + 1) * 4 <= n then return nil end
+    local stamp = newest + 1
+    if now_us > stamp then stamp = now_us end
+    -- The store keeps an expiry within [at_least, at_least + 999 ms] of the log's end; else the latest.
+    local at_least = math.ceil((stamp + window_us) / 1000)
+    local current = expiry_of(key, ms_of_limbs(n1, n2, n3))
+    local keep = current and current >= at_least and current <= at_least + 999
+    if live < n then
+      redis.call("SETRANGE", key, 8 + pivot * 8, u64le(stamp))
+      if not keep then redis.call("PEXPIREAT", key, at_least + 999) end
+    else
+      -- Every slot live: the log grows by a quarter (to the limit at most), fillers first, oldest first.
+      local slots = n + floor(n / 4)
+      if slots < n + 1 then slots = n + 1 end
+      local most = limit > n + 1 and limit or n + 1
+      if slots > most then slots = most end
+      local out = { LOG_HEADER }
+      for f = 1, slots - n - 1 do out[f + 1] = u64le(f) end
+      out[#out + 1] = old:sub(9 + pivot * 8)
+      out[#out + 1] = old:sub(9, 8 + pivot * 8)
+      out[#out + 1] = u64le(stamp)
+      if keep then
+        redis.call("SET", key, table.concat(out), "KEEPTTL")
+      else
+        set_at(key, table.concat(out), at_least + 999)
+      end
+    end
+    return { 1, limit, limit - live - 1, 0, reset_ms(stamp) }
+  end
+
+  return { rl_fixed = fixed_fast, rl_slidecount = counter_fast, rl_slide = slide_fast }
 end
 
 -- Redis 7.0 loads a library without the standard globals (math, string, table, ...): the library is
@@ -2396,7 +2484,9 @@ local built = nil
 
 -- The functions decided before the library is built where their fast path applies: each group's paths
 -- built on the first call of one of them (in an EVALSHA script, on each call of its own function).
-local FAST_PATHS = { rl_token = token_paths, rl_fixed = window_paths, rl_slidecount = window_paths }
+local FAST_PATHS = {
+  rl_token = token_paths, rl_fixed = window_paths, rl_slidecount = window_paths, rl_slide = window_paths,
+}
 local fast_built = {}
 
 local function call(name, keys, args)
