@@ -38,7 +38,8 @@ test-gcra-harness: build
 	scripts/gcra-harness.sh
 
 # Throughput, latency and memory against the Lua scripts they replace and plain commands (writes
-# docs/benchmarks.md and docs/bench.png), the Python middleware under uvicorn (docs/bench-python.md), then ns
+# docs/benchmarks.md and docs/bench.png), the Python middleware under uvicorn (docs/bench-python.md), the Go middleware under wrk (docs/bench-go.md),
+# the Envoy rate limit service beside envoyproxy/ratelimit (docs/bench-rls.md), then ns
 # per decision of the pure algorithms (Criterion).
 bench: build
 	@scripts/ensure-deps.sh fonts-dejavu-core
@@ -46,15 +47,19 @@ bench: build
 	@scripts/ensure-deps.sh wrk
 	$(CARGO) run --release --quiet -p bench --bin rl-bench-http
 	scripts/python.sh bench
+	scripts/go.sh bench
+	rls/scripts/peer.sh bench
 	$(CARGO) bench -p ratelimit-core --bench decide
 
 # Container images (module on Redis and Valkey, the demo application): podman here, Docker elsewhere.
 docker: build
 	scripts/containers.sh build
+	rls/scripts/container.sh build
 
 # Builds the module image, runs the integration suite against a container of it, removes it.
 docker-test: build
 	scripts/containers.sh test
+	rls/scripts/container.sh test
 
 # docker/compose.yaml up: the application reaches the module-enabled Redis by service name.
 compose-test: build
