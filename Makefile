@@ -39,6 +39,7 @@ test-gcra-harness: build
 
 # Throughput, latency and memory against the Lua scripts they replace and plain commands (writes
 # docs/benchmarks.md and docs/bench.png), the Python middleware under uvicorn (docs/bench-python.md), the Go middleware under wrk (docs/bench-go.md),
+# Express on the Node.js package beside express-rate-limit and rate-limiter-flexible (docs/bench-node.md),
 # the Envoy rate limit service beside envoyproxy/ratelimit (docs/bench-rls.md), then ns
 # per decision of the pure algorithms (Criterion).
 bench: build
@@ -48,6 +49,7 @@ bench: build
 	$(CARGO) run --release --quiet -p bench --bin rl-bench-http
 	scripts/python.sh bench
 	scripts/go.sh bench
+	scripts/node.sh bench
 	rls/scripts/peer.sh bench
 	$(CARGO) bench -p ratelimit-core --bench decide
 
