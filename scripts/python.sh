@@ -92,8 +92,10 @@ case "$cmd" in
       exit 1
     fi
     rm -rf "$dist/build.log" "$dist/src"
+    # The listing is read whole first: `grep -q` closing the pipe early breaks zipfile's printing.
+    listing=$("$py" -m zipfile -l "$dist"/*.whl)
     for file in redis_ratelimit/contract.json redis_ratelimit/lua/ratelimit.lua; do
-      "$py" -m zipfile -l "$dist"/*.whl | grep -q "$file" || { echo "the wheel lacks $file" >&2; exit 1; }
+      grep -q "$file" <<<"$listing" || { echo "the wheel lacks $file" >&2; exit 1; }
     done
     "$py" -m twine check --strict "$dist"/*
     ;;
