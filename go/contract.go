@@ -1,14 +1,14 @@
 package ratelimit
 
 import (
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"fmt"
 	"strings"
 )
 
 // The contract every client reads (contract/contract.json, written by the Rust reference): kinds,
-// commands and their key rules, bounds, error texts, the library's functions and the EVALSHA rule,
+// commands and their key rules, bounds, error texts, the library's functions and where their EVALSHA scripts are,
 // the HTTP names. Nothing in this package restates a rule: this file reads the file and interprets
 // its key rules.
 
@@ -17,6 +17,11 @@ var contractJSON []byte
 
 //go:embed ratelimit.lua
 var librarySource string
+
+// The library's EVALSHA scripts, one per function (the repository's lua/scripts/).
+//
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
 
 // ContractJSON is the embedded contract, as the repository's contract/contract.json.
 func ContractJSON() []byte { return contractJSON }
@@ -97,10 +102,7 @@ type contractDoc struct {
 	Library      struct {
 		Name    string `json:"name"`
 		Evalsha struct {
-			DropFirstLines     int    `json:"drop_first_lines"`
-			Prologue           string `json:"prologue"`
-			Epilogue           string `json:"epilogue"`
-			StopAtLineStarting string `json:"stop_at_line_starting"`
+			Scripts string `json:"scripts"`
 		} `json:"evalsha"`
 		Functions  []libraryFunction `json:"functions"`
 		SourceSHA1 string            `json:"source_sha1"`
@@ -170,7 +172,7 @@ func init() {
 			functionOf[c.Name] = *c.Function
 		}
 	}
-	buildScripts()
+	readScripts()
 }
 
 // HTTP is the contract's HTTP names (headers, problem types, caller keys, forwarding bounds).

@@ -41,7 +41,7 @@ func TestTheLibraryIsTheContractsAndItsScriptsHaveTheirSHA1s(t *testing.T) {
 	}
 	for _, f := range contract.Library.Functions {
 		if got := ScriptSHA1(f.Name); got != f.SHA1 {
-			t.Errorf("%s: the EVALSHA script's SHA-1 is %s, the contract says %s", f.Name, got, f.SHA1)
+			t.Errorf("%s: the embedded EVALSHA script's SHA-1 is %s, the contract says %s (go generate ./...)", f.Name, got, f.SHA1)
 		}
 	}
 	// Every command with a library function is one the package sends through the library.

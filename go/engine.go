@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -41,9 +42,8 @@ func (e Engine) String() string {
 
 type script struct{ code, sha string }
 
-// scripts are the EVALSHA scripts of the library's functions, built with the contract's rule
-// (library.evalsha): the prologue, the source without its first lines and up to its registration,
-// the epilogue naming the function.
+// scripts are the EVALSHA scripts of the library's functions: generated files (the repository's
+// lua/scripts/<function>.lua, at the contract's library.evalsha.scripts), embedded and sent as they are.
 var scripts = map[string]script{}
 
 // ScriptSource is the EVALSHA script of the library function fn (rl_token, ...).
@@ -52,24 +52,15 @@ func ScriptSource(fn string) string { return scripts[fn].code }
 // ScriptSHA1 is the SHA-1 EVALSHA names the script of fn by.
 func ScriptSHA1(fn string) string { return scripts[fn].sha }
 
-func buildScripts() {
-	rule := contract.Library.Evalsha
-	lines := strings.Split(librarySource, "\n")
-	if len(lines) > rule.DropFirstLines {
-		lines = lines[rule.DropFirstLines:]
-	}
-	var body []string
-	for _, line := range lines {
-		if strings.HasPrefix(line, rule.StopAtLineStarting) {
-			break
-		}
-		body = append(body, line)
-	}
-	joined := strings.Join(body, "\n")
+func readScripts() {
 	for _, f := range contract.Library.Functions {
-		code := rule.Prologue + joined + strings.ReplaceAll(rule.Epilogue, "{function}", f.Name)
-		sum := sha1.Sum([]byte(code))
-		scripts[f.Name] = script{code: code, sha: hex.EncodeToString(sum[:])}
+		name := strings.ReplaceAll(contract.Library.Evalsha.Scripts, "{function}", f.Name)
+		code, err := scriptFiles.ReadFile(strings.TrimPrefix(name, "lua/"))
+		if err != nil {
+			panic(fmt.Sprintf("redis-ratelimit: the embedded EVALSHA script of %s is missing: %v", f.Name, err))
+		}
+		sum := sha1.Sum(code)
+		scripts[f.Name] = script{code: string(code), sha: hex.EncodeToString(sum[:])}
 	}
 }
 

@@ -94,7 +94,7 @@ case "$cmd" in
     rm -rf "$dist/build.log" "$dist/src"
     # The listing is read whole first: `grep -q` closing the pipe early breaks zipfile's printing.
     listing=$("$py" -m zipfile -l "$dist"/*.whl)
-    for file in redis_ratelimit/contract.json redis_ratelimit/lua/ratelimit.lua; do
+    for file in redis_ratelimit/contract.json redis_ratelimit/lua/ratelimit.lua redis_ratelimit/lua/scripts/rl_token.lua; do
       grep -q "$file" <<<"$listing" || { echo "the wheel lacks $file" >&2; exit 1; }
     done
     "$py" -m twine check --strict "$dist"/*

@@ -1,7 +1,8 @@
 //! The Lua library and the module are one engine: property tests run call sequences of every kind
 //! through `ratelimit-core` (the module's algorithms, time as a parameter, stored as the module's store
-//! writes: `Model`) and through lua/ratelimit.lua on a real stock server (its clock replaced by an
-//! argument: `lua::with_clock_argument`), and hold equal every reply, every stored byte and every
+//! writes: `Model`) and through lua/ratelimit.lua on a real stock server, by FCALL and by each
+//! function's EVALSHA script (lua/scripts/; their clock replaced by an argument:
+//! `lua::with_clock_argument`), and hold equal every reply, every stored byte and every
 //! expiry (PEXPIRETIME). Parameters span the accepted ranges and their extremes; costs of 0, 1 and
 //! above the limit; time steps small, large and backwards; keys that start empty, in this release's
 //! formats, in release 0.1's untagged formats, or holding other data.
@@ -446,6 +447,8 @@ const KEYS: usize = 4;
 
 struct Harness {
     con: RefCell<Connection>,
+    /// Each function's EVALSHA script (lua/scripts/, its clock the argument) by name: its SHA-1.
+    scripts: HashMap<String, String>,
     base: Nanos,
     seq: Cell<u64>,
     /// Replies compared: allowed, denied, errors, others (so a run shows it decided something).
@@ -457,17 +460,37 @@ impl Harness {
         let server = Server::builder().stock().start();
         let mut con = server.conn();
         lua::load(&mut con, &lua::with_clock_argument(&lua::source()));
+        let scripts = lua::scripts()
+            .into_iter()
+            .map(|(name, code)| {
+                let sha: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(lua::with_clock_argument(&code))
+                    .query(&mut con)
+                    .expect("SCRIPT LOAD");
+                (name, sha)
+            })
+            .collect();
         let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut con).unwrap();
         // Ten days ahead of the server's clock: every expiry the sequences set lies in its future, so
         // the server keeps every key the model keeps.
         let base = s * NANOS_PER_SEC + us * 1000 + 10 * 86_400 * NANOS_PER_SEC;
-        (server, Harness { con: RefCell::new(con), base, seq: Cell::new(0), tally: Cell::new([0; 4]) })
+        (
+            server,
+            Harness { con: RefCell::new(con), scripts, base, seq: Cell::new(0), tally: Cell::new([0; 4]) },
+        )
     }
 
+    /// The sequence through FCALL and through each function's EVALSHA script, on keys of their own.
     fn check(&self, s: &Sequence) -> Result<(), TestCaseError> {
         let n = self.seq.get();
         self.seq.set(n + 1);
-        let keys: Vec<String> = (0..KEYS).map(|k| format!("s{n}:{{x}}:{k}")).collect();
+        self.check_through(s, &format!("f{n}"), false)?;
+        self.check_through(s, &format!("e{n}"), true)
+    }
+
+    fn check_through(&self, s: &Sequence, name: &str, scripts: bool) -> Result<(), TestCaseError> {
+        let keys: Vec<String> = (0..KEYS).map(|k| format!("{name}:{{x}}:{k}")).collect();
         let start = self.base + s.start;
         let mut model = Model::default();
         let mut pipe = redis::pipe();
@@ -485,7 +508,12 @@ impl Harness {
         let mut expected = Vec::new();
         for (step, c) in &s.steps {
             now = (now + step).max(self.base);
-            let f = pipe.cmd("FCALL").arg(c.function).arg(c.keys.len());
+            let f = if scripts {
+                pipe.cmd("EVALSHA").arg(&self.scripts[c.function])
+            } else {
+                pipe.cmd("FCALL").arg(c.function)
+            };
+            f.arg(c.keys.len());
             c.keys.iter().for_each(|&k| {
                 f.arg(&keys[k]);
             });
@@ -510,8 +538,9 @@ impl Harness {
                     j => format!("the expiry of key {}", (j - 2) / 2),
                 };
                 return Err(TestCaseError::fail(format!(
-                    "step {step} ({:?}): {what} differs: core {want:?}, Lua {have:?}",
-                    s.steps[step].1
+                    "step {step} ({:?}, {}): {what} differs: core {want:?}, Lua {have:?}",
+                    s.steps[step].1,
+                    if scripts { "EVALSHA" } else { "FCALL" }
                 )));
             }
         }

@@ -338,8 +338,7 @@ impl Call {
         cmd
     }
 
-    /// The EVALSHA script of this function: the library's source without its registration, ending in
-    /// a call of the function (as `scripts/lua-scripts.sh` writes it), and its SHA-1.
+    /// The EVALSHA script of this function (`lua/scripts/<function>.lua`), and its SHA-1.
     fn script(&self) -> &'static Script {
         static SCRIPTS: OnceLock<HashMap<String, Script>> = OnceLock::new();
         let scripts = SCRIPTS.get_or_init(|| {
@@ -363,31 +362,10 @@ struct Script {
     hash: String,
 }
 
-/// How the library's one source becomes one EVALSHA script per function (contract/contract.json
-/// carries it, so every client writes the same scripts): the prologue, the source without its first
-/// lines and from the registration on, and the epilogue with the function's name.
-pub(crate) struct EvalshaRule {
-    pub prologue: &'static str,
-    pub drop_first_lines: usize,
-    pub stop_at: &'static str,
-    pub epilogue: &'static str,
-}
-
-/// The one rule (`scripts/lua-scripts.sh` and the other clients apply it from the contract).
-pub(crate) const fn evalsha_rule() -> EvalshaRule {
-    EvalshaRule {
-        // Redis 6.2 replicates a script by effect only when asked (Redis 7 always does).
-        prologue: "if redis.replicate_commands then redis.replicate_commands() end\n",
-        drop_first_lines: 1,
-        stop_at: "-- REGISTER:",
-        epilogue: "\nreturn call(\"{function}\", KEYS, ARGV)\n",
-    }
-}
-
-/// The EVALSHA script of the library function `function` (`rl_token`, ...): the library's source
-/// without its first line and its registration, ending in one call of the function, as
-/// `scripts/lua-scripts.sh` writes it (for operators who load the scripts with `SCRIPT LOAD` for users
-/// allowed only `EVALSHA`).
+/// The EVALSHA script of the library function `function` (`rl_token`, ...): what the function
+/// reaches of the library, its fast path first, ending in one call of the function; the file
+/// `lua/scripts/<function>.lua` holds the same (for operators who load the scripts with `SCRIPT LOAD`
+/// for users allowed only `EVALSHA`).
 pub fn script_source(function: &str) -> String {
     script_of(LIBRARY, function)
 }
@@ -403,13 +381,7 @@ pub(crate) fn library_hash(library: &str) -> &str {
         .map_or("", |(hash, _)| hash)
 }
 
-/// The EVALSHA script of `function` in `library` (a source as FUNCTION LOAD takes it).
-pub(crate) fn script_of(library: &str, function: &str) -> String {
-    let rule = evalsha_rule();
-    let body: Vec<&str> =
-        library.lines().skip(rule.drop_first_lines).take_while(|l| !l.starts_with(rule.stop_at)).collect();
-    format!("{}{}{}", rule.prologue, body.join("\n"), rule.epilogue.replace("{function}", function))
-}
+pub(crate) use crate::evalsha::script_of;
 
 #[cfg(test)]
 mod tests {
@@ -454,27 +426,12 @@ mod tests {
     }
 
     #[test]
-    fn the_scripts_are_the_library_ending_in_one_call() {
+    fn the_scripts_end_in_one_call_of_their_function() {
         let script = script_source("rl_token");
         assert!(!script.starts_with("#!lua"), "no shebang: EVAL would refuse it");
         assert!(!script.contains("register_function"));
-        assert!(script.ends_with("return call(\"rl_token\", KEYS, ARGV)\n"));
+        assert!(script.ends_with("return build().rl_token(KEYS, ARGV, sec, usec, ns)\n"));
         assert_eq!(call("RL.TOKEN k 1 1 1").script().hash, redis::Script::new(&script).get_hash());
-    }
-
-    #[test]
-    fn the_scripts_are_what_lua_scripts_sh_writes() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let Ok(true) = root.join("scripts/lua-scripts.sh").try_exists() else { return };
-        let dir = std::env::temp_dir().join(format!("rl-client-scripts-{}", std::process::id()));
-        let status =
-            std::process::Command::new(root.join("scripts/lua-scripts.sh")).arg(&dir).output().unwrap();
-        assert!(status.status.success());
-        for name in CommandInfo::in_library().filter_map(|c| c.function) {
-            let written = std::fs::read_to_string(dir.join(format!("{name}.lua"))).unwrap();
-            assert_eq!(written, script_source(name), "{name}");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

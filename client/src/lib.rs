@@ -39,6 +39,7 @@ mod counters;
 mod decision;
 mod engine;
 mod error;
+mod evalsha;
 mod fallback;
 pub mod http;
 mod limiter;
@@ -61,6 +62,9 @@ pub use engine::Backend;
 /// The Lua library the client loads where the module is absent: its source and its EVALSHA scripts.
 pub mod lua {
     pub use crate::engine::{script_source, LIBRARY};
+    /// The EVALSHA script of a function in a library source given (the generator
+    /// `lua/scripts/<function>.lua` are written by; tests apply it to a library whose clock is theirs).
+    pub use crate::evalsha::script_of;
 }
 pub use error::{CallError, PolicyError};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder, WaitTimeout};

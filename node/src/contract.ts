@@ -35,7 +35,7 @@ export interface Contract {
   library: {
     name: string; source: string; source_sha1: string; version: string;
     functions: { name: string; command: string | null; read_only: boolean; evalsha_sha1: string }[];
-    evalsha: { drop_first_lines: number; prologue: string; epilogue: string; stop_at_line_starting: string };
+    evalsha: { scripts: string; how: string };
   };
   http: {
     headers: Record<"content_type" | "degraded" | "limit" | "policy" | "remaining" | "reset" | "retry_after" | "state", string>;

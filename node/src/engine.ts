@@ -9,6 +9,7 @@
 import { createHash } from "node:crypto";
 import { CONTRACT, LIBRARY, LIBRARY_FUNCTIONS, command as contractCommand, firstKey, groupLen, keyPositions } from "./contract.js";
 import { missing, refuses } from "./errors.js";
+import { SCRIPT_SOURCES } from "./assets.js";
 
 export type EngineName = "auto" | "module" | "functions" | "scripts";
 
@@ -20,15 +21,14 @@ export class RedisErrorReply extends Error {
 /** Sends one command to the node of `route` (a key), or any node when undefined. */
 export type Send = (args: string[], route: string | undefined) => Promise<unknown>;
 
-/** The EVALSHA script of the library function `fn`: the contract's rule (`library.evalsha`). */
+/**
+ * The EVALSHA script of the library function `fn`: a generated file (the repository's
+ * lua/scripts/<function>.lua, at the contract's `library.evalsha.scripts`), embedded and sent as it is.
+ */
 export function scriptSource(fn: string): string {
-  const rule = CONTRACT.library.evalsha;
-  const body: string[] = [];
-  for (const line of LIBRARY.split("\n").slice(rule.drop_first_lines)) {
-    if (line.startsWith(rule.stop_at_line_starting)) break;
-    body.push(line);
-  }
-  return rule.prologue + body.join("\n") + rule.epilogue.replace("{function}", fn);
+  const code = SCRIPT_SOURCES[fn];
+  if (code === undefined) throw new Error(`redis-ratelimit: no EVALSHA script for ${fn} in the package`);
+  return code;
 }
 
 const SCRIPTS = new Map<string, { code: string; sha: string }>();

@@ -23,10 +23,13 @@ test("every vector file is run or listed as skipped", () => {
   for (const f of files) assert.ok(RUN.includes(f) || f in SKIPPED, `vector file ${f} neither run nor skipped`);
 });
 
-test("the package's contract and library are the repository's, and the built-in copy is theirs", () => {
+test("the package's contract, library and scripts are the repository's, and the built-in copy is theirs", () => {
   const sync = "stale: run `node scripts/embed.mjs --sync` in node/";
   assert.equal(readFileSync(join(NODE, "contract.json"), "utf8"), readFileSync(join(ROOT, "contract", "contract.json"), "utf8"), sync);
   assert.equal(readFileSync(join(NODE, "lua", "ratelimit.lua"), "utf8"), readFileSync(join(ROOT, "lua", "ratelimit.lua"), "utf8"), sync);
+  for (const f of readdirSync(join(ROOT, "lua", "scripts"))) {
+    assert.equal(readFileSync(join(NODE, "lua", "scripts", f), "utf8"), readFileSync(join(ROOT, "lua", "scripts", f), "utf8"), `${f}: ${sync}`);
+  }
   assert.equal(readFileSync(join(NODE, "src", "assets.ts"), "utf8"), assets(), sync);
 });
 

@@ -17,7 +17,7 @@ test("the packed tarball in a fresh app outside the repository runs the quick st
   try {
     const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", app], { cwd: NODE }).toString())[0];
     const files: string[] = packed.files.map((f: { path: string }) => f.path);
-    for (const f of ["contract.json", "lua/ratelimit.lua", "dist/esm/index.js", "dist/cjs/index.js", "dist/esm/index.d.ts", "README.md"]) {
+    for (const f of ["contract.json", "lua/ratelimit.lua", "lua/scripts/rl_token.lua", "dist/esm/index.js", "dist/cjs/index.js", "dist/esm/index.d.ts", "README.md"]) {
       assert.ok(files.includes(f), `${f} ships`);
     }
     assert.ok(!files.some((f) => f.startsWith("test/") || f.startsWith("src/") || f.includes("node_modules")), "no sources, tests or node_modules");

@@ -13,6 +13,7 @@ from typing import Sequence
 import pytest
 
 from redis_ratelimit import command
+from redis_ratelimit.contract import CONTRACT
 from redis_ratelimit.engine import FUNCTIONS, Call, library, module_command, script, script_source
 from redis_ratelimit.policy import Concurrency, FixedWindow, SlidingLog, TokenBucket
 from servers import REPO
@@ -62,17 +63,18 @@ def test_checks_are_one_call() -> None:
     assert command.refund("b", fixed, 1) == ["RL.REFUND", "FIXED", "b", "5", "1.500", 1]
 
 
-def test_the_scripts_are_the_library_ending_in_one_call() -> None:
+def test_the_scripts_end_in_one_call_of_their_function() -> None:
     source = script_source("rl_token")
-    assert not source.startswith("#!lua")
+    assert source.startswith("-- GENERATED")
     assert "register_function" not in source
-    assert source.endswith('return call("rl_token", KEYS, ARGV)\n')
+    assert source.endswith("return build().rl_token(KEYS, ARGV, sec, usec, ns)\n")
 
 
-def test_the_scripts_are_what_lua_scripts_sh_writes(tmp_path: Path) -> None:
-    subprocess.run(["sh", str(REPO / "scripts/lua-scripts.sh"), str(tmp_path)], check=True, capture_output=True)
+def test_the_scripts_are_the_repositorys_and_have_the_contracts_sha1s() -> None:
+    shas = {f["name"]: f["evalsha_sha1"] for f in CONTRACT["library"]["functions"]}
     for name in (f.lower().replace(".", "_") for f in FUNCTIONS):
-        assert (tmp_path / f"{name}.lua").read_text() == script_source(name), name
+        assert script_source(name) == (REPO / "lua/scripts" / f"{name}.lua").read_text(), name
+        assert script(name).sha == shas[name], name
 
 
 def test_the_installed_library_is_the_repositorys() -> None:

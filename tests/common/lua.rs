@@ -1,8 +1,8 @@
 //! The Lua library (lua/ratelimit.lua) in tests: its source, the variant whose clock is an argument,
-//! loading it, its EVALSHA scripts (made by scripts/lua-scripts.sh), and replies in one comparable form.
+//! loading it, its EVALSHA scripts (lua/scripts/), and replies in one comparable form.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use testkit::redis::{self, Connection, Value};
 
 fn root() -> &'static Path {
@@ -14,15 +14,17 @@ pub fn source() -> String {
     std::fs::read_to_string(root().join("lua/ratelimit.lua")).expect("lua/ratelimit.lua")
 }
 
-/// The library with its one clock replaced (the block between `-- CLOCK BEGIN` and `-- CLOCK END`):
-/// every function takes "now", Unix ns in decimal digits (at least 10 of them), as its first argument,
-/// before the command's. It is read as the real clock reads TIME (the seconds and the microseconds as
-/// text), plus the nanoseconds below the microsecond, so that the tests hold that path too.
+/// The library, or one of its EVALSHA scripts, with its one clock replaced (the function `clock`, from
+/// its first line to the `end` at the first column): every function takes "now", Unix ns in decimal
+/// digits (at least 10 of them), as its first argument, before the command's. It is read as the real
+/// clock reads TIME (the seconds and the microseconds as text), plus the nanoseconds below the
+/// microsecond, so that the tests hold that path too.
 pub fn with_clock_argument(source: &str) -> String {
-    let begin = source.find("-- CLOCK BEGIN").expect("the library marks its clock");
-    let end = source.find("-- CLOCK END").expect("the library marks its clock's end");
+    const FIRST: &str = "local function clock(args)\n";
+    let begin = source.find(FIRST).expect("the library's clock");
+    let end = begin + source[begin..].find("\nend\n").expect("the clock's end") + "\nend\n".len();
     format!(
-        "{}-- CLOCK BEGIN (tests: now from the first argument)\nlocal function clock(args)\n  \
+        "{}{FIRST}  -- (tests: now from the first argument)\n  \
          local now = table.remove(args, 1)\n  \
          return now:sub(1, -10), now:sub(-9, -4), now:sub(-3)\nend\n{}",
         &source[..begin],
@@ -37,27 +39,14 @@ pub fn load(con: &mut Connection, source: &str) {
     assert_eq!(name, "ratelimit");
 }
 
-/// The EVALSHA scripts scripts/lua-scripts.sh makes, by function name.
+/// The EVALSHA scripts as shipped (lua/scripts/<function>.lua), by function name.
 pub fn scripts() -> BTreeMap<String, String> {
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir: PathBuf = std::env::temp_dir().join(format!(
-        "rl-lua-scripts-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let status = std::process::Command::new(root().join("scripts/lua-scripts.sh"))
-        .arg(&dir)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("scripts/lua-scripts.sh");
-    assert!(status.success(), "scripts/lua-scripts.sh failed");
     let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
+    for entry in std::fs::read_dir(root().join("lua/scripts")).expect("lua/scripts/") {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         out.insert(name, std::fs::read_to_string(&path).unwrap());
     }
-    let _ = std::fs::remove_dir_all(&dir);
     out
 }
 

@@ -8,6 +8,7 @@ mod lua;
 mod spec;
 mod vectors;
 
+use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -55,6 +56,22 @@ fn files() -> Vec<(PathBuf, String)> {
             files.push((root().join(library_at), library.clone()));
         }
     }
+    // Each function's EVALSHA script, and the packages' copies of them.
+    for function in CommandInfo::in_library().filter_map(|c| c.function).chain([VERSION_FUNCTION]) {
+        let script = crate::evalsha::script_of(&library, function);
+        let name = spec::SCRIPTS.replace("{function}", function);
+        let name = name.strip_prefix("lua/scripts/").expect("the scripts are in lua/scripts/");
+        for (package, dir) in [
+            ("lua", "lua/scripts"),
+            ("python", "python/src/redis_ratelimit/lua/scripts"),
+            ("go", "go/scripts"),
+            ("node", "node/lua/scripts"),
+        ] {
+            if root().join(package).is_dir() {
+                files.push((root().join(dir).join(name), script.clone()));
+            }
+        }
+    }
     for (name, value) in vectors::all(&library) {
         files.push((root().join(format!("contract/vectors/{name}.json")), render(&value)));
     }
@@ -90,7 +107,7 @@ fn generated_files_say_so_on_their_first_line() {
     }
     for (path, text) in files() {
         // The library's first line is the `#!lua` line Redis requires: it says so on its second.
-        let first = if path.extension().is_some_and(|e| e == "lua") {
+        let first = if text.starts_with("#!lua") {
             text.lines().nth(1).unwrap()
         } else {
             text.lines().next().unwrap()

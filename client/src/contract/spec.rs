@@ -1,7 +1,7 @@
 //! `contract/contract.json`: what a client must know, from core's registry, its command table and
 //! its bounds, and from this client's HTTP layer and engines.
 
-use crate::engine::{evalsha_rule, script_of};
+use crate::engine::script_of;
 use crate::http::caller::MAX_CALLER_KEY_BYTES;
 use crate::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
 use crate::http::response::*;
@@ -145,6 +145,9 @@ fn errors() -> Value {
     })
 }
 
+/// Where each function's EVALSHA script is, `{function}` its name.
+pub(super) const SCRIPTS: &str = "lua/scripts/{function}.lua";
+
 /// The module's replies for an unknown option or kind and for a key given twice (src/server/error.rs;
 /// `tests/lua_module.rs` holds the library's to the module's).
 pub(super) const SYNTAX_REPLY: &str = "ERR syntax error";
@@ -165,7 +168,6 @@ fn library(source: &str) -> Value {
         "read_only": true,
         "evalsha_sha1": redis::Script::new(&script_of(source, VERSION_FUNCTION)).get_hash().to_string(),
     }));
-    let rule = evalsha_rule();
     json!({
         "name": "ratelimit",
         "version": super::lua::VERSION,
@@ -173,11 +175,12 @@ fn library(source: &str) -> Value {
         "source": "lua/ratelimit.lua",
         "source_sha1": redis::Script::new(source).get_hash(),
         "functions": functions,
+        // Each function's EVALSHA script is a generated file (client/src/evalsha.rs writes them): a
+        // client ships the files and sends them as they are.
         "evalsha": {
-            "prologue": rule.prologue,
-            "drop_first_lines": rule.drop_first_lines,
-            "stop_at_line_starting": rule.stop_at,
-            "epilogue": rule.epilogue,
+            "scripts": SCRIPTS,
+            "how": "each function's script holds what it reaches of the library, its fast path first; \
+                    sent as it is (EVALSHA evalsha_sha1, EVAL of the file where the server answers NOSCRIPT)",
         },
     })
 }

@@ -54,14 +54,18 @@ class Backend(enum.Enum):
         }[self]
 
 
-def _read_library() -> str:
+def _read_package_data(path: str) -> str:
     try:
-        return resources.files("redis_ratelimit").joinpath("lua/ratelimit.lua").read_text(encoding="utf-8")
+        return resources.files("redis_ratelimit").joinpath(path).read_text(encoding="utf-8")
     except OSError as e:
         # A package built without its data: a broken installation, said when it is imported, never an
         # outage of every call on a stock server.
-        raise ImportError(f"redis_ratelimit is installed without its Lua library (lua/ratelimit.lua): {e}; "
-                          "reinstall the package (its wheel carries the library)") from e
+        raise ImportError(f"redis_ratelimit is installed without its Lua library ({path}): {e}; "
+                          "reinstall the package (its wheel carries the library and its scripts)") from e
+
+
+def _read_library() -> str:
+    return _read_package_data("lua/ratelimit.lua")
 
 
 _LIBRARY = _read_library()
@@ -77,18 +81,23 @@ FUNCTIONS = tuple(LIBRARY_FUNCTIONS)
 _FUNCTION_OF: dict[str, str] = LIBRARY_FUNCTIONS
 
 
+def _script_path(function: str) -> str:
+    return str(CONTRACT["library"]["evalsha"]["scripts"]).replace("{function}", function)
+
+
 def script_source(function: str) -> str:
-    """The EVALSHA script of the library function `function` (``rl_token``, ...): the library without
-    its first line and its registration, ending in one call of the function: the contract's rule
-    (``library.evalsha``), which `scripts/lua-scripts.sh` and `client/src/engine.rs::script_source` apply
-    too; the contract's vectors hold the scripts' SHA-1s equal."""
-    rule = CONTRACT["library"]["evalsha"]
-    body = []
-    for line in library().split("\n")[rule["drop_first_lines"]:]:
-        if line.startswith(rule["stop_at_line_starting"]):
-            break
-        body.append(line)
-    return str(rule["prologue"]) + "\n".join(body) + str(rule["epilogue"]).replace("{function}", function)
+    """The EVALSHA script of the library function `function` (``rl_token``, ...): what the function
+    reaches of the library, its fast path first, ending in one call of the function; a generated file
+    shipped as package data (``lua/scripts/<function>.lua``, the repository's), sent as it is."""
+    return _read_package_data(_script_path(function))
+
+
+# Every function's script is where the contract says, checked when the package is imported.
+_MISSING = [p for p in map(_script_path, LIBRARY_FUNCTIONS.values())
+            if not resources.files("redis_ratelimit").joinpath(p).is_file()]
+if _MISSING:
+    raise ImportError(f"redis_ratelimit is installed without its Lua scripts ({', '.join(_MISSING)}); "
+                      "reinstall the package (its wheel carries the library and its scripts)")
 
 
 @dataclass(frozen=True)

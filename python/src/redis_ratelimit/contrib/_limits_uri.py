@@ -132,15 +132,18 @@ def sync_client(target: Target) -> Any:
 
     if target.form == "single":
         return redis.Redis.from_url(target.url, **_timeouts(target, target.client_options))
+    # Typed as Any: redis-py's annotations of these differ between its releases (5.0 leaves some
+    # untyped), and the package supports them all.
+    cluster: Any = redis.cluster
+    sentinels: Any = redis.sentinel
     if target.form == "cluster":
         options = _timeouts(target, target.client_options)
-        nodes = options.pop("startup_nodes", None) or [
-            redis.cluster.ClusterNode(h, p) for h, p in target.locations]  # type: ignore[no-untyped-call]
-        return redis.cluster.RedisCluster(startup_nodes=nodes, **options)
-    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        nodes = options.pop("startup_nodes", None) or [cluster.ClusterNode(h, p) for h, p in target.locations]
+        return cluster.RedisCluster(startup_nodes=nodes, **options)
+    sentinel = sentinels.Sentinel(
         target.locations, sentinel_kwargs=_timeouts(target, target.sentinel_options),
         **_timeouts(target, target.client_options))
-    return sentinel.master_for(str(target.service))  # type: ignore[no-untyped-call]
+    return sentinel.master_for(str(target.service))
 
 
 def async_client(target: Target) -> Any:
@@ -159,7 +162,8 @@ def async_client(target: Target) -> Any:
         nodes = options.pop("startup_nodes", None) or [redis.asyncio.cluster.ClusterNode(h, p)
                                                         for h, p in target.locations]
         return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **options)
-    sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+    sentinels: Any = redis.asyncio.sentinel
+    sentinel = sentinels.Sentinel(
         target.locations, sentinel_kwargs=_timeouts(target, target.sentinel_options),
         **_timeouts(target, target.client_options))
     return sentinel.master_for(str(target.service))

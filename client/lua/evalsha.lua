@@ -1,0 +1,1 @@
+../../lua/src/evalsha.lua
