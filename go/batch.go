@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,14 +12,19 @@ import (
 // maxBatch bounds the commands of one pipeline.
 const maxBatch = 128
 
-// batcher sends the calls that arrive together in one pipeline (Options.Batch): one goroutine
-// takes the first call waiting, every other call waiting then (up to maxBatch), and sends them
-// in one round trip; calls that arrive meanwhile wait for the next. A reply that asks for the
-// engine's slow path (an unknown command or NOPERM under Auto, NOSCRIPT, "Function not found")
-// sends that call again alone through it.
+// batcher coalesces concurrent calls (the default; Options.DisableBatching turns it off): a call
+// that finds no round trip in flight is sent at once, alone (an idle limiter's latency is that of
+// one call); calls that arrive while one is in flight wait, and when it ends they go together in
+// one pipeline (up to maxBatch), sent by a goroutine so that the caller whose reply came back
+// returns at once. One round trip is in flight at a time, and one that outlives the deadline (a
+// client without ContextTimeoutEnabled waits for its own timeouts) stops holding the others back
+// at the deadline. A reply that asks for the engine's slow path (an unknown command or NOPERM
+// under Auto, NOSCRIPT, "Function not found") sends that call again alone through it.
 type batcher struct {
-	l     *Limiter
-	queue chan *batched
+	l       *Limiter
+	mu      sync.Mutex
+	busy    bool       // a round trip is in flight
+	waiting []*batched // calls that came meanwhile
 }
 
 type batched struct {
@@ -26,20 +33,23 @@ type batched struct {
 	done chan result
 }
 
-func newBatcher(l *Limiter) *batcher {
-	b := &batcher{l: l, queue: make(chan *batched, 4*maxBatch)}
-	go b.loop()
-	return b
-}
+func newBatcher(l *Limiter) *batcher { return &batcher{l: l} }
 
-// do queues cmd and waits for its reply, or for ctx.
+// do sends cmd now when nothing is in flight, else queues it for the next pipeline and waits for
+// its reply, or for ctx.
 func (b *batcher) do(ctx context.Context, cmd []string) (any, error) {
-	call := &batched{ctx: ctx, cmd: cmd, done: make(chan result, 1)}
-	select {
-	case b.queue <- call:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	b.mu.Lock()
+	if !b.busy {
+		b.busy = true
+		b.mu.Unlock()
+		end := b.begin()
+		v, err := b.l.engine.run(ctx, b.l.client, cmd)
+		end()
+		return v, err
 	}
+	call := &batched{ctx: ctx, cmd: cmd, done: make(chan result, 1)}
+	b.waiting = append(b.waiting, call)
+	b.mu.Unlock()
 	select {
 	case r := <-call.done:
 		return r.v, r.err
@@ -48,27 +58,42 @@ func (b *batcher) do(ctx context.Context, cmd []string) (any, error) {
 	}
 }
 
-func (b *batcher) loop() {
-	calls := make([]*batched, 0, maxBatch)
-	for {
-		select {
-		case <-b.l.closed:
-			return
-		case first := <-b.queue:
-			calls = append(calls[:0], first)
-		}
-	more:
-		for len(calls) < maxBatch {
-			select {
-			case c := <-b.queue:
-				calls = append(calls, c)
-			default:
-				break more
-			}
-		}
-		b.send(calls)
-		clear(calls)
+// begin starts a round trip; the function it returns ends it (b.next), once: when the reply came,
+// or at the deadline where the client does not end a call there itself.
+func (b *batcher) begin() func() {
+	if b.l.ctxTimeouts {
+		return b.next
 	}
+	var once sync.Once
+	t := time.AfterFunc(b.l.deadline, func() { once.Do(b.next) })
+	return func() {
+		t.Stop()
+		once.Do(b.next)
+	}
+}
+
+// next: the round trip in flight ended. The calls that came meanwhile (at most maxBatch) are sent
+// in one pipeline by a goroutine; with none, nothing is in flight any more.
+func (b *batcher) next() {
+	b.mu.Lock()
+	calls := b.waiting
+	if len(calls) == 0 {
+		b.busy = false
+		b.mu.Unlock()
+		return
+	}
+	if len(calls) > maxBatch {
+		b.waiting = calls[maxBatch:]
+		calls = calls[:maxBatch:maxBatch]
+	} else {
+		b.waiting = nil
+	}
+	b.mu.Unlock()
+	go func() {
+		end := b.begin()
+		b.send(calls)
+		end()
+	}()
 }
 
 // argsOf is cmd as the engine in use sends it (engine.run's first try).

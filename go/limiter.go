@@ -94,11 +94,14 @@ type Options struct {
 	BreakerCooldown time.Duration
 	// Logger receives the outage lines (start, cause, end, counts); default slog.Default().
 	Logger *slog.Logger
-	// Batch sends the calls that arrive together (concurrent requests) in one pipeline: one round
-	// trip and one write and read on each side for all of them, for more decisions a second on a
-	// busy server. Each call is still bounded by the deadline; calls wait for the pipeline in
-	// flight (one at a time), so a call's latency can be up to two round trips.
-	Batch bool
+	// DisableBatching sends every call on its own round trip. By default the calls that arrive
+	// while one is in flight (concurrent requests) wait for it and then go together in one
+	// pipeline: one write and read on each side for all of them, for more decisions a second on a
+	// busy server and less load on Redis. A call that finds nothing in flight is sent at once, so an
+	// idle limiter's latency is unchanged; under load a call can wait for the round trip in flight
+	// before its own (up to two round trips), always within the deadline. A *redis.ClusterClient's
+	// calls always go alone.
+	DisableBatching bool
 }
 
 // Counts are a limiter's counters (for metrics).
@@ -132,7 +135,7 @@ type Limiter struct {
 	outageSince time.Time
 	outageCount uint64 // degraded decisions in this outage
 
-	batch *batcher // Options.Batch's
+	batch *batcher // nil with Options.DisableBatching
 
 	probing atomic.Bool
 	closed  chan struct{}
@@ -186,7 +189,9 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	if opts.Failure.kind == failLocal {
 		l.local = newLocalLimiter(opts.Failure.instances)
 	}
-	if opts.Batch {
+	// Batching on a cluster would tie each pipeline's calls to its slowest node (a paused primary
+	// would hold back the keys of every other): there, every call goes alone.
+	if _, cluster := client.(*redis.ClusterClient); !opts.DisableBatching && !cluster {
 		l.batch = newBatcher(l)
 	}
 	switch c := client.(type) {

@@ -213,8 +213,8 @@ func main() {
 
 	policy := ratelimit.Must(ratelimit.TokenBucket(capacity, perSec))
 	var made *ratelimit.Limiter
-	ours := func(engine ratelimit.Engine, prefix string, batch bool) (func(http.Handler) http.Handler, decider) {
-		l, err := ratelimit.New(newClient(*addr), ratelimit.Options{Failure: ratelimit.FailOpen(), Engine: engine, Logger: quiet, Batch: batch})
+	ours := func(engine ratelimit.Engine, prefix string, unbatched bool) (func(http.Handler) http.Handler, decider) {
+		l, err := ratelimit.New(newClient(*addr), ratelimit.Options{Failure: ratelimit.FailOpen(), Engine: engine, Logger: quiet, DisableBatching: unbatched})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -234,10 +234,10 @@ func main() {
 	modLimiter := made
 	libMW, libDecide := ours(ratelimit.Functions, "library", false)
 	libLimiter := made
-	modBatchMW, modBatchDecide := ours(ratelimit.Module, "module-batch", true)
-	modBatchLimiter := made
-	libBatchMW, libBatchDecide := ours(ratelimit.Functions, "library-batch", true)
-	libBatchLimiter := made
+	modOneMW, modOneDecide := ours(ratelimit.Module, "module-unbatched", true)
+	modOneLimiter := made
+	libOneMW, libOneDecide := ours(ratelimit.Functions, "library-unbatched", true)
+	libOneLimiter := made
 	var rrFailed, ourRRFailed, seedFailed atomic.Int64
 	rrDecide := redisRateDecider(newClient(*addr))
 	ourRRDecide := ourRedisRateDecider(newClient(*addr))
@@ -246,8 +246,8 @@ func main() {
 		{name: "no limiter"},
 		{name: "httplimit, module (RL.TOKEN)", mw: modMW, decide: modDecide, limiter: modLimiter},
 		{name: "httplimit, Lua library (FCALL rl_token)", mw: libMW, decide: libDecide, limiter: libLimiter},
-		{name: "httplimit, module, Batch", mw: modBatchMW, decide: modBatchDecide, limiter: modBatchLimiter},
-		{name: "httplimit, Lua library, Batch", mw: libBatchMW, decide: libBatchDecide, limiter: libBatchLimiter},
+		{name: "httplimit, module, DisableBatching", mw: modOneMW, decide: modOneDecide, limiter: modOneLimiter},
+		{name: "httplimit, Lua library, DisableBatching", mw: libOneMW, decide: libOneDecide, limiter: libOneLimiter},
 		{name: "redis_rate v10 (its GCRA script)", mw: shaped("redis_rate", rrDecide, &rrFailed), decide: rrDecide, failedOpen: &rrFailed},
 		{name: "redisrate (this package's drop-in), module", mw: shaped("redisrate", ourRRDecide, &ourRRFailed), decide: ourRRDecide, failedOpen: &ourRRFailed},
 		{name: "the seed's token-bucket script (EVALSHA)", mw: shaped("seed", seed, &seedFailed), decide: seed, failedOpen: &seedFailed},
@@ -504,9 +504,9 @@ func render(rows []*row, seconds, rounds, conns int, redisVersion string) string
 		}
 		goal("httplimit on the module at least 1.2x redis_rate's requests/s", mod, 1.2)
 		goal("httplimit on the Lua library at least 1.0x redis_rate's requests/s", lib, 1.0)
-		if mb, lb := find(rows, "httplimit, module, Batch"), find(rows, "httplimit, Lua library, Batch"); mb != nil && lb != nil {
-			goal("the same on the module with `Options.Batch`", mb, 1.2)
-			goal("the same on the Lua library with `Options.Batch`", lb, 1.0)
+		if mb, lb := find(rows, "httplimit, module, DisableBatching"), find(rows, "httplimit, Lua library, DisableBatching"); mb != nil && lb != nil {
+			goal("the same on the module with `DisableBatching` (one round trip a call)", mb, 1.2)
+			goal("the same on the Lua library with `DisableBatching`", lb, 1.0)
 		}
 		w("\n")
 	}
