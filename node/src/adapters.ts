@@ -25,6 +25,10 @@ export interface Adapter {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Any = any;
 
+/** The adapters this package made: they neither keep nor change the command they are given. */
+export const OWN_ADAPTERS = new WeakSet<Adapter>();
+const own = (a: Adapter): Adapter => (OWN_ADAPTERS.add(a), a);
+
 function isIoredis(client: Any): boolean {
   return typeof client?.call === "function" && typeof client?.sendCommand === "function" && "status" in client;
 }
@@ -44,16 +48,17 @@ const ioReply = (e: Any): boolean => e?.name === "ReplyError";
 export function ioredisAdapter(client: Any): Adapter {
   const cluster = client.isCluster === true;
   if (!cluster) {
-    return {
+    // ioredis copies the arguments into its own Command.
+    return own({
       name: "ioredis",
       cluster,
       send: (args, _route) =>
-        (client.call(args[0], ...args.slice(1)) as Promise<unknown>).catch((e: unknown) => {
+        (client.call(...args) as Promise<unknown>).catch((e: unknown) => {
           throw replyOf(e, ioReply);
         }),
-    };
+    });
   }
-  return {
+  return own({
     name: "ioredis-cluster",
     cluster,
     send: (args, route) => {
@@ -64,11 +69,11 @@ export function ioredisAdapter(client: Any): Adapter {
         if (route !== undefined) cmd.slot = slotOf(route);
         return client.sendCommand(cmd, stream, node);
       };
-      return (client.call.call(via, args[0], ...args.slice(1)) as Promise<unknown>).catch((e: unknown) => {
+      return (client.call.call(via, ...args) as Promise<unknown>).catch((e: unknown) => {
         throw replyOf(e, ioReply);
       });
     },
-  };
+  });
 }
 
 function nodeRedisReply(e: Any): boolean {
@@ -90,12 +95,13 @@ function isNodeRedisSentinel(client: Any): boolean {
 export function nodeRedisAdapter(client: Any): Adapter {
   const sentinel = isNodeRedisSentinel(client);
   const cluster = !sentinel && (!("isOpen" in client) || typeof client.getMasters === "function" || "masters" in client);
+  // node-redis keeps the array it is given until it is written: each call gets its own.
   const send: Send = sentinel
-    ? (args, _route) => client.sendCommand(false, args)
+    ? (args, _route) => client.sendCommand(false, [...args])
     : cluster
-      ? (args, route) => client.sendCommand(route, false, args)
-      : (args, _route) => client.sendCommand(args);
-  return {
+      ? (args, route) => client.sendCommand(route, false, [...args])
+      : (args, _route) => client.sendCommand([...args]);
+  return own({
     name: sentinel ? "node-redis-sentinel" : cluster ? "node-redis-cluster" : "node-redis",
     cluster,
     send: (args, route) => {
@@ -109,7 +115,7 @@ export function nodeRedisAdapter(client: Any): Adapter {
         throw replyOf(e, nodeRedisReply);
       });
     },
-  };
+  });
 }
 
 /** The adapter for `client`: an `Adapter` as it is, an ioredis or a node-redis client or cluster. */

@@ -31,6 +31,7 @@ function build(limits: readonly Limit[], holder: string | undefined): string[] {
   for (const l of limits) if (!(l[1] instanceof Policy)) throw new UsageError(`not a policy: ${String(l[1])}`);
   if (limits.length === 1) {
     const [key, policy, cost] = limits[0]!;
+    if (policy.kind.request === "cost") return [policy.kind.command, key, policy.params[0], policy.params[1], wholeText(cost, "cost")];
     return [policy.kind.command, key, ...policy.params, ...request(policy, cost, holder)];
   }
   if (limits.every((l) => l[1] instanceof TokenBucket)) {

@@ -73,7 +73,7 @@ export function kind(name: string): KindSpec {
 }
 
 export function command(name: string): CommandSpec | undefined {
-  return COMMANDS.get(name.toUpperCase());
+  return COMMANDS.get(name) ?? COMMANDS.get(name.toUpperCase());
 }
 
 /** What a kind's parameter must be: its `index`-th error text, in the order core checks them. */

@@ -48,6 +48,14 @@ export class Decision {
 
   /** Reads an RL.* reply: `[allowed, limit, remaining, retry_after_ms, reset_after_ms (, sixth)]`. */
   static fromReply(reply: unknown): Decision {
+    if (Array.isArray(reply) && reply.length === 5) {
+      // The usual reply, five integers: read without copying it.
+      const r = reply as unknown[];
+      const allowed = r[0], limit = r[1], remaining = r[2], retry = r[3], reset = r[4];
+      if (isInt(allowed) && isInt(limit) && isInt(remaining) && isInt(retry) && isInt(reset)) {
+        return new Decision(allowed === 1, limit, remaining, retry >= 0 ? retry : null, Math.max(0, reset), 0);
+      }
+    }
     const f = integers(reply);
     if (f.length < 5) throw new ReplyError(`not a decision: ${JSON.stringify(reply)}`);
     const [allowed, limit, remaining, retry, reset] = f as [number, number, number, number, number];
@@ -101,6 +109,10 @@ export function inspectionFromReply(reply: unknown): Inspection {
   if (retry !== undefined) out.retryAfterMs = retry < 0 ? null : retry;
   if (fields["reset_after_ms"] !== undefined) out.resetAfterMs = fields["reset_after_ms"];
   return out;
+}
+
+function isInt(v: unknown): v is number {
+  return typeof v === "number" && Number.isInteger(v);
 }
 
 function integers(reply: unknown): number[] {

@@ -7,7 +7,7 @@
  * key's node) and is sent once more.
  */
 import { createHash } from "node:crypto";
-import { CONTRACT, LIBRARY, LIBRARY_FUNCTIONS, command as contractCommand, firstKey, groupLen, keyPositions } from "./contract.js";
+import { CONTRACT, LIBRARY, command as contractCommand, firstKey, groupLen, keyPositions } from "./contract.js";
 import { missing, refuses } from "./errors.js";
 import { SCRIPT_SOURCES } from "./assets.js";
 
@@ -49,11 +49,20 @@ export class Call {
   /** The library's form of a module command; undefined for any other command (sent as it is). */
   static of(cmd: readonly string[]): Call | undefined {
     if (cmd.length === 0) return undefined;
-    const name = cmd[0]!.toUpperCase();
-    const fn = LIBRARY_FUNCTIONS.get(name);
-    if (fn === undefined) return undefined;
+    const spec = contractCommand(cmd[0]!);
+    const fn = spec?.function;
+    if (!spec || !fn) return undefined;
+    const rule = spec.keys;
+    if (rule.rule === "at") {
+      // One key (RL.FIXED, RL.SLIDE, ...): built without the general rule's lists.
+      const at = 1 + rule.index;
+      if (at >= cmd.length) return new Call(fn, [], cmd.slice(1));
+      const args: string[] = [];
+      for (let i = 1; i < cmd.length; i++) if (i !== at) args.push(cmd[i]!);
+      return new Call(fn, [cmd[at]!], args);
+    }
     const rest = cmd.slice(1);
-    const at = new Set(keyPositions(name, rest));
+    const at = new Set(keyPositions(spec.name, rest));
     return new Call(fn, rest.filter((_, i) => at.has(i)), rest.filter((_, i) => !at.has(i)));
   }
 
@@ -139,28 +148,48 @@ export class Engine {
 
   /** Sends `cmd` (a module command, or any other) as the engine in use takes it; under auto, moves to
    * the next engine where the server refuses one. Resolves to the reply; rejects with the error reply
-   * (a `RedisErrorReply`) that settles it, or whatever `send` rejects with otherwise. */
-  async run(cmd: readonly string[], send: Send): Promise<unknown> {
+   * (a `RedisErrorReply`) that settles it, or whatever `send` rejects with otherwise. `send` is given
+   * `cmd` itself for the module (it must not keep or change it). */
+  run(cmd: readonly string[], send: Send): Promise<unknown> {
     const auto = this.wanted === "auto";
     const route = routeOf(cmd);
-    const reasons: string[] = [];
-    let askedAgain = !auto;
-    if (this.chosen === "module") {
-      try {
-        return await send([...cmd], route);
-      } catch (e) {
-        if (!(e instanceof RedisErrorReply) || !(auto && refuses(e.message)) || !Call.of(cmd)) throw e;
-        reasons.push(refusal("module", e));
-        askedAgain = true;
-        this.chosen = "functions";
-      }
+    const engine = this.chosen;
+    if (engine === "module") {
+      // The engine in use answers: one send, nothing added on the way unless it refuses.
+      const sent = send(cmd as string[], route);
+      if (!auto) return sent;
+      return sent.then(undefined, (e: unknown) => {
+        if (!(e instanceof RedisErrorReply) || !refuses(e.message)) throw e;
+        const call = Call.of(cmd);
+        if (!call) throw e;
+        if (this.chosen === "module") this.chosen = "functions";
+        return this.rest(call, cmd, route, send, [refusal("module", e)], true);
+      });
     }
     const call = Call.of(cmd);
-    if (!call) return send([...cmd], route);
+    if (!call) return send(cmd as string[], route);
+    return send(form(engine, call, cmd), route).then(undefined, (e: unknown) =>
+      this.rest(call, cmd, route, send, [], !auto, [engine, e]),
+    );
+  }
+
+  /** What follows a call the engine in use did not settle (`failed`: the engine it went to, and its
+   * error): loading the library or script, or the next engine under auto. */
+  private async rest(
+    call: Call, cmd: readonly string[], route: string | undefined, send: Send, reasons: string[], askedAgain: boolean,
+    failed?: [Exclude<EngineName, "auto">, unknown],
+  ): Promise<unknown> {
+    const auto = this.wanted === "auto";
     for (;;) {
-      const engine: Exclude<EngineName, "auto"> = this.chosen;
+      let engine: Exclude<EngineName, "auto"> = this.chosen;
       let result: unknown;
       try {
+        if (failed) {
+          const [was, e] = failed;
+          failed = undefined;
+          engine = was;
+          throw e;
+        }
         result = await send(form(engine, call, cmd), route);
       } catch (e) {
         if (!(e instanceof RedisErrorReply)) throw e;
@@ -202,7 +231,7 @@ export class Engine {
 function form(engine: EngineName, call: Call, cmd: readonly string[]): string[] {
   if (engine === "functions") return call.fcall();
   if (engine === "scripts") return call.evalsha();
-  return [...cmd];
+  return cmd as string[];
 }
 
 /** `call` where its node has neither the library nor the script: EVAL (which caches the script), or

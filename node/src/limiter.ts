@@ -8,12 +8,12 @@
  */
 import { EventEmitter } from "node:events";
 import { randomBytes } from "node:crypto";
-import { adapt, type Adapter } from "./adapters.js";
+import { adapt, OWN_ADAPTERS, type Adapter } from "./adapters.js";
 import { Breaker, type BreakerOptions } from "./breaker.js";
 import * as command from "./command.js";
 import type { Limit } from "./command.js";
 import { Decision, inspectionFromReply, takenFromReply, type Inspection, type Taken } from "./decision.js";
-import { Engine, RedisErrorReply, type EngineName } from "./engine.js";
+import { Engine, RedisErrorReply, type EngineName, type Send } from "./engine.js";
 import {
   BreakerOpenError, CallError, ConfigurationError, DeadlineError, ServerError, UnreachableError, UsageError, refuses,
 } from "./errors.js";
@@ -43,6 +43,89 @@ export interface OutageEvent {
 // Node 18.0-18.17 has no Symbol.asyncDispose: the one Node itself adopted later.
 (Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol.for("nodejs.asyncDispose");
 const DEADLINE = Symbol("deadline");
+
+/** A call in flight: its deadline (`performance.now()` ms), whether it ended, how it is failed. */
+interface InFlight {
+  readonly at: number;
+  done: boolean;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly resolve: (v: any) => void;
+  readonly reject: (e: unknown) => void;
+  readonly failed: ((e: CallError) => unknown) | undefined;
+}
+
+const same = (reply: unknown): unknown => reply;
+
+/** Ends a call with `error`: the value its `failed` makes of it, or the error. */
+function fail(f: InFlight, error: CallError): void {
+  if (!f.failed) return f.reject(error);
+  try {
+    f.resolve(f.failed(error));
+  } catch (e) {
+    f.reject(e);
+  }
+}
+
+/**
+ * One timer for all the calls in flight of a limiter, instead of a timer per call. Every call has the
+ * same deadline after its start, so they expire in the order they started: the calls wait in that
+ * order, and the timer is set for the oldest unfinished one's deadline (to the millisecond, as a
+ * timer of its own would be). A call that ends is only marked; the timer drops it when it fires. The
+ * timer keeps the process alive only while a call is unfinished, as a call's own timer did.
+ */
+class Deadlines {
+  private queue: (InFlight | undefined)[] = [];
+  private head = 0;
+  private live = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly expire: (f: InFlight) => void) {}
+
+  add(f: InFlight): void {
+    this.queue.push(f);
+    if (++this.live === 1 && this.timer) this.timer.ref();
+    if (!this.timer) this.arm(f.at);
+  }
+
+  settle(f: InFlight): void {
+    f.done = true;
+    if (--this.live === 0 && this.timer) this.timer.unref();
+  }
+
+  private arm(at: number): void {
+    this.timer = setTimeout(this.fire, Math.max(1, Math.ceil(at - performance.now())));
+    if (this.live === 0) this.timer.unref();
+  }
+
+  private readonly fire = (): void => {
+    this.timer = undefined;
+    const now = performance.now();
+    const q = this.queue;
+    let i = this.head;
+    const expired: InFlight[] = [];
+    for (; i < q.length; i++) {
+      const f = q[i]!;
+      if (!f.done) {
+        // A timer may fire a fraction of a millisecond early (its clock counts whole ms).
+        if (f.at > now + 1) break;
+        f.done = true;
+        this.live--;
+        expired.push(f);
+      }
+      q[i] = undefined;
+    }
+    if (i === q.length) {
+      q.length = 0;
+      i = 0;
+    } else if (i > 1024 && i * 2 > q.length) {
+      q.splice(0, i);
+      i = 0;
+    }
+    this.head = i;
+    if (i < q.length) this.arm(q[i]!.at);
+    for (const f of expired) this.expire(f);
+  };
+}
 
 /** A concurrency permit: release it (or `await using` it) when the work is done. Held leases are
  * renewed in the background while it lives. */
@@ -128,6 +211,10 @@ export class Limiter extends EventEmitter {
   /** The in-process limiter of the `fallback` failure policy (its state lives while the limiter does). */
   readonly local: LocalLimiter | undefined;
   private down = false;
+  private readonly deadlines: Deadlines;
+  /** The adapter's `send`; an adapter given by the user gets a copy of each command (ours do not keep
+   * or change it, and the middleware sends the same command array again). */
+  private readonly send: Send;
 
   constructor(client: unknown, options: LimiterOptions) {
     super();
@@ -149,6 +236,9 @@ export class Limiter extends EventEmitter {
     this.deadlineMs = options.deadlineMs ?? 100;
     if (!(this.deadlineMs > 0)) throw new UsageError("deadlineMs must be > 0");
     this.engine = new Engine(options.engine ?? "auto");
+    this.deadlines = new Deadlines((f) => fail(f, this.callError(DEADLINE)));
+    const send = this.adapter.send;
+    this.send = OWN_ADAPTERS.has(this.adapter) ? send : (args, route) => send([...args], route);
     this.breaker = options.breaker === false ? undefined : new Breaker(options.breaker ?? {});
   }
 
@@ -166,38 +256,65 @@ export class Limiter extends EventEmitter {
 
   /** Sends one module command (or any other) through the engine within the deadline. Rejects with a
    * `CallError`: `DeadlineError`, `UnreachableError`, `BreakerOpenError`, `ConfigurationError`, `ServerError`. */
-  async call(cmd: readonly string[]): Promise<unknown> {
-    if (this.breaker && !this.breaker.allow()) throw new BreakerOpenError();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const sent = this.engine.run(cmd, this.adapter.send);
-    sent.catch(() => undefined); // answered after the deadline: nobody waits for it
-    try {
-      const reply = await Promise.race([
-        sent,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(DEADLINE), this.deadlineMs);
-        }),
-      ]);
-      this.answered();
-      return reply;
-    } catch (e) {
-      if (e instanceof RedisErrorReply) {
-        if (refuses(e.message)) {
-          const error = new ConfigurationError(e.message);
-          this.breaker?.fault();
-          this.failed(error);
-          throw error;
-        }
-        this.answered();
-        throw new ServerError(e.message);
-      }
-      const error = e === DEADLINE ? new DeadlineError(this.deadlineMs) : new UnreachableError(e instanceof Error ? e.message || e.name : String(e));
-      this.breaker?.failure();
-      this.failed(error);
-      throw error;
-    } finally {
-      clearTimeout(timer);
+  call(cmd: readonly string[]): Promise<unknown> {
+    return this.request(cmd, same, undefined);
+  }
+
+  /**
+   * `cmd` sent within the deadline, its reply turned into the promise's value by `ok`; a `CallError`
+   * (no answer, an error reply) by `failed`, or rejected with it without. What `ok` or `failed` throws
+   * rejects the promise. One promise and no timer per call (see `Deadlines`).
+   */
+  private request<T>(cmd: readonly string[], ok: (reply: unknown) => T, failed: ((e: CallError) => T) | undefined): Promise<T> {
+    if (this.breaker && !this.breaker.allow()) {
+      const e = new BreakerOpenError();
+      return failed ? Promise.resolve(e).then(failed) : Promise.reject(e);
     }
+    let sent: Promise<unknown>;
+    try {
+      sent = this.engine.run(cmd, this.send);
+    } catch (e) {
+      sent = Promise.reject(e);
+    }
+    return new Promise<T>((resolve, reject) => {
+      const f: InFlight = { at: performance.now() + this.deadlineMs, done: false, resolve, reject, failed };
+      this.deadlines.add(f);
+      sent.then(
+        (reply) => {
+          if (f.done) return; // answered after the deadline: nobody waits for it
+          this.deadlines.settle(f);
+          this.answered();
+          try {
+            resolve(ok(reply));
+          } catch (e) {
+            reject(e);
+          }
+        },
+        (e: unknown) => {
+          if (f.done) return;
+          this.deadlines.settle(f);
+          fail(f, this.callError(e));
+        },
+      );
+    });
+  }
+
+  /** The `CallError` a call ends with (`DEADLINE`: its deadline passed), counted by the breaker. */
+  private callError(e: unknown): CallError {
+    if (e instanceof RedisErrorReply) {
+      if (refuses(e.message)) {
+        const error = new ConfigurationError(e.message);
+        this.breaker?.fault();
+        this.failed(error);
+        return error;
+      }
+      this.answered();
+      return new ServerError(e.message);
+    }
+    const error = e === DEADLINE ? new DeadlineError(this.deadlineMs) : new UnreachableError(e instanceof Error ? e.message || e.name : String(e));
+    this.breaker?.failure();
+    this.failed(error);
+    return error;
   }
 
   private answered(): void {
@@ -231,13 +348,42 @@ export class Limiter extends EventEmitter {
     return d;
   }
 
-  private async decided(limits: readonly Limit[], cmd: readonly string[], holder?: string): Promise<Decision> {
-    try {
-      return Decision.fromReply(await this.call(cmd));
-    } catch (e) {
-      if (e instanceof CallError) return this.degrade(limits, e, holder);
-      throw e;
-    }
+  private decided(limits: readonly Limit[], cmd: readonly string[], holder?: string): Promise<Decision> {
+    return this.request(
+      cmd,
+      (reply) => {
+        try {
+          return Decision.fromReply(reply);
+        } catch (e) {
+          return this.undecided(limits, e, holder);
+        }
+      },
+      (e) => this.degrade(limits, e, holder),
+    );
+  }
+
+  private undecided(limits: readonly Limit[], e: unknown, holder: string | undefined): Decision {
+    if (e instanceof CallError) return this.degrade(limits, e, holder);
+    throw e;
+  }
+
+  /** `checkAll(limits)` with its command already built (`command.decide(limits)`, as the middleware
+   * keeps it for a caller and route), the decision given to `then`: the same call, with neither the
+   * arguments built again nor a promise more. */
+  checkBuilt<T>(limits: readonly Limit[], cmd: readonly string[], then: (d: Decision) => T): Promise<T> {
+    return this.request(
+      cmd,
+      (reply) => {
+        let d: Decision;
+        try {
+          d = Decision.fromReply(reply);
+        } catch (e) {
+          d = this.undecided(limits, e, undefined);
+        }
+        return then(d);
+      },
+      (e) => then(this.degrade(limits, e)),
+    );
   }
 
   /** One limit, `cost` units (default 1; 0 to look without taking). */
@@ -246,8 +392,14 @@ export class Limiter extends EventEmitter {
   }
 
   /** Several limits in one atomic call: allowed when all allow, and then all are taken. */
-  async checkAll(limits: readonly Limit[]): Promise<Decision> {
-    return this.decided(limits, command.decide(limits));
+  checkAll(limits: readonly Limit[]): Promise<Decision> {
+    let cmd: string[];
+    try {
+      cmd = command.decide(limits);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.decided(limits, cmd);
   }
 
   /** As many tokens as the bucket holds now, up to `max` (RL.TAKE). */

@@ -16,6 +16,9 @@ import { TrustedProxies, type HeaderLines } from "./forwarded.js";
 import { groupIp, parseIp, canonical, Network, type Ip } from "./ip.js";
 import { addHeaders, concurrencyLimited, denied, forbidden, unavailable, type Answer, type Described } from "./response.js";
 import { HTTP } from "../contract.js";
+import * as commands from "../command.js";
+
+const H = HTTP.headers;
 
 /** What the middleware needs of a request, whatever the framework. */
 export interface RequestFacts {
@@ -94,6 +97,37 @@ interface Planned {
   cost: number;
   name: string;
   shadow: boolean;
+  /** What headers and bodies say of it, made when first needed. */
+  described: Described | undefined;
+}
+
+/** A caller of the peer cache: who, its key tag, and its calls per route (see `Built`). */
+interface Peer {
+  caller: Caller;
+  tag: string;
+  built: (Built | undefined)[];
+}
+
+/** The enforced limits of a caller on a route and their command, built once and sent again while the
+ * peer stays cached: only where nothing in them changes per request (fixed policies, no cost
+ * function, no shadow or concurrency limit, not a sliding log's request ids). */
+interface Built {
+  limits: Planned[];
+  calls: Limit[];
+  cmd: string[];
+}
+
+const PASS: Outcome = Object.freeze({ kind: "pass" });
+
+/** A policy's `RateLimit-Policy` window in whole seconds (at least 1), computed once per policy. */
+const WINDOW_SECS = new WeakMap<Policy, number>();
+function windowSecs(p: Policy): number {
+  let w = WINDOW_SECS.get(p);
+  if (w === undefined) {
+    w = Math.max(1, Number(p.periodNs / 1_000_000_000n));
+    WINDOW_SECS.set(p, w);
+  }
+  return w;
 }
 
 export type Outcome =
@@ -138,7 +172,12 @@ export class RateLimitCore {
   private readonly deny: Lists | undefined;
   /** When the caller is the peer's address and nothing else (no proxies, principal, tenant, header,
    * caller function or lists): the caller and key tag of each peer, parsed once. */
-  private readonly byPeer: Map<string, [Caller, string]> | undefined;
+  private readonly byPeer: Map<string, Peer> | undefined;
+  private readonly routes: readonly Route[];
+  private readonly concurrency: readonly ConcurrencyRoute[];
+  private readonly skip: readonly string[];
+  /** Per route (and, last, no route: the global limit alone), whether its calls can be `Built`. */
+  private readonly buildable: boolean[];
 
   constructor(options: RateLimitOptions) {
     if (!(options?.limiter instanceof Limiter)) throw new UsageError("rate limit middleware: `limiter` must be a Limiter");
@@ -171,6 +210,13 @@ export class RateLimitCore {
     const o = options;
     const byPeerOnly = !o.trustedProxies?.length && !o.principal && !o.tenant && !o.header && !o.caller && !o.allow && !o.deny;
     this.byPeer = byPeerOnly ? new Map() : undefined;
+    this.routes = [...(o.routes ?? [])];
+    this.concurrency = [...(o.concurrency ?? [])];
+    this.skip = [...(o.skip ?? [])];
+    const fixed = (p: PolicySource | undefined) => p === undefined || (p instanceof Policy && p.kind.request === "cost");
+    const noLeases = !this.concurrency.length && !o.globalConcurrency;
+    const globalFixed = !o.global || (fixed(o.global.policy) && !o.global.shadow);
+    this.buildable = [...this.routes.map((r) => noLeases && globalFixed && fixed(r.policy) && !r.shadow && !r.cost), noLeases && globalFixed];
   }
 
   private callerOf(req: RequestFacts, ip: Ip | undefined, principal: string | undefined, tenant: string | undefined): Caller {
@@ -182,18 +228,41 @@ export class RateLimitCore {
   }
 
   /** Decides one request: pass it untouched, serve it with headers, or answer it (429, 403, 503). */
-  async handle(req: RequestFacts): Promise<Outcome> {
+  handle(req: RequestFacts): Promise<Outcome> {
+    try {
+      return this.decide(req);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  private decide(req: RequestFacts): Promise<Outcome> {
     const path = req.path;
-    for (const s of this.o.skip ?? []) if (path === s || (s.endsWith("/") && path.startsWith(s))) return { kind: "pass" };
-    const route = (this.o.routes ?? []).find((r) => underPrefix(path, r.prefix));
-    const conc = (this.o.concurrency ?? []).find((r) => underPrefix(path, r.prefix));
-    if (!route && !this.o.global && !conc && !this.o.globalConcurrency) return { kind: "pass" };
+    for (const s of this.skip) if (path === s || (s.endsWith("/") && path.startsWith(s))) return Promise.resolve(PASS);
+    let at = this.routes.length;
+    let route: Route | undefined;
+    for (let i = 0; i < this.routes.length; i++) {
+      if (underPrefix(path, this.routes[i]!.prefix)) {
+        route = this.routes[i]!;
+        at = i;
+        break;
+      }
+    }
+    let conc: ConcurrencyRoute | undefined;
+    for (const r of this.concurrency) {
+      if (underPrefix(path, r.prefix)) {
+        conc = r;
+        break;
+      }
+    }
+    if (!route && !this.o.global && !conc && !this.o.globalConcurrency) return Promise.resolve(PASS);
     const routeName = route?.name ?? conc?.name ?? this.globalName;
     let caller: Caller;
     let tag: string;
-    const cached = this.byPeer && req.peer !== undefined ? this.byPeer.get(req.peer) : undefined;
-    if (cached) {
-      [caller, tag] = cached;
+    let peer = this.byPeer && req.peer !== undefined ? this.byPeer.get(req.peer) : undefined;
+    if (peer) {
+      caller = peer.caller;
+      tag = peer.tag;
     } else {
       const peerIp = req.peer ? parseIp(req.peer.split("%")[0]!) : undefined;
       const clientIp = this.proxies.clientIp(peerIp ? canonical(peerIp) : undefined, req.headers);
@@ -204,48 +273,91 @@ export class RateLimitCore {
         if (h) tenant = typeof h[1] === "string" ? h[1] : Buffer.from(h[1]).toString("latin1");
       }
       caller = this.callerOf(req, clientIp, principal, tenant);
-      if (this.deny?.has(caller, principal, tenant, clientIp)) return { kind: "answer", answer: forbidden() };
-      if (this.allow?.has(caller, principal, tenant, clientIp)) return { kind: "pass" };
+      if (this.deny?.has(caller, principal, tenant, clientIp)) return Promise.resolve({ kind: "answer", answer: forbidden() });
+      if (this.allow?.has(caller, principal, tenant, clientIp)) return Promise.resolve(PASS);
       tag = callerTag(this.prefix, caller);
       if (this.byPeer && req.peer !== undefined) {
         if (this.byPeer.size >= PEERS_CACHED) this.byPeer.clear();
-        this.byPeer.set(req.peer, [caller, tag]);
+        peer = { caller, tag, built: [] };
+        this.byPeer.set(req.peer, peer);
       }
     }
+    let built = peer?.built[at];
+    if (built === undefined) {
+      const limits = this.plan(req, route, conc, caller, tag);
+      if (!peer || !this.buildable[at]) return this.checked(limits, routeName);
+      const calls = limits.map((l) => [l.key, l.policy, l.cost] as Limit);
+      built = { limits, calls, cmd: commands.decide(calls) };
+      peer.built[at] = built;
+    }
+    const b = built;
+    return this.limiter.checkBuilt(b.calls, b.cmd, (d) => this.rated(d, b.limits, routeName));
+  }
+
+  /** The limits a request meets: its route's, the global one, its concurrency limits. */
+  private plan(req: RequestFacts, route: Route | undefined, conc: ConcurrencyRoute | undefined, caller: Caller, tag: string): Planned[] {
     const cost = route?.cost ? route.cost(req.raw) : 1;
     const source = (p: PolicySource) => (p instanceof Policy ? p : p(caller));
     const limits: Planned[] = [];
-    if (route) limits.push({ key: `${tag}:${route.name}`, policy: source(route.policy), cost, name: route.name, shadow: !!route.shadow });
+    if (route) limits.push({ key: `${tag}:${route.name}`, policy: source(route.policy), cost, name: route.name, shadow: !!route.shadow, described: undefined });
     if (this.o.global) {
-      limits.push({ key: `${tag}:${this.globalName}`, policy: source(this.o.global.policy), cost, name: this.globalName, shadow: !!this.o.global.shadow });
+      limits.push({ key: `${tag}:${this.globalName}`, policy: source(this.o.global.policy), cost, name: this.globalName, shadow: !!this.o.global.shadow, described: undefined });
     }
     // Leases of weight 1: a request in flight is one, whatever its rate cost.
-    if (conc) limits.push({ key: `${tag}:${conc.name}:lease`, policy: source(conc.policy), cost: 1, name: conc.name, shadow: false });
+    if (conc) limits.push({ key: `${tag}:${conc.name}:lease`, policy: source(conc.policy), cost: 1, name: conc.name, shadow: false, described: undefined });
     if (this.o.globalConcurrency) {
-      limits.push({ key: `${tag}:${this.globalName}:lease`, policy: source(this.o.globalConcurrency.policy), cost: 1, name: this.globalName, shadow: false });
+      limits.push({ key: `${tag}:${this.globalName}:lease`, policy: source(this.o.globalConcurrency.policy), cost: 1, name: this.globalName, shadow: false, described: undefined });
     }
+    return limits;
+  }
+
+  /** The outcome of the enforced rate limits' decision (no concurrency limit among them). */
+  private rated(d: Decision, enforced: Planned[], routeName: string): Outcome {
+    const limiting = enforced[Math.min(d.limiting, enforced.length - 1)]!;
+    if (!d.allowed) return this.refused(d, enforced, limiting, routeName);
+    return { kind: "served", headers: this.headers(d, limiting) };
+  }
+
+  /** The answer to a request its enforced limits did not allow. */
+  private refused(d: Decision, enforced: Planned[], limiting: Planned, routeName: string): Outcome {
+    const closed = d.degraded && this.limiter.failure === "closed";
+    if (closed) {
+      // None of them could be checked: name the route's own limit, not the global one.
+      limiting = enforced.find((l) => l.name === routeName) ?? limiting;
+      const status = this.o.outageStatus ?? 429;
+      return { kind: "answer", answer: unavailable(d, this.described(limiting), !!this.o.structured, status, d.error instanceof ConfigurationError) };
+    }
+    if (limiting.policy instanceof Concurrency) return { kind: "answer", answer: concurrencyLimited(d, this.described(limiting)) };
+    return { kind: "answer", answer: denied(d, this.described(limiting), !!this.o.structured) };
+  }
+
+  /** The RateLimit-* fields of an allowed request; they describe rate limits: a lease that was the
+   * tightest has none. */
+  private headers(d: Decision, limiting: Planned): [string, string][] {
+    if (limiting.policy instanceof Concurrency) return [];
+    const limit = this.described(limiting);
+    if (!d.degraded && !this.o.structured) {
+      // What addHeaders writes here, without its checks for names already there.
+      return [[H.limit, d.limit === limiting.policy.limit ? limit.limitText! : String(d.limit)], [H.remaining, String(d.remaining)], [H.reset, String(d.resetAfterSecs())]];
+    }
+    const headers: [string, string][] = [];
+    addHeaders(headers, d, limit, !!this.o.structured);
+    return headers;
+  }
+
+  /** The rest of a request whose calls are not `Built`: shadow limits, concurrency limits. */
+  private async checked(limits: Planned[], routeName: string): Promise<Outcome> {
     const enforced = limits.filter((l) => !l.shadow);
     const shadow = limits.filter((l) => l.shadow);
-    const headers: [string, string][] = [];
+    let headers: [string, string][] = [];
     let answered = true;
     let permit: Permit | undefined;
     if (enforced.length) {
-      let [d, limiting, held] = await this.checkOrAcquire(enforced);
-      if (!d.allowed) {
-        const closed = d.degraded && this.limiter.failure === "closed";
-        if (closed) {
-          // None of them could be checked: name the route's own limit, not the global one.
-          limiting = enforced.find((l) => l.name === routeName) ?? limiting;
-          const status = this.o.outageStatus ?? 429;
-          return { kind: "answer", answer: unavailable(d, this.described(limiting), !!this.o.structured, status, d.error instanceof ConfigurationError) };
-        }
-        if (limiting.policy instanceof Concurrency) return { kind: "answer", answer: concurrencyLimited(d, this.described(limiting)) };
-        return { kind: "answer", answer: denied(d, this.described(limiting), !!this.o.structured) };
-      }
+      const [d, limiting, held] = await this.checkOrAcquire(enforced);
+      if (!d.allowed) return this.refused(d, enforced, limiting, routeName);
       answered = !d.degraded;
       permit = held;
-      // The RateLimit-* fields describe rate limits; a lease that was the tightest has none.
-      if (!(limiting.policy instanceof Concurrency)) addHeaders(headers, d, this.described(limiting), !!this.o.structured);
+      headers = this.headers(d, limiting);
     }
     if (shadow.length && answered) {
       const d: Decision = await this.limiter.checkAll(shadow.map((l) => [l.key, l.policy, l.cost] as Limit));
@@ -277,7 +389,9 @@ export class RateLimitCore {
   }
 
   private described(l: Planned): Described {
+    if (l.described) return l.described;
     const rate = !(l.policy instanceof Concurrency);
-    return { name: l.name, windowSecs: Math.max(1, Number(l.policy.periodNs / 1_000_000_000n)), cost: l.cost, rate };
+    l.described = { name: l.name, windowSecs: windowSecs(l.policy), cost: l.cost, rate, limitText: String(l.policy.limit) };
+    return l.described;
   }
 }

@@ -15,6 +15,8 @@ export interface Described {
   cost: number;
   /** A rate policy (a concurrency limit has no RateLimit-* fields). */
   rate: boolean;
+  /** The policy's limit as `RateLimit-Limit` writes it, when known beforehand. */
+  limitText?: string;
 }
 
 export interface Answer {
