@@ -87,10 +87,10 @@ ${VARIANTS.map((v) => `| ${NAMES[v]} | ${m[v].rps.toFixed(0)} | ${m[v].p50} | ${
 - The app without a limiter serves ${m.none ? m.none.rps.toFixed(0) : "(not run)"} req/s here${m.none ? ` (${(m.none.rps / m["erl-redis"].rps).toFixed(2)}x express-rate-limit's)` : ""}: the
   most any limiter could reach. The module's goal of 1.2x asks for about that, a limiter that costs
   nothing. Where the time goes (\`node --cpu-prof\` of the app, \`RL_BENCH_PROF=<dir>\`, one round of the
-  module variant, share of the app's busy time): Node's socket writes (writeUtf8String about 20%, the HTTP
-  responses; writev about 17%, ioredis' commands), Node's \`_http_*\` about 16%, garbage collection about
-  12%, Express and its router about 11%, ioredis about 3%, this package's middleware and limiter together
-  about 2% (it was about 5% before the hot path was cut: a \`setTimeout\`, a \`Promise.race\` and three
+  module variant, share of the app's busy time): Node's socket writes (writev about 19%, the HTTP
+  responses; writeUtf8String about 18%, ioredis' commands to Redis, which take about 9% in the library
+  variant), Node's \`_http_*\` about 16%, garbage collection about 11%, Express and its router about 11%,
+  ioredis about 3%, this package's middleware and limiter together about 1.5% (it was about 5% before the hot path was cut: a \`setTimeout\`, a \`Promise.race\` and three
   \`async\` layers per call, the command and its keys built per request, the reply copied, the headers'
   fixed parts recomputed; now one timer serves every call in flight, to the same deadline, the command is
   built once per caller and route, and a call is one promise over ioredis'); express-rate-limit's own code
