@@ -753,8 +753,15 @@ fn token_sequences() -> impl Strategy<Value = Sequence> {
         1 => other_data().prop_map(Some),
     ]
     .boxed();
+    // Large buckets too (up to 10^10; from 10^6, the fast path's full refill, capacity * 10^9 * the
+    // rate's scale, passes 2^52 as one product).
+    let capacity = prop_oneof![
+        6 => limit(),
+        1 => whole(1..=10_000_000_000),
+        2 => whole(1_000_000..=1_000_000_000),
+    ];
     // Mostly the sequence's own bucket; sometimes others on the same key.
-    (limit(), rate()).prop_flat_map(move |(capacity, rate_s)| {
+    (capacity, rate()).prop_flat_map(move |(capacity, rate_s)| {
         let rate = rate_s;
         let (c, r) = (capacity.clone(), rate.clone());
         let calls = prop_oneof![

@@ -179,9 +179,10 @@ local function token_paths()
     if per_sec > MAX_RATE_PER_SEC then return false end
     local numerator = 1000000000 * scale
     local interval = idiv(numerator + m - 1, m)
-    local exact_numerator = capacity * numerator
-    if exact_numerator >= FAST then return false end
-    local exact = idiv(exact_numerator + m - 1, m)
+    local r = numerator % m
+    local whole_part, rest = capacity * ((numerator - r) / m), capacity * r
+    if whole_part >= FAST or rest + m >= FAST then return false end
+    local exact = whole_part + idiv(rest + m - 1, m)
     local tau = interval * capacity
     if tau >= FAST then return false end
     local slack = math.min(tau - math.min(exact, tau), interval - 1)
@@ -212,7 +213,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "e1a21e38ebb42ddd64a5fa421bf8ab53b16a252d",
+  source_hash = "8e88b2e46e81aac8b5c0df5f1d21b4f5757ea995",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000

@@ -69,9 +69,12 @@ local function token_paths()
     if per_sec > MAX_RATE_PER_SEC then return false end
     local numerator = 1000000000 * scale
     local interval = idiv(numerator + m - 1, m)
-    local exact_numerator = capacity * numerator
-    if exact_numerator >= FAST then return false end
-    local exact = idiv(exact_numerator + m - 1, m)
+    -- A full refill, ceil(capacity * numerator / m), without the product (past 2^52 for large
+    -- buckets): with numerator = q * m + r, it is capacity * q + ceil(capacity * r / m).
+    local r = numerator % m
+    local whole_part, rest = capacity * ((numerator - r) / m), capacity * r
+    if whole_part >= FAST or rest + m >= FAST then return false end
+    local exact = whole_part + idiv(rest + m - 1, m)
     local tau = interval * capacity
     if tau >= FAST then return false end
     local slack = math.min(tau - math.min(exact, tau), interval - 1)
