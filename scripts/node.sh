@@ -5,20 +5,28 @@
 # target/release/libredis_ratelimit.so, built beforehand).
 #
 #   scripts/node.sh          the above
-#   scripts/node.sh peer-suites   express-rate-limit's own test suite against this package's store
+#   scripts/node.sh peer-suites   express-rate-limit's, @fastify/rate-limit's and rate-limiter-flexible's
+#                                 own test suites against this package's stores and RateLimiterModule
 #   scripts/node.sh bench    docs/bench-node.md: Express on this package (module and library) against
 #                            express-rate-limit + rate-limit-redis and rate-limiter-flexible, autocannon
 #                            (node/bench/run.mjs; RL_BENCH_ROUNDS, RL_BENCH_SECONDS)
 set -euo pipefail
 cd "$(dirname "$0")/../node"
 if [ "${1:-}" = peer-suites ]; then
-  # express-rate-limit's own test suite (test/library) against ExpressRateLimitStore, from a snapshot
-  # of its repository (RL_ERL_REPO; skipped with the reason when absent), its test tools installed
-  # from npm into a temporary directory (node/peer/erl-suite.mjs). Not in `make test`: it installs
-  # about 430 packages.
+  # The peers' own test suites, each from a snapshot of its repository (skipped with the reason when
+  # absent), its test tools installed from npm into a temporary directory: express-rate-limit's
+  # (test/library) against ExpressRateLimitStore (RL_ERL_REPO, node/peer/erl-suite.mjs),
+  # @fastify/rate-limit's (test/) against fastifyRateLimitStore (RL_FASTIFY_RL_REPO, frl-suite.mjs),
+  # rate-limiter-flexible's RateLimiterRedis tests against RateLimiterModule (RL_FLEXIBLE_REPO,
+  # flexible-suite.mjs). All three run; the status is the first failure's. Not in `make test`: they
+  # install about 500 packages and need the snapshots.
   npm ci --no-audit --no-fund --loglevel=error
   npm run --silent build
-  exec node peer/erl-suite.mjs
+  status=0
+  for suite in erl frl flexible; do
+    node "peer/$suite-suite.mjs" || { rc=$?; [ "$status" = 0 ] && status=$rc; }
+  done
+  exit "$status"
 fi
 if [ "${1:-}" = bench ]; then
   npm ci --no-audit --no-fund --loglevel=error

@@ -99,11 +99,25 @@ export function fastifyRateLimitStore(limiter: Limiter, prefix = "rl:frl:"): new
     return p;
   };
   return class FastifyRateLimitStore {
-    constructor(readonly options: Any = {}, readonly route = "") {}
+    constructor(readonly options: Any = {}, readonly route = "") {
+      // A window RL.FIXED keeps: one that restarts or doubles on each request past the limit is not.
+      if (options?.continueExceeding || options?.exponentialBackoff) {
+        throw new UsageError("fastifyRateLimitStore: `continueExceeding` and `exponentialBackoff` are not offered (RL.FIXED's window starts at the key's first request and does not move)");
+      }
+    }
     incr(key: string, cb: (err: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number): void {
       const p = policy(max, timeWindow);
       limiter.check(`${prefix}${this.route}${key}`, p, 1).then(
         (d) => cb(null, { current: hits(d, max, limiter), ttl: blind(d, limiter) ? timeWindow : d.resetAfterMs }),
+        (e: Error) => cb(e),
+      );
+    }
+    /** The window's count without taking from it (`checkRateLimit(req, { increment: false })`):
+     * `{ current: 0, ttl: 0 }` for no window; Redis not answering is an error (no failure policy). */
+    read(key: string, cb: (err: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number): void {
+      const p = policy(max, timeWindow);
+      limiter.peek(`${prefix}${this.route}${key}`, p).then(
+        (i) => cb(null, i.exists && i.remaining !== undefined ? { current: p.limit - i.remaining, ttl: i.resetAfterMs ?? 0 } : { current: 0, ttl: 0 }),
         (e: Error) => cb(e),
       );
     }

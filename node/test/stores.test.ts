@@ -56,7 +56,8 @@ for (const [name, server] of [["module", () => module], ["library", () => stock]
 
   test(`@fastify/rate-limit with fastifyRateLimitStore (${name})`, async () => {
     const app = Fastify();
-    await app.register(fastifyRateLimit, { max: 2, timeWindow: 60_000, store: fastifyRateLimitStore(limiterOn(server()), `frl:${name}:`) });
+    const Store = fastifyRateLimitStore(limiterOn(server()), `frl:${name}:`);
+    await app.register(fastifyRateLimit, { max: 2, timeWindow: 60_000, store: Store });
     app.get("/", async () => "ok");
     await app.listen({ port: 0, host: "127.0.0.1" });
     const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
@@ -65,11 +66,29 @@ for (const [name, server] of [["module", () => module], ["library", () => stock]
       for (let i = 0; i < 3; i++) r.push(await fetch(url));
       assert.deepEqual(r.map((x) => x.status), [200, 200, 429]);
       assert.equal(r[0]!.headers.get("x-ratelimit-remaining"), "1");
+      // read (`{ increment: false }`): the count without taking from it; nothing for a new key.
+      const read = (key: string) => new Promise((ok, ko) => new Store().read(key, (e: Error | null, v: unknown) => (e ? ko(e) : ok(v)), 60_000, 2));
+      const seen = (await read("127.0.0.1")) as { current: number; ttl: number };
+      assert.equal(seen.current, 2);
+      assert.ok(seen.ttl > 50_000 && seen.ttl <= 60_000, `ttl ${seen.ttl}`);
+      assert.deepEqual(await read("192.0.2.1"), { current: 0, ttl: 0 });
+      assert.equal((await read("127.0.0.1") as { current: number }).current, 2);
     } finally {
       await app.close();
     }
   });
 }
+
+test("fastifyRateLimitStore refuses continueExceeding and exponentialBackoff (a window that moves)", async () => {
+  const Store = fastifyRateLimitStore(new Limiter({ name: "x", cluster: false, send: async () => null }, { failure: "open" }));
+  for (const option of ["continueExceeding", "exponentialBackoff"]) {
+    assert.throws(() => new Store({ [option]: true }), (e: unknown) => e instanceof UsageError && /not offered/.test(e.message));
+    const app = Fastify();
+    await assert.rejects(async () => { await app.register(fastifyRateLimit, { max: 2, timeWindow: 1000, [option]: true, store: Store }); }, UsageError);
+    await app.close();
+  }
+  assert.doesNotThrow(() => new Store({ continueExceeding: false, exponentialBackoff: false }).child({ routeInfo: { method: "GET", url: "/" } }));
+});
 
 test("a limit that is a function per request is refused with a clear error", () => {
   const store = new ExpressRateLimitStore({ limiter: new Limiter({ name: "x", cluster: false, send: async () => null }, { failure: "open" }) });
