@@ -12,18 +12,22 @@ import (
 // maxBatch bounds the commands of one pipeline.
 const maxBatch = 128
 
+// maxFlying bounds the round trips in flight at once.
+const maxFlying = 2
+
 // batcher coalesces concurrent calls (the default; Options.DisableBatching turns it off): a call
-// that finds no round trip in flight is sent at once, alone (an idle limiter's latency is that of
-// one call); calls that arrive while one is in flight wait, and when it ends they go together in
-// one pipeline (up to maxBatch), sent by a goroutine so that the caller whose reply came back
-// returns at once. One round trip is in flight at a time, and one that outlives the deadline (a
-// client without ContextTimeoutEnabled waits for its own timeouts) stops holding the others back
-// at the deadline. A reply that asks for the engine's slow path (an unknown command or NOPERM
-// under Auto, NOSCRIPT, "Function not found") sends that call again alone through it.
+// that finds fewer than maxFlying round trips in flight is sent at once, alone (an idle limiter's
+// latency is that of one call); calls that arrive while maxFlying are in flight wait, and when one
+// ends they go together in one pipeline (up to maxBatch), sent by a goroutine so that the caller
+// whose reply came back returns at once. Two in flight let this process work while Redis runs a
+// pipeline. A round trip that outlives the deadline (a client without ContextTimeoutEnabled waits
+// for its own timeouts) stops holding the others back at the deadline. A reply that asks for the
+// engine's slow path (an unknown command or NOPERM under Auto, NOSCRIPT, "Function not found")
+// sends that call again alone through it.
 type batcher struct {
 	l       *Limiter
 	mu      sync.Mutex
-	busy    bool       // a round trip is in flight
+	flying  int        // round trips in flight
 	waiting []*batched // calls that came meanwhile
 }
 
@@ -39,8 +43,8 @@ func newBatcher(l *Limiter) *batcher { return &batcher{l: l} }
 // its reply, or for ctx.
 func (b *batcher) do(ctx context.Context, cmd []string) (any, error) {
 	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
+	if b.flying < maxFlying {
+		b.flying++
 		b.mu.Unlock()
 		end := b.begin()
 		v, err := b.l.engine.run(ctx, b.l.client, cmd)
@@ -78,7 +82,7 @@ func (b *batcher) next() {
 	b.mu.Lock()
 	calls := b.waiting
 	if len(calls) == 0 {
-		b.busy = false
+		b.flying--
 		b.mu.Unlock()
 		return
 	}

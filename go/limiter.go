@@ -94,13 +94,13 @@ type Options struct {
 	BreakerCooldown time.Duration
 	// Logger receives the outage lines (start, cause, end, counts); default slog.Default().
 	Logger *slog.Logger
-	// DisableBatching sends every call on its own round trip. By default the calls that arrive
-	// while one is in flight (concurrent requests) wait for it and then go together in one
-	// pipeline: one write and read on each side for all of them, for more decisions a second on a
-	// busy server and less load on Redis. A call that finds nothing in flight is sent at once, so an
-	// idle limiter's latency is unchanged; under load a call can wait for the round trip in flight
-	// before its own (up to two round trips), always within the deadline. A *redis.ClusterClient's
-	// calls always go alone.
+	// DisableBatching sends every call on its own round trip. By default, while two round trips are
+	// in flight, the calls that arrive (concurrent requests) wait for one of them to end and then go
+	// together in one pipeline: one write and read on each side for all of them, for more decisions
+	// a second on a busy server and less load on Redis. A call that finds fewer in flight is sent at
+	// once, so an idle limiter's latency is unchanged; under load a call can wait for a round trip
+	// in flight before its own (up to two round trips), always within the deadline. A
+	// *redis.ClusterClient's calls always go alone.
 	DisableBatching bool
 }
 
