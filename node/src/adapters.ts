@@ -48,14 +48,54 @@ const ioReply = (e: Any): boolean => e?.name === "ReplyError";
 export function ioredisAdapter(client: Any): Adapter {
   const cluster = client.isCluster === true;
   if (!cluster) {
-    // ioredis copies the arguments into its own Command.
+    // ioredis copies the arguments into its own Command (at `call`, in a pipeline too). A command that
+    // finds nothing in flight and nothing queued goes at once, alone; the commands that come while
+    // others are in flight go together, as one ioredis pipeline (one socket write), at the end of this
+    // event-loop turn. Nothing waits for a reply before it is sent: a stalled round trip holds nothing.
+    let inflight = 0;
+    let batch: { pipe: Any; waiters: Array<[(v: unknown) => void, (e: unknown) => void]> } | undefined;
+    const flush = (): void => {
+      const b = batch!;
+      batch = undefined;
+      inflight++;
+      (b.pipe.exec() as Promise<Array<[unknown, unknown]>>).then(
+        (results) => {
+          inflight--;
+          for (let i = 0; i < b.waiters.length; i++) {
+            const [err, value] = results[i] ?? [new Error("no reply in the pipeline's results"), undefined];
+            if (err) b.waiters[i]![1](replyOf(err, ioReply));
+            else b.waiters[i]![0](value);
+          }
+        },
+        (e: unknown) => {
+          inflight--;
+          for (const w of b.waiters) w[1](replyOf(e, ioReply));
+        },
+      );
+    };
+    const done = (v: unknown): unknown => (inflight--, v);
+    const failed = (e: unknown): never => {
+      inflight--;
+      throw replyOf(e, ioReply);
+    };
     return own({
       name: "ioredis",
       cluster,
-      send: (args, _route) =>
-        (client.call(...args) as Promise<unknown>).catch((e: unknown) => {
-          throw replyOf(e, ioReply);
-        }),
+      send: (args, _route) => {
+        if (inflight === 0 && batch === undefined) {
+          inflight++;
+          return (client.call(...args) as Promise<unknown>).then(done, failed);
+        }
+        if (batch === undefined) {
+          batch = { pipe: client.pipeline(), waiters: [] };
+          setImmediate(flush);
+        }
+        const b = batch;
+        return new Promise((ok, fail) => {
+          b.pipe.call(...args);
+          b.waiters.push([ok, fail]);
+        });
+      },
     });
   }
   return own({
