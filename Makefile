@@ -13,17 +13,21 @@ build: deps
 	$(CARGO) build --release
 
 # Starts a throwaway module-enabled redis-server on a free port, runs the lab scenarios, stops it.
+# (--workspace: built with the features make test builds with; `cargo run -p` would build the client twice.)
 demo: build
-	$(CARGO) run --release --quiet -p redis-ratelimit-client --example demo
+	$(CARGO) build --release --quiet --workspace --example demo
+	$${CARGO_TARGET_DIR:-target}/release/examples/demo
 	@scripts/go.sh demo
 
-# Unit and property tests of the pure code, then integration tests against real servers; then the Python
+# Unit and property tests of the pure code and integration tests against real servers (the binaries
+# `cargo test --release --workspace` builds, three at a time: scripts/cargo-tests.sh), the doc tests; then the Python
 # package's suite (python/; a virtualenv in target/py-venv), whose cross-language tests run the Rust demo server;
 # then the Go package's (go/: gofmt, go vet, go test -race; skipped with the reason where Go is missing) and
 # the Node.js package's (node/: npm ci, the ESM and CommonJS builds, tsc --strict, npm pack --dry-run, node --test).
 test: build
-	$(CARGO) test --release --workspace
-	$(CARGO) build --release -p redis-ratelimit-client --example server
+	scripts/cargo-tests.sh --workspace
+	$(CARGO) test --release --workspace --doc
+	$(CARGO) build --release --workspace --example server
 	scripts/python.sh test
 	scripts/go.sh test
 	scripts/node.sh

@@ -98,8 +98,8 @@ args_for() { # redis|valkey|app -> build arguments for this engine
 prebuild() {
   # MODULE_FROM=context takes the host's build (the default here: fast, and the trixie images' glibc is
   # newer than the host's); RL_MODULE_FROM=builder compiles inside the builder stage instead.
-  cargo build --release -p redis-ratelimit --quiet
-  cargo build --release -p redis-ratelimit-client --example server --quiet
+  # --workspace: the feature set make build and make test build with (`-p` would build a second one).
+  cargo build --release --workspace --lib --example server --quiet
 }
 
 case $action in
@@ -127,7 +127,7 @@ case $action in
     echo "=== $(redis-cli -p "$port" info server | grep -E '^redis_version' | tr -d '\r') in redis-ratelimit:$version on 127.0.0.1:$port"
     redis-cli -p "$port" module list
     if [ "$engine" = podman ] && podman healthcheck run "$name" >/dev/null 2>&1; then echo "health check: healthy"; fi
-    RL_TEST_REDIS_URL="redis://127.0.0.1:$port/" cargo test --release -p redis-ratelimit --tests
+    RL_TEST_REDIS_URL="redis://127.0.0.1:$port/" scripts/cargo-tests.sh redis-ratelimit
     # The demo application's image against the module's: the seed's HTTP sequence over a real socket.
     # shellcheck disable=SC2046
     build redis-ratelimit-app docker/Dockerfile.app $(args_for app)

@@ -14,8 +14,9 @@ for name in "${servers[@]}"; do
   echo "=== $name: $("$bin" --version | head -n 1)"
   # The module's whole suite, and the client's permits (leases, RL.ALL) and HTTP layer (concurrency
   # routes among them) on the same server.
-  if RL_REDIS_SERVER="$bin" cargo test --release -p redis-ratelimit --tests &&
-    RL_REDIS_SERVER="$bin" cargo test --release -p redis-ratelimit-client --test leases --test http; then
+  # (scripts/cargo-tests.sh: the binaries make test built, not a second build of them.)
+  if RL_REDIS_SERVER="$bin" scripts/cargo-tests.sh redis-ratelimit &&
+    RL_REDIS_SERVER="$bin" scripts/cargo-tests.sh redis-ratelimit-client leases http; then
     passed+=("$name")
   else
     failed+=("$name")

@@ -88,7 +88,9 @@ class Server:
         self.module = module
         self.binary = binary or server_binary()
         self.args = args
+        self.bus = bus
         self.port = free_port(bus)
+        self.started = False
         self.dir = Path(tempfile.mkdtemp(prefix="rl-py-test-"))
         self.process: subprocess.Popen[bytes] | None = None
         self.hung = False
@@ -109,13 +111,24 @@ class Server:
         return cmd + list(self.args)
 
     def start(self) -> Server:
-        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_until(f"redis-server on port {self.port}", self._ready)
-        except TimeoutError:
-            self.stop()
-            raise RuntimeError(f"redis-server did not start: {self.tail()}") from None
-        return self
+        # A first start whose port another process took since free_port() (the suite runs in parallel
+        # workers) tries another port; a restart keeps its port, as a restarted server does.
+        for attempt in range(1 if self.started else 5):
+            self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_until(f"redis-server on port {self.port}", self._ready)
+            except RuntimeError:
+                if "Address already in use" not in self.tail() or attempt == 4 or self.started:
+                    raise
+                self.port = free_port(self.bus)
+                self.log.unlink(missing_ok=True)
+                continue
+            except TimeoutError:
+                self.stop()
+                raise RuntimeError(f"redis-server did not start: {self.tail()}") from None
+            self.started = True
+            return self
+        raise AssertionError("unreachable")
 
     def _ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:

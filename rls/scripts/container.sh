@@ -57,7 +57,7 @@ runtime_image() {
 }
 
 build() {
-  cargo build --release -p redis-ratelimit-rls --quiet
+  cargo build --release --workspace --bin redis-ratelimit-rls --quiet
   # A context of the Dockerfile and the host's binary alone.
   local context
   context=$(mktemp -d)
@@ -80,7 +80,7 @@ case $action in
   build) build ;;
   test)
     build
-    [ -f target/release/libredis_ratelimit.so ] || cargo build --release -p redis-ratelimit --quiet
+    [ -f target/release/libredis_ratelimit.so ] || cargo build --release --workspace --lib --quiet
     work=$(mktemp -d)
     redis_port=$(free_port); grpc_port=$(free_port); http_port=$(free_port)
     name=rls-test-$$
