@@ -31,6 +31,7 @@ fi
 if [ "${1:-}" = bench ]; then
   npm ci --no-audit --no-fund --loglevel=error
   npm run --silent build
+  ../scripts/ensure-deps.sh wrk || true  # without it, the bench's load is autocannon's
   exec node bench/run.mjs
 fi
 npm ci --no-audit --no-fund --loglevel=error

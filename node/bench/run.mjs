@@ -1,7 +1,7 @@
 // The Node.js bench (`scripts/node.sh bench`, in `make bench`): writes docs/bench-node.md.
 // One redis-server with the module (the library loaded into it too: every variant on the same Redis),
-// each variant's Express app in a process of its own, autocannon in this one: ROUNDS interleaved rounds
-// of SECONDS per variant, the median round's req/s and p99 reported.
+// each variant's Express app in a process of its own (on a core of its own), wrk (or autocannon) as the
+// load: ROUNDS interleaved rounds of SECONDS per variant, the median round's req/s and p99 reported.
 import { spawn, fork, execFileSync } from "node:child_process";
 import { createServer } from "node:net";
 import { writeFileSync, readFileSync, mkdtempSync, rmSync } from "node:fs";
@@ -18,6 +18,15 @@ const SECONDS = Number(process.env.RL_BENCH_SECONDS ?? 4);
 const CONNECTIONS = 32;
 const VARIANTS = (process.env.RL_BENCH_VARIANTS ?? "module,library,erl-redis,flexible,none").split(",");
 const REDIS = process.env.REDIS_SERVER ?? "/usr/bin/redis-server";
+// The load: wrk (C, one thread) where it is installed, autocannon otherwise (RL_BENCH_LOAD picks). With
+// two cores or more, the app has the last core to itself and the rest share the others (RL_BENCH_PIN=0:
+// no pinning), as an app has its own cores in production, with Redis on another machine.
+const LOAD = process.env.RL_BENCH_LOAD ?? (hasCommand("wrk") ? "wrk" : "autocannon");
+const PIN = process.env.RL_BENCH_PIN !== "0" && cpus().length >= 2 && hasCommand("taskset");
+const APP_CPU = String(cpus().length - 1), REST_CPUS = `0-${cpus().length - 2}`;
+function hasCommand(c) { try { execFileSync("sh", ["-c", `command -v ${c}`], { stdio: "ignore" }); return true; } catch { return false; } }
+const pin = (cpu, pid) => PIN && execFileSync("taskset", ["-a", "-p", "-c", cpu, String(pid)], { stdio: "ignore" });
+pin(REST_CPUS, process.pid);
 
 const freePort = () => new Promise((ok) => { const s = createServer(); s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => ok(p)); }); });
 
@@ -25,6 +34,7 @@ const dir = mkdtempSync(join(tmpdir(), "rl-node-bench-"));
 const port = await freePort();
 const redisProc = spawn(REDIS, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
   "--loadmodule", join(ROOT, "target/release/libredis_ratelimit.so")], { stdio: "ignore" });
+pin(REST_CPUS, redisProc.pid);
 const stopAll = () => { try { redisProc.kill("SIGKILL"); } catch {} rmSync(dir, { recursive: true, force: true }); };
 process.on("exit", stopAll);
 const admin = new Redis(port, "127.0.0.1", { retryStrategy: () => 50 }); // queued until the server is up
@@ -36,12 +46,31 @@ const version = /redis_version:(\S+)/.exec(await admin.info("server"))[1];
 async function round(variant) {
   const app = fork(join(HERE, "app.mjs"), [variant, String(port)], { stdio: ["ignore", "inherit", "inherit", "ipc"], execArgv: process.env.RL_BENCH_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.RL_BENCH_PROF}`] : [] });
   const { port: appPort } = await new Promise((ok, fail) => { app.once("message", ok); app.once("exit", (c) => fail(new Error(`${variant} exited ${c}`))); });
-  await autocannon({ url: `http://127.0.0.1:${appPort}/`, connections: CONNECTIONS, duration: 1 }); // warm-up
-  const r = await autocannon({ url: `http://127.0.0.1:${appPort}/`, connections: CONNECTIONS, duration: SECONDS });
+  pin(APP_CPU, app.pid);
+  const url = `http://127.0.0.1:${appPort}/`;
+  await load(url, 1); // warm-up
+  const r = await load(url, SECONDS);
   app.send("stop");
   await new Promise((ok) => app.once("exit", ok));
-  if (r.non2xx || r.errors) throw new Error(`${variant}: ${r.non2xx} non-2xx, ${r.errors} errors`);
-  return { rps: r.requests.average, p99: r.latency.p99, p50: r.latency.p50 };
+  if (r.errors) throw new Error(`${variant}: ${r.errors}`);
+  return r;
+}
+
+/** SECONDS of load on url: req/s, p50 and p99 in ms, and what went wrong (non-2xx answers, errors). */
+async function load(url, seconds) {
+  if (LOAD === "autocannon") {
+    const r = await autocannon({ url, connections: CONNECTIONS, duration: seconds });
+    return { rps: r.requests.average, p99: r.latency.p99, p50: r.latency.p50, errors: r.non2xx || r.errors ? `${r.non2xx} non-2xx, ${r.errors} errors` : "" };
+  }
+  const out = await new Promise((ok, fail) => {
+    const w = spawn("taskset", ["-c", PIN ? REST_CPUS : `0-${cpus().length - 1}`, "wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", url]);
+    let text = "";
+    w.stdout.on("data", (d) => (text += d));
+    w.on("exit", (c) => (c === 0 ? ok(text) : fail(new Error(`wrk exited ${c}: ${text}`))));
+  });
+  const ms = (p) => { const [, n, unit] = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s)$`, "m").exec(out); return Number(n) * { us: 0.001, ms: 1, s: 1000 }[unit]; };
+  const bad = /Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1], sock = /Socket errors: (.*)/.exec(out)?.[1];
+  return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)[1]), p50: ms(50), p99: ms(99), errors: [bad && `${bad} non-2xx`, sock && `socket errors: ${sock}`].filter(Boolean).join(", ") };
 }
 
 const results = Object.fromEntries(VARIANTS.map((v) => [v, []]));
@@ -73,10 +102,12 @@ const page = `<!-- GENERATED by \`scripts/node.sh bench\` (node/bench/run.mjs): 
 
 An Express ${versions.express} app whose only middleware is a rate limiter, each caller limited by a
 fixed window far above the load (${LIMIT_TEXT()} per ${60} s, so every request is allowed and costs one call to
-Redis), answering \`ok\`; one caller (127.0.0.1), so one hot key. autocannon ${versions.autocannon}
+Redis), answering \`ok\`; one caller (127.0.0.1), so one hot key. ${LOAD === "wrk" ? "wrk (one thread)" : `autocannon ${versions.autocannon}`}
 with ${CONNECTIONS} connections for ${SECONDS} s per run (after a 1 s warm-up), ${ROUNDS} interleaved rounds, the
 median round reported. Every variant on the same redis-server ${version} with the module loaded and
 the library loaded with FUNCTION LOAD; ioredis ${versions.ioredis} with its default options in each app.
+${PIN ? `The app runs alone on core ${APP_CPU}; redis-server and the load share the other${cpus().length > 2 ? "s" : ""} (taskset), as an app has
+its own cores in production and Redis is on another machine.` : "The app, redis-server and the load share the machine's cores (not pinned)."}
 
 | Limiter | req/s | p50 ms | p99 ms | vs express-rate-limit |
 |---|---:|---:|---:|---:|
@@ -85,23 +116,22 @@ ${VARIANTS.map((v) => `| ${NAMES[v]} | ${m[v].rps.toFixed(0)} | ${m[v].p50} | ${
 - Module: ${goal("module", 1.2)} express-rate-limit's req/s.
 - Library: ${goal("library", 1.0)}.
 - The app without a limiter serves ${m.none ? m.none.rps.toFixed(0) : "(not run)"} req/s here${m.none ? ` (${(m.none.rps / m["erl-redis"].rps).toFixed(2)}x express-rate-limit's)` : ""}: the
-  most any limiter could reach. The module's goal of 1.2x asks for about that, a limiter that costs
-  nothing. Where the time goes (\`node --cpu-prof\` of the app, \`RL_BENCH_PROF=<dir>\`, one round of the
-  module variant, share of the app's busy time): Node's socket writes (writev about 19%, the HTTP
-  responses; writeUtf8String about 18%, ioredis' commands to Redis, which take about 9% in the library
-  variant), Node's \`_http_*\` about 16%, garbage collection about 11%, Express and its router about 11%,
-  ioredis about 3%, this package's middleware and limiter together about 1.5% (it was about 5% before the hot path was cut: a \`setTimeout\`, a \`Promise.race\` and three
-  \`async\` layers per call, the command and its keys built per request, the reply copied, the headers'
-  fixed parts recomputed; now one timer serves every call in flight, to the same deadline, the command is
-  built once per caller and route, and a call is one promise over ioredis'); express-rate-limit's own code
-  about 3% of its run. The app's process is idle about 9% of the time here (autocannon, redis-server and
-  the app share 2 cores). Redis' side of the call (RL.FIXED against a script) is not what limits a Node
-  app here: the app's one core is, and most of it goes to Node's HTTP, not to the limiter.
+  most any limiter could reach. The module's goal of 1.2x asks for about nine tenths of that, a limiter
+  that costs the app less than a tenth of its core. Where the app's core goes (\`node --cpu-prof\`,
+  \`RL_BENCH_PROF=<dir>\`, one pinned round of each, share of the busy time): on the module, Node's HTTP
+  (\`_http_*\` about 21%, the responses' writev about 12%), garbage collection about 17%, Express and its
+  router about 15%, ioredis about 5% (its pipelines, Commands and reply parser) and its writes to Redis
+  about 2%, this package's middleware and limiter about 4%; on express-rate-limit, its own code about 6%,
+  ioredis about 3% and its writes about 8% (EVALSHA with the script's SHA-1 and arguments, one write per
+  call); with no limiter, Node's HTTP about 24%, writev 19%, garbage collection 16%. What the module
+  saves is Redis' time and the app's writes; what is left of a limiter in a Node app is ioredis' own
+  round trip (a Command, a promise, a parse) and the headers, about as much as Express's router.
 - The ioredis adapter batches: a call that finds nothing in flight goes at once, alone; the calls that
   come while others are in flight go together as one ioredis pipeline (one socket write) at the end of
   the event-loop turn (cluster clients unbatched). Measured against the same code unbatched, interleaved
   (3 runs of 3-5 rounds of 3 s): module's median req/s +4%, +5%, +13%, higher in each of 13 paired
-  rounds; library mixed (-4% to +9%). The profile below is from before it. An earlier try of a pipeline
+  rounds; library mixed (-4% to +9%). Pinned, with wrk, module 8437-8833 req/s batched against
+  8169-8372 unbatched (two runs of 3 rounds each, express-rate-limit 7419-7900 in both). An earlier try of a pipeline
   per event-loop turn (every call waiting for the turn's end) gained nothing when this package's own
   overhead was higher.
 - \`this package\` sets three \`RateLimit-*\` headers per response, express-rate-limit (draft-7) two,
@@ -110,8 +140,10 @@ ${VARIANTS.map((v) => `| ${NAMES[v]} | ${m[v].rps.toFixed(0)} | ${m[v].p50} | ${
   rate-limiter-flexible ${versions["rate-limiter-flexible"]} (its Lua script), Node.js ${process.version}.
 - The machine: ${cpus().length} cores (${cpus()[0]?.model ?? "unknown"}), shared with other work while
   this ran (runs were taken under a lock that keeps other benchmarks and builds away, not every other
-  process): the app, redis-server and autocannon share those cores, so the numbers compare the
-  variants with each other, not with other machines.
+  process), so the numbers compare the variants with each other, not with other machines. Before the
+  app was pinned and the load was wrk, autocannon (JavaScript) and redis-server took the app's core
+  from it in turns: the same code measured 1.12x and 1.17x in two runs; pinned, each variant's rounds
+  are within a few per cent of each other.
 - Every round's numbers (req/s, p99 ms):
 ${VARIANTS.map((v) => `  - ${v}: ${results[v].map((r) => `${r.rps.toFixed(0)}/${r.p99}`).join(", ")}`).join("\n")}
 `;
