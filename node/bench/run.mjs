@@ -63,7 +63,8 @@ async function load(url, seconds) {
     return { rps: r.requests.average, p99: r.latency.p99, p50: r.latency.p50, errors: r.non2xx || r.errors ? `${r.non2xx} non-2xx, ${r.errors} errors` : "" };
   }
   const out = await new Promise((ok, fail) => {
-    const w = spawn("taskset", ["-c", PIN ? REST_CPUS : `0-${cpus().length - 1}`, "wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", url]);
+    const wrk = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", url];
+    const w = PIN ? spawn("taskset", ["-c", REST_CPUS, ...wrk]) : spawn(wrk[0], wrk.slice(1));
     let text = "";
     w.stdout.on("data", (d) => (text += d));
     w.on("exit", (c) => (c === 0 ? ok(text) : fail(new Error(`wrk exited ${c}: ${text}`))));

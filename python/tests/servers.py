@@ -113,12 +113,13 @@ class Server:
     def start(self) -> Server:
         # A first start whose port another process took since free_port() (the suite runs in parallel
         # workers) tries another port; a restart keeps its port, as a restarted server does.
-        for attempt in range(1 if self.started else 5):
+        attempts = 1 if self.started else 5
+        for attempt in range(attempts):
             self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 wait_until(f"redis-server on port {self.port}", self._ready)
             except RuntimeError:
-                if "Address already in use" not in self.tail() or attempt == 4 or self.started:
+                if "Address already in use" not in self.tail() or attempt == attempts - 1:
                     raise
                 self.port = free_port(self.bus)
                 self.log.unlink(missing_ok=True)
