@@ -7,7 +7,7 @@ mod support;
 use axum::routing::get;
 use axum::Router;
 use redis_ratelimit_client::http::{AccessLists, RateLimitLayer, DENIED};
-use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use redis_ratelimit_client::{FailurePolicy, Policy};
 use support::calls;
 use support::web::{get as get_with, header, prometheus, series, serve, with_auth};
 use testkit::{unique_key, Server};
@@ -15,7 +15,7 @@ use testkit::{unique_key, Server};
 /// A route of capacity 1 (so a second request tells a limited caller from an unlimited one), behind
 /// the test's authentication and a trusted loopback proxy (so `x-forwarded-for` names the address).
 async fn serve_limited(server: &Server, route: &str, lists: &AccessLists) -> String {
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let layer = RateLimitLayer::new(limiter)
         .key_prefix(&unique_key("rl"))
         .route(route, "/api", Policy::token_bucket(1, 0.001).unwrap())

@@ -13,7 +13,7 @@ async fn limits_stay_exact_across_the_cluster_and_multi_limit_checks_use_hash_ta
     let Some(cluster) = Cluster::start() else { return };
     let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_string()).collect();
     let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect_cluster(&nodes).await.unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect_cluster(&nodes).await.unwrap();
     let route = Policy::token_bucket(3, 0.001).unwrap();
     let global = Policy::token_bucket(5, 0.001).unwrap();
     let mut primaries_used = std::collections::HashSet::new();
@@ -42,7 +42,7 @@ async fn on_a_stock_cluster_every_node_gets_the_library_on_first_use() {
     let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
     for (engine, prefix) in [(Backend::Auto, "auto"), (Backend::Scripts, "scripts")] {
         let limiter =
-            Limiter::builder(FailurePolicy::Closed).backend(engine).connect_cluster(&nodes).await.unwrap();
+            support::builder(FailurePolicy::Closed).backend(engine).connect_cluster(&nodes).await.unwrap();
         let route = Policy::token_bucket(3, 0.001).unwrap();
         let global = Policy::token_bucket(5, 0.001).unwrap();
         let mut primaries_used = std::collections::HashSet::new();
@@ -84,7 +84,7 @@ async fn cluster_failover(label: &str, lagging: bool) -> Vec<u64> {
     let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
     let mut instances = vec![];
     for _ in 0..2 {
-        let mut builder = Limiter::builder(FailurePolicy::Closed)
+        let mut builder = support::builder(FailurePolicy::Closed)
             .deadline(std::time::Duration::from_millis(200))
             .breaker(3, std::time::Duration::from_millis(500));
         if lagging {

@@ -17,7 +17,7 @@ fn bucket() -> Policy {
 }
 
 fn limiter(url: &str, engine: Backend) -> Limiter {
-    Limiter::builder(FailurePolicy::Closed).backend(engine).connect(url).unwrap()
+    support::builder(FailurePolicy::Closed).backend(engine).connect(url).unwrap()
 }
 
 /// Three allowed, then denied: the bucket is Redis', not the failure policy's.
@@ -138,7 +138,7 @@ async fn keys_carry_on_between_the_module_and_the_library() {
     assert_eq!(library.check(&key, &bucket(), 1).await.remaining, 1, "the library takes the module's bucket");
     assert_eq!(module.check(&key, &bucket(), 1).await.remaining, 0, "and the module the library's");
     assert!(!library.check(&key, &bucket(), 1).await.allowed);
-    let waited = Limiter::builder(FailurePolicy::Closed)
+    let waited = support::builder(FailurePolicy::Closed)
         .backend(Backend::Scripts)
         .connect(server.url())
         .unwrap()
@@ -177,7 +177,7 @@ async fn on_redis_6_2_auto_takes_the_evalsha_scripts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_loads_the_library_again_and_a_failover_chooses_the_engine_again() {
     let Some(mut server) = support::Killable::start_plain() else { return };
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(&server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(&server.url()).unwrap();
     assert_eq!(limiter.verify().await.unwrap().engine, Backend::Functions);
     assert!(limiter.check(&unique_key("rl:restart"), &bucket(), 1).await.allowed);
     // Restarted empty: no library. The first call after it is answered "Function not found", never

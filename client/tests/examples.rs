@@ -13,14 +13,14 @@ mod worker;
 mod hyper_app;
 
 use redis_ratelimit_client::http::RateLimitLayer;
-use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use redis_ratelimit_client::{FailurePolicy, Policy};
 use support::{calls, closed_port};
 use testkit::Server;
 
 #[tokio::test]
 async fn the_workers_example_drains_its_queue_in_batches_through_redis() {
     let server = Server::builder().single();
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let before = calls(&server, "rl.reserve");
     let mut queue: Vec<u32> = (1..=12).collect();
     let batches = worker::drain(&limiter, &mut queue).await.unwrap();
@@ -34,7 +34,7 @@ async fn the_workers_example_drains_its_queue_in_batches_through_redis() {
 #[tokio::test]
 async fn the_workers_example_keeps_working_during_an_outage_under_its_failure_policy() {
     let url = format!("redis://127.0.0.1:{}/", closed_port());
-    let limiter = Limiter::builder(FailurePolicy::LocalFallback { instances: 3 }).connect(&url).unwrap();
+    let limiter = support::builder(FailurePolicy::LocalFallback { instances: 3 }).connect(&url).unwrap();
     let mut queue: Vec<u32> = (1..=4).collect();
     let batches = worker::drain(&limiter, &mut queue).await.unwrap();
     assert!(queue.is_empty() && batches >= 1);
@@ -44,7 +44,7 @@ async fn the_workers_example_keeps_working_during_an_outage_under_its_failure_po
 #[tokio::test]
 async fn the_hyper_example_limits_real_requests_by_peer_address() {
     let server = Server::builder().single();
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let layer = RateLimitLayer::new(limiter)
         .key_prefix(&testkit::unique_key("rl:hyper"))
         .route("api", "/api", Policy::token_bucket(3, 0.001).unwrap())

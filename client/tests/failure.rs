@@ -14,7 +14,7 @@ const POLICIES: [FailurePolicy; 3] =
 
 fn on(url: &str, failure: FailurePolicy) -> Limiter {
     // A breaker that does not open during these checks: each call meets the failure itself.
-    Limiter::builder(failure).deadline(DEADLINE).breaker(1000, Duration::from_secs(5)).connect(url).unwrap()
+    support::builder(failure).deadline(DEADLINE).breaker(1000, Duration::from_secs(5)).connect(url).unwrap()
 }
 
 /// Checks `n` times, each answered within the deadline and degraded; returns the decisions.
@@ -110,7 +110,7 @@ async fn a_hung_server_is_answered_by_each_policy_within_the_deadline() {
 async fn the_breaker_keeps_calls_off_a_hung_server_then_probes_it_back() {
     let Some(server) = Server::builder().own() else { return };
     let cooldown = Duration::from_millis(1500);
-    let limiter = Limiter::builder(FailurePolicy::Open)
+    let limiter = support::builder(FailurePolicy::Open)
         .deadline(DEADLINE)
         .breaker(3, cooldown)
         .connect(server.url())
@@ -153,7 +153,7 @@ async fn the_breaker_keeps_calls_off_a_hung_server_then_probes_it_back() {
 async fn a_restarted_server_is_used_again_after_the_cool_down() {
     let Some(mut server) = Server::builder().args(&["--appendonly", "no"]).own() else { return };
     let cooldown = Duration::from_millis(500);
-    let limiter = Limiter::builder(FailurePolicy::Closed)
+    let limiter = support::builder(FailurePolicy::Closed)
         .deadline(DEADLINE)
         .breaker(2, cooldown)
         .connect(server.url())
@@ -192,7 +192,7 @@ fn failed_calls(limiter: &Limiter) -> u64 {
 async fn the_probe_after_the_cool_down_finds_a_killed_and_restarted_server() {
     let Some(mut server) = support::Killable::start() else { return };
     let cooldown = Duration::from_millis(1000);
-    let limiter = Limiter::builder(FailurePolicy::Closed)
+    let limiter = support::builder(FailurePolicy::Closed)
         .deadline(DEADLINE)
         .breaker(2, cooldown)
         .connect(&server.url())
@@ -231,7 +231,7 @@ async fn the_probe_after_the_cool_down_finds_a_killed_and_restarted_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_call_after_a_restart_is_decided_by_redis() {
     let Some(mut server) = support::Killable::start() else { return };
-    let limiter = Limiter::builder(FailurePolicy::Open)
+    let limiter = support::builder(FailurePolicy::Open)
         .deadline(DEADLINE)
         .breaker(1000, Duration::from_secs(5))
         .connect(&server.url())
@@ -254,7 +254,7 @@ async fn the_first_call_after_a_restart_is_decided_by_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_after_an_unnoticed_restart_is_decided_by_redis() {
     let Some(mut server) = support::Killable::start() else { return };
-    let limiter = Limiter::builder(FailurePolicy::Open)
+    let limiter = support::builder(FailurePolicy::Open)
         .deadline(DEADLINE)
         .breaker(1000, Duration::from_secs(5))
         .connect(&server.url())
@@ -278,7 +278,7 @@ async fn a_call_after_an_unnoticed_restart_is_decided_by_redis() {
 async fn acquire_and_release_are_held_to_the_deadline_and_the_breaker() {
     use redis_ratelimit_client::Acquired;
     let Some(server) = Server::builder().own() else { return };
-    let limiter = Limiter::builder(FailurePolicy::Closed)
+    let limiter = support::builder(FailurePolicy::Closed)
         .deadline(DEADLINE)
         .breaker(2, Duration::from_secs(30))
         .connect(server.url())

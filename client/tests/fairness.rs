@@ -9,7 +9,7 @@ mod support;
 #[path = "../examples/saturate.rs"]
 mod saturate;
 
-use redis_ratelimit_client::{FailurePolicy, Limiter};
+use redis_ratelimit_client::FailurePolicy;
 use saturate::{fairness, Mode};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -23,7 +23,7 @@ const RUN: Duration = Duration::from_secs(30);
 #[tokio::test]
 async fn worker_process() {
     let Ok(url) = std::env::var(WORKER_URL) else { return };
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(&url).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(&url).unwrap();
     for grant in saturate::saturate(&limiter, "rl:fair:shared", Mode::Reserve, RUN).await {
         println!("grant {grant}");
     }

@@ -10,7 +10,7 @@ use axum::Router;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use redis_ratelimit_client::http::{Caller, RateLimitLayer, MAX_CALLER_KEY_BYTES, MAX_HOPS};
-use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use redis_ratelimit_client::{FailurePolicy, Policy};
 use reqwest::header::HeaderValue;
 use std::collections::{HashMap, HashSet};
 use support::web::{serve, with_auth};
@@ -23,7 +23,7 @@ fn app(layer: RateLimitLayer) -> Router {
 /// A layer with its own key prefix (`rl:<pid>:<n>`: still under `rl:`) and one route `api`.
 fn layer(server: &Server, capacity: u64) -> (RateLimitLayer, String) {
     let prefix = unique_key("rl");
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let layer = RateLimitLayer::new(limiter).key_prefix(&prefix).route(
         "api",
         "/api",

@@ -9,7 +9,7 @@ use axum::Router;
 use redis_ratelimit_client::http::{
     Principal, RateLimitLayer, COST_EXCEEDS_LIMIT, RATE_LIMITED, UNAVAILABLE,
 };
-use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use redis_ratelimit_client::{FailurePolicy, Policy};
 use reqwest::header::HeaderMap;
 use std::net::SocketAddr;
 use support::web::{get as get_with, logs, serve};
@@ -26,7 +26,7 @@ fn app(layer: RateLimitLayer) -> Router {
 }
 
 fn layer_on(server: &Server, failure: FailurePolicy) -> RateLimitLayer {
-    RateLimitLayer::new(Limiter::builder(failure).connect(server.url()).unwrap())
+    RateLimitLayer::new(support::builder(failure).connect(server.url()).unwrap())
         .key_prefix(&unique_key("rl"))
 }
 
@@ -241,7 +241,7 @@ async fn degraded_answers_say_so_and_only_what_is_known() {
     let Some(mut server) = Server::builder().own() else { return };
     let api = || Policy::token_bucket(10, 5.0).unwrap();
     let layer = |failure| {
-        RateLimitLayer::new(Limiter::builder(failure).connect(server.url()).unwrap())
+        RateLimitLayer::new(support::builder(failure).connect(server.url()).unwrap())
             .key_prefix(&unique_key("rl"))
             .route("api", "/api", api())
             .structured_headers(true)
@@ -293,7 +293,7 @@ async fn degraded_answers_say_so_and_only_what_is_known() {
 #[tokio::test]
 async fn an_outage_on_a_concurrency_route_sends_no_rate_fields() {
     let url = format!("redis://127.0.0.1:{}/", closed_port());
-    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(&url).unwrap())
+    let layer = RateLimitLayer::new(support::builder(FailurePolicy::Closed).connect(&url).unwrap())
         .concurrency("api", "/api", Policy::concurrency(5, std::time::Duration::from_secs(30)).unwrap())
         .structured_headers(true);
     let base = serve(app(layer)).await;
@@ -312,7 +312,7 @@ async fn an_outage_on_a_concurrency_route_sends_no_rate_fields() {
 #[tokio::test]
 async fn a_closed_port_is_an_outage_too() {
     let url = format!("redis://127.0.0.1:{}/", closed_port());
-    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(&url).unwrap()).route(
+    let layer = RateLimitLayer::new(support::builder(FailurePolicy::Closed).connect(&url).unwrap()).route(
         "api",
         "/api",
         Policy::token_bucket(10, 5.0).unwrap(),
@@ -441,7 +441,7 @@ async fn ipv6_callers_are_grouped_by_prefix_and_mapped_ipv4_is_ipv4() {
 async fn a_dual_stack_listener_keys_ipv4_clients_by_their_ipv4_address() {
     let server = Server::builder().single();
     let prefix = unique_key("rl");
-    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
+    let layer = RateLimitLayer::new(support::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
         .key_prefix(&prefix)
         .route("api", "/api", Policy::token_bucket(5, 0.001).unwrap());
     let Ok(listener) = tokio::net::TcpListener::bind("[::]:0").await else {
@@ -607,7 +607,7 @@ async fn an_application_can_shape_its_own_concurrency_denial() {
 async fn the_layer_and_its_service_show_what_they_hold() {
     use tower::Layer;
     let url = format!("redis://127.0.0.1:{}/", closed_port());
-    let limiter = Limiter::builder(FailurePolicy::Open).name("edge").connect(&url).unwrap();
+    let limiter = support::builder(FailurePolicy::Open).name("edge").connect(&url).unwrap();
     let layer = RateLimitLayer::new(limiter)
         .route("api", "/api", Policy::token_bucket(10, 5.0).unwrap())
         .route("api-export", "/api/export", Policy::token_bucket(2, 0.1).unwrap())
@@ -752,7 +752,7 @@ async fn per_caller_and_global_concurrency_limits_hold_slots_per_plan_and_over_a
 async fn a_panicking_handler_frees_its_slot_at_once_and_lease_keys_have_their_own_suffix() {
     let server = Server::builder().single();
     let prefix = unique_key("rl");
-    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
+    let layer = RateLimitLayer::new(support::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
         .key_prefix(&prefix)
         .route("work", "/work", Policy::token_bucket(100, 100.0).unwrap())
         .concurrency("work", "/work", Policy::concurrency(1, std::time::Duration::from_secs(60)).unwrap());

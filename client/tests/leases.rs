@@ -4,7 +4,7 @@
 
 mod support;
 
-use redis_ratelimit_client::{Acquired, CallError, FailurePolicy, Limit, Limiter, Policy};
+use redis_ratelimit_client::{Acquired, CallError, FailurePolicy, Limit, Policy};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +22,7 @@ async fn two_hundred_acquirers_on_two_instances_never_hold_more_than_the_limit()
     let policy = Policy::concurrency(5, Duration::from_secs(30)).unwrap();
     // A deadline that a loaded machine does not reach: every decision here must be Redis'.
     let patient = || {
-        Limiter::builder(FailurePolicy::Closed)
+        support::builder(FailurePolicy::Closed)
             .deadline(Duration::from_secs(2))
             .connect(server.url())
             .unwrap()
@@ -98,7 +98,7 @@ async fn a_killed_holder_frees_its_slot_when_its_lease_ends() {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
-            let limiter = Limiter::builder(FailurePolicy::Closed).connect(&url).unwrap();
+            let limiter = support::builder(FailurePolicy::Closed).connect(&url).unwrap();
             std::mem::forget(limiter.acquire(&k, &p, 1).await.permit().expect("granted"));
         });
     })
@@ -160,14 +160,14 @@ async fn check_refuses_a_concurrency_limit_and_acquire_all_takes_all_or_nothing(
 async fn the_failure_policy_decides_acquires_redis_cannot() {
     let down = format!("redis://127.0.0.1:{}/", closed_port());
     let policy = Policy::concurrency(4, Duration::from_secs(30)).unwrap();
-    let open = Limiter::builder(FailurePolicy::Open).connect(&down).unwrap();
+    let open = support::builder(FailurePolicy::Open).connect(&down).unwrap();
     let permit = open.acquire("k", &policy, 1).await.permit().expect("open grants");
     assert!(permit.decision().degraded && permit.id().is_none(), "a degraded permit holds nothing");
-    let closed = Limiter::builder(FailurePolicy::Closed).connect(&down).unwrap();
+    let closed = support::builder(FailurePolicy::Closed).connect(&down).unwrap();
     let denied = closed.acquire("k", &policy, 1).await;
     assert!(!denied.decision().allowed && denied.decision().degraded);
     // Two instances share the limit: this one holds 4 / 2.
-    let local = Limiter::builder(FailurePolicy::LocalFallback { instances: 2 }).connect(&down).unwrap();
+    let local = support::builder(FailurePolicy::LocalFallback { instances: 2 }).connect(&down).unwrap();
     let first = local.acquire("k", &policy, 1).await.permit().expect("1 of 2");
     let _second = local.acquire("k", &policy, 1).await.permit().expect("2 of 2");
     let third = local.acquire("k", &policy, 1).await;
@@ -178,7 +178,7 @@ async fn the_failure_policy_decides_acquires_redis_cannot() {
 
 #[tokio::test]
 async fn an_in_process_limiter_holds_leases_itself() {
-    let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
+    let limiter = support::builder(FailurePolicy::Closed).in_process();
     let policy = Policy::concurrency(1, Duration::from_secs(30)).unwrap();
     let permit = limiter.acquire("k", &policy, 1).await.permit().expect("granted");
     assert!(!permit.decision().degraded);

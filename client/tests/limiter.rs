@@ -105,7 +105,7 @@ async fn two_instances_racing_admit_exactly_the_capacity() {
 async fn the_precheck_answers_repeated_denials_without_a_round_trip() {
     // Counts the server's calls: needs a server of its own.
     let Some(server) = Server::builder().own() else { return };
-    let limiter = Limiter::builder(FailurePolicy::Closed).local_precheck(true).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).local_precheck(true).connect(server.url()).unwrap();
     let policy = Policy::token_bucket(2, 0.01).unwrap(); // one token per 100 s
     let key = unique_key("abuse");
     let before = calls(&server, "rl.token");
@@ -220,7 +220,7 @@ async fn limits_of_different_kinds_are_checked_in_one_atomic_call() {
 #[tokio::test]
 async fn take_grants_what_a_bucket_holds_up_to_max() {
     let server = Server::builder().single();
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let key = testkit::unique_key("rl:take");
     let bucket = Policy::token_bucket(10, 0.01).unwrap();
     let first = limiter.take(&key, &bucket, 4).await;
@@ -246,7 +246,7 @@ async fn without_enough_replicas_the_wait_timeout_policy_decides() {
     use redis_ratelimit_client::{Acquired, WaitTimeout};
     let server = Server::builder().single();
     let waiting = |on_timeout| {
-        Limiter::builder(FailurePolicy::Open)
+        support::builder(FailurePolicy::Open)
             .wait_for_replicas(1, Duration::from_millis(20), on_timeout)
             .connect(server.url())
             .unwrap()

@@ -31,8 +31,8 @@ async fn counters_by_route_limit_and_outcome_are_scraped_from_a_prometheus_endpo
     let handle = PrometheusBuilder::new().install_recorder().expect("a recorder");
     let server = Server::builder().single();
     let prefix = unique_key("rl");
-    let limiter = Limiter::builder(FailurePolicy::Closed).name("api").connect(server.url()).unwrap();
-    let down = Limiter::builder(FailurePolicy::Open)
+    let limiter = support::builder(FailurePolicy::Closed).name("api").connect(server.url()).unwrap();
+    let down = support::builder(FailurePolicy::Open)
         .name("down")
         .connect(&format!("redis://127.0.0.1:{}/", closed_port()))
         .unwrap();
@@ -71,7 +71,7 @@ async fn counters_by_route_limit_and_outcome_are_scraped_from_a_prometheus_endpo
 #[tokio::test]
 async fn admin_reads_show_a_clients_state_and_the_most_denied_keys() {
     let Some(server) = Server::builder().own() else { return };
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let policy = Policy::token_bucket(3, 0.01).unwrap();
     for _ in 0..10 {
         limiter.check("rl:{user:ada}:search", &policy, 1).await;

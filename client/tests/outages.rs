@@ -24,7 +24,7 @@ use tower::{ServiceBuilder, ServiceExt};
 const COOLDOWN: Duration = Duration::from_secs(60);
 
 fn builder(name: &str) -> redis_ratelimit_client::LimiterBuilder {
-    Limiter::builder(FailurePolicy::Closed).deadline(DEADLINE).breaker(2, COOLDOWN).name(name)
+    support::builder(FailurePolicy::Closed).deadline(DEADLINE).breaker(2, COOLDOWN).name(name)
 }
 
 fn bucket() -> Policy {
@@ -118,7 +118,7 @@ async fn a_sentinel_failover_is_followed_without_waiting_for_the_cool_down() {
     let Some(mut topology) = Sentinels::start() else { return };
     let urls = topology.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let limiter = Limiter::builder(FailurePolicy::Closed)
+    let limiter = support::builder(FailurePolicy::Closed)
         .deadline(Duration::from_millis(200))
         .breaker(2, COOLDOWN)
         .connect_sentinel(&urls, SERVICE)
@@ -171,7 +171,7 @@ async fn a_server_without_the_module_is_a_configuration_fault_not_an_outage() {
     let Some(plain) = support::Killable::start_plain() else { return };
     let name = "nomodule";
     // The module asked for (`Auto` takes the Lua library on such a server: tests/engines.rs).
-    let limiter = Limiter::builder(FailurePolicy::Closed)
+    let limiter = support::builder(FailurePolicy::Closed)
         .backend(Backend::Module)
         .breaker(3, COOLDOWN)
         .name(name)
@@ -212,7 +212,7 @@ async fn a_refused_command_is_a_configuration_fault_that_says_which_grant_is_mis
     let url = format!("redis://noperm:secret@127.0.0.1:{}/", server.port);
     let name = "noperm";
     let limiter =
-        Limiter::builder(FailurePolicy::Open).breaker(3, COOLDOWN).name(name).connect(&url).unwrap();
+        support::builder(FailurePolicy::Open).breaker(3, COOLDOWN).name(name).connect(&url).unwrap();
     let d = limiter.check("rl:k", &bucket(), 1).await;
     assert!(d.degraded && d.allowed, "open: allowed, degraded: {d:?}");
     assert!(limiter.breaker_open() && limiter.misconfigured());

@@ -18,7 +18,7 @@ use testkit::sentinel::{Sentinels, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, SERVICE};
 fn limiter(topology: &Sentinels, wait: bool) -> Limiter {
     let urls = topology.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let mut builder = Limiter::builder(FailurePolicy::Closed)
+    let mut builder = support::builder(FailurePolicy::Closed)
         .deadline(Duration::from_millis(200))
         .breaker(3, Duration::from_millis(500));
     if wait {
@@ -247,7 +247,7 @@ async fn readonly_counts_against_the_breaker_on_a_single_server_too() {
     let Some(primary) = testkit::Server::builder().own() else { return };
     let port = primary.port.to_string();
     let replica = testkit::Server::builder().args(&["--replicaof", "127.0.0.1", &port]).start();
-    let limiter = Limiter::builder(FailurePolicy::Closed)
+    let limiter = support::builder(FailurePolicy::Closed)
         .breaker(3, Duration::from_secs(30))
         .connect(replica.url())
         .unwrap();

@@ -7,7 +7,7 @@ mod support;
 use axum::routing::get;
 use axum::Router;
 use redis_ratelimit_client::http::{LayerError, RateLimitLayer};
-use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
+use redis_ratelimit_client::{FailurePolicy, Policy};
 use support::web::{header, logs, prometheus, series, serve};
 use support::{calls, closed_port};
 use testkit::{unique_key, Server};
@@ -32,7 +32,7 @@ async fn a_shadow_route_is_decided_and_counted_but_never_enforced() {
     prometheus();
     logs();
     let server = Server::builder().single();
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let prefix = unique_key("rl");
     let layer = RateLimitLayer::new(limiter.clone())
         .key_prefix(&prefix)
@@ -71,7 +71,7 @@ async fn a_shadow_limit_never_vetoes_an_enforced_one() {
     prometheus();
     // Counts the server's calls: needs a server of its own.
     let Some(server) = Server::builder().own() else { return };
-    let limiter = Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
+    let limiter = support::builder(FailurePolicy::Closed).connect(server.url()).unwrap();
     let prefix = unique_key("rl");
     let route = Policy::token_bucket(3, 0.001).unwrap();
     let global = Policy::token_bucket(1, 0.001).unwrap();
@@ -119,7 +119,7 @@ async fn a_shadow_limit_never_vetoes_an_enforced_one() {
 async fn an_enforced_global_limit_speaks_for_a_request_with_a_shadow_route() {
     prometheus();
     let server = Server::builder().single();
-    let layer = RateLimitLayer::new(Limiter::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
+    let layer = RateLimitLayer::new(support::builder(FailurePolicy::Closed).connect(server.url()).unwrap())
         .key_prefix(&unique_key("rl"))
         .route("trial", "/api", Policy::token_bucket(1, 0.001).unwrap())
         .shadow("trial")
@@ -145,7 +145,7 @@ fn build_refuses_a_shadow_that_names_no_limit() {
     let _runtime = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = _runtime.enter();
     let url = format!("redis://127.0.0.1:{}/", closed_port());
-    let layer = || RateLimitLayer::new(Limiter::builder(FailurePolicy::Open).connect(&url).unwrap());
+    let layer = || RateLimitLayer::new(support::builder(FailurePolicy::Open).connect(&url).unwrap());
     let policy = || Policy::token_bucket(10, 1.0).unwrap();
     let misspelt = layer().route("export", "/export", policy()).global(policy()).shadow("exprot").build();
     assert_eq!(

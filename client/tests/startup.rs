@@ -13,7 +13,7 @@ use testkit::redis;
 use testkit::Server;
 
 fn limiter(url: &str) -> Limiter {
-    Limiter::builder(FailurePolicy::Closed).connect(url).unwrap()
+    support::builder(FailurePolicy::Closed).connect(url).unwrap()
 }
 
 /// `ACL SETUSER name on >secret ~rl:* <category>`, or with the module's commands named one by one
@@ -86,7 +86,7 @@ async fn verify_names_what_is_missing() {
     // library there: tests/engines.rs).
     let Some(plain) = support::Killable::start_plain() else { return };
     let module_only =
-        Limiter::builder(FailurePolicy::Open).backend(Backend::Module).connect(&plain.url()).unwrap();
+        support::builder(FailurePolicy::Open).backend(Backend::Module).connect(&plain.url()).unwrap();
     let err = module_only.verify().await.unwrap_err();
     assert!(matches!(err, VerifyError::ModuleNotLoaded { command: "RL.INSPECT" }), "{err:?}");
     assert!(err.to_string().contains("--loadmodule"), "{err}");
@@ -98,14 +98,14 @@ async fn verify_names_what_is_missing() {
 
 #[tokio::test]
 async fn a_url_without_a_scheme_says_so() {
-    let err = Limiter::builder(FailurePolicy::Open).connect("127.0.0.1:6379").err().unwrap();
+    let err = support::builder(FailurePolicy::Open).connect("127.0.0.1:6379").err().unwrap();
     assert!(matches!(&err, CallError::InvalidUrl { url, .. } if url == "127.0.0.1:6379"), "{err:?}");
     assert_eq!(
         err.to_string(),
         "invalid Redis URL \"127.0.0.1:6379\": the scheme is missing: write redis://127.0.0.1:6379/ \
          (rediss://127.0.0.1:6379/ for TLS, or unix:///path/to/redis.sock)"
     );
-    assert!(Limiter::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/").is_ok());
+    assert!(support::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/").is_ok());
 }
 
 #[tokio::test]

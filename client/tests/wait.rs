@@ -173,7 +173,7 @@ async fn a_degraded_decision_follows_the_failure_policy_and_is_not_waited_on() {
     let url = format!("redis://127.0.0.1:{}/", closed_port());
     let policy = Policy::token_bucket(1, 0.01).unwrap();
     for (failure, allowed) in [(FailurePolicy::Open, true), (FailurePolicy::Closed, false)] {
-        let limiter = Limiter::builder(failure).connect(&url).unwrap();
+        let limiter = support::builder(failure).connect(&url).unwrap();
         let d = limiter.until_ready("rl:wait:down", &policy, 1, LONG).await;
         assert!(d.degraded, "{failure:?}: {d:?}");
         assert_eq!(d.allowed, allowed, "{failure:?}");
@@ -186,12 +186,12 @@ async fn a_batch_follows_the_failure_policy() {
     let url = format!("redis://127.0.0.1:{}/", closed_port());
     let policy = Policy::token_bucket(10, 1.0).unwrap();
     for (failure, taken) in [(FailurePolicy::Open, 4), (FailurePolicy::Closed, 0)] {
-        let limiter = Limiter::builder(failure).connect(&url).unwrap();
+        let limiter = support::builder(failure).connect(&url).unwrap();
         let batch = limiter.take_within("rl:batch:down", &policy, 2, 4, LONG).await;
         assert!(batch.decision.degraded, "{failure:?}: {batch:?}");
         assert_eq!(batch.taken, taken, "{failure:?}");
     }
-    let fallback = Limiter::builder(FailurePolicy::LocalFallback { instances: 2 }).connect(&url).unwrap();
+    let fallback = support::builder(FailurePolicy::LocalFallback { instances: 2 }).connect(&url).unwrap();
     let batch = fallback.take_within("rl:batch:down", &policy, 1, 8, LONG).await;
     assert_eq!((batch.decision.degraded, batch.taken), (true, 5), "this instance's half of the bucket");
 }
