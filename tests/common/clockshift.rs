@@ -24,27 +24,56 @@ impl ShiftedServer {
         std::fs::write(&offset_file, format!("{:<31}\n", 0)).ok()?;
         let env = [("LD_PRELOAD", shim.to_str()?), ("CLOCKSHIFT_FILE", offset_file.to_str()?)];
         let shifted = ShiftedServer { server: Server::builder().envs(&env).start(), offset_file };
-        // Some servers do not read the wall clock through libc on every call (Valkey 9 derives it from
-        // the monotonic clock): their clock cannot be stepped this way.
+        // A server that never reads the wall clock through libc cannot be stepped this way; Valkey 9
+        // reads it only now and then, so the probe asks for up to a second.
         let mut con = shifted.server.conn();
         let time = |con: &mut testkit::redis::Connection| {
             testkit::redis::cmd("TIME").query::<(i64, i64)>(con).map(|(s, _)| s).unwrap_or(0)
         };
         let before = time(&mut con);
-        shifted.shift(-3600);
-        let moved = (before - 3600 - time(&mut con)).abs() <= 2;
-        shifted.shift(0);
+        shifted.write_offset(-3600);
+        let moved = (0..100).any(|_| {
+            let moved = (before - 3600 - time(&mut con)).abs() <= 2;
+            if !moved {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            moved
+        });
         if !moved {
             testkit::skip(
                 "this server's clock does not follow the shim (it does not read the wall clock through libc)",
             );
             return None;
         }
+        shifted.shift(0);
         Some(shifted)
     }
 
-    /// Sets the server's wall clock to real time plus `seconds` (negative: behind).
+    /// Sets the server's wall clock to real time plus `seconds` (negative: behind), and returns once
+    /// the server reads it: Valkey 9 reads the wall clock through libc only now and then (about one
+    /// TIME in six still gave the old time right after a step), so a command sent at once could
+    /// run on the clock before the step.
     pub fn shift(&self, seconds: i64) {
+        self.write_offset(seconds);
+        let mut con = self.server.conn();
+        let started = std::time::Instant::now();
+        loop {
+            let (secs, micros): (i64, i64) = testkit::redis::cmd("TIME").query(&mut con).unwrap();
+            let server_us = secs * 1_000_000 + micros;
+            let real = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+            let want_us = real.as_micros() as i64 + seconds * 1_000_000;
+            if (server_us - want_us).abs() < 500_000 {
+                return;
+            }
+            assert!(
+                started.elapsed().as_secs() < 10,
+                "the server's clock did not follow a step to {seconds} s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    fn write_offset(&self, seconds: i64) {
         // Rewritten in place, never truncated: the server maps the file.
         let mut f = std::fs::OpenOptions::new().write(true).open(&self.offset_file).expect("the offset file");
         f.seek(SeekFrom::Start(0)).unwrap();
