@@ -45,6 +45,16 @@ fn free_port() -> u16 {
         .expect("no free loopback port")
 }
 
+/// A free port whose cluster bus port (10,000 higher, at most 65535) is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 fn scratch_dir() -> PathBuf {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -152,7 +162,27 @@ impl Builder {
         if !stock {
             preload.push(module_path().display().to_string());
         }
-        Server::start_in(scratch_dir(), free_port(), self.args, self.env, preload, binary, stock)
+        // A first start's port is chosen free, but another process may take it (or, for a cluster node,
+        // its bus port, 10,000 higher) before the server binds it: that start is retried on another.
+        let cluster = self.args.iter().any(|a| a == "--cluster-enabled");
+        for attempt in 1.. {
+            let port = if cluster { free_cluster_port() } else { free_port() };
+            let dir = scratch_dir();
+            match Server::try_start_in(
+                dir,
+                port,
+                self.args.clone(),
+                self.env.clone(),
+                preload.clone(),
+                &binary,
+                stock,
+            ) {
+                Ok(server) => return server,
+                Err(log) if attempt < 5 && log.contains("already in use") => continue,
+                Err(log) => panic!("redis-server on port {port} did not start:\n{log}"),
+            }
+        }
+        unreachable!()
     }
 
     /// A fresh server for tests that need their own (replicas, restarts), or None, with the skip
@@ -198,6 +228,20 @@ impl Server {
         binary: String,
         stock: bool,
     ) -> Server {
+        Self::try_start_in(dir, port, args, env, preload, &binary, stock)
+            .unwrap_or_else(|log| panic!("redis-server on port {port} did not start:\n{log}"))
+    }
+
+    /// Starts a server and waits until it answers; Err(its log) when it exits first.
+    fn try_start_in(
+        dir: PathBuf,
+        port: u16,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        preload: Vec<String>,
+        binary: &str,
+        stock: bool,
+    ) -> Result<Server, String> {
         let module = module_path();
         assert!(
             stock || module.exists(),
@@ -205,10 +249,10 @@ impl Server {
             module.display()
         );
         let log = std::fs::File::create(dir.join("server.log")).expect("cannot create the server log");
-        let child = Command::new(&binary)
+        let child = Command::new(binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--dir"])
             .arg(&dir)
-            .args(debug_command_option(&binary))
+            .args(debug_command_option(binary))
             .args(preload.iter().flat_map(|m| ["--loadmodule", m.as_str()]))
             .args(&args)
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -217,19 +261,24 @@ impl Server {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
         let url = format!("redis://127.0.0.1:{port}/");
-        let server = Server { child: Some(child), port, url, dir, args, env, preload, binary, stock };
-        server.wait_ready();
-        server
+        let binary = binary.to_string();
+        let mut server = Server { child: Some(child), port, url, dir, args, env, preload, binary, stock };
+        server.wait_ready()?;
+        Ok(server)
     }
 
-    fn wait_ready(&self) {
+    /// Waits until the server answers; Err(its log) if it exits first.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(mut c) = self.try_conn() {
                 // LOADING while an AOF or RDB is read: wait for a real answer.
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
+                    return Ok(());
                 }
+            }
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+                return Err(std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default());
             }
             assert!(
                 Instant::now() < deadline,
