@@ -421,8 +421,9 @@ fn the_library_refuses_what_the_module_refuses_with_its_words() {
         };
         let by_module = module(con, &command, &module_args.iter().map(String::as_str).collect::<Vec<_>>());
         let same = match (&by_module, &by_library) {
-            // A capacity or limit past 2^53 is refused as the library reads it, before the arguments
-            // after it: where the module refuses one of those (a fractional cost), both refuse.
+            // A capacity or limit past 2^53 is refused once the library has read the limiter's own
+            // parameters, before the cost and what follows: where the module refuses one of those (a
+            // fractional cost), both refuse.
             (_, l) if refused_beyond_2_53(l) => true,
             (Reply::Error(m), Reply::Error(l)) => m == l,
             (Reply::Error(_), _) => false,

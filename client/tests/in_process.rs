@@ -8,7 +8,7 @@ use axum::routing::get;
 use axum::Router;
 use http::{Request, StatusCode};
 use redis_ratelimit_client::http::{AccessLists, PeerAddr, RateLimitLayer, DENIED, RATE_LIMITED};
-use redis_ratelimit_client::{FailurePolicy, Policy};
+use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use std::net::SocketAddr;
 use support::wait_until;
 use tower::ServiceExt;
@@ -27,7 +27,7 @@ async fn problem(resp: http::Response<Body>) -> serde_json::Value {
 
 #[tokio::test]
 async fn the_layer_limits_in_process_with_oneshot() {
-    let limiter = support::builder(FailurePolicy::Closed).in_process();
+    let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
     let layer = RateLimitLayer::new(limiter.clone())
         .route("api", "/api", Policy::token_bucket(3, 0.01).unwrap())
         .build()
@@ -57,7 +57,7 @@ async fn the_layer_limits_in_process_with_oneshot() {
 
 #[tokio::test]
 async fn an_in_process_limiter_decides_every_kind_and_refuses_redis_only_calls() {
-    let limiter = support::builder(FailurePolicy::Open).in_process();
+    let limiter = Limiter::builder(FailurePolicy::Open).in_process();
     let window = Policy::fixed_window(2, std::time::Duration::from_secs(60)).unwrap();
     let mut got = vec![];
     for _ in 0..3 {
@@ -73,7 +73,7 @@ async fn an_in_process_limiter_decides_every_kind_and_refuses_redis_only_calls()
 /// enforced global still does, and the lists answer before any limit.
 #[tokio::test]
 async fn shadow_limits_and_access_lists_work_in_process() {
-    let limiter = support::builder(FailurePolicy::Closed).in_process();
+    let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
     let lists = AccessLists::new();
     lists.allow_network("192.0.2.100/32".parse().unwrap());
     lists.deny_network("2001:db8::/32".parse().unwrap());
@@ -110,7 +110,7 @@ async fn shadow_limits_and_access_lists_work_in_process() {
 #[tokio::test]
 async fn a_concurrency_route_holds_its_slot_in_process_until_the_body_is_dropped() {
     use redis_ratelimit_client::http::CONCURRENCY_LIMITED;
-    let limiter = support::builder(FailurePolicy::Closed).in_process();
+    let limiter = Limiter::builder(FailurePolicy::Closed).in_process();
     let layer = RateLimitLayer::new(limiter)
         .concurrency("export", "/export", Policy::concurrency(1, std::time::Duration::from_secs(60)).unwrap())
         .build()

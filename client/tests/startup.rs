@@ -98,14 +98,14 @@ async fn verify_names_what_is_missing() {
 
 #[tokio::test]
 async fn a_url_without_a_scheme_says_so() {
-    let err = support::builder(FailurePolicy::Open).connect("127.0.0.1:6379").err().unwrap();
+    let err = Limiter::builder(FailurePolicy::Open).connect("127.0.0.1:6379").err().unwrap();
     assert!(matches!(&err, CallError::InvalidUrl { url, .. } if url == "127.0.0.1:6379"), "{err:?}");
     assert_eq!(
         err.to_string(),
         "invalid Redis URL \"127.0.0.1:6379\": the scheme is missing: write redis://127.0.0.1:6379/ \
          (rediss://127.0.0.1:6379/ for TLS, or unix:///path/to/redis.sock)"
     );
-    assert!(support::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/").is_ok());
+    assert!(Limiter::builder(FailurePolicy::Open).connect("redis://127.0.0.1:6379/").is_ok());
 }
 
 #[tokio::test]

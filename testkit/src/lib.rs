@@ -55,6 +55,10 @@ fn free_cluster_port() -> u16 {
     }
 }
 
+fn did_not_start(port: u16, log: &str) -> ! {
+    panic!("redis-server on port {port} exited before it answered; its log:\n{log}")
+}
+
 fn scratch_dir() -> PathBuf {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -179,7 +183,7 @@ impl Builder {
             ) {
                 Ok(server) => return server,
                 Err(log) if attempt < 5 && log.contains("already in use") => continue,
-                Err(log) => panic!("redis-server on port {port} did not start:\n{log}"),
+                Err(log) => did_not_start(port, &log),
             }
         }
         unreachable!()
@@ -229,7 +233,7 @@ impl Server {
         stock: bool,
     ) -> Server {
         Self::try_start_in(dir, port, args, env, preload, &binary, stock)
-            .unwrap_or_else(|log| panic!("redis-server on port {port} did not start:\n{log}"))
+            .unwrap_or_else(|log| did_not_start(port, &log))
     }
 
     /// Starts a server and waits until it answers; Err(its log) when it exits first.
@@ -272,8 +276,11 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(mut c) = self.try_conn() {
-                // LOADING while an AOF or RDB is read: wait for a real answer.
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                // LOADING while an AOF or RDB is read: wait for a real answer, from this child (not
+                // from another server that took the port).
+                let info = redis::cmd("INFO").arg("server").query::<String>(&mut c).unwrap_or_default();
+                let pid = self.child.as_ref().map(|c| c.id().to_string()).unwrap_or_default();
+                if info.lines().any(|l| l.trim() == format!("process_id:{pid}")) {
                     return Ok(());
                 }
             }
@@ -422,5 +429,22 @@ fn debug_command_option(binary: &str) -> Vec<&'static str> {
         vec![]
     } else {
         vec!["--enable-debug-command", "local"]
+    }
+}
+
+#[cfg(test)]
+mod start_tests {
+    use super::*;
+
+    /// The case a first start retries: another server holds the port (and answers on it), and the new
+    /// one exits saying so.
+    #[test]
+    fn a_server_whose_port_is_taken_exits_with_a_log_that_says_so() {
+        let taken = Builder::default().stock().start();
+        let port = taken.port;
+        let started =
+            Server::try_start_in(scratch_dir(), port, vec![], vec![], vec![], &server_binary(), true);
+        let log = started.err().expect("the server cannot bind a taken port");
+        assert!(log.contains("already in use"), "{log}");
     }
 }

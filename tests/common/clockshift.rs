@@ -27,13 +27,10 @@ impl ShiftedServer {
         // A server that never reads the wall clock through libc cannot be stepped this way; Valkey 9
         // reads it only now and then, so the probe asks for up to a second.
         let mut con = shifted.server.conn();
-        let time = |con: &mut testkit::redis::Connection| {
-            testkit::redis::cmd("TIME").query::<(i64, i64)>(con).map(|(s, _)| s).unwrap_or(0)
-        };
-        let before = time(&mut con);
+        let before = server_time_us(&mut con);
         shifted.write_offset(-3600);
         let moved = (0..100).any(|_| {
-            let moved = (before - 3600 - time(&mut con)).abs() <= 2;
+            let moved = (before - 3_600_000_000 - server_time_us(&mut con)).abs() <= 2_000_000;
             if !moved {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
@@ -58,8 +55,7 @@ impl ShiftedServer {
         let mut con = self.server.conn();
         let started = std::time::Instant::now();
         loop {
-            let (secs, micros): (i64, i64) = testkit::redis::cmd("TIME").query(&mut con).unwrap();
-            let server_us = secs * 1_000_000 + micros;
+            let server_us = server_time_us(&mut con);
             let real = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
             let want_us = real.as_micros() as i64 + seconds * 1_000_000;
             if (server_us - want_us).abs() < 500_000 {
@@ -79,6 +75,12 @@ impl ShiftedServer {
         f.seek(SeekFrom::Start(0)).unwrap();
         f.write_all(format!("{:<31}\n", seconds * 1_000_000).as_bytes()).unwrap();
     }
+}
+
+/// The server's TIME in microseconds.
+fn server_time_us(con: &mut testkit::redis::Connection) -> i64 {
+    let (secs, micros): (i64, i64) = testkit::redis::cmd("TIME").query(con).unwrap();
+    secs * 1_000_000 + micros
 }
 
 impl Drop for ShiftedServer {
