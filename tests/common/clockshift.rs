@@ -2,6 +2,7 @@
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use testkit::Server;
 
 /// A server with a steppable clock; None (with a message) when one cannot be had.
@@ -25,18 +26,9 @@ impl ShiftedServer {
         let env = [("LD_PRELOAD", shim.to_str()?), ("CLOCKSHIFT_FILE", offset_file.to_str()?)];
         let shifted = ShiftedServer { server: Server::builder().envs(&env).start(), offset_file };
         // A server that never reads the wall clock through libc cannot be stepped this way; Valkey 9
-        // reads it only now and then, so the probe asks for up to a second.
-        let mut con = shifted.server.conn();
-        let before = server_time_us(&mut con);
+        // reads it only now and then, so the probe gives it up to a second.
         shifted.write_offset(-3600);
-        let moved = (0..100).any(|_| {
-            let moved = (before - 3_600_000_000 - server_time_us(&mut con)).abs() <= 2_000_000;
-            if !moved {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            moved
-        });
-        if !moved {
+        if !shifted.follows(-3600, Duration::from_secs(1)) {
             testkit::skip(
                 "this server's clock does not follow the shim (it does not read the wall clock through libc)",
             );
@@ -52,20 +44,28 @@ impl ShiftedServer {
     /// run on the clock before the step.
     pub fn shift(&self, seconds: i64) {
         self.write_offset(seconds);
+        assert!(
+            self.follows(seconds, Duration::from_secs(10)),
+            "the server's clock did not follow a step to {seconds} s"
+        );
+    }
+
+    /// Whether, within `bound`, the server's TIME comes within half a second of real time plus
+    /// `seconds`.
+    fn follows(&self, seconds: i64, bound: Duration) -> bool {
         let mut con = self.server.conn();
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         loop {
-            let server_us = server_time_us(&mut con);
-            let real = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-            let want_us = real.as_micros() as i64 + seconds * 1_000_000;
-            if (server_us - want_us).abs() < 500_000 {
-                return;
+            let (secs, micros): (i64, i64) = testkit::redis::cmd("TIME").query(&mut con).unwrap();
+            let real = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+            let off_us = secs * 1_000_000 + micros - (real.as_micros() as i64 + seconds * 1_000_000);
+            if off_us.abs() < 500_000 {
+                return true;
             }
-            assert!(
-                started.elapsed().as_secs() < 10,
-                "the server's clock did not follow a step to {seconds} s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            if started.elapsed() >= bound {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -75,12 +75,6 @@ impl ShiftedServer {
         f.seek(SeekFrom::Start(0)).unwrap();
         f.write_all(format!("{:<31}\n", seconds * 1_000_000).as_bytes()).unwrap();
     }
-}
-
-/// The server's TIME in microseconds.
-fn server_time_us(con: &mut testkit::redis::Connection) -> i64 {
-    let (secs, micros): (i64, i64) = testkit::redis::cmd("TIME").query(con).unwrap();
-    secs * 1_000_000 + micros
 }
 
 impl Drop for ShiftedServer {
