@@ -14,7 +14,14 @@ import (
 
 // redis_rate v10 itself and this package side by side on one server, the same call sequences,
 // each call of one right after the other's: equal Allowed and Remaining, RetryAfter and
-// ResetAfter equal within the clock's resolution (ours: whole ms; a few ms between the calls).
+// ResetAfter equal within what the clock allows. Each side's times are its bucket's end minus its
+// own call's time, and the two ends differ by the gap between the calls that set them, so the sides
+// differ by at most the longest measured pair (from before their call to after ours) plus 2 ms (ours
+// count whole milliseconds, in the clock read and in the reply). A loaded machine stretches a pair
+// now and then; the bound follows it. One documented difference widens it one way: once an
+// AllowAtMost gets fewer than it asked, redis_rate has also used up the part of the next event that
+// refilled since the bucket was full (at most the time since the sequence began), and ours has not,
+// so from then on our times may be that much shorter.
 // The documented differences (a cost above the burst; invalid limits) are tested as such.
 func TestDifferentialAgainstRedisRate(t *testing.T) {
 	for _, module := range []bool{true, false} {
@@ -55,6 +62,7 @@ func TestDifferentialAgainstRedisRate(t *testing.T) {
 				if lo.String() != lt.String() {
 					t.Fatalf("Limit.String: %q, theirs %q", lo, lt)
 				}
+				longestPair, fractionTaken, began := time.Duration(0), time.Duration(0), time.Now()
 				for i, st := range seq.steps {
 					var a *redisrate.Result
 					var b *redis_rate.Result
@@ -69,6 +77,9 @@ func TestDifferentialAgainstRedisRate(t *testing.T) {
 							t.Fatal(ea, eb)
 						}
 						continue
+					}
+					started := time.Now()
+					switch st.op {
 					case "allow":
 						b, eb = theirs.Allow(ctx, key, lt)
 						a, ea = ours.Allow(ctx, key, lo)
@@ -79,18 +90,22 @@ func TestDifferentialAgainstRedisRate(t *testing.T) {
 						b, eb = theirs.AllowAtMost(ctx, key, lt, st.n)
 						a, ea = ours.AllowAtMost(ctx, key, lo, st.n)
 					}
+					longestPair = max(longestPair, time.Since(started))
 					if ea != nil || eb != nil {
 						t.Fatalf("seq %d step %d: %v / %v", si, i, ea, eb)
 					}
+					if st.op == "atmost" && b.Allowed < st.n {
+						fractionTaken = time.Since(began)
+					}
+					tolerance := longestPair + 2*time.Millisecond
 					near := func(x, y time.Duration) bool {
 						if (x < 0) != (y < 0) {
 							return false
 						}
-						d := x - y
-						return d < 10*time.Millisecond && d > -10*time.Millisecond
+						return x-y <= tolerance && y-x <= tolerance+fractionTaken
 					}
 					if a.Allowed != b.Allowed || a.Remaining != b.Remaining || !near(a.RetryAfter, b.RetryAfter) || !near(a.ResetAfter, b.ResetAfter) {
-						t.Fatalf("seq %d (%v) step %d %s(%d):\n ours   %+v\n theirs %+v", si, lo, i, st.op, st.n, *a, *b)
+						t.Fatalf("seq %d (%v) step %d %s(%d), times within %v (ours up to %v shorter):\n ours   %+v\n theirs %+v", si, lo, i, st.op, st.n, tolerance, tolerance+fractionTaken, *a, *b)
 					}
 				}
 			}
