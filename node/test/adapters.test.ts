@@ -4,7 +4,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { Redis as Redis6 } from "ioredis6";
-import { Server } from "./servers.ts";
+import { Server, LONG_DEADLINE_MS } from "./servers.ts";
 import { ioredisAdapter, Limiter, FixedWindow } from "../src/index.ts";
 import { RedisErrorReply } from "../src/engine.ts";
 
@@ -44,7 +44,7 @@ for (const [name, make] of [["ioredis 5", (p: number) => new Redis(p, "127.0.0.1
   test(`${name}: a limiter's concurrent checks on one key allow exactly its limit`, async () => {
     const client = make(server.port);
     try {
-      const rl = new Limiter(client, { failure: "closed", deadlineMs: 2000 });
+      const rl = new Limiter(client, { failure: "closed", deadlineMs: LONG_DEADLINE_MS });
       const p = new FixedWindow({ limit: 70, windowMs: 60_000 });
       const k = `rl:{batch-${name.replace(" ", "")}}:k`;
       const ds = await Promise.all(Array.from({ length: 150 }, () => rl.check(k, p)));

@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { ClusterServers, REDIS } from "./servers.ts";
+import { ClusterServers, REDIS, LONG_DEADLINE_MS } from "./servers.ts";
 import { FACTORIES } from "./clients.ts";
 import { Limiter, TokenBucket, FixedWindow, Concurrency, type EngineName } from "../src/index.ts";
 
@@ -36,7 +36,7 @@ for (const f of FACTORIES) {
       }
       const made = await f.cluster(cluster.nodes[0]!.port);
       try {
-        const rl = new Limiter(made.client, { failure: "closed", engine, deadlineMs: 1000 });
+        const rl = new Limiter(made.client, { failure: "closed", engine, deadlineMs: LONG_DEADLINE_MS });
         const tb = new TokenBucket({ capacity: 2, perSecond: 0.001 });
         const fw = new FixedWindow({ limit: 5, windowMs: 60_000 });
         const conc = new Concurrency({ limit: 1, leaseMs: 10_000 });

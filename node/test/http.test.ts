@@ -10,7 +10,7 @@ import express5 from "express";
 import express4 from "express4";
 import Fastify from "fastify";
 import { Redis } from "ioredis";
-import { Server, freePort } from "./servers.ts";
+import { Server, freePort, LONG_DEADLINE_MS } from "./servers.ts";
 import { Limiter, TokenBucket, FixedWindow, Concurrency, rateLimit, rateLimitPlugin, type RateLimitOptions } from "../src/index.ts";
 
 let server: Server;
@@ -19,7 +19,7 @@ let limiter: Limiter;
 before(async () => {
   server = await Server.start({ module: true });
   redis = new Redis(server.port);
-  limiter = new Limiter(redis, { failure: "open" });
+  limiter = new Limiter(redis, { failure: "open", deadlineMs: LONG_DEADLINE_MS });
 });
 after(async () => {
   redis?.disconnect();

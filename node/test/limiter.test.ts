@@ -2,7 +2,7 @@
 // EVALSHA), on each client with its default options.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Server } from "./servers.ts";
+import { Server, LONG_DEADLINE_MS } from "./servers.ts";
 import { FACTORIES, type Made } from "./clients.ts";
 import {
   Limiter, TokenBucket, FixedWindow, SlidingLog, SlidingCounter, Concurrency, ConfigurationError, type EngineName,
@@ -33,7 +33,7 @@ for (const f of FACTORIES) {
       let rl: Limiter;
       before(async () => {
         made = await f.make(s.server().port);
-        rl = new Limiter(made.client, { failure: "closed", engine: s.engine, deadlineMs: 500 });
+        rl = new Limiter(made.client, { failure: "closed", engine: s.engine, deadlineMs: LONG_DEADLINE_MS });
       });
       after(async () => made.close());
 
@@ -126,7 +126,7 @@ for (const f of FACTORIES) {
   test(`${f.name}: the module asked for on a stock server is a configuration fault: degraded at once, breaker open`, async () => {
     const made = await f.make(stock.port);
     try {
-      const rl = new Limiter(made.client, { failure: "closed", engine: "module" });
+      const rl = new Limiter(made.client, { failure: "closed", engine: "module", deadlineMs: LONG_DEADLINE_MS });
       const outages: unknown[] = [];
       rl.on("outage", (e) => outages.push(e.error));
       const d = await rl.check(key("cfg"), new TokenBucket({ capacity: 1, perSecond: 1 }));

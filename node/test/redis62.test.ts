@@ -4,7 +4,7 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { Server, ask } from "./servers.ts";
+import { Server, ask, LONG_DEADLINE_MS } from "./servers.ts";
 import { FACTORIES, type Made } from "./clients.ts";
 import { Limiter, TokenBucket, FixedWindow, SlidingLog, Concurrency } from "../src/index.ts";
 
@@ -24,7 +24,7 @@ for (const f of FACTORIES) {
     let rl: Limiter;
     before(async () => {
       made = await f.make(server.port);
-      rl = new Limiter(made.client, { failure: "closed", deadlineMs: 500 });
+      rl = new Limiter(made.client, { failure: "closed", deadlineMs: LONG_DEADLINE_MS });
     });
     after(async () => made?.close());
 

@@ -2,7 +2,7 @@
 // an exit hook kills whatever is still running).
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, connect } from "node:net";
-import { mkdtempSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -10,6 +10,10 @@ import { fileURLToPath } from "node:url";
 export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 export const MODULE = join(ROOT, "target", "release", "libredis_ratelimit.so");
 export const REDIS = process.env["REDIS_SERVER"] ?? "/usr/bin/redis-server";
+
+/** The deadline of limiters in tests not about deadlines: long, so a loaded machine (two cores shared by
+ * several suites) never turns a slow first call into a degraded decision. */
+export const LONG_DEADLINE_MS = 5000;
 
 const running = new Set<ChildProcess>();
 process.on("exit", () => {
@@ -32,14 +36,58 @@ export function freePort(): Promise<number> {
   });
 }
 
-export function ping(port: number, timeoutMs = 200): Promise<boolean> {
+/** Whether `port` can be bound on loopback now. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((ok) => {
+    const s = createServer();
+    s.once("error", () => ok(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => ok(true)));
+  });
+}
+
+/** A free port whose cluster bus port (10,000 higher, at most 65535) is free too (testkit's rule). */
+async function freeClusterPort(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port <= 55535 && (await bindable(port + 10000))) return port;
+  }
+}
+
+/** The INFO text of the server on `port`, or undefined when it does not answer within `timeoutMs`. */
+export function info(port: number, timeoutMs = 1000): Promise<string | undefined> {
   return new Promise((ok) => {
     const sock = connect(port, "127.0.0.1");
-    const t = setTimeout(() => (sock.destroy(), ok(false)), timeoutMs);
-    sock.once("error", () => (clearTimeout(t), ok(false)));
-    sock.once("connect", () => sock.write("PING\r\n"));
-    sock.once("data", (d) => (clearTimeout(t), sock.destroy(), ok(d.toString().startsWith("+PONG"))));
+    let got = Buffer.alloc(0);
+    const done = (text: string | undefined) => (clearTimeout(t), sock.destroy(), ok(text));
+    const t = setTimeout(() => done(undefined), timeoutMs);
+    sock.once("error", () => done(undefined));
+    sock.once("connect", () => sock.write("INFO\r\n"));
+    sock.on("data", (d) => {
+      got = Buffer.concat([got, d]);
+      const head = got.indexOf("\r\n");
+      if (head < 0) return;
+      if (got[0] !== 0x24) return done(undefined); // an error reply (-LOADING in old servers, -NOAUTH)
+      const len = Number(got.subarray(1, head).toString());
+      if (got.length >= head + 2 + len) done(got.subarray(head + 2, head + 2 + len).toString());
+    });
   });
+}
+
+/** testkit's rule: a server is ready when INFO shows this child's process_id (not another server that
+ * took the port) and `loading:0` (INFO is answered while an AOF or RDB loads). A sentinel has no
+ * loading field: its process_id is enough. */
+async function ready(port: number, pid: number | undefined): Promise<boolean> {
+  const text = await info(port);
+  if (!text || pid === undefined) return false;
+  const lines = new Set(text.split("\r\n").map((l) => l.trim()));
+  return lines.has(`process_id:${pid}`) && (lines.has("loading:0") || lines.has("redis_mode:sentinel"));
+}
+
+/** A server that exited before it was ready, with its log. */
+class NotStarted extends Error {
+  constructor(port: number, readonly log: string) {
+    super(`redis-server on port ${port} exited before it answered; its log:\n${log}`);
+  }
 }
 
 export class Server {
@@ -47,35 +95,60 @@ export class Server {
   readonly dir = mkdtempSync(join(tmpdir(), "rl-node-"));
   constructor(readonly port: number, readonly args: string[], readonly binary = REDIS) {}
 
-  /** `binary`: another redis-server (default REDIS). */
-  static async start(opts: { module?: boolean; args?: string[]; binary?: string } = {}): Promise<Server> {
-    const port = await freePort();
-    const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...(opts.args ?? [])];
-    if (opts.module) args.push("--loadmodule", MODULE);
-    const s = new Server(port, args, opts.binary);
-    await s.run();
-    return s;
+  /** `binary`: another redis-server (default REDIS). A first start whose port another process took
+   * before the server bound it is retried on another port (a cluster node's bus port too); `port`:
+   * the first attempt's port (default: a free one). */
+  static async start(opts: { module?: boolean; args?: string[]; binary?: string; port?: number } = {}): Promise<Server> {
+    const cluster = (opts.args ?? []).includes("--cluster-enabled");
+    const extra = [...(opts.args ?? []), ...(opts.module ? ["--loadmodule", MODULE] : [])];
+    for (let attempt = 1; ; attempt++) {
+      // `opts.port`: the first attempt's (a test of this retry gives one already taken).
+      const port = attempt === 1 && opts.port ? opts.port : cluster ? await freeClusterPort() : await freePort();
+      const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...extra];
+      const s = new Server(port, args, opts.binary);
+      try {
+        await s.run();
+        return s;
+      } catch (e) {
+        await s.close();
+        if (attempt < 5 && e instanceof NotStarted && e.log.includes("already in use")) continue;
+        throw e;
+      }
+    }
   }
 
+  /** The server's log (its stdout and stderr), where a server that exits says why. */
+  get logFile(): string {
+    return join(this.dir, "server.log");
+  }
+
+  /** Starts the process (the same port and directory again after `stop`) and waits until it is ready. */
   async run(): Promise<void> {
-    const proc = spawn(this.binary, [...this.args, "--dir", this.dir], { stdio: ["ignore", "ignore", "inherit"] });
-    this.proc = proc;
-    running.add(proc);
-    proc.once("exit", () => running.delete(proc));
-    for (let i = 0; i < 200; i++) {
-      if (await ping(this.port)) return;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error(`redis-server on ${this.port} did not start`);
+    await this.spawn([...this.args, "--dir", this.dir]);
   }
 
   /** Starts the process with `args` as they are (a sentinel: its configuration file first). */
   async runPlain(): Promise<void> {
-    const proc = spawn(this.binary, this.args, { stdio: ["ignore", "ignore", "inherit"] });
+    await this.spawn(this.args);
+  }
+
+  private async spawn(args: string[]): Promise<void> {
+    const log = openSync(this.logFile, "a");
+    const proc = spawn(this.binary, args, { stdio: ["ignore", log, log] });
+    closeSync(log);
     this.proc = proc;
     running.add(proc);
-    proc.once("exit", () => running.delete(proc));
-    await until(`the process on ${this.port}`, () => ping(this.port));
+    let exited = false;
+    proc.once("exit", () => {
+      exited = true;
+      running.delete(proc);
+    });
+    const end = Date.now() + 20_000;
+    while (!(await ready(this.port, proc.pid))) {
+      if (exited) throw new NotStarted(this.port, readFileSync(this.logFile, "utf8"));
+      if (Date.now() > end) throw new Error(`redis-server on ${this.port} did not start; see ${this.logFile}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
   async stop(): Promise<void> {

@@ -8,7 +8,7 @@ import { rateLimit as erl } from "express-rate-limit";
 import Fastify from "fastify";
 import fastifyRateLimit from "@fastify/rate-limit";
 import { Redis } from "ioredis";
-import { Server } from "./servers.ts";
+import { Server, LONG_DEADLINE_MS } from "./servers.ts";
 import { Limiter, ExpressRateLimitStore, fastifyRateLimitStore, UsageError } from "../src/index.ts";
 
 let module: Server, stock: Server;
@@ -23,7 +23,7 @@ after(async () => {
 function limiterOn(s: Server): Limiter {
   const c = new Redis(s.port);
   clients.push(c);
-  return new Limiter(c, { failure: "open" });
+  return new Limiter(c, { failure: "open", deadlineMs: LONG_DEADLINE_MS });
 }
 
 for (const [name, server] of [["module", () => module], ["library", () => stock]] as const) {
