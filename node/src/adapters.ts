@@ -10,6 +10,9 @@
  *   `sendCommand(firstKey, isReadonly, args)`, which routes by the key; node-redis 5's Sentinel client
  *   (`createSentinel`): `sendCommand(isReadonly, args)`, sent to the primary it follows.
  * - ioredis with `sentinels`: a `Redis` like any other (it follows the primary itself).
+ *
+ * A node-redis client with no 'error' listener gets one (doing nothing): without it, node-redis'
+ * 'error' event on a reset connection ends the process.
  */
 import { RedisErrorReply, type Send } from "./engine.js";
 import { slotOf } from "./slot.js";
@@ -123,6 +126,8 @@ function nodeRedisReply(e: Any): boolean {
   return false;
 }
 
+const ignore = (): void => {};
+
 /** node-redis 5's Sentinel client (`createSentinel`): a `RedisSentinel`, with leases of its clients. */
 function isNodeRedisSentinel(client: Any): boolean {
   for (let p = Object.getPrototypeOf(client); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
@@ -133,6 +138,12 @@ function isNodeRedisSentinel(client: Any): boolean {
 
 /** The adapter for a node-redis 4 or 5 client or cluster, or node-redis 5's Sentinel client. */
 export function nodeRedisAdapter(client: Any): Adapter {
+  // node-redis emits 'error' on a reset connection and on each failed reconnect; an EventEmitter with
+  // no listener throws it, which ends the process. The limiter reports those through its own outage
+  // (the failure policy, the `outage` event): a listener that keeps the process alive is enough here.
+  if (typeof client.on === "function" && typeof client.listenerCount === "function" && client.listenerCount("error") === 0) {
+    client.on("error", ignore);
+  }
   const sentinel = isNodeRedisSentinel(client);
   const cluster = !sentinel && (!("isOpen" in client) || typeof client.getMasters === "function" || "masters" in client);
   // node-redis keeps the array it is given until it is written: each call gets its own.
