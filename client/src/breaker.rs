@@ -2,8 +2,8 @@
 //! outage costs no request a timeout; then one request (and only one) tries it, and its outcome closes
 //! the breaker or opens it for another cool-down. While it is open for an outage, the limiter's
 //! background probe (`probe.rs`) ends the cool-down as soon as Redis answers again
-//! ([`Breaker::redis_answered`]). A configuration fault (an unknown command, a refused one) opens it
-//! at once and is left to the cool-down: Redis answering says nothing about the fault being fixed.
+//! ([`Breaker::redis_answered`]). Only an outage counts: an answer of any other class (a configuration
+//! fault, a conflicting key, the caller's mistake; docs/errors.md) is Redis answering.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,10 +19,8 @@ enum State {
     Closed {
         failures: u32,
     },
-    /// `fault`: opened by a configuration fault, not an outage.
     Open {
         until: Instant,
-        fault: bool,
     },
     /// One call is trying Redis; everyone else is turned away until it reports.
     Probing,
@@ -41,13 +39,10 @@ pub(crate) enum Admission {
 /// How a call that went to Redis ended, for the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Redis answered (a decision, or an error reply such as a bad argument).
+    /// Redis answered (a decision, or an error reply of a class other than outage).
     Answered,
-    /// No answer: the deadline, a broken connection, a demoted primary.
+    /// No answer, or an outage's: the deadline, a broken connection, a demoted primary.
     Failed,
-    /// An answer that says the limiter cannot work with this server as configured (the module
-    /// absent, a renamed command, a refused permission).
-    Fault,
 }
 
 impl Breaker {
@@ -78,30 +73,28 @@ impl Breaker {
         let mut state = self.lock();
         let next = match (*state, outcome) {
             (_, Outcome::Answered) => State::Closed { failures: 0 },
-            (_, Outcome::Fault) => State::Open { until: now + self.cooldown, fault: true },
             (State::Closed { failures }, Outcome::Failed) if failures + 1 < self.threshold => {
                 State::Closed { failures: failures + 1 }
             }
-            (_, Outcome::Failed) => State::Open { until: now + self.cooldown, fault: false },
+            (_, Outcome::Failed) => State::Open { until: now + self.cooldown },
         };
-        let opened = matches!(next, State::Open { fault: false, .. })
-            && !matches!(*state, State::Open { fault: false, .. });
+        let opened = matches!(next, State::Open { .. }) && !matches!(*state, State::Open { .. });
         *state = next;
         opened
     }
 
     /// The background probe heard Redis answer: an outage's cool-down ends now, so the next call
-    /// tries Redis (one call, as after a cool-down). A configuration fault's cool-down runs on.
+    /// tries Redis (one call, as after a cool-down).
     pub(crate) fn redis_answered(&self, now: Instant) {
         let mut state = self.lock();
-        if let State::Open { until, fault: false } = *state {
-            *state = State::Open { until: until.min(now), fault: false };
+        if let State::Open { until } = *state {
+            *state = State::Open { until: until.min(now) };
         }
     }
 
     /// True while the breaker is open for an outage and its cool-down runs: what the probe is for.
     pub(crate) fn awaits_redis(&self, now: Instant) -> bool {
-        matches!(*self.lock(), State::Open { until, fault: false } if now < until)
+        matches!(*self.lock(), State::Open { until } if now < until)
     }
 
     pub(crate) fn is_open(&self) -> bool {
@@ -142,7 +135,7 @@ mod tests {
     }
 
     #[test]
-    fn redis_answering_ends_an_outage_s_cool_down_but_not_a_fault_s() {
+    fn redis_answering_ends_an_outage_s_cool_down() {
         let b = Breaker::new(1, Duration::from_secs(30));
         let t = Instant::now();
         assert!(b.record(Outcome::Failed, t));
@@ -152,10 +145,5 @@ mod tests {
         assert_eq!(b.admit(t + Duration::from_secs(1)), Admission::Probe, "the next call tries Redis");
         b.record(Outcome::Answered, t + Duration::from_secs(1));
         assert!(!b.is_open());
-
-        assert!(!b.record(Outcome::Fault, t), "a fault opens it at once, with no probe to run");
-        assert!(b.is_open() && !b.awaits_redis(t));
-        b.redis_answered(t + Duration::from_secs(1));
-        assert_eq!(b.admit(t + Duration::from_secs(1)), Admission::Reject(Duration::from_secs(29)));
     }
 }

@@ -21,6 +21,26 @@ impl<'a> Limit<'a> {
     }
 }
 
+/// A key that is empty: refused before sending (docs/errors.md), in every client with this text.
+pub(crate) const EMPTY_KEY: &str = "ERR invalid key: must be a non-empty string";
+/// A key given twice in one call: the module's own reply, which every client also refuses before sending.
+pub(crate) const DUPLICATE_KEY: &str = "ERR the same key appears more than once";
+/// Keys of one call in different hash slots: Redis' own reply, which cluster clients refuse before sending.
+pub(crate) const CROSS_SLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// The caller's mistakes in `limits`' keys that a client refuses before sending: an empty key, a key twice.
+pub(crate) fn check_keys(limits: &[Limit<'_>]) -> Result<(), CallError> {
+    for (i, limit) in limits.iter().enumerate() {
+        if limit.key.is_empty() {
+            return Err(CallError::Usage(EMPTY_KEY));
+        }
+        if limits[..i].iter().any(|l| l.key == limit.key) {
+            return Err(CallError::Usage(DUPLICATE_KEY));
+        }
+    }
+    Ok(())
+}
+
 /// The one RL.* call that decides `limits` atomically: one limit goes to its own command, several
 /// token buckets into one RL.TOKEN, several limits of other or mixed kinds into one RL.ALL.
 pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
@@ -57,6 +77,7 @@ fn build(
     lease_id: Option<&str>,
     max_wait: Option<&str>,
 ) -> Result<redis::Cmd, CallError> {
+    check_keys(limits)?;
     let reserving = max_wait.is_some();
     let args = |cmd: &mut redis::Cmd, limit: &Limit<'_>| {
         arguments(cmd, limit, sent_as(limit, reserving), lease_id, max_wait.unwrap_or_default())

@@ -3,8 +3,9 @@
 //! degraded_allowed, degraded_denied), where any metrics recorder (Prometheus, StatsD, ...) picks them up.
 //! Outages (`outage.rs`) as events beside them: `ratelimit_outages_total{limiter}` (outages started),
 //! `ratelimit_outage_decisions_total{limiter, allowed}` (decisions the failure policy made during
-//! one; `allowed` is `true` or `false`) and `ratelimit_configuration_faults_total{limiter}` (calls
-//! answered with an unknown or refused command).
+//! one; `allowed` is `true` or `false`), `ratelimit_configuration_faults_total{limiter}` (calls
+//! answered with an unknown or refused command), `ratelimit_conflicts_total{limiter}` (calls whose key
+//! held another limiter's state) and `ratelimit_usage_errors_total{limiter}` (the caller's mistakes).
 
 use crate::decision::Decision;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -19,6 +20,10 @@ pub struct Counts {
     pub degraded: u64,
     /// Calls that never reached Redis because the breaker was open (included in degraded).
     pub short_circuited: u64,
+    /// Calls whose key held another limiter's state or another type (decided by the failure policy).
+    pub conflicts: u64,
+    /// Calls refused as the caller's mistake (no decision; docs/errors.md).
+    pub usage_errors: u64,
 }
 
 #[derive(Default)]
@@ -27,9 +32,23 @@ pub(crate) struct Counters {
     denied: AtomicU64,
     degraded: AtomicU64,
     short_circuited: AtomicU64,
+    conflicts: AtomicU64,
+    usage_errors: AtomicU64,
 }
 
 impl Counters {
+    /// A call met a conflict (`outage.rs` logs it).
+    pub(crate) fn conflict(&self, limiter: &Arc<str>) {
+        self.conflicts.fetch_add(1, Relaxed);
+        conflict(limiter);
+    }
+
+    /// A call was the caller's mistake.
+    pub(crate) fn usage_error(&self, limiter: &Arc<str>) {
+        self.usage_errors.fetch_add(1, Relaxed);
+        usage_error(limiter);
+    }
+
     pub(crate) fn record(&self, limiter: &Arc<str>, d: &Decision, short_circuited: bool) {
         let outcome = match (d.allowed, d.degraded) {
             (true, false) => "allowed",
@@ -56,6 +75,8 @@ impl Counters {
             denied: self.denied.load(Relaxed),
             degraded: self.degraded.load(Relaxed),
             short_circuited: self.short_circuited.load(Relaxed),
+            conflicts: self.conflicts.load(Relaxed),
+            usage_errors: self.usage_errors.load(Relaxed),
         }
     }
 }
@@ -74,6 +95,16 @@ pub(crate) fn outage_decision(limiter: &Arc<str>, allowed: bool) {
     let allowed = if allowed { "true" } else { "false" };
     metrics::counter!("ratelimit_outage_decisions_total", "limiter" => label(limiter), "allowed" => allowed)
         .increment(1);
+}
+
+/// A key of a call held another limiter's state or another type.
+pub(crate) fn conflict(limiter: &Arc<str>) {
+    metrics::counter!("ratelimit_conflicts_total", "limiter" => label(limiter)).increment(1);
+}
+
+/// A call was the caller's mistake (refused before sending, or answered as one).
+pub(crate) fn usage_error(limiter: &Arc<str>) {
+    metrics::counter!("ratelimit_usage_errors_total", "limiter" => label(limiter)).increment(1);
 }
 
 /// A call was answered with a configuration fault.

@@ -8,10 +8,13 @@
 //! library on that node and is sent again, once.
 
 use crate::connection::{is_configuration_fault, Transport};
+use crate::engine_machine::{self as machine, Answer, Sent, State, Then, Wanted};
+use crate::error::CallError;
+use crate::reply_class::{reply_text, ReplyClass};
 use ratelimit_core::commands::CommandInfo;
 use redis::{Cmd, RedisError, RedisResult, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The library's one source, `lua/ratelimit.lua` (`client/lua/ratelimit.lua` is a link to it, which
@@ -23,7 +26,7 @@ pub const LIBRARY: &str = include_str!("../lua/ratelimit.lua");
 pub enum Backend {
     /// The module when the server answers its commands, else the library through `FCALL` (loading
     /// it when this user may), else through `EVALSHA`. Asked on the first call, and again after an
-    /// outage (a failover may land on another server).
+    /// outage (a failover may land on another server); "not yet known" until then (docs/errors.md).
     #[default]
     Auto,
     /// The module's commands only: an unknown command is a configuration fault.
@@ -35,28 +38,20 @@ pub enum Backend {
 }
 
 impl Backend {
-    fn code(self) -> u8 {
+    /// The engine machine's name for what the limiter asked for.
+    fn machine(self) -> Wanted {
         match self {
-            Backend::Auto => 0,
-            Backend::Module => 1,
-            Backend::Functions => 2,
-            Backend::Scripts => 3,
-        }
-    }
-
-    fn from_code(code: u8) -> Backend {
-        match code {
-            1 => Backend::Module,
-            2 => Backend::Functions,
-            3 => Backend::Scripts,
-            _ => Backend::Auto,
+            Backend::Auto => Wanted::Auto,
+            Backend::Module => Wanted::Module,
+            Backend::Functions => Wanted::Fcall,
+            Backend::Scripts => Wanted::Evalsha,
         }
     }
 
     /// Its name in what `verify` says.
     pub fn describe(self) -> &'static str {
         match self {
-            Backend::Auto => "not chosen yet",
+            Backend::Auto => "not yet known",
             Backend::Module => "the ratelimit module",
             Backend::Functions => "the Lua library through FCALL",
             Backend::Scripts => "the Lua library through EVALSHA scripts",
@@ -67,7 +62,8 @@ impl Backend {
 /// The engine a limiter asked for, the one it uses, and why.
 pub(crate) struct Engine {
     wanted: Backend,
-    chosen: AtomicU8,
+    /// The machine's state (`engine_machine::State`), as a code.
+    state: AtomicU8,
     why: Mutex<String>,
     /// Whether a call has found the engine that answers (since the last outage): until then, a
     /// waited decision asks first with a read-only call, since a pipelined error hides its code.
@@ -75,119 +71,125 @@ pub(crate) struct Engine {
     /// One load of the library at a time: calls that find it missing together wait for one load
     /// instead of each sending the whole library.
     loading: tokio::sync::Mutex<()>,
+    /// Loads done so far: a call that waited for another's load finds the count moved and sends again.
+    loads: AtomicU64,
 }
 
 impl Engine {
     pub(crate) fn new(wanted: Backend) -> Engine {
-        let chosen = if wanted == Backend::Auto { Backend::Module } else { wanted };
         Engine {
             wanted,
-            chosen: AtomicU8::new(chosen.code()),
+            state: AtomicU8::new(state_code(machine::start(wanted.machine()))),
             why: Mutex::new(String::new()),
             settled: std::sync::atomic::AtomicBool::new(false),
             loading: tokio::sync::Mutex::new(()),
+            loads: AtomicU64::new(0),
         }
     }
 
-    /// The engine in use and the reason it was chosen.
+    fn state(&self) -> State {
+        state_of(self.state.load(Ordering::Relaxed))
+    }
+
+    /// The engine in use (`Auto` while not yet known) and the reason it was chosen.
     pub(crate) fn chosen(&self) -> (Backend, String) {
         let why = self.why.lock().map(|w| w.clone()).unwrap_or_default();
-        let chosen = Backend::from_code(self.chosen.load(Ordering::Relaxed));
-        let why = match (self.wanted, why.is_empty()) {
-            (Backend::Auto, true) => "the module answered".to_string(),
-            (Backend::Auto, false) => why,
-            (_, _) => "asked for".to_string(),
+        let chosen = match self.state() {
+            State::Unknown => Backend::Auto,
+            State::Module => Backend::Module,
+            State::Fcall => Backend::Functions,
+            State::Evalsha => Backend::Scripts,
+        };
+        let why = match (self.wanted, chosen, why.is_empty()) {
+            (Backend::Auto, Backend::Auto, _) => "no call has been decided yet".to_string(),
+            (Backend::Auto, _, true) => "the module answered".to_string(),
+            (Backend::Auto, _, false) => why,
+            (_, _, _) => "asked for".to_string(),
         };
         (chosen, why)
     }
 
     /// Chooses anew on the next call (after an outage: a failover may land on another server).
     pub(crate) fn forget(&self) {
-        if self.wanted == Backend::Auto {
-            self.settled.store(false, Ordering::Relaxed);
-            self.choose(Backend::Module, String::new());
-        }
+        self.settled.store(false, Ordering::Relaxed);
+        self.move_to(machine::start(self.wanted.machine()), None);
     }
 
-    fn choose(&self, engine: Backend, why: String) {
-        self.chosen.store(engine.code(), Ordering::Relaxed);
-        if let Ok(mut w) = self.why.lock() {
-            *w = why;
+    fn move_to(&self, state: State, why: Option<String>) {
+        let before = self.state.swap(state_code(state), Ordering::Relaxed);
+        if before != state_code(state) {
+            if let Ok(mut w) = self.why.lock() {
+                *w = why.unwrap_or_default();
+            }
         }
     }
 
     /// Sends `cmd`, a module command or any other, as the engine in use takes it (see the module's
-    /// documentation); under `Auto`, moves to the next engine where the server refuses one.
+    /// documentation), following the engine machine (`engine_machine`) where the server refuses one.
     pub(crate) async fn query(
         &self,
         transport: &Transport,
         cmd: &Cmd,
         check_first: bool,
     ) -> RedisResult<Value> {
-        let auto = self.wanted == Backend::Auto;
+        let wanted = self.wanted.machine();
+        let mut state = self.state();
         // The common case, on the request path: the module is the engine and its command goes as it
-        // is, without translating it. Only a refusal under `Auto` goes on to choose.
-        if Backend::from_code(self.chosen.load(Ordering::Relaxed)) == Backend::Module {
+        // is, without translating it. Only an answer that steers goes on through the machine.
+        let mut answered = None;
+        if state == State::Module {
             let result = transport.query(cmd, check_first).await;
-            if !(auto && matches!(&result, Err(e) if refuses(e))) {
-                if result.is_ok() && names_a_limiter(cmd) {
-                    self.settled.store(true, Ordering::Relaxed);
-                }
+            if !matches!(&result, Err(e) if steers(e)) {
                 return result;
             }
+            answered = Some(result);
         }
-        let Some(call) = Call::of(cmd) else { return transport.query(cmd, check_first).await };
-        let mut reasons: Vec<String> = vec![];
-        // A server without the library or the script (restarted, failed over, flushed) may be
-        // another kind of server: under `Auto` the module is asked again first, once.
-        let mut asked_again = !auto;
-        loop {
-            let engine = Backend::from_code(self.chosen.load(Ordering::Relaxed));
-            let result = match engine {
-                Backend::Functions => transport.query(&call.fcall(), check_first).await,
-                Backend::Scripts => transport.query(&call.evalsha(), check_first).await,
-                _ => transport.query(cmd, check_first).await,
+        let Some(call) = Call::of(cmd) else {
+            return match answered {
+                Some(result) => result,
+                None => transport.query(cmd, check_first).await,
             };
-            let result = match &result {
-                Err(e) if engine != Backend::Module && missing(e) && !asked_again => {
-                    asked_again = true;
-                    reasons.clear();
-                    self.choose(Backend::Module, String::new());
+        };
+        let mut sent = machine::STATES.iter().find(|s| s.0 == state).map_or(Sent::Module, |s| s.2);
+        let mut reasons: Vec<&'static str> = vec![];
+        let mut sends = 0;
+        loop {
+            sends += 1;
+            let loads = self.loads.load(Ordering::Acquire);
+            let result = match (answered.take(), sent) {
+                (Some(result), _) => result,
+                (None, Sent::Module) => transport.query(cmd, check_first).await,
+                (None, Sent::Fcall) => transport.query(&call.fcall(), check_first).await,
+                (None, Sent::FunctionLoad) => self.load_once(transport, &call, loads).await,
+                (None, Sent::Evalsha) => transport.query(&call.evalsha(), check_first).await,
+                (None, Sent::Eval) => transport.query(&call.with_script("EVAL", &call.script().code), false).await,
+            };
+            let answer = match &result {
+                Ok(_) => Answer::Ok,
+                Err(e) if ReplyClass::of(&CallError::Redis(e.clone())) == ReplyClass::Outage => Answer::Outage,
+                Err(e) => machine::answer_of_reply(&reply_text(e)),
+            };
+            let (next, then) = machine::step(wanted, state, sent, answer, sends);
+            if next != state && matches!(next, State::Fcall | State::Evalsha) {
+                reasons.push(reason(sent, answer));
+            }
+            state = next;
+            match then {
+                Then::Send(next_sent) => {
+                    sent = next_sent;
                     continue;
                 }
-                Err(e) if engine != Backend::Module && missing(e) => match engine {
-                    Backend::Scripts => {
-                        transport.query(&call.with_script("EVAL", &call.script().code), false).await
-                    }
-                    _ => self.load_and_call(transport, &call).await,
-                },
-                _ => result,
-            };
-            let refused = match &result {
-                Err(e) if auto && engine != Backend::Scripts && refuses(e) => e,
-                _ => {
-                    if !reasons.is_empty() {
-                        reasons.push(format!("using {}", engine.describe()));
-                        self.choose(engine, reasons.join("; "));
-                    }
-                    if result.is_ok() {
-                        self.settled.store(true, Ordering::Relaxed);
-                    }
-                    return result;
-                }
-            };
-            let next = if engine == Backend::Functions { Backend::Scripts } else { Backend::Functions };
-            let noperm = refused.code() == Some("NOPERM");
-            reasons.push(
-                match (engine, noperm) {
-                    (Backend::Functions, true) => "FCALL or FUNCTION LOAD refused to this user (NOPERM)",
-                    (Backend::Functions, false) => "FCALL unknown to this server",
-                    (_, true) => "the module's commands refused to this user (NOPERM)",
-                    (_, false) => "module not loaded",
-                }
-                .to_string(),
-            );
-            self.chosen.store(next.code(), Ordering::Relaxed);
+                Then::Decided => self.settled.store(true, Ordering::Relaxed),
+                Then::Outage | Then::Misconfigured | Then::Error => {}
+            }
+            self.move_to(state, (!reasons.is_empty()).then(|| reasons.join("; ")));
+            if then == Then::Misconfigured && result.is_ok() {
+                return Err(redis::make_extension_error(
+                    "ERR".into(),
+                    Some(format!("no engine answers: the library went missing again after {sends} commands")),
+                ));
+            }
+            return result;
         }
     }
 
@@ -202,7 +204,7 @@ impl Engine {
         replicas: u32,
         timeout: std::time::Duration,
     ) -> RedisResult<(Value, i64)> {
-        let module = Backend::from_code(self.chosen.load(Ordering::Relaxed)) == Backend::Module;
+        let module = self.state() == State::Module;
         if module && (self.wanted == Backend::Module || self.settled.load(Ordering::Relaxed)) {
             return transport.query_waited(cmd, key, replicas, timeout).await;
         }
@@ -216,10 +218,11 @@ impl Engine {
         }
         let mut chose_again = false;
         loop {
-            let engine = Backend::from_code(self.chosen.load(Ordering::Relaxed));
-            let sent = match engine {
-                Backend::Functions => call.fcall(),
-                Backend::Scripts => call.evalsha(),
+            let state = self.state();
+            let engine = if state == State::Evalsha { Backend::Scripts } else { Backend::Functions };
+            let sent = match state {
+                State::Fcall => call.fcall(),
+                State::Evalsha => call.evalsha(),
                 _ => cmd.clone(),
             };
             let result = transport.query_waited(&sent, key, replicas, timeout).await;
@@ -239,18 +242,40 @@ impl Engine {
 }
 
 impl Engine {
-    /// `call` through FCALL where the library was missing: loaded by one call at a time; a call that
-    /// waited for another's load finds it there.
-    async fn load_and_call(&self, transport: &Transport, call: &Call) -> RedisResult<Value> {
+    /// Loads the library where an FCALL found it missing, one load at a time: a call that waited for
+    /// another's load (the count of loads moved since it sent) loads nothing and sends again.
+    async fn load_once(&self, transport: &Transport, call: &Call, seen: u64) -> RedisResult<Value> {
         let _one = self.loading.lock().await;
-        match transport.query(&call.fcall(), false).await {
-            Err(e) if function_missing(&e) => {
-                load(transport, call, Backend::Functions).await?;
-                transport.query(&call.fcall(), false).await
-            }
-            result => result,
+        if self.loads.load(Ordering::Acquire) != seen {
+            return Ok(Value::Okay);
         }
+        load(transport, call, Backend::Functions).await?;
+        self.loads.fetch_add(1, Ordering::Release);
+        Ok(Value::Okay)
     }
+}
+
+/// Why the machine left `sent`'s engine, for `verify` and the logs.
+fn reason(sent: Sent, answer: Answer) -> &'static str {
+    match (sent, answer) {
+        (Sent::Module, Answer::Noperm) => "the module's commands refused to this user (NOPERM)",
+        (Sent::Module, _) => "module not loaded",
+        (_, Answer::Noperm) => "FCALL or FUNCTION LOAD refused to this user (NOPERM)",
+        _ => "FCALL unknown to this server",
+    }
+}
+
+fn state_code(state: State) -> u8 {
+    machine::STATES.iter().position(|s| s.0 == state).unwrap_or(0) as u8
+}
+
+fn state_of(code: u8) -> State {
+    machine::STATES.get(usize::from(code)).map_or(State::Unknown, |s| s.0)
+}
+
+/// An answer the engine machine steers by (a refused or unknown command, a missing library).
+fn steers(e: &RedisError) -> bool {
+    !matches!(machine::answer_of_reply(&reply_text(e)), Answer::Error | Answer::Outage)
 }
 
 /// Loads the library (`FUNCTION LOAD REPLACE`) or `call`'s script (`SCRIPT LOAD`) where the server
@@ -268,11 +293,6 @@ fn refuses(e: &RedisError) -> bool {
     // A pipelined error (a waited decision) keeps only its text.
     let text = e.to_string();
     is_configuration_fault(e) || text.contains("unknown command") || text.contains("NOPERM")
-}
-
-/// Whether `cmd` is one of the module's limiter commands (an answer to it proves the engine).
-fn names_a_limiter(cmd: &Cmd) -> bool {
-    matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(name)) if name.len() > 3 && name[..3].eq_ignore_ascii_case(b"RL."))
 }
 
 /// "Function not found" or NOSCRIPT: the library or the script is not on this server (or this node);
@@ -317,6 +337,11 @@ impl Call {
             }
         }
         Some(Call { function, keys, args })
+    }
+
+    /// Its keys, as text.
+    pub(crate) fn keys(&self) -> Vec<String> {
+        self.keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect()
     }
 
     #[cfg(test)]

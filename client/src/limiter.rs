@@ -3,11 +3,12 @@
 
 use crate::breaker::{self, Admission, Breaker};
 use crate::command::{self, Limit};
-use crate::connection::{is_configuration_fault, is_connection_failure, Transport};
+use crate::connection::Transport;
 use crate::counters::{Counters, Counts};
 use crate::decision::Decision;
 use crate::engine::{Backend, Engine};
 use crate::error::CallError;
+use crate::reply_class::ReplyClass;
 use crate::fallback::LocalLimiter;
 use crate::log_throttle::LogThrottle;
 use crate::outage::Outages;
@@ -284,7 +285,7 @@ impl Limiter {
     pub(crate) fn settle(&self, limits: &[Limit<'_>], result: Result<Decision, CallError>) -> Decision {
         let (decision, short_circuited) = match result {
             Ok(d) => (d, false),
-            Err(CallError::Usage(reason)) => (self.refuse(limits, reason), false),
+            Err(e) if ReplyClass::of(&e) == ReplyClass::Usage => (self.refuse(limits, &e), false),
             Err(e) => {
                 let short = matches!(e, CallError::BreakerOpen);
                 (self.degrade(limits, &e), short)
@@ -372,36 +373,44 @@ impl Limiter {
         result
     }
 
-    /// Tells the breaker and the outage log how a call that went to Redis ended. An error reply (a
-    /// bad argument) is Redis answering: only a missing answer counts against it, and an answer
-    /// saying the limiter is misconfigured opens the breaker at once (not an outage).
+    /// Tells the breaker and the logs how a call that went to Redis ended, by the class of its answer
+    /// (`reply_class`, docs/errors.md): only an outage counts against Redis; an answer saying the
+    /// limiter is misconfigured, a conflicting key or the caller's mistake is Redis answering.
     fn observe<T>(&self, cmd: &redis::Cmd, result: &Result<T, CallError>) {
         let inner = &*self.inner;
         let now = Instant::now();
-        let outcome = match result {
-            Err(e @ CallError::Deadline(_)) => {
+        let Err(e) = result else {
+            inner.outages.answered(&inner.name, now);
+            self.record_breaker(breaker::Outcome::Answered, now);
+            return;
+        };
+        let outcome = match ReplyClass::of(e) {
+            ReplyClass::Outage => {
+                // A failover may land on another server: the engine is chosen anew.
+                if matches!(e, CallError::Redis(_)) {
+                    inner.engine.forget();
+                }
                 inner.outages.failed(&inner.name, e, inner.failure, now);
                 breaker::Outcome::Failed
             }
-            Err(CallError::Redis(e)) if is_connection_failure(e) => {
-                // A failover may land on another server: the engine is chosen anew.
-                inner.engine.forget();
-                inner.outages.failed(&inner.name, &CallError::Redis(e.clone()), inner.failure, now);
-                breaker::Outcome::Failed
+            ReplyClass::Misconfigured => {
+                inner.outages.fault(&inner.name, &command_name(cmd), e, now);
+                breaker::Outcome::Answered
             }
-            Err(CallError::Redis(e)) if is_configuration_fault(e) => {
-                let command = match cmd.args_iter().next() {
-                    Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).into_owned(),
-                    _ => String::new(),
-                };
-                inner.outages.fault(&inner.name, &command, e, now);
-                breaker::Outcome::Fault
-            }
-            _ => {
+            class => {
                 inner.outages.answered(&inner.name, now);
+                if class == ReplyClass::Conflict {
+                    inner.counters.conflict(&inner.name);
+                    inner.outages.conflict(&inner.name, &keys_of(cmd), e, now);
+                }
                 breaker::Outcome::Answered
             }
         };
+        self.record_breaker(outcome, now);
+    }
+
+    fn record_breaker(&self, outcome: breaker::Outcome, now: Instant) {
+        let inner = &*self.inner;
         if inner.breaker.record(outcome, now) {
             inner.probe.start(Arc::downgrade(&self.inner), inner.backend.clone());
         }
@@ -524,16 +533,16 @@ impl Limiter {
     /// The failure policy made `decision` because of `error`: logged and counted (`outage.rs`).
     fn policy_decided(&self, decision: &Decision, error: &CallError) {
         let inner = &*self.inner;
-        if let CallError::Usage(_) | CallError::Reply(_) = error {
-            // A programming error, not an outage: visible, and decided by the policy like an outage.
-            tracing::error!(limiter = %inner.name, %error, "rate limit check cannot be sent");
+        if ReplyClass::of(error) == ReplyClass::Outage {
+            inner.outages.decided(&inner.name, decision.allowed, error, inner.failure);
         }
-        inner.outages.decided(&inner.name, decision.allowed, error, inner.failure);
     }
 
-    /// A call that cannot be built: refused, whatever the failure policy (not an outage).
-    pub(crate) fn refuse(&self, limits: &[Limit<'_>], reason: &'static str) -> Decision {
-        tracing::error!(limiter = %self.inner.name, reason, "rate limit check cannot be sent: refused");
+    /// The caller's mistake (a call that cannot be built, or that Redis answered as one): refused,
+    /// whatever the failure policy (not an outage), counted.
+    pub(crate) fn refuse(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
+        self.inner.counters.usage_error(&self.inner.name);
+        tracing::error!(limiter = %self.inner.name, %error, "rate limit check refused: the caller's mistake (docs/errors.md)");
         Decision {
             allowed: false,
             limit: limits.first().map_or(0, |l| l.policy.limit()),
@@ -585,6 +594,19 @@ fn check_url(url: &str) -> Result<(), CallError> {
         url.trim_end_matches('/')
     );
     Err(CallError::InvalidUrl { url: url.to_string(), reason })
+}
+
+/// The name of the command `cmd` sends (`RL.TOKEN`).
+fn command_name(cmd: &redis::Cmd) -> String {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// The keys `cmd` names, space-separated (what a conflict is logged under).
+fn keys_of(cmd: &redis::Cmd) -> String {
+    crate::engine::Call::of(cmd).map(|call| call.keys().join(" ")).unwrap_or_default()
 }
 
 fn cache_key(limits: &[Limit<'_>]) -> String {

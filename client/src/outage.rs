@@ -7,11 +7,15 @@
 //! A configuration fault (the module's command unknown or refused to this user) is not an outage:
 //! Redis answers, and waiting does not help. It is logged at error level, saying what to fix, at
 //! most once a minute, and [`Outages::misconfigured`] says so until Redis decides again.
+//!
+//! Nor is a conflict (a key holding another limiter's state, or another type): logged at error
+//! level once per key, with how to recover, and counted (docs/errors.md).
 
 use crate::counters;
 use crate::error::CallError;
 use crate::limiter::FailurePolicy;
 use crate::log_throttle::LogThrottle;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,7 +28,13 @@ pub(crate) struct Outages {
     reminder: LogThrottle,
     fault_log: LogThrottle,
     misconfigured: AtomicBool,
+    /// The keys whose conflict was logged (at most `MAX_CONFLICT_KEYS`; past that, one line a minute).
+    conflicts: Mutex<HashSet<String>>,
+    conflict_log: LogThrottle,
 }
+
+/// How many conflicting keys are each logged once; more are logged at most once a minute.
+const MAX_CONFLICT_KEYS: usize = 1024;
 
 /// The outage under way.
 struct Outage {
@@ -41,6 +51,8 @@ impl Outages {
             reminder: LogThrottle::new(Duration::from_secs(10)),
             fault_log: LogThrottle::new(Duration::from_secs(60)),
             misconfigured: AtomicBool::new(false),
+            conflicts: Mutex::new(HashSet::new()),
+            conflict_log: LogThrottle::new(Duration::from_secs(60)),
         }
     }
 
@@ -81,8 +93,29 @@ impl Outages {
             "Redis outage over: Redis answers again and decides");
     }
 
+    /// An answer that says a key of the call (`keys`) holds another limiter's state or another type:
+    /// logged once per key, counted.
+    pub(crate) fn conflict(&self, limiter: &Arc<str>, keys: &str, error: &CallError, now: Instant) {
+        let first = {
+            let mut seen = self.conflicts.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.contains(keys) {
+                return;
+            }
+            (seen.len() < MAX_CONFLICT_KEYS) && seen.insert(keys.to_string())
+        };
+        let log = || {
+            tracing::error!(limiter = %limiter, keys, %error,
+                "rate limit key conflict: the key holds another limiter's state or another type (a limit whose kind changed, or a key named twice); the failure policy decides for it until it expires or is deleted (docs/errors.md)");
+        };
+        if first {
+            log();
+        } else {
+            self.conflict_log.maybe(now, |_| log());
+        }
+    }
+
     /// An answer that says the limiter cannot work with this server as configured.
-    pub(crate) fn fault(&self, limiter: &Arc<str>, command: &str, error: &redis::RedisError, now: Instant) {
+    pub(crate) fn fault(&self, limiter: &Arc<str>, command: &str, error: &CallError, now: Instant) {
         self.misconfigured.store(true, Relaxed);
         counters::configuration_fault(limiter);
         self.fault_log.maybe(now, |suppressed| {
@@ -131,12 +164,18 @@ impl Outages {
 }
 
 /// What to change, for a fault on `command`.
-fn what_to_fix(command: &str, error: &redis::RedisError) -> String {
-    if error.code() == Some("NOPERM") {
+fn what_to_fix(command: &str, error: &CallError) -> String {
+    let text = match error {
+        CallError::Redis(e) => crate::reply_class::reply_text(e),
+        other => other.to_string(),
+    };
+    if text.starts_with("NOPERM") {
         format!(
             "this Redis user may not run {command}: grant it the module's commands, e.g. \
              ACL SETUSER <user> ~rl:* +@ratelimit"
         )
+    } else if !text.to_ascii_lowercase().contains("unknown command") {
+        format!("Redis answered {command} with an error the limiter cannot work with ({text})")
     } else {
         format!(
             "this server does not know {command}: load the ratelimit module (--loadmodule \

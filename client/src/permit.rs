@@ -6,6 +6,7 @@
 
 use crate::command::{self, Limit};
 use crate::connection::{is_connection_failure, Transport};
+use crate::reply_class::ReplyClass;
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::{now_ns, FailurePolicy, Limiter};
@@ -204,7 +205,7 @@ impl Limiter {
             }
             Ok(d) => (d, false),
             // Cannot be built (a weight of 0, a sliding log with a cost of 2): refused, as by check.
-            Err(CallError::Usage(reason)) => (self.refuse(limits, reason), false),
+            Err(e) if ReplyClass::of(&e) == ReplyClass::Usage => (self.refuse(limits, &e), false),
             Err(e) => {
                 let unanswered = matches!(&e, CallError::Deadline(_))
                     || matches!(&e, CallError::Redis(r) if is_connection_failure(r));

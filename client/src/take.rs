@@ -7,6 +7,7 @@ use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::{now_ns, Limiter};
 use crate::policy::Policy;
+use crate::reply_class::ReplyClass;
 use crate::Limit;
 use ratelimit_core::kind::LimiterKind;
 use ratelimit_core::token_bucket::Reserve;
@@ -42,8 +43,8 @@ impl Limiter {
     fn settle_take(&self, key: &str, policy: &Policy, max: u64, result: Result<Taken, CallError>) -> Taken {
         let (taken, short_circuited) = match result {
             Ok(taken) => (taken, false),
-            Err(CallError::Usage(reason)) => {
-                (Taken { decision: self.refuse(&[Limit::new(key, policy, max)], reason), taken: 0 }, false)
+            Err(e) if ReplyClass::of(&e) == ReplyClass::Usage => {
+                (Taken { decision: self.refuse(&[Limit::new(key, policy, max)], &e), taken: 0 }, false)
             }
             Err(e) => (self.degrade_take(key, policy, max, &e), matches!(e, CallError::BreakerOpen)),
         };

@@ -114,7 +114,7 @@ fn block(source_hash: &str) -> String {
     for (name, reply) in [
         ("syntax", super::spec::SYNTAX_REPLY.to_string()),
         ("state", format!("ERR {}", ratelimit_core::error::StateError)),
-        ("duplicate_key", super::spec::DUPLICATE_KEY_REPLY.to_string()),
+        ("duplicate_key", crate::command::DUPLICATE_KEY.to_string()),
     ] {
         out += &format!("  {name}_reply = {},\n", quoted(&reply));
     }

@@ -1,7 +1,10 @@
 //! `contract/contract.json`: what a client must know, from core's registry, its command table and
 //! its bounds, and from this client's HTTP layer and engines.
 
+use crate::command;
 use crate::engine::script_of;
+use crate::engine_machine as machine;
+use crate::reply_class::{ReplyClass, BEHAVIOURS, OTHERWISE, RULES, TRANSPORT};
 use crate::http::caller::MAX_CALLER_KEY_BYTES;
 use crate::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
 use crate::http::response::*;
@@ -30,8 +33,92 @@ pub(super) fn contract(library_source: &str) -> Value {
             "max_decimal_exponent": decimal::MAX_EXPONENT,
         },
         "errors": errors(),
+        "replies": replies(),
+        "engines": engines(),
         "library": library(library_source),
         "http": http(),
+    })
+}
+
+/// What a client does with each answer that is not a decision (`reply_class`, docs/errors.md).
+fn replies() -> Value {
+    let classes: Vec<Value> = BEHAVIOURS
+        .iter()
+        .map(|b| {
+            json!({
+                "name": b.class.name(),
+                "decision": b.decision,
+                "degraded": b.decision == "failure_policy",
+                "breaker": b.breaker,
+                "log": b.log,
+                "counter": b.counter,
+            })
+        })
+        .collect();
+    let rules: Vec<Value> =
+        RULES.iter().map(|r| json!({ "code": r.code, "starts": r.starts, "class": r.class.name() })).collect();
+    let transport: serde_json::Map<String, Value> =
+        TRANSPORT.iter().map(|t| (t.to_string(), ReplyClass::Outage.name().into())).collect();
+    json!({
+        "classes": classes,
+        "rules": rules,
+        "match": "an error reply's code is its first word; `starts` (null: any text) is compared, ignoring case, with the start of the text after the code and one space; the first rule that matches decides",
+        "otherwise": OTHERWISE.name(),
+        "transport": transport,
+    })
+}
+
+/// The engine machine (`engine_machine`, docs/errors.md).
+fn engines() -> Value {
+    use crate::engine_machine::{Next, Then, ANSWERS, MAX_SENDS, STATES, TRANSITIONS};
+    let states: Vec<Value> = STATES
+        .iter()
+        .map(|(_, name, sends, reports)| json!({ "name": name, "sends": machine::sent_name(*sends), "reports": reports }))
+        .collect();
+    let answers: Vec<Value> = ANSWERS
+        .iter()
+        .map(|(a, code, starts)| json!({ "answer": machine::answer_name(*a), "code": code, "starts": starts }))
+        .collect();
+    let transitions: Vec<Value> = TRANSITIONS
+        .iter()
+        .map(|t| {
+            let next = match t.next {
+                Next::To(state) => machine::state_name(state),
+                Next::Same => "same",
+                Next::Start => "start",
+            };
+            let then = match t.then {
+                Then::Send(sent) => format!("send:{}", machine::sent_name(sent)),
+                Then::Decided => "done:decided".into(),
+                Then::Outage => "done:outage".into(),
+                Then::Misconfigured => "done:misconfigured".into(),
+                Then::Error => "done:error".into(),
+            };
+            json!({
+                "sent": t.sent.iter().map(|s| machine::sent_name(*s)).collect::<Vec<_>>(),
+                "answers": t.answers.iter().map(|a| machine::answer_name(*a)).collect::<Vec<_>>(),
+                "wanted": t.wanted.iter().map(|w| machine::wanted_name(*w)).collect::<Vec<_>>(),
+                "next": next,
+                "then": then,
+            })
+        })
+        .collect();
+    let start: serde_json::Map<String, Value> = machine::WANTED
+        .iter()
+        .map(|w| (machine::wanted_name(*w).to_string(), machine::state_name(machine::start(*w)).into()))
+        .collect();
+    json!({
+        "states": states,
+        "start": start,
+        "answers": answers,
+        "other_answers": {
+            "ok": "a reply that is not an error",
+            "outage": "no reply, or an error reply the `replies` rules class as outage",
+            "error": "any other error reply (classified by `replies`)",
+        },
+        "max_sends": MAX_SENDS,
+        "transitions": transitions,
+        "match": "the first transition whose `sent`, `answers` and `wanted` hold the command sent, its answer and the engine asked for decides; `next`: a state, `same` (stay) or `start` (the wanted engine's start state); a call that would send more than `max_sends` commands ends as done:misconfigured; at most one FUNCTION LOAD per node at a time: a call that waited for another's load sends its FCALL again without loading",
     })
 }
 
@@ -135,12 +222,17 @@ fn errors() -> Value {
     json!({
         "format": "ERR invalid {field}: {expected}",
         "requests": [error(&COST), error(&EMPTY_ID), error(&leases::WEIGHT), error(&reservation::MAX_WAIT), error(&MAX)],
-        "render": { "log_cost": LOG_COST, "lease_weight": LEASE_WEIGHT },
+        "render": {
+            "log_cost": LOG_COST,
+            "lease_weight": LEASE_WEIGHT,
+            "empty_key": command::EMPTY_KEY,
+            "cross_slot": command::CROSS_SLOT,
+        },
         "too_large": TOO_LARGE,
         "out_of_range": OUT_OF_RANGE,
         "syntax": SYNTAX_REPLY,
         "state": format!("ERR {StateError}"),
-        "duplicate_key": DUPLICATE_KEY_REPLY,
+        "duplicate_key": command::DUPLICATE_KEY,
         "wrong_type": "WRONGTYPE Operation against a key holding the wrong kind of value",
     })
 }
@@ -148,10 +240,9 @@ fn errors() -> Value {
 /// Where each function's EVALSHA script is, `{function}` its name.
 pub(super) const SCRIPTS: &str = "lua/scripts/{function}.lua";
 
-/// The module's replies for an unknown option or kind and for a key given twice (src/server/error.rs;
-/// `tests/lua_module.rs` holds the library's to the module's).
+/// The module's reply for an unknown option or kind (src/server/error.rs; `tests/lua_module.rs`
+/// holds the library's to the module's). A key given twice: `command::DUPLICATE_KEY`.
 pub(super) const SYNTAX_REPLY: &str = "ERR syntax error";
-pub(super) const DUPLICATE_KEY_REPLY: &str = "ERR the same key appears more than once";
 
 fn library(source: &str) -> Value {
     let functions: Vec<Value> = CommandInfo::in_library()
@@ -215,6 +306,8 @@ fn http() -> Value {
             "denied": DENIED,
         },
         "degraded_value": "true",
+        "limit_key": "{tag}:{name}:{owner}",
+        "limit_key_means": "a limit's key in the HTTP layers and adapters: the caller's tag (`caller.key`), the limit's name and its kind's `owner`, so that a limit whose kind changes starts afresh and one whose numbers change carries on",
         "caller": {
             "key": "{prefix}:{{{part}}}",
             "max_part_bytes": MAX_CALLER_KEY_BYTES,

@@ -28,6 +28,8 @@ pub(super) fn all(library: &str) -> Vec<(&'static str, Value)> {
         ("forwarded", cases(forwarded())),
         ("http", cases(http())),
         ("fallback", cases(fallback())),
+        ("errors", cases(errors())),
+        ("engines", cases(engines())),
     ]
 }
 
@@ -125,9 +127,20 @@ fn rendered(cmd: Result<redis::Cmd, CallError>, ids: bool, library: &str) -> Val
                 }),
             })
         }
+        Err(CallError::Usage(why)) if is_reply(why) => json!({ "usage": usage(why) }),
         Err(CallError::Usage(why)) => json!({ "error": why }),
         Err(other) => panic!("{other}"),
     }
+}
+
+/// Whether a usage error's text is written as a reply, starting with its code (docs/errors.md).
+fn is_reply(text: &str) -> bool {
+    text.split(' ').next().is_some_and(|code| !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase()))
+}
+
+/// A usage error as every client raises it: its code and its whole text.
+fn usage(text: &str) -> Value {
+    json!({ "code": text.split(' ').next().unwrap_or_default(), "message": text })
 }
 
 fn commands(library: &str) -> Vec<(Value, Value)> {
@@ -150,6 +163,9 @@ fn commands(library: &str) -> Vec<(Value, Value)> {
         sets.push(vec![limit(5, "a", 0)]);
         sets.push(vec![limit(2, "a", 0), limit(3, "b", 7)]);
         sets.push(vec![]);
+        sets.push(vec![limit(0, "", 1)]);
+        sets.push(vec![limit(0, "a", 1), limit(1, "a", 1)]);
+        sets.push(vec![limit(0, "a", 1), limit(2, "b", 1), limit(3, "a", 1)]);
         for limits in sets {
             inputs.push(json!({ "call": call, "limits": limits, "holder": "h-1", "max_wait_ms": 2500 }));
         }
@@ -163,7 +179,7 @@ fn commands(library: &str) -> Vec<(Value, Value)> {
     inputs.push(json!({ "call": "inspect", "limits": [limit(2, "k", 0)] }));
     inputs.push(json!({ "call": "release", "limits": [limit(5, "k", 0)], "holder": "h-1" }));
     inputs.push(json!({ "call": "renew", "limits": [limit(5, "k", 0)], "holder": "h-1" }));
-    inputs
+    let mut cases: Vec<(Value, Value)> = inputs
         .into_iter()
         .map(|input| {
             let built: Vec<(String, Policy, u64)> = input["limits"]
@@ -197,6 +213,124 @@ fn commands(library: &str) -> Vec<(Value, Value)> {
             };
             let output = rendered(cmd, true, library);
             (input, output)
+        })
+        .collect();
+    // A cost as a caller may write it (a float from a web `cost=` function, a negative number, 2^64):
+    // refused before sending with the module's own reply to it.
+    for text in ["1", "0", "18446744073709551615", "1.5", "-1", "18446744073709551616", "1e3", ""] {
+        let output = match ratelimit_core::args::cost(text.as_bytes()) {
+            Ok(cost) => json!({ "cost": cost }),
+            Err(e) => json!({ "usage": usage(&format!("ERR invalid {}: {}", e.field, e.expected)) }),
+        };
+        cases.push((json!({ "call": "cost", "cost": text }), output));
+    }
+    cases
+}
+
+/// Error replies and failed calls, each with its class and what a limiter does with it under each
+/// failure policy (docs/errors.md).
+fn errors() -> Vec<(Value, Value)> {
+    use crate::reply_class::{ReplyClass, TRANSPORT};
+    let replies = [
+        "LOADING Redis is loading the dataset in memory",
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        "READONLY You can't write against a read only replica.",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "CLUSTERDOWN The cluster is down",
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "ERR max number of clients reached",
+        "NOPERM User app has no permissions to run the 'rl.token' command",
+        "ERR unknown command 'RL.TOKEN', with args beginning with: 'k' '10' '5' '1' ",
+        "NOAUTH Authentication required.",
+        "ERR Function not found",
+        "NOSCRIPT No matching script. Please use EVAL.",
+        "ERR the key holds a value that is not this limiter's state",
+        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        "CROSSSLOT Keys in request don't hash to the same slot",
+        crate::command::DUPLICATE_KEY,
+        "ERR invalid cost: too large",
+        "ERR invalid capacity: must be a whole number >= 1",
+        "ERR syntax error",
+        "ERR wrong number of arguments for 'rl.token' command",
+        "ERR Error running script (call to f_0123): @user_script:1: something failed",
+        "SOMENEWCODE a reply no rule knows",
+    ];
+    let outcome = |class: ReplyClass, text: Option<&str>, failure: &str| match (class, text) {
+        (ReplyClass::Usage, Some(text)) => json!({ "class": class.name(), "raise": usage(text) }),
+        _ => json!({
+            "class": class.name(),
+            "decision": { "allowed": failure == "open", "degraded": true },
+        }),
+    };
+    let mut cases = vec![];
+    for failure in ["open", "closed"] {
+        for text in replies {
+            let class = ReplyClass::of_reply(text);
+            // A long reply goes as a blob error to RESP3 clients; the same text either way.
+            let resp3 = if text.len() > 60 {
+                format!("!{}\r\n{text}\r\n", text.len())
+            } else {
+                format!("-{text}\r\n")
+            };
+            let input = json!({ "reply": text, "resp2": format!("-{text}\r\n"), "resp3": resp3, "failure": failure });
+            cases.push((input, outcome(class, Some(text), failure)));
+        }
+        for transport in TRANSPORT {
+            cases.push((json!({ "transport": transport, "failure": failure }), outcome(ReplyClass::Outage, None, failure)));
+        }
+    }
+    cases
+}
+
+/// Sequences of answers and what the engine machine sends and reports through them.
+fn engines() -> Vec<(Value, Value)> {
+    use crate::engine_machine::{self as m, Answer as A, Then};
+    let scenarios: &[(m::Wanted, &[&[A]])] = &[
+        (m::Wanted::Auto, &[&[A::Ok], &[A::Ok]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::FunctionMissing, A::Ok, A::Ok], &[A::Ok], &[A::FunctionMissing, A::Ok, A::Ok]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::Ok]]),
+        (m::Wanted::Auto, &[&[A::Noperm, A::Noperm, A::Noscript, A::Ok], &[A::Ok]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::FunctionMissing, A::Noperm, A::Ok]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::UnknownCommand, A::Noscript, A::Ok]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::UnknownCommand, A::UnknownCommand]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::FunctionMissing, A::Ok, A::FunctionMissing, A::Ok]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::Ok], &[A::Outage], &[A::Ok]]),
+        (m::Wanted::Auto, &[&[A::UnknownCommand, A::Error], &[A::Ok]]),
+        (m::Wanted::Auto, &[&[A::Error], &[A::Ok]]),
+        (m::Wanted::Module, &[&[A::UnknownCommand], &[A::Ok]]),
+        (m::Wanted::Fcall, &[&[A::FunctionMissing, A::Ok, A::Ok], &[A::Noperm]]),
+        (m::Wanted::Fcall, &[&[A::FunctionMissing, A::Noperm]]),
+        (m::Wanted::Evalsha, &[&[A::Noscript, A::Ok], &[A::Ok], &[A::Outage]]),
+    ];
+    scenarios
+        .iter()
+        .map(|(wanted, calls)| {
+            let mut state = m::start(*wanted);
+            let mut outputs = vec![];
+            for answers in calls.iter() {
+                let mut sent = m::STATES.iter().find(|s| s.0 == state).map(|s| s.2).unwrap();
+                let mut sends = vec![];
+                let mut outcome = "";
+                for (i, answer) in answers.iter().enumerate() {
+                    sends.push(m::sent_name(sent));
+                    let (next, then) = m::step(*wanted, state, sent, *answer, i + 1);
+                    state = next;
+                    match then {
+                        Then::Send(s) => sent = s,
+                        Then::Decided => outcome = "decided",
+                        Then::Outage => outcome = "outage",
+                        Then::Misconfigured => outcome = "misconfigured",
+                        Then::Error => outcome = "error",
+                    }
+                }
+                assert!(!outcome.is_empty(), "a scenario's call ends with its last answer");
+                let reports = m::STATES.iter().find(|s| s.0 == state).unwrap().3;
+                outputs.push(json!({ "sent": sends, "outcome": outcome, "state": m::state_name(state), "reports": reports }));
+            }
+            let answers: Vec<Vec<&str>> =
+                calls.iter().map(|c| c.iter().map(|a| m::answer_name(*a)).collect()).collect();
+            (json!({ "wanted": m::wanted_name(*wanted), "calls": answers }), json!({ "calls": outputs }))
         })
         .collect()
 }
@@ -277,6 +411,26 @@ fn callers() -> Vec<(Value, Value)> {
         let c = Caller::Unknown;
         json!({ "key_part": c.key_part(), "tag": caller_tag("rl", &c), "display": c.to_string() })
     }));
+    // A limit's whole key (`http.limit_key`): the same name and kind give the same key in every
+    // language; another kind, another key; other numbers, the same key.
+    let policies = [
+        bucket(10, 5.0),
+        bucket(100, 0.5),
+        timed("fixed_window", 10, 60_000_000),
+        timed("fixed_window", 100, 1_000_000),
+        timed("sliding_counter", 10, 60_000_000),
+        timed("sliding_log", 10, 60_000_000),
+        timed("concurrency", 3, 30_000_000),
+    ];
+    for policy in policies {
+        let caller = Caller::Principal("ada".into());
+        let tag = caller_tag("rl", &caller);
+        let limit_key = crate::http::plan::limit_key(&tag, "api", &policy_of(&policy).unwrap());
+        out.push((
+            json!({ "caller": "principal", "id": "ada", "prefix": "rl", "name": "api", "policy": policy }),
+            json!({ "key_part": caller.key_part(), "tag": tag, "display": caller.to_string(), "limit_key": limit_key }),
+        ));
+    }
     out
 }
 

@@ -42,7 +42,7 @@ pub(crate) mod forwarded;
 pub mod future;
 mod layer;
 mod metrics;
-mod plan;
+pub(crate) mod plan;
 pub(crate) mod response;
 mod service;
 

@@ -78,31 +78,41 @@ impl Config {
         let tag = caller_tag(&self.prefix, &caller);
         let mut limits = Vec::with_capacity(2);
         if let Some(r) = route {
-            let key = format!("{tag}:{}", r.name);
+            let policy = r.source.policy(&caller);
             limits.push(PlannedLimit {
-                key,
-                policy: r.source.policy(&caller),
+                key: limit_key(&tag, &r.name, &policy),
+                policy,
                 cost,
                 name: Arc::clone(&r.name),
                 shadow: r.shadow,
             });
         }
         if let Some(g) = &self.global {
-            let (key, name) = (format!("{tag}:{}", self.global_name), Arc::clone(&self.global_name));
+            let (policy, name) = (g.policy(&caller), Arc::clone(&self.global_name));
+            let key = limit_key(&tag, &name, &policy);
             let shadow = self.global_shadow;
-            limits.push(PlannedLimit { key, policy: g.policy(&caller), cost, name, shadow });
+            limits.push(PlannedLimit { key, policy, cost, name, shadow });
         }
         // Leases of weight 1: a request in flight is one, whatever its rate cost.
         if let Some(r) = concurrency {
-            let (key, name) = (format!("{tag}:{}:lease", r.name), Arc::clone(&r.name));
-            limits.push(PlannedLimit { key, policy: r.source.policy(&caller), cost: 1, name, shadow: false });
+            let (policy, name) = (r.source.policy(&caller), Arc::clone(&r.name));
+            let key = limit_key(&tag, &name, &policy);
+            limits.push(PlannedLimit { key, policy, cost: 1, name, shadow: false });
         }
         if let Some(g) = &self.global_concurrency {
-            let (key, name) = (format!("{tag}:{}:lease", self.global_name), Arc::clone(&self.global_name));
-            limits.push(PlannedLimit { key, policy: g.policy(&caller), cost: 1, name, shadow: false });
+            let (policy, name) = (g.policy(&caller), Arc::clone(&self.global_name));
+            let key = limit_key(&tag, &name, &policy);
+            limits.push(PlannedLimit { key, policy, cost: 1, name, shadow: false });
         }
         Some(Step::Limit(Plan { route_name, limits }))
     }
+}
+
+/// A limit's key (the contract's `http.limit_key`): the caller's tag, the limit's name and its kind's
+/// owner, so that a limit whose kind changes in a deploy starts afresh instead of meeting the other
+/// kind's state, and one whose numbers change carries on (docs/errors.md).
+pub(crate) fn limit_key(tag: &str, name: &str, policy: &Policy) -> String {
+    format!("{tag}:{name}:{}", policy.kind().owner().name())
 }
 
 /// What the lists say about a request: its principal and tenant (the extensions', and a custom

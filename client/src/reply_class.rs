@@ -1,0 +1,176 @@
+//! What a client does with an answer that is not a decision: four classes, each with one behaviour,
+//! and the rules that sort error replies into them. Declared once here; the contract carries them
+//! (`replies` in contract.json, docs/errors.md) and every client interprets the same rules.
+
+use crate::error::CallError;
+
+/// The class of an answer that is not a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReplyClass {
+    /// Redis did not answer in time or cannot serve now: the failure policy decides, the breaker counts it.
+    Outage,
+    /// Redis answers, but the limiter cannot work with it as configured (no module and no library this
+    /// user may load, a refused command): the failure policy decides; logged with what to fix.
+    Misconfigured,
+    /// The key holds another limiter's state or another type: the failure policy decides; logged once
+    /// per key with how to recover.
+    Conflict,
+    /// The caller's own mistake (a key in another slot, a key twice, an argument out of bounds): raised
+    /// to the caller, never a degraded decision.
+    Usage,
+}
+
+/// How a class is handled, as the contract states it.
+pub(crate) struct Behaviour {
+    pub(crate) class: ReplyClass,
+    pub(crate) decision: &'static str,
+    pub(crate) breaker: &'static str,
+    pub(crate) log: &'static str,
+    pub(crate) counter: &'static str,
+}
+
+pub(crate) const BEHAVIOURS: [Behaviour; 4] = [
+    Behaviour { class: ReplyClass::Outage, decision: "failure_policy", breaker: "failure", log: "outage", counter: "outage" },
+    Behaviour {
+        class: ReplyClass::Misconfigured,
+        decision: "failure_policy",
+        breaker: "none",
+        log: "once_per_cause",
+        counter: "misconfigured",
+    },
+    Behaviour {
+        class: ReplyClass::Conflict,
+        decision: "failure_policy",
+        breaker: "none",
+        log: "once_per_key",
+        counter: "conflicts",
+    },
+    Behaviour { class: ReplyClass::Usage, decision: "raise", breaker: "none", log: "none", counter: "usage_errors" },
+];
+
+/// One rule: an error reply whose code is `code` and whose text after the code starts with `starts`
+/// (any text when None; compared without regard to case) is of `class`.
+pub(crate) struct Rule {
+    pub(crate) code: &'static str,
+    pub(crate) starts: Option<&'static str>,
+    pub(crate) class: ReplyClass,
+}
+
+const fn rule(code: &'static str, starts: Option<&'static str>, class: ReplyClass) -> Rule {
+    Rule { code, starts, class }
+}
+
+use ReplyClass::*;
+
+/// Tried in order; the first that matches decides.
+pub(crate) const RULES: &[Rule] = &[
+    // The server cannot serve now; waiting helps.
+    rule("LOADING", None, Outage),
+    rule("MASTERDOWN", None, Outage),
+    rule("READONLY", None, Outage),
+    rule("TRYAGAIN", None, Outage),
+    rule("CLUSTERDOWN", None, Outage),
+    rule("BUSY", None, Outage),
+    rule("NOREPLICAS", None, Outage),
+    rule("OOM", None, Outage),
+    rule("MOVED", None, Outage),
+    rule("ASK", None, Outage),
+    rule("ERR", Some("max number of clients reached"), Outage),
+    // The key holds something else.
+    rule("WRONGTYPE", None, Conflict),
+    rule("ERR", Some("the key holds a value that is not"), Conflict),
+    // The caller's mistake.
+    rule("CROSSSLOT", None, Usage),
+    rule("ERR", Some("the same key appears more than once"), Usage),
+    rule("ERR", Some("invalid "), Usage),
+    rule("ERR", Some("syntax error"), Usage),
+    rule("ERR", Some("wrong number of arguments"), Usage),
+    // The server as configured cannot run the limiter.
+    rule("NOPERM", None, Misconfigured),
+    rule("NOAUTH", None, Misconfigured),
+    rule("WRONGPASS", None, Misconfigured),
+    rule("NOSCRIPT", None, Misconfigured),
+    rule("ERR", Some("unknown command"), Misconfigured),
+    rule("ERR", Some("function not found"), Misconfigured),
+];
+
+/// The class of an error reply no rule matches: loud, never taken for an outage nor allowed silently.
+pub(crate) const OTHERWISE: ReplyClass = Misconfigured;
+
+/// Transport failures (no reply at all), by name: all outages.
+pub(crate) const TRANSPORT: [&str; 4] = ["timeout", "refused", "reset", "closed"];
+
+impl ReplyClass {
+    /// Its name in the contract.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outage => "outage",
+            Misconfigured => "misconfigured",
+            Conflict => "conflict",
+            Usage => "usage",
+        }
+    }
+
+    /// The class of the error reply `text` (`CODE rest of the message`).
+    pub fn of_reply(text: &str) -> ReplyClass {
+        let (code, rest) = text.split_once(' ').unwrap_or((text, ""));
+        RULES
+            .iter()
+            .find(|r| r.code == code && r.starts.is_none_or(|s| starts_with_ignoring_case(rest, s)))
+            .map_or(OTHERWISE, |r| r.class)
+    }
+
+    /// The class of a failed call.
+    pub fn of(error: &CallError) -> ReplyClass {
+        match error {
+            CallError::Deadline(_) | CallError::BreakerOpen => Outage,
+            CallError::Redis(e) if is_transport_failure(e) => Outage,
+            CallError::Redis(e) => ReplyClass::of_reply(&reply_text(e)),
+            CallError::Usage(_) => Usage,
+            CallError::Reply(_) | CallError::InvalidUrl { .. } => Misconfigured,
+        }
+    }
+}
+
+/// An error that is no reply: the connection failed, was refused, reset or timed out.
+fn is_transport_failure(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+}
+
+/// An error reply as the server wrote it: `CODE detail`.
+pub(crate) fn reply_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+fn starts_with_ignoring_case(text: &str, start: &str) -> bool {
+    text.get(..start.len()).is_some_and(|head| head.eq_ignore_ascii_case(start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_sorted_by_code_then_by_the_start_of_their_text() {
+        assert_eq!(ReplyClass::of_reply("LOADING Redis is loading the dataset in memory"), Outage);
+        assert_eq!(ReplyClass::of_reply("ERR the key holds a value that is not this limiter's state"), Conflict);
+        assert_eq!(ReplyClass::of_reply("WRONGTYPE Operation against a key holding the wrong kind of value"), Conflict);
+        assert_eq!(ReplyClass::of_reply("CROSSSLOT Keys in request don't hash to the same slot"), Usage);
+        assert_eq!(ReplyClass::of_reply("ERR Invalid cost: too large"), Usage, "case-insensitive");
+        assert_eq!(ReplyClass::of_reply("ERR unknown command 'RL.TOKEN', with args beginning with: "), Misconfigured);
+        assert_eq!(ReplyClass::of_reply("ERR something new"), OTHERWISE);
+        assert_eq!(ReplyClass::of_reply("NEWCODE"), OTHERWISE);
+    }
+
+    #[test]
+    fn every_class_has_one_behaviour() {
+        for class in [Outage, Misconfigured, Conflict, Usage] {
+            assert_eq!(BEHAVIOURS.iter().filter(|b| b.class == class).count(), 1, "{class:?}");
+        }
+    }
+}
