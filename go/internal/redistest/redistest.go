@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +26,8 @@ type Server struct {
 	Addr string
 	Port int
 	cmd  *exec.Cmd
+	// exited is closed once the process has exited (its one Wait is the starter's).
+	exited chan struct{}
 }
 
 // Binary is the redis-server to run (REDIS_SERVER, else redis-server on PATH).
@@ -93,7 +97,7 @@ func startBinary(binary string, module bool, dir string, args ...string) (*Serve
 	if _, err := exec.LookPath(binary); err != nil {
 		return nil, fmt.Errorf("%w: no redis-server on this machine", ErrUnavailable)
 	}
-	all := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	all := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
 	if module {
 		m := ModulePath()
 		if m == "" {
@@ -102,36 +106,108 @@ func startBinary(binary string, module bool, dir string, args ...string) (*Serve
 		all = append(all, "--loadmodule", m)
 	}
 	all = append(all, args...)
-	for try := 0; try < 3; try++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	cluster := slices.Contains(args, "--cluster-enabled")
+	// testkit's rule (testkit/src/lib.rs): a port chosen free may be taken by another process before
+	// the server binds it (for a cluster node, its bus port too): that start is retried on another.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort(cluster)
 		if err != nil {
 			return nil, err
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		cmd := exec.Command(binary, append([]string{"--port", strconv.Itoa(port)}, all...)...)
-		cmd.Dir = dir
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, cmd: cmd}
-		if s.waitReady() {
+		s, log, err := startOn(binary, dir, port, all)
+		if err == nil {
 			return s, nil
 		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if attempt < 5 && strings.Contains(log, "already in use") {
+			continue
+		}
+		return nil, fmt.Errorf("redistest: redis-server on port %d did not start: %v; its log:\n%s", port, err, log)
 	}
-	return nil, errors.New("redis-server did not start")
 }
 
-func (s *Server) waitReady() bool {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+// freePort is a loopback port free now; for a cluster node, one whose bus port (port + 10000,
+// at most 65535) is free too.
+func freePort(cluster bool) (int, error) {
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !cluster {
+			return port, nil
+		}
+		if port > 55535 {
+			continue
+		}
+		if bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000)); err == nil {
+			bus.Close()
+			return port, nil
+		}
+	}
+}
+
+// startOn starts the server on port and waits until it is ready; else its log and why not.
+func startOn(binary, dir string, port int, args []string) (*Server, string, error) {
+	logPath := filepath.Join(dir, fmt.Sprintf("server-%d.log", port))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, "", err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(binary, append([]string{"--port", strconv.Itoa(port)}, args...)...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile // a config error is said on stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	exited := make(chan struct{})
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, cmd: cmd, exited: exited}
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	err = s.waitReady(20 * time.Second)
+	if err == nil {
+		return s, "", nil
+	}
+	s.Stop()
+	log, _ := os.ReadFile(logPath)
+	return nil, string(log), err
+}
+
+// waitReady: testkit's rule. Ready means this child answers (not another server that took the
+// port) and has loaded its data: INFO shows its own process_id and loading:0 (INFO is answered
+// while an RDB or AOF loads). A child that exits first did not start.
+func (s *Server) waitReady(within time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	for i := 0; i < 200; i++ {
-		if c.Ping(context.Background()).Err() == nil {
+	pid := fmt.Sprintf("process_id:%d", s.cmd.Process.Pid)
+	end := time.Now().Add(within)
+	for {
+		if info, err := c.Info(context.Background()).Result(); err == nil {
+			if hasLine(info, pid) && hasLine(info, "loading:0") {
+				return nil
+			}
+		}
+		select {
+		case <-s.exited:
+			return errors.New("it exited before it answered")
+		default:
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("not ready within %v", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func hasLine(info, line string) bool {
+	for _, l := range strings.Split(info, "\n") {
+		if strings.TrimSpace(l) == line {
 			return true
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	return false
 }
@@ -149,12 +225,14 @@ func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
 // Resume continues a paused process.
 func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 
-// Stop ends the process (resumed first if paused).
+// Stop ends the process (resumed first if paused) and waits for it to exit.
 func (s *Server) Stop() {
-	if s.cmd.ProcessState != nil {
+	select {
+	case <-s.exited:
 		return
+	default:
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,7 +45,7 @@ func StartSentinels(t testing.TB, module bool) *Sentinels {
 	end := time.Now().Add(15 * time.Second)
 	for _, addr := range s.Addrs {
 		for {
-			info := sentinelInfo(addr)
+			info := sentinelInfo(addr, "sentinel")
 			if strings.Contains(info, "slaves=1") && strings.Contains(info, "sentinels=3") {
 				break
 			}
@@ -76,28 +75,45 @@ func (s *Sentinels) startSentinel(t testing.TB, primary int) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		exited := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			close(exited)
+		}()
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		t.Cleanup(func() {
 			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			<-exited
 		})
-		for i := 0; i < 200; i++ {
-			if sentinelInfo(addr) != "" {
+		// Ready by testkit's rule: this child answers (its own process_id), not another process
+		// that took the port; one that exits first is started again on another port.
+		pid := fmt.Sprintf("process_id:%d", cmd.Process.Pid)
+		end := time.Now().Add(10 * time.Second)
+		for gone := false; !gone; {
+			select {
+			case <-exited:
+				gone = true
+				continue
+			default:
+			}
+			if time.Now().After(end) {
+				t.Fatalf("redistest: the sentinel on %s did not answer within 10 s", addr)
+			}
+			if info := sentinelInfo(addr, "server"); hasLine(info, pid) {
 				s.sentinels = append(s.sentinels, cmd)
 				s.Addrs = append(s.Addrs, addr)
 				return
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		_ = cmd.Process.Signal(syscall.SIGKILL)
 	}
 	t.Fatal("redistest: a sentinel did not start")
 }
 
-func sentinelInfo(addr string) string {
+func sentinelInfo(addr string, section string) string {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	info, _ := c.Info(context.Background(), "sentinel").Result()
+	info, _ := c.Info(context.Background(), section).Result()
 	return info
 }
 
