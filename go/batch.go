@@ -23,7 +23,7 @@ const maxFlying = 2
 // pipeline. A round trip that outlives the deadline (a client without ContextTimeoutEnabled waits
 // for its own timeouts) stops holding the others back at the deadline. A reply that asks for the
 // engine's slow path (an unknown command or NOPERM under Auto, NOSCRIPT, "Function not found")
-// sends that call again alone through it.
+// goes on through the engine machine alone.
 type batcher struct {
 	l       *Limiter
 	mu      sync.Mutex
@@ -47,7 +47,7 @@ func (b *batcher) do(ctx context.Context, cmd []string) (any, error) {
 		b.flying++
 		b.mu.Unlock()
 		end := b.begin()
-		v, err := b.l.engine.run(ctx, b.l.client, cmd)
+		v, err := b.l.engine.run(ctx, b.l.client, cmd, nil)
 		end()
 		return v, err
 	}
@@ -100,13 +100,13 @@ func (b *batcher) next() {
 	}()
 }
 
-// argsOf is cmd as the engine in use sends it (engine.run's first try).
-func argsOf(e Engine, cmd []string) []any {
+// argsOf is cmd as the machine's state sends it first (module, fcall or evalsha).
+func argsOf(sends string, cmd []string) []any {
 	call, isLibrary := callOf(cmd)
 	switch {
-	case e == Module || !isLibrary:
+	case sends == "module" || !isLibrary:
 		return moduleArgs(cmd)
-	case e == Functions:
+	case sends == "fcall":
 		return call.fcall()
 	default:
 		return call.evalsha()
@@ -128,18 +128,18 @@ func (b *batcher) send(calls []*batched) {
 	e := b.l.engine
 	if len(live) == 1 {
 		c := live[0]
-		v, err := e.run(c.ctx, b.l.client, c.cmd)
+		v, err := e.run(c.ctx, b.l.client, c.cmd, nil)
 		c.done <- result{v, err}
 		return
 	}
 	// One deadline for the pipeline: the limiter's (each caller still waits at most its own).
 	ctx, cancel := context.WithTimeout(context.Background(), b.l.deadline)
 	defer cancel()
-	chosen := e.get()
+	sends, loads := e.m.sends(), e.loads.count.Load()
 	pipe := b.l.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
 	for i, c := range live {
-		cmds[i] = pipe.Do(ctx, argsOf(chosen, c.cmd)...)
+		cmds[i] = pipe.Do(ctx, argsOf(sends, c.cmd)...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, c := range live {
@@ -147,9 +147,8 @@ func (b *batcher) send(calls []*batched) {
 		if errors.Is(err, redis.Nil) {
 			v, err = nil, nil
 		}
-		if err != nil && (missing(err) || (e.wanted == Auto && refuses(err))) {
-			v, err = e.run(c.ctx, b.l.client, c.cmd) // the slow path, alone
-		}
+		// The machine goes on from the pipeline's answer (alone, where it says to send again).
+		v, err = e.run(c.ctx, b.l.client, c.cmd, &sent{what: sends, v: v, err: err, loads: loads})
 		c.done <- result{v, err}
 	}
 }

@@ -8,8 +8,9 @@ import (
 // breaker: after `failures` failed calls in a row, Redis is not called for `cooldown`, so an
 // outage costs no request a timeout; then one call (and only one) tries Redis, and its outcome
 // closes the breaker or opens it for another cool-down. Meanwhile the limiter's probe asks Redis
-// every probeEvery and closes the breaker as soon as it answers. A configuration fault opens it
-// at once: Redis answers, but only the cool-down can tell whether the fault was fixed.
+// every probeEvery and closes the breaker as soon as it answers. Only outages count (the
+// contract's classes: breaker "failure"); a misconfiguration, a conflict or a usage error
+// leaves it as it is.
 type breaker struct {
 	failures int
 	cooldown time.Duration
@@ -21,7 +22,6 @@ type breaker struct {
 	until    time.Time
 	opened   uint64
 	rejected uint64
-	fault    bool // open for a configuration fault (the probe's PING cannot end it)
 }
 
 const (
@@ -52,7 +52,7 @@ func (b *breaker) success() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	was := b.state
-	b.state, b.inARow, b.fault = breakerClosed, 0, false
+	b.state, b.inARow = breakerClosed, 0
 	return was != breakerClosed
 }
 
@@ -68,31 +68,20 @@ func (b *breaker) failure() bool {
 			return false
 		}
 	}
-	return b.open(now, false)
+	return b.open(now)
 }
 
-func (b *breaker) configFault() bool {
-	now := b.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.open(now, true)
-}
-
-func (b *breaker) open(now time.Time, fault bool) bool {
+func (b *breaker) open(now time.Time) bool {
 	opened := b.state == breakerClosed
 	if opened {
 		b.opened++
 	}
-	b.state, b.until, b.inARow, b.fault = breakerOpen, now.Add(b.cooldown), 0, fault
+	b.state, b.until, b.inARow = breakerOpen, now.Add(b.cooldown), 0
 	return opened
 }
 
-// awaitsRedis: open for an outage (what the probe watches).
-func (b *breaker) awaitsRedis() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state != breakerClosed && !b.fault
-}
+// awaitsRedis: open (what the probe watches).
+func (b *breaker) awaitsRedis() bool { return b.isOpen() }
 
 func (b *breaker) isOpen() bool {
 	b.mu.Lock()

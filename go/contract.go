@@ -43,6 +43,7 @@ type kindDecl struct {
 	Command  string          `json:"command"`
 	Function string          `json:"function"`
 	Request  string          `json:"request"`
+	Owner    string          `json:"owner"`
 	Refunds  bool            `json:"refunds"`
 	Peeks    bool            `json:"peeks"`
 	Params   []contractParam `json:"params"`
@@ -90,13 +91,20 @@ type contractDoc struct {
 	} `json:"bounds"`
 	Commands []commandDecl `json:"commands"`
 	Errors   struct {
-		Format     string            `json:"format"`
-		OutOfRange string            `json:"out_of_range"`
-		TooLarge   string            `json:"too_large"`
-		Render     map[string]string `json:"render"`
-		Syntax     string            `json:"syntax"`
-		State      string            `json:"state"`
+		Format       string            `json:"format"`
+		OutOfRange   string            `json:"out_of_range"`
+		TooLarge     string            `json:"too_large"`
+		Render       map[string]string `json:"render"`
+		Syntax       string            `json:"syntax"`
+		State        string            `json:"state"`
+		DuplicateKey string            `json:"duplicate_key"`
+		Requests     []struct {
+			Field string `json:"field"`
+			Reply string `json:"reply"`
+		} `json:"requests"`
 	} `json:"errors"`
+	Replies      repliesDecl            `json:"replies"`
+	Engines      enginesDecl            `json:"engines"`
 	Kinds        []kindDecl             `json:"kinds"`
 	RequestForms map[string]requestForm `json:"request_forms"`
 	Library      struct {
@@ -119,7 +127,10 @@ type HTTPContract struct {
 		MaxPartBytes      int               `json:"max_part_bytes"`
 	} `json:"caller"`
 	DegradedValue string `json:"degraded_value"`
-	Forwarded     struct {
+	// LimitKey is the key of a limit an HTTP layer or adapter names: "{tag}:{name}:{owner}", the
+	// caller's tag, the limit's name and its kind's owner (LimitKey formats it).
+	LimitKey  string `json:"limit_key"`
+	Forwarded struct {
 		MaxHops      int `json:"max_hops"`
 		MaxNodeBytes int `json:"max_node_bytes"`
 	} `json:"forwarded"`

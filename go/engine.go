@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,8 +19,9 @@ type Engine int
 
 const (
 	// Auto: the module when the server answers its commands, else the library through FCALL
-	// (loaded with FUNCTION LOAD where this user may), else the EVALSHA scripts; chosen on the
-	// first call, and again after an outage (a failover may land on another server).
+	// (loaded with FUNCTION LOAD where this user may), else the EVALSHA scripts; found by the
+	// first call (the contract's engine machine), and again after an outage (a failover may land
+	// on another server). As what Engine() reports: no call has decided yet.
 	Auto Engine = iota
 	// Module: the ratelimit module's native RL.* commands.
 	Module
@@ -28,16 +31,15 @@ const (
 	Scripts
 )
 
+// String is what the contract's engine states report: "not yet known" for Auto (no call has
+// decided yet), else the engine's name.
 func (e Engine) String() string {
-	switch e {
-	case Module:
-		return "the ratelimit module"
-	case Functions:
-		return "the Lua library through FCALL"
-	case Scripts:
-		return "the Lua library through EVALSHA scripts"
+	for name, en := range stateEngine {
+		if en == e {
+			return contract.Engines.States[stateIndex(name)].Reports
+		}
 	}
-	return "not chosen yet"
+	return fmt.Sprintf("Engine(%d)", int(e))
 }
 
 type script struct{ code, sha string }
@@ -64,52 +66,51 @@ func readScripts() {
 	}
 }
 
-// engine is the engine a limiter asked for, the one it uses, and why.
+// engine sends a limiter's calls as the engine machine says (the contract's `engines`) and
+// loads the library at most once per node at a time.
 type engine struct {
-	wanted Engine
-	mu     sync.Mutex
-	chosen Engine
-	why    string
-	load   sync.Mutex // one load at a time
+	wanted   Engine
+	m        *machine
+	deadline time.Duration // a library load's, whoever waits for it
+	mu       sync.Mutex
+	why      string
+	inUse    atomic.Int32 // the state of the last decided call (named in outage lines)
+	loads    libraryLoads
 }
 
-func newEngine(wanted Engine) *engine {
-	e := &engine{wanted: wanted, chosen: wanted}
-	if wanted == Auto {
-		e.chosen = Module
-	}
+// wantedName is the contract's name of an Engine asked for; stateEngine the Engine of a state.
+var (
+	wantedName  = map[Engine]string{Auto: "auto", Module: "module", Functions: "fcall", Scripts: "evalsha"}
+	stateEngine = map[string]Engine{"unknown": Auto, "module": Module, "fcall": Functions, "evalsha": Scripts}
+)
+
+func newEngine(wanted Engine, deadline time.Duration) *engine {
+	e := &engine{wanted: wanted, m: newMachine(wantedName[wanted]), deadline: deadline}
+	e.inUse.Store(e.m.state.Load())
 	return e
 }
 
-func (e *engine) get() Engine {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.chosen
-}
+// get is the engine the machine is in now (Auto: not yet known).
+func (e *engine) get() Engine { return stateEngine[e.m.stateName()] }
 
-func (e *engine) choose(c Engine, why string) {
-	e.mu.Lock()
-	e.chosen, e.why = c, why
-	e.mu.Unlock()
+// used is the engine of the last call Redis decided (what outage lines name).
+func (e *engine) used() Engine {
+	return stateEngine[contract.Engines.States[e.inUse.Load()].Name]
 }
 
 func (e *engine) describe() (Engine, string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.wanted != Auto {
-		return e.chosen, "asked for"
+	now := e.get()
+	switch {
+	case e.wanted != Auto:
+		return now, "asked for"
+	case now == Auto:
+		return now, "no call has decided yet"
+	case e.why == "":
+		return now, "the module answered"
 	}
-	if e.why == "" {
-		return e.chosen, "the module answered"
-	}
-	return e.chosen, e.why
-}
-
-// forget chooses anew on the next call (after an outage: a failover may land on another server).
-func (e *engine) forget() {
-	if e.wanted == Auto {
-		e.choose(Module, "")
-	}
+	return now, e.why
 }
 
 // replyError is the error reply Redis answered with, if err is one.
@@ -121,32 +122,25 @@ func replyError(err error) (string, bool) {
 	return "", false
 }
 
-// refuses: an error reply saying this engine cannot work for this user here.
-func refuses(err error) bool {
-	text, ok := replyError(err)
-	return ok && (strings.Contains(text, "unknown command") || strings.HasPrefix(text, "NOPERM"))
-}
-
-// missing: NOSCRIPT or "Function not found": the library or the script is not on this node; the
-// call never ran.
-func missing(err error) bool {
-	text, ok := replyError(err)
-	return ok && (strings.HasPrefix(text, "NOSCRIPT") || strings.Contains(strings.ToLower(text), "function not found"))
-}
-
-func refusal(e Engine, err error) string {
-	text, _ := replyError(err)
-	noperm := strings.HasPrefix(text, "NOPERM")
-	if e == Functions {
+// refusal says why a step moved the machine on (what Verify reports).
+func refusal(s step) string {
+	noperm := s.answer == "noperm"
+	switch s.sent {
+	case "module":
+		if noperm {
+			return "the module's commands refused to this user (NOPERM)"
+		}
+		return "module not loaded"
+	case "fcall", "function_load":
 		if noperm {
 			return "FCALL or FUNCTION LOAD refused to this user (NOPERM)"
 		}
-		return "FCALL unknown to this server"
+		if s.answer == "unknown_command" {
+			return "FCALL unknown to this server"
+		}
+		return "FUNCTION LOAD failed"
 	}
-	if noperm {
-		return "the module's commands refused to this user (NOPERM)"
-	}
-	return "module not loaded"
+	return s.sent + " answered " + s.answer
 }
 
 func moduleArgs(cmd []string) []any {
@@ -165,100 +159,165 @@ func do(ctx context.Context, c redis.UniversalClient, args []any) (any, error) {
 	return v, err
 }
 
-// run sends cmd (a module command) as the engine in use takes it; under Auto, moves to the next
-// engine where the server refuses one. A call answered NOSCRIPT or "Function not found" loads
-// the library or the script on the node that answered and is sent again, once.
-func (e *engine) run(ctx context.Context, c redis.UniversalClient, cmd []string) (any, error) {
-	auto := e.wanted == Auto
-	var reasons []string
-	askedAgain := !auto
+// sent is a command a pipeline already sent for a call, and what came back.
+type sent struct {
+	what  string // the machine's name of it: module, fcall or evalsha
+	v     any
+	err   error
+	loads uint64 // libraryLoads.count before it was sent
+}
+
+// errGaveUp: the machine ended a call as misconfigured (no engine works as configured).
+var errGaveUp = errors.New("no engine answers for this user on this server")
+
+// run sends cmd (a module command) as the machine says until it ends: the reply, or the error
+// of the last command (done:misconfigured: a *CallError of class misconfigured). pre is the
+// first command when a pipeline sent it already.
+func (e *engine) run(ctx context.Context, c redis.UniversalClient, cmd []string, pre *sent) (any, error) {
 	call, isLibrary := callOf(cmd)
-	if e.get() == Module {
-		v, err := do(ctx, c, moduleArgs(cmd))
-		if err == nil || !(auto && refuses(err)) || !isLibrary {
-			return v, err
+	if !isLibrary { // a command the library lacks: the module's, whatever the engine
+		if pre != nil {
+			return pre.v, pre.err
 		}
-		reasons = append(reasons, refusal(Module, err))
-		askedAgain = true
-		e.mu.Lock()
-		e.chosen = Functions
-		e.mu.Unlock()
-	}
-	if !isLibrary {
 		return do(ctx, c, moduleArgs(cmd))
 	}
 	route := routeOf(cmd)
-	for {
-		eng := e.get()
-		var args []any
-		switch eng {
-		case Functions:
-			args = call.fcall()
-		case Scripts:
-			args = call.evalsha()
-		default:
-			args = moduleArgs(cmd)
+	var v any
+	var err error
+	var loadsSeen uint64
+	first := ""
+	send := func(what string) string {
+		if pre != nil {
+			v, err, loadsSeen, pre = pre.v, pre.err, pre.loads, nil
+			return answerOf(err)
 		}
-		v, err := do(ctx, c, args)
-		if err != nil && eng != Module && missing(err) {
-			if !askedAgain {
-				// A server without the library may be another kind of server: the module first, once.
-				askedAgain = true
-				reasons = nil
-				e.choose(Module, "")
-				continue
-			}
-			v, err = e.loadAndSend(ctx, c, eng, call, route)
+		switch what {
+		case "module":
+			v, err = do(ctx, c, moduleArgs(cmd))
+		case "fcall":
+			loadsSeen = e.loads.count.Load()
+			v, err = do(ctx, c, call.fcall())
+		case "function_load":
+			v, err = nil, e.loadOnce(ctx, c, route, loadsSeen)
+		case "evalsha":
+			v, err = do(ctx, c, call.evalsha())
+		case "eval":
+			v, err = do(ctx, c, call.eval())
 		}
-		if err != nil {
-			if ctx.Err() != nil || !(auto && eng != Scripts && refuses(err)) {
-				return v, err
-			}
-			reasons = append(reasons, refusal(eng, err))
-			next := Scripts
-			if eng == Module {
-				next = Functions
-			}
-			e.mu.Lock()
-			e.chosen = next
-			e.mu.Unlock()
-			continue
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+			return "" // the caller went away: not an answer
 		}
-		if len(reasons) > 0 {
-			reasons = append(reasons, "using "+eng.String())
-			e.choose(eng, strings.Join(reasons, "; "))
+		return answerOf(err)
+	}
+	if pre != nil {
+		first = pre.what
+	}
+	outcome, steps := e.m.run(first, send)
+	switch outcome {
+	case "decided":
+		e.inUse.Store(e.m.state.Load())
+		if e.wanted == Auto && len(steps) > 1 {
+			var reasons []string
+			for _, s := range steps {
+				if s.answer == "unknown_command" || s.answer == "noperm" || (s.sent == "function_load" && s.answer == answerError) {
+					reasons = append(reasons, refusal(s))
+				}
+			}
+			if len(reasons) > 0 {
+				e.mu.Lock()
+				e.why = strings.Join(append(reasons, "using "+e.get().String()), "; ")
+				e.mu.Unlock()
+			}
 		}
 		return v, nil
+	case "misconfigured":
+		last := steps[len(steps)-1]
+		why := errGaveUp
+		if err == nil {
+			err = fmt.Errorf("%d commands sent (%s answered %s)", len(steps), last.sent, last.answer)
+		}
+		return nil, &CallError{Cause: ErrConfiguration, Class: ClassMisconfigured, Err: fmt.Errorf("%w: %w", why, err), logCause: "no engine answers"}
 	}
+	return v, err // outage or error: classified by the limiter
 }
 
-// loadAndSend: call where the node answered that it has neither the library nor the script: EVAL
-// (which caches the script), or FUNCTION LOAD REPLACE on that node and FCALL again.
-func (e *engine) loadAndSend(ctx context.Context, c redis.UniversalClient, eng Engine, call libraryCall, route string) (any, error) {
-	if eng == Scripts {
-		return do(ctx, c, call.eval())
-	}
-	e.load.Lock()
-	err := loadLibrary(ctx, c, route)
-	e.load.Unlock()
+// libraryLoads: at most one FUNCTION LOAD per node at a time. A call that finds the library
+// missing while a load is in flight on its node waits for it; one whose FCALL was sent before a
+// load there ended sends its FCALL again without loading.
+type libraryLoads struct {
+	mu    sync.Mutex
+	nodes map[string]*nodeLoad
+	count atomic.Uint64 // loads ended well, on any node
+}
+
+type nodeLoad struct {
+	done   uint64 // the count when the last load here ended well
+	flight *loadFlight
+}
+
+type loadFlight struct {
+	over chan struct{}
+	err  error
+}
+
+// loadOnce: the library on the node of route, loaded since seen (a load count read before the
+// call's FCALL) or now.
+func (e *engine) loadOnce(ctx context.Context, c redis.UniversalClient, route string, seen uint64) error {
+	node, addr, err := nodeOf(ctx, c, route)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return do(ctx, c, call.fcall())
+	ls := &e.loads
+	ls.mu.Lock()
+	if ls.nodes == nil {
+		ls.nodes = map[string]*nodeLoad{}
+	}
+	n := ls.nodes[addr]
+	if n == nil {
+		n = &nodeLoad{}
+		ls.nodes[addr] = n
+	}
+	if n.done > seen { // loaded there since this call's FCALL went out
+		ls.mu.Unlock()
+		return nil
+	}
+	if f := n.flight; f != nil {
+		ls.mu.Unlock()
+		select {
+		case <-f.over:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f := &loadFlight{over: make(chan struct{})}
+	n.flight = f
+	ls.mu.Unlock()
+	// The load is every waiter's: it runs to its own deadline, whoever started it gives up.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.deadline)
+	f.err = node.Do(lctx, "FUNCTION", "LOAD", "REPLACE", librarySource).Err()
+	cancel()
+	ls.mu.Lock()
+	n.flight = nil
+	if f.err == nil {
+		n.done = ls.count.Add(1)
+	}
+	ls.mu.Unlock()
+	close(f.over)
+	return f.err
 }
 
-// loadLibrary loads the library on the node of route (a cluster's primary for that key), or on
-// the server.
-func loadLibrary(ctx context.Context, c redis.UniversalClient, route string) error {
-	node := c
+// nodeOf is the node that serves route (a cluster's primary for that key), or the server, and its
+// address.
+func nodeOf(ctx context.Context, c redis.UniversalClient, route string) (redis.UniversalClient, string, error) {
 	if cc, ok := c.(*redis.ClusterClient); ok && route != "" {
 		n, err := cc.MasterForKey(ctx, route)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
-		node = n
+		return n, n.Options().Addr, nil
 	}
-	return node.Do(ctx, "FUNCTION", "LOAD", "REPLACE", librarySource).Err()
+	return c, "", nil
 }
 
 // LoadLibrary loads the Lua library (FUNCTION LOAD REPLACE) on the server, or on every primary

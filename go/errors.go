@@ -18,18 +18,35 @@ func (e *PolicyError) Error() string {
 	return e.Kind + ": " + strings.TrimPrefix(msg, "ERR ")
 }
 
-// ErrUsage is matched (errors.Is) by every call that cannot be built whatever Redis says: no limits,
-// a sliding log with a cost other than 1, a concurrency limit in a check, a refund of a kind that
-// takes none. Never left to the failure policy.
+// ErrUsage is matched (errors.Is) by every call that is the caller's mistake, refused before
+// sending or answered so by Redis (the contract's class "usage"): no limits, an empty or duplicate
+// key, keys of one call in different cluster slots (CROSSSLOT), an argument out of bounds, a
+// sliding log with a cost other than 1, a concurrency limit in a check, a refund of a kind that
+// takes none. Never decided by the failure policy, never counted by the breaker.
 var ErrUsage = errors.New("redis-ratelimit: invalid call")
 
-// UsageError is a call that cannot be built (errors.Is(err, ErrUsage)).
-type UsageError struct{ Msg string }
+// UsageError is a call refused as the caller's mistake (errors.Is(err, ErrUsage)). Code is the
+// error code Redis gives the same mistake (ERR, CROSSSLOT) and Message its whole text, the same in
+// every language whether refused before sending or by Redis; Code is empty for a call only this
+// package refuses (no limits, a check of a concurrency limit, ...).
+type UsageError struct {
+	Code    string
+	Message string
+}
 
-func (e *UsageError) Error() string        { return e.Msg }
+func (e *UsageError) Error() string        { return e.Message }
 func (e *UsageError) Is(target error) bool { return target == ErrUsage }
 
-func usage(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
+// usage is a refusal of this package's own (no Redis code).
+func usage(format string, args ...any) error {
+	return &UsageError{Message: fmt.Sprintf(format, args...)}
+}
+
+// usageReply is a refusal with Redis' code and text ("ERR invalid key: ...").
+func usageReply(text string) error {
+	code, _ := splitReply(text)
+	return &UsageError{Code: code, Message: text}
+}
 
 // The causes of a call that Redis did not decide (errors.Is). A *CallError wraps one of them.
 var (
@@ -40,25 +57,33 @@ var (
 	// ErrBreakerOpen: the circuit breaker is open; Redis is not called until its cool-down ends
 	// or the probe sees Redis answer.
 	ErrBreakerOpen = errors.New("the circuit breaker is open: Redis is not called until it answers again")
-	// ErrServer: Redis answered with an error reply (ERR ..., WRONGTYPE ...).
+	// ErrServer: Redis answered with an error reply (LOADING, READONLY, ...; also matched by
+	// ErrConfiguration and ErrConflict).
 	ErrServer = errors.New("Redis answered with an error") //lint:ignore ST1005 Redis is a name
 	// ErrConfiguration: Redis answered that the limiter cannot work with it as configured: no
-	// engine's command is known, or this user may not run it (NOPERM). Not an outage. Also matches
-	// ErrServer.
+	// engine's command is known, this user may not run it (NOPERM), or an error reply no rule
+	// knows (class misconfigured). Not an outage. Also matches ErrServer.
 	ErrConfiguration = errors.New("the limiter cannot work with this server as configured")
+	// ErrConflict: the key holds another limiter's state or another type (class conflict): a key
+	// written by another kind of limit under the same name. Not an outage. Also matches ErrServer.
+	ErrConflict = errors.New("the key holds another limiter's state")
 	// ErrReply: a reply that is not what the command answers.
 	ErrReply = errors.New("unexpected reply")
 )
 
-// CallError says why Redis gave no decision: Cause is one of ErrDeadline, ErrUnreachable,
-// ErrBreakerOpen, ErrServer, ErrConfiguration, ErrReply; Err the underlying error, if any.
+// CallError says why Redis gave no decision: Class is the contract's class (outage,
+// misconfigured, conflict); Cause is one of ErrDeadline, ErrUnreachable, ErrBreakerOpen,
+// ErrServer, ErrConfiguration, ErrConflict, ErrReply; Err the underlying error, if any.
 type CallError struct {
+	Class    Class
 	Cause    error
 	Err      error
 	Deadline time.Duration
 	// callerGone: the caller's context was cancelled (a client that went away): Redis is not at
 	// fault, so neither the breaker nor the outage count hears of it.
 	callerGone bool
+	// logCause groups the log lines of a misconfiguration (once per cause a minute).
+	logCause string
 }
 
 func (e *CallError) Error() string {
@@ -73,7 +98,7 @@ func (e *CallError) Error() string {
 
 func (e *CallError) Unwrap() []error {
 	out := []error{e.Cause}
-	if e.Cause == ErrConfiguration {
+	if e.Cause == ErrConfiguration || e.Cause == ErrConflict {
 		out = append(out, ErrServer)
 	}
 	if e.Err != nil {
@@ -82,7 +107,39 @@ func (e *CallError) Unwrap() []error {
 	return out
 }
 
-// outage: no answer (the breaker counts it; the failure policy decides).
-func (e *CallError) outage() bool {
-	return e.Cause == ErrDeadline || e.Cause == ErrUnreachable || e.Cause == ErrBreakerOpen
+// callErrorOf is a failure without a decision as a *CallError of its class, or the *UsageError of
+// a usage reply.
+func callErrorOf(err error) error {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	text, reply := replyError(err)
+	class := classOf(err)
+	switch {
+	case class == ClassUsage:
+		if reply {
+			return usageReply(text)
+		}
+		return &UsageError{Message: err.Error()}
+	case !reply:
+		cause := ErrUnreachable
+		if transportOf(err) == "timeout" {
+			cause = ErrDeadline
+		}
+		return &CallError{Class: class, Cause: cause, Err: err}
+	}
+	cause := map[Class]error{ClassMisconfigured: ErrConfiguration, ClassConflict: ErrConflict}[class]
+	if cause == nil {
+		cause = ErrServer
+	}
+	code, rest := splitReply(text)
+	logCause := code
+	for _, r := range contract.Replies.Rules {
+		if r.matches(code, rest) && r.Starts != nil {
+			logCause = code + " " + *r.Starts
+			break
+		}
+	}
+	return &CallError{Class: class, Cause: cause, Err: err, logCause: logCause}
 }

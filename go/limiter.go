@@ -113,7 +113,9 @@ type Counts struct {
 	Outages           uint64 // outages started (Redis stopped deciding)
 	BreakerOpened     uint64
 	BreakerRejected   uint64
-	Misconfigurations uint64 // configuration faults seen (unknown command, NOPERM)
+	Misconfigurations uint64 // calls answered that the limiter is misconfigured (NOPERM, no engine, an unknown reply)
+	Conflicts         uint64 // calls whose key held another limiter's state or another type
+	UsageErrors       uint64 // calls refused as the caller's mistake (ErrUsage)
 }
 
 // Limiter decides rate limits on Redis. Safe for concurrent use; Close stops its probe.
@@ -127,8 +129,11 @@ type Limiter struct {
 	log         *slog.Logger
 	local       *localLimiter // LocalFallback's
 
-	decisions, allowed, degraded, degradedAllowed, outages, misconfigured atomic.Uint64
-	lastMisconfigured                                                     atomic.Bool
+	decisions, allowed, degraded, degradedAllowed, outages atomic.Uint64
+	misconfigured, conflicts, usageErrors                  atomic.Uint64
+	lastMisconfigured                                      atomic.Bool
+	logged                                                 logOnce // misconfiguration and conflict lines
+	cluster                                                bool    // a *redis.ClusterClient: keys of one call in one slot
 
 	outageMu    sync.Mutex
 	inOutage    bool
@@ -181,7 +186,7 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		client:   client,
 		failure:  opts.Failure,
 		deadline: opts.Deadline,
-		engine:   newEngine(opts.Engine),
+		engine:   newEngine(opts.Engine, opts.Deadline),
 		breaker:  &breaker{failures: opts.BreakerFailures, cooldown: opts.BreakerCooldown, now: time.Now},
 		log:      opts.Logger,
 		closed:   make(chan struct{}),
@@ -191,7 +196,8 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	}
 	// Batching on a cluster would tie each pipeline's calls to its slowest node (a paused primary
 	// would hold back the keys of every other): there, every call goes alone.
-	if _, cluster := client.(*redis.ClusterClient); !opts.DisableBatching && !cluster {
+	_, l.cluster = client.(*redis.ClusterClient)
+	if !opts.DisableBatching && !l.cluster {
 		l.batch = newBatcher(l)
 	}
 	switch c := client.(type) {
@@ -218,8 +224,8 @@ func (l *Limiter) Deadline() time.Duration { return l.deadline }
 // BreakerOpen says whether calls are kept away from Redis now.
 func (l *Limiter) BreakerOpen() bool { return l.breaker.isOpen() }
 
-// Misconfigured says whether the last call that Redis did not decide met a configuration fault
-// (unknown command, NOPERM) rather than an outage.
+// Misconfigured says whether a call met a misconfiguration (the contract's class: NOPERM, no
+// engine this user may run, an error reply no rule knows) since Redis last decided.
 func (l *Limiter) Misconfigured() bool { return l.lastMisconfigured.Load() }
 
 // Counts are the limiter's counters.
@@ -230,7 +236,7 @@ func (l *Limiter) Counts() Counts {
 	return Counts{
 		Decisions: l.decisions.Load(), Allowed: l.allowed.Load(), Degraded: l.degraded.Load(), DegradedAllowed: l.degradedAllowed.Load(),
 		Outages: l.outages.Load(), BreakerOpened: opened, BreakerRejected: rejected,
-		Misconfigurations: l.misconfigured.Load(),
+		Misconfigurations: l.misconfigured.Load(), Conflicts: l.conflicts.Load(), UsageErrors: l.usageErrors.Load(),
 	}
 }
 
@@ -278,64 +284,72 @@ func (l *Limiter) bounded(parent context.Context, f func(context.Context) (any, 
 
 func (l *Limiter) timedOut(parent context.Context) error {
 	if err := parent.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return &CallError{Cause: ErrUnreachable, Err: err}
+		return &CallError{Class: ClassOutage, Cause: ErrUnreachable, Err: err}
 	}
-	return &CallError{Cause: ErrDeadline, Deadline: l.deadline}
+	return &CallError{Class: ClassOutage, Cause: ErrDeadline, Deadline: l.deadline}
 }
 
-// call sends one module command through the breaker, the deadline and the engine; the error is a
-// *CallError (why Redis did not decide).
+// call sends one module command through the checks made before sending, the breaker, the
+// deadline and the engine; the error is a *CallError (why Redis did not decide) or a *UsageError.
 func (l *Limiter) call(ctx context.Context, cmd []string) (any, error) {
+	keys := keysOf(cmd)
+	if err := l.precheck(keys); err != nil {
+		return nil, l.refused(err)
+	}
 	if !l.breaker.allow() {
-		return nil, &CallError{Cause: ErrBreakerOpen}
+		return nil, &CallError{Class: ClassOutage, Cause: ErrBreakerOpen}
 	}
 	v, err := l.bounded(ctx, func(ctx context.Context) (any, error) {
 		if l.batch != nil {
 			return l.batch.do(ctx, cmd)
 		}
-		return l.engine.run(ctx, l.client, cmd)
+		return l.engine.run(ctx, l.client, cmd, nil)
 	})
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller gave up (its client went away): not an outage. Neither the breaker nor the
-		// engine choice (Auto would try the module again after an outage) hears of it.
-		return nil, &CallError{Cause: ErrUnreachable, Err: ctx.Err(), callerGone: true}
+		// engine machine (an outage sends it back to its start) hears of it.
+		return nil, &CallError{Class: ClassOutage, Cause: ErrUnreachable, Err: ctx.Err(), callerGone: true}
 	}
-	return v, l.settle(err)
+	return v, l.settle(err, keys)
 }
 
-// settle tells the breaker what a call's outcome was, and turns its error into a *CallError.
-func (l *Limiter) settle(err error) error {
+// settle does what the contract's class of a call's outcome says to the breaker, the counters
+// and the log, and returns the error as a *CallError (the failure policy decides) or a
+// *UsageError (the caller's).
+func (l *Limiter) settle(err error, keys []string) error {
 	if err == nil {
 		l.answered()
 		return nil
 	}
+	err = callErrorOf(err)
 	var ce *CallError
 	if !errors.As(err, &ce) {
-		if _, reply := replyError(err); reply {
-			cause := ErrServer
-			if refuses(err) {
-				cause = ErrConfiguration
-			}
-			ce = &CallError{Cause: cause, Err: err}
-		} else {
-			ce = &CallError{Cause: ErrUnreachable, Err: err}
-		}
+		return l.refused(err)
 	}
-	switch {
-	case ce.Cause == ErrConfiguration:
+	if ce.Cause == ErrDeadline && ce.Deadline == 0 {
+		ce.Deadline = l.deadline
+	}
+	if classDeclOf(ce.Class).Breaker == "failure" && l.breaker.failure() {
+		l.startProbe()
+	}
+	switch ce.Class {
+	case ClassMisconfigured:
 		l.misconfigured.Add(1)
 		l.lastMisconfigured.Store(true)
-		l.breaker.configFault()
-	case ce.Cause == ErrServer:
-		l.answered()
-	case ce.outage():
-		l.lastMisconfigured.Store(false)
-		l.engine.forget()
-		if l.breaker.failure() {
-			l.startProbe()
-		}
+		l.logMisconfigured(ce)
+	case ClassConflict:
+		l.conflicts.Add(1)
+		l.logConflict(ce, keys)
 	}
 	return ce
+}
+
+// refused counts a usage error (the caller's mistake) and returns it.
+func (l *Limiter) refused(err error) error {
+	if errors.Is(err, ErrUsage) {
+		l.usageErrors.Add(1)
+	}
+	return err
 }
 
 // answered: Redis answered; ends an outage.
@@ -419,8 +433,8 @@ func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
 		l.degradedAllowed.Add(1)
 		l.allowed.Add(1)
 	}
-	if cause != nil && cause.callerGone {
-		return d // counted, but no outage: the caller left
+	if cause == nil || cause.callerGone || cause.Class != ClassOutage {
+		return d // counted; no outage (the caller left, or Redis answered: logged by settle)
 	}
 	l.outageMu.Lock()
 	started := !l.inOutage
@@ -431,12 +445,8 @@ func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
 	l.outageMu.Unlock()
 	if started {
 		l.outages.Add(1)
-		what := "Redis does not decide (an outage)"
-		if cause.Cause == ErrConfiguration {
-			what = "Redis answers that the limiter is misconfigured (not an outage: fix the server or the user's ACL)"
-		}
-		l.log.Warn("redis-ratelimit: "+what+"; the failure policy decides", "cause", cause.Error(),
-			"policy", l.failure.String(), "engine", l.engine.get().String())
+		l.log.Warn("redis-ratelimit: Redis does not decide (an outage); the failure policy decides", "cause", cause.Error(),
+			"policy", l.failure.String(), "engine", l.engine.used().String())
 	}
 	return d
 }
@@ -562,8 +572,8 @@ func (v Verified) String() string { return v.Engine.String() + " (" + v.Why + ")
 func (l *Limiter) Verify(ctx context.Context) (Verified, error) {
 	const key = "rl:{verify}"
 	for _, cmd := range [][]string{buildInspect(key, nil), {"RL.TOKEN", key, "1", "1", "0"}} {
-		v, err := l.bounded(ctx, func(ctx context.Context) (any, error) { return l.engine.run(ctx, l.client, cmd) })
-		if err = l.settle(err); err != nil {
+		v, err := l.bounded(ctx, func(ctx context.Context) (any, error) { return l.engine.run(ctx, l.client, cmd, nil) })
+		if err = l.settle(err, keysOf(cmd)); err != nil {
 			return Verified{}, err
 		}
 		if cmd[0] == "RL.TOKEN" {

@@ -275,14 +275,25 @@ func TestEngineChoiceUnderACLs(t *testing.T) {
 	}
 	none := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "none", Password: "pw"})
 	defer none.Close()
-	l = newLimiter(t, none, ratelimit.Options{Failure: ratelimit.FailClosed()})
+	logs := &logBuffer{}
+	l = newLimiter(t, none, ratelimit.Options{Failure: ratelimit.FailClosed(), BreakerFailures: 2, Logger: logs.logger()})
 	if _, err := l.Verify(ctx); !errors.Is(err, ratelimit.ErrConfiguration) {
 		t.Fatalf("Verify without any engine: %v", err)
 	}
-	d, err := l.Check(ctx, "k", ratelimit.Must(ratelimit.TokenBucket(1, 1)), 1)
-	must(t, err)
-	if !d.Degraded || d.Allowed || !l.Misconfigured() || !l.BreakerOpen() {
-		t.Fatalf("misconfigured: %+v misconfigured=%v breaker=%v", d, l.Misconfigured(), l.BreakerOpen())
+	// Misconfigured: the failure policy decides, the breaker is untouched, one error line (once
+	// per cause a minute), counted, no outage.
+	for i := 0; i < 5; i++ {
+		d, err := l.Check(ctx, "k", ratelimit.Must(ratelimit.TokenBucket(1, 1)), 1)
+		must(t, err)
+		if !d.Degraded || d.Allowed || !l.Misconfigured() || l.BreakerOpen() {
+			t.Fatalf("misconfigured: %+v misconfigured=%v breaker=%v", d, l.Misconfigured(), l.BreakerOpen())
+		}
+	}
+	if n := l.Counts(); n.Misconfigurations != 6 || n.Outages != 0 || n.BreakerOpened != 0 {
+		t.Fatalf("counts %+v", n)
+	}
+	if out := logs.String(); strings.Count(out, "level=ERROR") != 1 || !strings.Contains(out, "misconfigured") || strings.Contains(out, "(an outage)") {
+		t.Fatalf("logs:\n%s", out)
 	}
 	// The module engine asked for on a stock server: a configuration fault too.
 	l = newLimiter(t, admin, ratelimit.Options{Failure: ratelimit.FailClosed(), Engine: ratelimit.Module})
@@ -377,6 +388,26 @@ func TestOutages(t *testing.T) {
 		}
 	}
 }
+
+// logBuffer collects a limiter's log lines (safe for concurrent use).
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 type writerFunc func([]byte) (int, error)
 
