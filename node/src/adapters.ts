@@ -23,6 +23,9 @@ export interface Adapter {
   readonly cluster: boolean;
   /** Sends one command to the node of `route`; rejects with `RedisErrorReply` for an error reply. */
   readonly send: Send;
+  /** The node that serves `route` now (a cluster's: its address), so the library is loaded by one call
+   * at a time per node; absent: one node. */
+  readonly nodeOf?: (route: string | undefined) => string;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -104,6 +107,11 @@ export function ioredisAdapter(client: Any): Adapter {
   return own({
     name: "ioredis-cluster",
     cluster,
+    // ioredis' slot table: the node keys ("host:port") serving each slot, the primary first.
+    nodeOf: (route) => {
+      const slot = route === undefined ? -1 : slotOf(route);
+      return String(client.slots?.[slot]?.[0] ?? slot);
+    },
     send: (args, route) => {
       // `call` builds ioredis' own Command and hands it to `sendCommand`; this one sets the command's
       // slot (the slot of its key) on the way, which ioredis' cluster reads to pick the node.
@@ -155,6 +163,18 @@ export function nodeRedisAdapter(client: Any): Adapter {
   return own({
     name: sentinel ? "node-redis-sentinel" : cluster ? "node-redis-cluster" : "node-redis",
     cluster,
+    nodeOf: cluster
+      ? (route) => {
+          const slot = route === undefined ? -1 : slotOf(route);
+          let primary: Any;
+          try {
+            primary = slot < 0 ? undefined : client.getSlotMaster?.(slot);
+          } catch {
+            primary = undefined; // slots not known yet
+          }
+          return String(primary?.address ?? (primary ? `${primary.host}:${primary.port}` : slot));
+        }
+      : undefined,
     send: (args, route) => {
       let p: Promise<unknown>;
       try {

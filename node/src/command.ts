@@ -1,7 +1,7 @@
 /** RL.* commands as argument lists (strings: what both clients send): the one place that turns limits
  * into arguments, as `client/src/command.rs`. Each limit's arguments follow its kind's declaration. */
 import { randomBytes } from "node:crypto";
-import { ERRORS } from "./contract.js";
+import { ERRORS, MAX_WHOLE } from "./contract.js";
 import { UsageError } from "./errors.js";
 import { Policy, TokenBucket, secondsText } from "./policy.js";
 
@@ -26,12 +26,33 @@ export function acquire(limits: readonly Limit[], holder: string): string[] {
   return build(limits, holder);
 }
 
-function build(limits: readonly Limit[], holder: string | undefined): string[] {
+/** A usage error in the contract's words (`ERR invalid key: ...`): its code is the text's first word. */
+function refusal(text: string): UsageError {
+  return new UsageError(text, text.slice(0, text.indexOf(" ")));
+}
+
+/** A key as the commands take it: a string, not empty (`undefined` is not a key: it would be `""`). */
+export function keyText(key: unknown): string {
+  if (typeof key !== "string" || key === "") throw refusal(ERRORS.render.empty_key);
+  return key;
+}
+
+/** The limits of one call, refused before sending where the module would refuse them: none, not a
+ * policy, a missing or empty key, the same key twice. */
+function checked(limits: readonly Limit[]): void {
   if (limits.length === 0) throw new UsageError("no limits to check");
-  for (const l of limits) if (!(l[1] instanceof Policy)) throw new UsageError(`not a policy: ${String(l[1])}`);
+  for (const l of limits) {
+    keyText(l[0]);
+    if (!(l[1] instanceof Policy)) throw new UsageError(`not a policy: ${String(l[1])}`);
+  }
+  if (limits.length > 1 && new Set(limits.map((l) => l[0])).size < limits.length) throw refusal(ERRORS.duplicate_key);
+}
+
+function build(limits: readonly Limit[], holder: string | undefined): string[] {
+  checked(limits);
   if (limits.length === 1) {
     const [key, policy, cost] = limits[0]!;
-    if (policy.kind.request === "cost") return [policy.kind.command, key, policy.params[0], policy.params[1], wholeText(cost, "cost")];
+    if (policy.kind.request === "cost") return [policy.kind.command, key, policy.params[0], policy.params[1], costText(cost)];
     return [policy.kind.command, key, ...policy.params, ...request(policy, cost, holder)];
   }
   if (limits.every((l) => l[1] instanceof TokenBucket)) {
@@ -46,16 +67,27 @@ function build(limits: readonly Limit[], holder: string | undefined): string[] {
   return out;
 }
 
-function wholeText(n: unknown, what: string): string {
-  if (typeof n === "bigint" && n >= 0n) return n.toString();
-  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0) {
-    throw new UsageError(`the ${what} must be a whole number >= 0, not ${String(n)}`);
-  }
-  return String(n);
+/** The module's refusal of a request field (`cost`): `ERR invalid cost: must be a whole number >= 0`. */
+function fieldError(field: string, expected: string): UsageError {
+  return refusal(ERRORS.format.replace("{field}", field).replace("{expected}", expected));
+}
+
+/** A cost (or a refund's units, which the module reads as one) as the commands take it: a whole number
+ * from 0 to the largest (2^64-1), a `number` (exactly as it is, past 2^53 too) or a `bigint`;
+ * anything else is refused before sending with the module's texts. */
+export function costText(n: unknown): string {
+  const field = "cost";
+  let v: bigint;
+  if (typeof n === "bigint") v = n;
+  else if (typeof n === "number" && Number.isInteger(n)) v = BigInt(n);
+  else v = -1n;
+  if (v < 0n) throw fieldError(field, ERRORS.requests.find((r) => r.field === "cost")!.expected);
+  if (v > MAX_WHOLE) throw fieldError(field, ERRORS.too_large);
+  return v.toString();
 }
 
 function request(policy: Policy, cost: number, holder: string | undefined): string[] {
-  const text = wholeText(cost, "cost");
+  const text = costText(cost);
   const form = policy.kind.request;
   if (form === "cost") return [text];
   if (form === "id") {
@@ -69,6 +101,7 @@ function request(policy: Policy, cost: number, holder: string | undefined): stri
 
 /** `RL.TAKE key capacity rate max`: as many tokens as the bucket holds now, up to `most`. */
 export function take(key: string, policy: Policy, most: number): string[] {
+  keyText(key);
   if (!(policy instanceof TokenBucket)) throw new UsageError("partial grants are taken from token buckets");
   if (!Number.isSafeInteger(most) || most < 1) throw new UsageError("take at least one token (max >= 1)");
   return ["RL.TAKE", key, ...policy.params, String(most)];
@@ -76,12 +109,14 @@ export function take(key: string, policy: Policy, most: number): string[] {
 
 /** `RL.REFUND KIND key p1 p2 units`: gives units back (token buckets, fixed windows, sliding counters). */
 export function refund(key: string, policy: Policy, units: number): string[] {
+  keyText(key);
   if (!policy.kind.refunds) throw new UsageError(`a ${policy.kind.name} takes no refunds`);
-  return ["RL.REFUND", policy.kind.group, key, ...policy.params, wholeText(units, "units")];
+  return ["RL.REFUND", policy.kind.group, key, ...policy.params, costText(units)];
 }
 
 /** `RL.INSPECT key [p1 p2]`: what `key` holds; with the policy, what a request would meet now. */
 export function inspect(key: string, policy?: Policy): string[] {
+  keyText(key);
   return ["RL.INSPECT", key, ...(policy ? policy.params : [])];
 }
 
@@ -99,15 +134,16 @@ const waitText = (maxWaitMs: number): string => secondsText(Math.max(0, Math.flo
 /** The call reserving the token buckets among `limits` within `maxWaitMs` (whole ms, rounded down)
  * while the others decide now; undefined when none reserves (then it is `decide`). */
 export function reserve(limits: readonly Limit[], maxWaitMs: number): string[] | undefined {
+  checked(limits);
   if (!limits.some((l) => l[1] instanceof TokenBucket)) return undefined;
   const wait = waitText(maxWaitMs);
   if (limits.length === 1) {
     const [key, policy, cost] = limits[0]!;
-    return ["RL.RESERVE", key, ...policy.params, wholeText(cost, "cost"), wait];
+    return ["RL.RESERVE", key, ...policy.params, costText(cost), wait];
   }
   const out = ["RL.ALL"];
   for (const [key, policy, cost] of limits) {
-    if (policy instanceof TokenBucket) out.push(key, "RESERVE", ...policy.params, wholeText(cost, "cost"), wait);
+    if (policy instanceof TokenBucket) out.push(key, "RESERVE", ...policy.params, costText(cost), wait);
     else out.push(key, policy.kind.group, ...decide([[key, policy, cost]]).slice(2));
   }
   return out;
@@ -115,6 +151,7 @@ export function reserve(limits: readonly Limit[], maxWaitMs: number): string[] |
 
 /** `RL.RESERVE key capacity rate least max_wait UPTO most`. */
 export function batch(key: string, policy: Policy, least: number, most: number, maxWaitMs: number): string[] {
+  keyText(key);
   if (!(policy instanceof TokenBucket)) throw new UsageError("batches are reserved from token buckets");
   if (!(least >= 1) || !(most >= least)) throw new UsageError("a batch takes at least one token, and max >= min");
   return ["RL.RESERVE", key, ...policy.params, String(least), waitText(maxWaitMs), "UPTO", String(most)];

@@ -29,7 +29,8 @@ export interface Contract {
   request_forms: Record<string, { args: string[]; option: { word: string; values: number } | null }>;
   errors: {
     format: string; too_large: string; out_of_range: string; syntax: string; state: string;
-    duplicate_key: string; wrong_type: string; render: { lease_weight: string; log_cost: string };
+    duplicate_key: string; wrong_type: string;
+    render: { lease_weight: string; log_cost: string; empty_key: string; cross_slot: string };
     requests: ParamError[];
   };
   library: {
@@ -42,6 +43,8 @@ export interface Contract {
     problem_types: Record<"concurrency_limited" | "cost_exceeds_limit" | "denied" | "misconfigured" | "rate_limited" | "unavailable", string>;
     degraded_value: string;
     caller: { escapes: Record<string, string>; forms: string[]; ipv6_prefix_default: number; key: string; max_part_bytes: number };
+    /** An HTTP layer's or adapter's key of a limit: `{tag}:{name}:{owner}`. */
+    limit_key: string;
     forwarded: { max_hops: number; max_node_bytes: number };
     structured: { name_drops: string[]; policy: string; state: string };
   };
@@ -89,6 +92,16 @@ export function requestError(field: string): string {
   const e = ERRORS.requests.find((x) => x.field === field);
   if (!e) throw new Error(`the contract has no request field ${field}`);
   return e.expected;
+}
+
+/** The key of the limit `name` of a caller (`tag`: `rl:{user:42}`; `prefix:` where an adapter has no
+ * caller tag) for a policy of the kind `kindName`: the contract's `http.limit_key`, ending with the
+ * kind's owner, so a change of a limit's kind starts afresh on new keys while a change of its numbers
+ * carries on. */
+export function limitKey(tag: string, name: string, kindName: string): string {
+  const parts: Record<string, string> = { tag, name, owner: kind(kindName).owner };
+  // One pass, each placeholder replaced by its text as it is (`$&` in a name is not a pattern).
+  return HTTP.limit_key.replace(/\{(tag|name|owner)\}/g, (_, p: string) => parts[p]!);
 }
 
 /** Where a command's first key is among its arguments after its name (what routes it); undefined: none. */

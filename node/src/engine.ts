@@ -2,16 +2,18 @@
  * Engines: who computes the limiters on the server, and how one module command is sent to it. As
  * `client/src/engine.rs`. The module's RL.* commands, or where no module can be loaded the same
  * limiters as the Lua library, called with FCALL (Redis 7+) or EVALSHA. Every call is built as the
- * module's command; `Engine.run` sends it as the chosen engine takes it, and a call answered NOSCRIPT or
- * "Function not found" (it never ran) loads the library or the script on the node that answered (the
- * key's node) and is sent once more.
+ * module's command; `Engine.run` sends it as the engine in use takes it and follows the contract's
+ * engine machine on the answers that steer (an unknown or refused command, "Function not found",
+ * NOSCRIPT): the next engine under auto, the library loaded on the node that answered, the script sent
+ * with EVAL.
  */
 import { createHash } from "node:crypto";
 import { CONTRACT, LIBRARY, command as contractCommand, firstKey, groupLen, keyPositions } from "./contract.js";
-import { missing, refuses } from "./errors.js";
+import { answerOf, reports, sends, start, step, type Sent, type Wanted } from "./engineMachine.js";
 import { SCRIPT_SOURCES } from "./assets.js";
 
-export type EngineName = "auto" | "module" | "functions" | "scripts";
+/** `auto`, or one engine: `module`, `fcall` (also `functions`), `evalsha` (also `scripts`). */
+export type EngineName = "auto" | "module" | "fcall" | "evalsha" | "functions" | "scripts";
 
 /** An error reply from Redis, as an adapter reports it (whatever client it wraps). */
 export class RedisErrorReply extends Error {
@@ -111,133 +113,182 @@ export function routeOf(cmd: readonly string[]): string | undefined {
   return at !== undefined && cmd.length > 1 + at ? cmd[1 + at] : undefined;
 }
 
-const DESCRIBE: Record<EngineName, string> = {
-  auto: "not chosen yet",
-  module: "the ratelimit module",
-  functions: "the Lua library through FCALL",
-  scripts: "the Lua library through EVALSHA scripts",
-};
-
-function refusal(engine: EngineName, e: Error): string {
-  const noperm = e.message.includes("NOPERM");
-  if (engine === "functions") return noperm ? "FCALL or FUNCTION LOAD refused to this user (NOPERM)" : "FCALL unknown to this server";
-  return noperm ? "the module's commands refused to this user (NOPERM)" : "module not loaded";
+/** The keys of a module command (a library function's keys), or its first argument for any other. */
+export function keysOf(cmd: readonly string[]): string[] {
+  const call = Call.of(cmd);
+  if (call) return call.keys;
+  return cmd.length > 1 ? [cmd[1]!] : [];
 }
 
-/** The engine a limiter asked for, the one it uses, and why. */
+/** An engine name of the contract's machine for what a limiter asked for (the older names `functions`
+ * and `scripts` are FCALL's and EVALSHA's). */
+function wantedOf(name: EngineName): Wanted {
+  if (name === "functions") return "fcall";
+  if (name === "scripts") return "evalsha";
+  return name;
+}
+
+/** The machine gave up on a call (no engine answers, or the library went missing again and again):
+ * the call ends as `misconfigured`, whatever the last reply was. */
+export class EngineGaveUp extends RedisErrorReply {
+  override name = "EngineGaveUp";
+}
+
+/** Why the machine left the engine `sent` went to, for `describe()`. */
+function reason(sent: Sent, answer: string): string {
+  if (sent === "module") return answer === "noperm" ? "the module's commands refused to this user (NOPERM)" : "module not loaded";
+  return answer === "noperm" ? "FCALL or FUNCTION LOAD refused to this user (NOPERM)" : "FCALL unknown to this server";
+}
+
+/** Library loads on one node: the one in flight, and when the last one ended (an epoch of `Engine`). */
+interface Loads {
+  inflight: Promise<unknown> | undefined;
+  ended: number;
+}
+
+/**
+ * The engine a limiter asked for, the one in use, and why: the contract's engine machine
+ * (`engineMachine.ts`), one state per limiter. A call starts in the state the limiter is in, sends what
+ * that state sends and steps through the table with each answer; its last state becomes the limiter's.
+ * At most one `FUNCTION LOAD` per node at a time: calls that find the library missing while a load is
+ * in flight there wait for it, then send their own FCALL.
+ */
 export class Engine {
-  chosen: Exclude<EngineName, "auto">;
+  readonly wanted: Wanted;
+  private state: string;
   private why = "";
+  /** Loads that ended so far, all nodes: a call that sent its FCALL before a load on its node ended
+   * finds the library there and sends again without loading. */
+  private epoch = 0;
+  private readonly loads = new Map<string, Loads>();
 
-  constructor(readonly wanted: EngineName) {
-    this.chosen = wanted === "auto" ? "module" : wanted;
+  /** `nodeOf`: the node a key is on (a cluster), for one load per node; one node without it. */
+  constructor(wanted: EngineName, private readonly nodeOf: (route: string | undefined) => string = () => "") {
+    this.wanted = wantedOf(wanted);
+    this.state = start(this.wanted);
   }
 
-  describe(): { engine: Exclude<EngineName, "auto">; why: string; description: string } {
-    const why = this.wanted !== "auto" ? "asked for" : this.why || "the module answered";
-    return { engine: this.chosen, why, description: DESCRIBE[this.chosen] };
+  /** The machine's state (`unknown` until a call decided under auto, then the engine in use: `module`,
+   * `fcall`, `evalsha`), why, and what it reports (`not yet known`, `the ratelimit module`, ...). */
+  describe(): { engine: string; why: string; description: string } {
+    const why = this.wanted !== "auto" ? "asked for" : this.state === "unknown" ? "no call has been decided yet" : this.why || "the module answered";
+    return { engine: this.state, why, description: reports(this.state) };
   }
 
-  /** Chooses anew on the next call (after an outage: a failover may land on another server). */
+  /** What `engine` reports now. */
+  get reports(): string {
+    return reports(this.state);
+  }
+
+  /** Back to the start (after an outage: a failover may land on another kind of server). */
   forget(): void {
-    if (this.wanted === "auto") {
-      this.chosen = "module";
-      this.why = "";
-    }
+    this.move(start(this.wanted), []);
   }
 
-  /** Sends `cmd` (a module command, or any other) as the engine in use takes it; under auto, moves to
-   * the next engine where the server refuses one. Resolves to the reply; rejects with the error reply
-   * (a `RedisErrorReply`) that settles it, or whatever `send` rejects with otherwise. `send` is given
-   * `cmd` itself for the module (it must not keep or change it). */
+  private move(state: string, reasons: string[]): void {
+    if (state === this.state) return;
+    this.state = state;
+    this.why = reasons.length ? [...reasons, `using ${reports(state)}`].join("; ") : "";
+  }
+
+  /** Sends `cmd` (a module command, or any other) as the engine in use takes it, stepping through the
+   * machine on each answer. Resolves to the reply; rejects with the error reply (a `RedisErrorReply`;
+   * an `EngineGaveUp` where the machine gave up) or whatever `send` rejects with otherwise. `send` is
+   * given `cmd` itself for the module (it must not keep or change it). */
   run(cmd: readonly string[], send: Send): Promise<unknown> {
-    const auto = this.wanted === "auto";
     const route = routeOf(cmd);
-    const engine = this.chosen;
-    if (engine === "module") {
-      // The engine in use answers: one send, nothing added on the way unless it refuses.
-      const sent = send(cmd as string[], route);
-      if (!auto) return sent;
-      return sent.then(undefined, (e: unknown) => {
-        if (!(e instanceof RedisErrorReply) || !refuses(e.message)) throw e;
-        const call = Call.of(cmd);
-        if (!call) throw e;
-        if (this.chosen === "module") this.chosen = "functions";
-        return this.rest(call, cmd, route, send, [refusal("module", e)], true);
-      });
-    }
-    const call = Call.of(cmd);
-    if (!call) return send(cmd as string[], route);
-    return send(form(engine, call, cmd), route).then(undefined, (e: unknown) =>
-      this.rest(call, cmd, route, send, [], !auto, [engine, e]),
+    if (cmd.length === 0 || !contractCommand(cmd[0]!)?.function) return send(cmd as string[], route);
+    const state = this.state;
+    const sent = sends(state);
+    const seen = this.epoch;
+    const call = sent === "module" ? undefined : Call.of(cmd)!;
+    return send(call ? form(sent, call) : (cmd as string[]), route).then(
+      (reply) => {
+        const [next, then] = step(this.wanted, state, sent, "ok", 1);
+        if ("done" in then) {
+          this.move(next, []);
+          return reply;
+        }
+        return this.drive(cmd, route, send, next, then.send, 2, seen, []);
+      },
+      (e: unknown) => this.answered(cmd, route, send, state, sent, 1, seen, [], e),
     );
   }
 
-  /** What follows a call the engine in use did not settle (`failed`: the engine it went to, and its
-   * error): loading the library or script, or the next engine under auto. */
-  private async rest(
-    call: Call, cmd: readonly string[], route: string | undefined, send: Send, reasons: string[], askedAgain: boolean,
-    failed?: [Exclude<EngineName, "auto">, unknown],
+  /** A command of the call (its `n`-th) was answered with the error `e`: the machine's next step. */
+  private answered(
+    cmd: readonly string[], route: string | undefined, send: Send, state: string, sent: Sent, n: number, seen: number,
+    reasons: string[], e: unknown,
   ): Promise<unknown> {
-    const auto = this.wanted === "auto";
-    for (;;) {
-      let engine: Exclude<EngineName, "auto"> = this.chosen;
-      let result: unknown;
-      try {
-        if (failed) {
-          const [was, e] = failed;
-          failed = undefined;
-          engine = was;
-          throw e;
-        }
-        result = await send(form(engine, call, cmd), route);
-      } catch (e) {
-        if (!(e instanceof RedisErrorReply)) throw e;
-        let error: RedisErrorReply | undefined = e;
-        if (engine !== "module" && missing(e.message)) {
-          if (!askedAgain) {
-            // A server without the library may be another kind of server: ask the module again, once.
-            askedAgain = true;
-            reasons.length = 0;
-            this.chosen = "module";
-            this.why = "";
-            continue;
-          }
-          try {
-            result = await loadAndSend(engine, call, route, send);
-            error = undefined;
-          } catch (again) {
-            if (!(again instanceof RedisErrorReply)) throw again;
-            error = again;
-          }
-        }
-        if (error) {
-          if (!(auto && engine !== "scripts" && refuses(error.message))) throw error;
-          reasons.push(refusal(engine, error));
-          this.chosen = engine === "module" ? "functions" : "scripts";
-          continue;
-        }
-      }
-      if (reasons.length) {
-        reasons.push(`using ${DESCRIBE[engine]}`);
-        this.chosen = engine;
-        this.why = reasons.join("; ");
-      }
-      return result;
+    const answer = e instanceof RedisErrorReply ? answerOf(e.message) : "outage";
+    const [next, then] = step(this.wanted, state, sent, answer, n);
+    if (next !== state && next !== "unknown" && next !== "module") reasons.push(reason(sent, answer));
+    if ("send" in then) return this.drive(cmd, route, send, next, then.send, n + 1, seen, reasons);
+    this.move(next, reasons);
+    if (then.done === "misconfigured") {
+      return Promise.reject(e instanceof RedisErrorReply && !(e instanceof EngineGaveUp) ? new EngineGaveUp(e.message) : e);
     }
+    return Promise.reject(e);
+  }
+
+  /** The rest of a call from its `n`-th command, `sent`, in `state`. */
+  private async drive(
+    cmd: readonly string[], route: string | undefined, send: Send, state: string, sent: Sent, n: number, seen: number,
+    reasons: string[],
+  ): Promise<unknown> {
+    const call = Call.of(cmd)!;
+    for (;;) {
+      let reply: unknown;
+      try {
+        if (sent === "function_load") {
+          reply = await this.load(route, send, seen);
+        } else {
+          seen = this.epoch;
+          reply = await send(form(sent, call, cmd), route);
+        }
+      } catch (e) {
+        return this.answered(cmd, route, send, state, sent, n, seen, reasons, e);
+      }
+      const [next, then] = step(this.wanted, state, sent, "ok", n);
+      state = next;
+      if ("done" in then) {
+        this.move(state, reasons);
+        if (then.done === "decided") return reply;
+        throw new EngineGaveUp(`ERR no engine answers: the library went missing again after ${n} commands`);
+      }
+      sent = then.send;
+      n++;
+    }
+  }
+
+  /** FUNCTION LOAD REPLACE on the node of `route`, at most one at a time there: a call that finds one
+   * in flight waits for it; one that sent its FCALL before a load there ended (`seen`) loads nothing. */
+  private load(route: string | undefined, send: Send, seen: number): Promise<unknown> {
+    const node = this.nodeOf(route);
+    let loads = this.loads.get(node);
+    if (!loads) this.loads.set(node, (loads = { inflight: undefined, ended: -1 }));
+    if (loads.inflight) return loads.inflight;
+    if (loads.ended >= seen) return Promise.resolve("OK");
+    const l = loads;
+    const done = (): void => {
+      l.inflight = undefined;
+      l.ended = this.epoch++;
+    };
+    l.inflight = send(["FUNCTION", "LOAD", "REPLACE", LIBRARY], route).then(
+      (v) => (done(), v),
+      (e: unknown) => {
+        done();
+        throw e;
+      },
+    );
+    return l.inflight;
   }
 }
 
-function form(engine: EngineName, call: Call, cmd: readonly string[]): string[] {
-  if (engine === "functions") return call.fcall();
-  if (engine === "scripts") return call.evalsha();
-  return cmd as string[];
-}
-
-/** `call` where its node has neither the library nor the script: EVAL (which caches the script), or
- * FUNCTION LOAD REPLACE on that node and FCALL again. */
-async function loadAndSend(engine: EngineName, call: Call, route: string | undefined, send: Send): Promise<unknown> {
-  if (engine === "scripts") return send(call.eval(), route);
-  await send(["FUNCTION", "LOAD", "REPLACE", LIBRARY], route);
-  return send(call.fcall(), route);
+/** The command `sent` stands for, for `call` (`cmd`: the module's form). */
+function form(sent: Sent, call: Call, cmd?: readonly string[]): string[] {
+  if (sent === "fcall") return call.fcall();
+  if (sent === "evalsha") return call.evalsha();
+  if (sent === "eval") return call.eval();
+  return (cmd ?? call.fcall()) as string[];
 }

@@ -9,9 +9,16 @@ export class PolicyError extends Error {
   }
 }
 
-/** A call that cannot be built whatever Redis says (a programming error): thrown, never degraded. */
+/** The caller's own mistake (the contract's `usage` class): a call refused before sending (a missing
+ * or empty key, the same key twice, a cost out of bounds, keys in different hash slots on a cluster)
+ * or an answer saying the call is wrong (`CROSSSLOT`, `ERR invalid ...`, `ERR syntax error`). Thrown or
+ * rejected, never a degraded decision, never counted by the breaker. `code` is the reply's code
+ * (`ERR`, `CROSSSLOT`); `message` the reply as Redis writes it, code first, where there is one. */
 export class UsageError extends Error {
   override name = "UsageError";
+  constructor(message: string, readonly code = "ERR") {
+    super(message);
+  }
 }
 
 /** Why Redis gave no decision; `check` turns it into the failure policy's degraded decision. */
@@ -45,23 +52,24 @@ export class ServerError extends CallError {
   override name = "ServerError";
 }
 
-/** Redis answered that the limiter cannot work with it as configured: no engine's command is known
- * (module not loaded, FCALL/EVALSHA unknown) or this user may not run it (NOPERM). */
+/** Redis answered that the limiter cannot work with it as configured (the contract's `misconfigured`
+ * class): no engine's command is known (module not loaded, FCALL/EVALSHA unknown), this user may not
+ * run it (NOPERM, NOAUTH), or an error reply no rule knows. */
 export class ConfigurationError extends ServerError {
   override name = "ConfigurationError";
+}
+
+/** Redis answered that the key holds another limiter's state or another type (the contract's
+ * `conflict` class): a limit whose kind changed on a key named by hand, or a key another program
+ * writes. `keys`: the call's keys. */
+export class ConflictError extends ServerError {
+  override name = "ConflictError";
+  constructor(message: string, readonly keys: readonly string[]) {
+    super(message);
+  }
 }
 
 /** A reply that is not what the command answers. */
 export class ReplyError extends CallError {
   override name = "ReplyError";
-}
-
-/** An error reply saying this engine cannot work for this user here: unknown command, NOPERM. */
-export function refuses(message: string): boolean {
-  return message.includes("unknown command") || message.includes("NOPERM");
-}
-
-/** NOSCRIPT or "Function not found": the library or the script is not on this node; it never ran. */
-export function missing(message: string): boolean {
-  return message.includes("NOSCRIPT") || message.toLowerCase().includes("function not found");
 }

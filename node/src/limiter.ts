@@ -13,10 +13,13 @@ import { Breaker, type BreakerOptions } from "./breaker.js";
 import * as command from "./command.js";
 import type { Limit } from "./command.js";
 import { Decision, inspectionFromReply, takenFromReply, type Inspection, type Taken } from "./decision.js";
-import { Engine, RedisErrorReply, type EngineName, type Send } from "./engine.js";
+import { Engine, EngineGaveUp, RedisErrorReply, keysOf, type EngineName, type Send } from "./engine.js";
 import {
-  BreakerOpenError, CallError, ConfigurationError, DeadlineError, ServerError, UnreachableError, UsageError, refuses,
+  BreakerOpenError, CallError, ConfigurationError, ConflictError, DeadlineError, ServerError, UnreachableError, UsageError,
 } from "./errors.js";
+import { COUNTERS, causeOf, classOfReply, classOfTransport, codeOf, replyClass, transportOf, type ReplyClass } from "./replyClass.js";
+import { ERRORS } from "./contract.js";
+import { slotOf } from "./slot.js";
 import { Concurrency, Policy, TokenBucket } from "./policy.js";
 import { LocalLimiter } from "./fallback.js";
 
@@ -34,6 +37,14 @@ export interface LimiterOptions {
   engine?: EngineName;
   /** The breaker's options, or `false` for none (default: 5 failures, 1000 ms). */
   breaker?: BreakerOptions | false;
+  /** Where the misconfigured and conflict lines go (error level; default `console`); `false`: nowhere
+   * (the `misconfigured` and `conflict` events still say the same). */
+  logger?: Logger | false;
+}
+
+/** What the limiter logs with: `console`, or any logger with an `error` method (pino, winston, ...). */
+export interface Logger {
+  error(message: string): void;
 }
 
 export interface OutageEvent {
@@ -55,6 +66,19 @@ interface InFlight {
 }
 
 const same = (reply: unknown): unknown => reply;
+/** A misconfiguration's cause is logged at most once per this long. */
+const CAUSE_EVERY_MS = 60_000;
+/** At most this many keys remembered as logged conflicts (then forgotten, and logged again). */
+const CONFLICT_KEYS = 10_000;
+
+/** What to do about a misconfiguration, by the reply's code (and text). */
+function fixOf(message: string): string {
+  const code = codeOf(message);
+  if (code === "NOPERM") return "give this Redis user the commands of the engine in use (ACL: the module's RL.*, or FCALL, FUNCTION LOAD, EVALSHA, EVAL)";
+  if (code === "NOAUTH" || code === "WRONGPASS") return "give the client the Redis user's password";
+  if (/^ERR unknown command/i.test(message)) return "load the module (--loadmodule), or let this user run FCALL and FUNCTION LOAD (or EVALSHA)";
+  return "see docs/errors.md";
+}
 
 /** Ends a call with `error`: the value its `failed` makes of it, or the error. */
 function fail(f: InFlight, error: CallError): void {
@@ -211,6 +235,15 @@ export class Limiter extends EventEmitter {
   /** The in-process limiter of the `fallback` failure policy (its state lives while the limiter does). */
   readonly local: LocalLimiter | undefined;
   private down = false;
+  private misconfiguredNow = false;
+  /** Calls per class of answer: the contract's counters (`outage`, `misconfigured`, `conflicts`,
+   * `usage_errors`), each call counted once. */
+  readonly counters: Record<string, number> = Object.fromEntries(COUNTERS.map((c) => [c, 0]));
+  private readonly logger: Logger | undefined;
+  /** When each misconfiguration's cause was last logged. */
+  private readonly causes = new Map<string, number>();
+  /** The keys whose conflict was logged. */
+  private readonly conflicts = new Set<string>();
   private readonly deadlines: Deadlines;
   /** The adapter's `send`; an adapter given by the user gets a copy of each command (ours do not keep
    * or change it, and the middleware sends the same command array again). */
@@ -235,14 +268,20 @@ export class Limiter extends EventEmitter {
     this.failure = options.failure;
     this.deadlineMs = options.deadlineMs ?? 100;
     if (!(this.deadlineMs > 0)) throw new UsageError("deadlineMs must be > 0");
-    this.engine = new Engine(options.engine ?? "auto");
-    this.deadlines = new Deadlines((f) => fail(f, this.callError(DEADLINE)));
+    this.engine = new Engine(options.engine ?? "auto", this.adapter.nodeOf);
+    this.logger = options.logger === false ? undefined : (options.logger ?? console);
+    this.deadlines = new Deadlines((f) => fail(f, this.classified(DEADLINE, undefined) as CallError));
     const send = this.adapter.send;
     this.send = OWN_ADAPTERS.has(this.adapter) ? send : (args, route) => send([...args], route);
     this.breaker = options.breaker === false ? undefined : new Breaker(options.breaker ?? {});
   }
 
-  /** The engine in use, and why it was chosen. */
+  /** True since Redis answered that the limiter is misconfigured, until Redis decides again. */
+  get misconfigured(): boolean {
+    return this.misconfiguredNow;
+  }
+
+  /** The engine in use (`unknown` before the first decision under auto), why, and what it reports. */
   describe(): ReturnType<Engine["describe"]> {
     return this.engine.describe();
   }
@@ -255,7 +294,8 @@ export class Limiter extends EventEmitter {
   }
 
   /** Sends one module command (or any other) through the engine within the deadline. Rejects with a
-   * `CallError`: `DeadlineError`, `UnreachableError`, `BreakerOpenError`, `ConfigurationError`, `ServerError`. */
+   * `CallError` (`DeadlineError`, `UnreachableError`, `BreakerOpenError`, `ConfigurationError`,
+   * `ConflictError`, `ServerError`) or, where the call itself is wrong, a `UsageError`. */
   call(cmd: readonly string[]): Promise<unknown> {
     return this.request(cmd, same, undefined);
   }
@@ -293,32 +333,72 @@ export class Limiter extends EventEmitter {
         (e: unknown) => {
           if (f.done) return;
           this.deadlines.settle(f);
-          fail(f, this.callError(e));
+          const error = this.classified(e, cmd);
+          // The usage class is the caller's: never a degraded decision.
+          if (error instanceof UsageError) f.reject(error);
+          else fail(f, error);
         },
       );
     });
   }
 
-  /** The `CallError` a call ends with (`DEADLINE`: its deadline passed), counted by the breaker. */
-  private callError(e: unknown): CallError {
+  /** What a call that got no decision ends with (`DEADLINE`: its deadline passed): the class of the
+   * answer (the contract's `replies`) says the error, the breaker, the log and the counter. */
+  private classified(e: unknown, cmd: readonly string[] | undefined): CallError | UsageError {
+    let cls: ReplyClass;
+    let error: CallError | UsageError;
     if (e instanceof RedisErrorReply) {
-      if (refuses(e.message)) {
-        const error = new ConfigurationError(e.message);
-        this.breaker?.fault();
-        this.failed(error);
-        return error;
-      }
-      this.answered();
-      return new ServerError(e.message);
+      cls = e instanceof EngineGaveUp ? replyClass("misconfigured") : classOfReply(e.message);
+      const m = e.message;
+      if (cls.name === "usage") error = new UsageError(m, codeOf(m));
+      else if (cls.name === "conflict") error = new ConflictError(m, cmd ? keysOf(cmd) : []);
+      else if (cls.name === "misconfigured") error = new ConfigurationError(m);
+      else error = new ServerError(m);
+    } else if (e === DEADLINE) {
+      cls = classOfTransport("timeout");
+      error = new DeadlineError(this.deadlineMs);
+    } else {
+      const kind = transportOf(e);
+      cls = classOfTransport(kind);
+      error = new UnreachableError(`connection ${kind}: ${e instanceof Error ? e.message || e.name : String(e)}`);
     }
-    const error = e === DEADLINE ? new DeadlineError(this.deadlineMs) : new UnreachableError(e instanceof Error ? e.message || e.name : String(e));
-    this.breaker?.failure();
-    this.failed(error);
+    this.counters[cls.counter] = (this.counters[cls.counter] ?? 0) + 1;
+    if (cls.breaker === "failure") this.breaker?.failure();
+    if (cls.log === "outage") this.failed(error as CallError);
+    else if (cls.log === "once_per_cause") this.misconfiguredBy(error as ConfigurationError);
+    else if (cls.log === "once_per_key") this.conflictOn(error as ConflictError);
     return error;
+  }
+
+  /** Misconfigured: the flag, and a line at error level at most once a minute per cause. */
+  private misconfiguredBy(error: ConfigurationError): void {
+    this.misconfiguredNow = true;
+    const now = performance.now();
+    const cause = causeOf(error.message);
+    const last = this.causes.get(cause);
+    if (last !== undefined && now - last < CAUSE_EVERY_MS) return;
+    this.causes.set(cause, now);
+    this.logger?.error(
+      `redis-ratelimit: misconfigured (Redis answers; this is no outage): ${error.message}; ${fixOf(error.message)}; meanwhile the failure policy (${this.failure}) decides`,
+    );
+    this.emit("misconfigured", { error });
+  }
+
+  /** A conflict: a line at error level once per key, with the key and how to recover. */
+  private conflictOn(error: ConflictError): void {
+    const keys = error.keys.join(" ");
+    if (this.conflicts.has(keys)) return;
+    if (this.conflicts.size >= CONFLICT_KEYS) this.conflicts.clear();
+    this.conflicts.add(keys);
+    this.logger?.error(
+      `redis-ratelimit: conflict on ${keys}: ${error.message} (another limiter's kind, or another program, wrote it); the failure policy (${this.failure}) decides there until it is gone. To recover: delete the key (DEL ${keys}), wait for it to expire (at most its limit's period), or give the limit another name`,
+    );
+    this.emit("conflict", { keys: error.keys, error });
   }
 
   private answered(): void {
     this.breaker?.success();
+    this.misconfiguredNow = false;
     if (this.down) {
       this.down = false;
       this.emit("recovered", {});
@@ -395,16 +475,42 @@ export class Limiter extends EventEmitter {
   checkAll(limits: readonly Limit[]): Promise<Decision> {
     let cmd: string[];
     try {
-      cmd = command.decide(limits);
+      cmd = this.built(limits, command.decide(limits));
     } catch (e) {
-      return Promise.reject(e);
+      return this.refused(e);
     }
     return this.decided(limits, cmd);
   }
 
+  /** `cmd` for `limits`, refused before sending when its keys are in different hash slots on a
+   * cluster client (the server would answer CROSSSLOT). */
+  private built<T>(limits: readonly Limit[], cmd: T): T {
+    if (this.adapter.cluster && limits.length > 1) {
+      const slot = slotOf(limits[0]![0]);
+      for (let i = 1; i < limits.length; i++) {
+        if (slotOf(limits[i]![0]) !== slot) throw new UsageError(ERRORS.render.cross_slot, codeOf(ERRORS.render.cross_slot));
+      }
+    }
+    return cmd;
+  }
+
+  /** A call refused before sending: rejected with its `UsageError`, counted with the usage class. */
+  private refused(e: unknown): Promise<never> {
+    if (e instanceof UsageError) {
+      const counter = replyClass("usage").counter;
+      this.counters[counter] = (this.counters[counter] ?? 0) + 1;
+    }
+    return Promise.reject(e);
+  }
+
   /** As many tokens as the bucket holds now, up to `max` (RL.TAKE). */
   async take(key: string, policy: Policy, max: number): Promise<Taken> {
-    const cmd = command.take(key, policy, max);
+    let cmd: string[];
+    try {
+      cmd = command.take(key, policy, max);
+    } catch (e) {
+      return this.refused(e);
+    }
     try {
       return takenFromReply(await this.call(cmd));
     } catch (e) {
@@ -427,7 +533,12 @@ export class Limiter extends EventEmitter {
 
   /** `reserve` over several limits: token buckets reserve, the others decide now, all in one call. */
   async reserveAll(limits: readonly Limit[], maxWaitMs: number): Promise<Decision> {
-    const cmd = command.reserve(limits, maxWaitMs) ?? command.decide(limits);
+    let cmd: string[];
+    try {
+      cmd = this.built(limits, command.reserve(limits, maxWaitMs) ?? command.decide(limits));
+    } catch (e) {
+      return this.refused(e);
+    }
     return this.decided(limits, cmd);
   }
 
@@ -464,7 +575,12 @@ export class Limiter extends EventEmitter {
     const limits: readonly Limit[] = typeof a === "string" ? [[a, b as Policy, c ?? 1]] : a;
     const options = (typeof a === "string" ? d : (b as { renew?: boolean } | undefined)) ?? {};
     const holder = randomBytes(9).toString("base64url");
-    const cmd = command.acquire(limits, holder);
+    let cmd: string[];
+    try {
+      cmd = this.built(limits, command.acquire(limits, holder));
+    } catch (e) {
+      return this.refused(e);
+    }
     const decision = await this.decided(limits, cmd, holder);
     const leases = limits
       .filter((l): l is readonly [string, Concurrency, number] => l[1] instanceof Concurrency)
@@ -475,7 +591,12 @@ export class Limiter extends EventEmitter {
   /** Gives `units` back to a token bucket, a fixed window or a sliding counter; false when Redis
    * did not answer (nothing given back there; under `fallback`, given back to the in-process limit). */
   async refund(key: string, policy: Policy, units: number): Promise<boolean> {
-    const cmd = command.refund(key, policy, units);
+    let cmd: string[];
+    try {
+      cmd = command.refund(key, policy, units);
+    } catch (e) {
+      return this.refused(e);
+    }
     try {
       await this.call(cmd);
       return true;
@@ -491,7 +612,13 @@ export class Limiter extends EventEmitter {
   /** What `key` holds, without changing it (RL.INSPECT); with the policy, what a request would meet
    * now. Rejects with a `CallError` when Redis does not answer. */
   async peek(key: string, policy?: Policy): Promise<Inspection> {
-    return inspectionFromReply(await this.call(command.inspect(key, policy)));
+    let cmd: string[];
+    try {
+      cmd = command.inspect(key, policy);
+    } catch (e) {
+      return this.refused(e);
+    }
+    return inspectionFromReply(await this.call(cmd));
   }
 }
 

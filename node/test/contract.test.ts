@@ -7,7 +7,10 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./servers.ts";
 import { cases, policyOf, VECTORS, type Any } from "./vectors.ts";
-import { Call, CONTRACT, Decision, PolicyError, UsageError, commands, moduleCommand, script, type Limit } from "../src/index.ts";
+import {
+  Call, CONTRACT, Decision, Engine, EngineGaveUp, Limiter, PolicyError, RedisErrorReply, TokenBucket, UsageError, classOfReply,
+  classOfTransport, commands, moduleCommand, script, type Adapter, type Limit, type Send,
+} from "../src/index.ts";
 import { LIBRARY_FUNCTIONS } from "../src/contract.ts";
 import { LocalLimiter } from "../src/fallback.ts";
 import { assets } from "../scripts/embed.mjs";
@@ -16,7 +19,7 @@ const NODE = join(ROOT, "node");
 
 /** Vector files, or parts of them, this package does not run, and why. */
 export const SKIPPED: Record<string, string> = {};
-const RUN = ["policies", "commands", "replies", "callers", "forwarded", "http", "fallback"];
+const RUN = ["policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines"];
 
 test("every vector file is run or listed as skipped", () => {
   const files = readdirSync(VECTORS).filter((f) => f.endsWith(".json")).map((f) => f.replace(/\.json$/, ""));
@@ -69,6 +72,10 @@ test("commands.json", () => {
   commands.requestIds.next = () => "{request_id}";
   try {
     for (const { input, output } of cases("commands")) {
+      if (input.call === "cost") {
+        costCase(input.cost, output);
+        continue;
+      }
       const limits: Limit[] = input.limits.map((l: Any) => [l.key, policyOf(l.policy), l.cost] as const);
       const holder: string = input.holder ?? "";
       let built: string[];
@@ -87,13 +94,17 @@ test("commands.json", () => {
         }
       } catch (e) {
         assert.ok(e instanceof UsageError, String(e));
+        if (output.usage) {
+          assert.deepEqual({ code: e.code, message: e.message }, output.usage, JSON.stringify(input));
+          continue;
+        }
         assert.ok(output.error, `refused ${JSON.stringify(input)}: ${e.message}`);
         // core's render errors are the contract's words; the others name each language's own calls.
         if (Object.values(CONTRACT.errors.render).includes(output.error)) assert.equal(e.message, output.error);
         continue;
       }
       const what = JSON.stringify(input);
-      assert.ok(!output.error, `built ${built} for ${what}`);
+      assert.ok(!output.error && !output.usage, `built ${built} for ${what}`);
       assert.deepEqual(built, output.module, what);
       const call = Call.of(built);
       assert.deepEqual(call?.fcall() ?? null, output.fcall, what);
@@ -104,6 +115,23 @@ test("commands.json", () => {
     commands.requestIds.next = next;
   }
 });
+
+/** A cost as a caller writes it (a web `cost=` parameter): a whole number's text is a number (a bigint
+ * past 2^53), a decimal's a number, anything else (`1e3`, ``) stays text, which is no cost. */
+function costCase(text: string, output: Any): void {
+  const value: unknown = /^-?\d+$/.test(text) ? (Number.isSafeInteger(Number(text)) ? Number(text) : BigInt(text)) : /^-?\d+\.\d+$/.test(text) ? Number(text) : text;
+  let got: string;
+  try {
+    got = commands.costText(value);
+  } catch (e) {
+    assert.ok(e instanceof UsageError, String(e));
+    assert.ok(output.usage, `refused ${text}: ${e.message}`);
+    assert.deepEqual({ code: e.code, message: e.message }, output.usage, text);
+    return;
+  }
+  assert.ok(!output.usage, `accepted ${text}`);
+  assert.equal(got, String(output.cost), text);
+}
 
 test("replies.json", () => {
   for (const { input, output } of cases("replies")) {
@@ -204,4 +232,98 @@ test("fallback.json: the in-process fallback's timed sequences, at each instance
     n++;
   }
   assert.ok(n >= 10);
+});
+
+// An adapter that answers every command as a vector says (an error reply, or a transport failure as
+// ioredis and node-redis report one): the vectors test the outcome of an answer, not a server.
+function answering(input: Any): Adapter {
+  const send = (): Promise<unknown> => {
+    if (input.reply !== undefined) return Promise.reject(new RedisErrorReply(input.reply));
+    switch (input.transport) {
+      case "timeout": return new Promise(() => {});
+      case "refused": return Promise.reject(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" }));
+      case "reset": return Promise.reject(Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }));
+      case "closed": return Promise.reject(new Error("Connection is closed."));
+      default: throw new Error(`no transport ${input.transport}`);
+    }
+  };
+  return { name: "vector", cluster: false, send };
+}
+
+test("errors.json: each answer's class and outcome (a degraded decision, or the UsageError raised)", async () => {
+  const policy = new TokenBucket({ capacity: 10, perSecond: 5 });
+  const classes = new Set<string>();
+  for (const { input, output } of cases("errors")) {
+    const what = JSON.stringify(input);
+    const rl = new Limiter(answering(input), { failure: input.failure, engine: "module", deadlineMs: 20, breaker: false, logger: false });
+    const cls = input.reply !== undefined ? classOfReply(input.reply) : classOfTransport(input.transport);
+    assert.equal(cls.name, output.class, what);
+    classes.add(cls.name);
+    const got = await rl.check("rl:{v}:k", policy).then((d) => ({ d }), (e: unknown) => ({ e }));
+    if (output.raise) {
+      assert.ok("e" in got && got.e instanceof UsageError, `${what}: ${JSON.stringify(got)}`);
+      assert.deepEqual({ code: got.e.code, message: got.e.message }, output.raise, what);
+      assert.equal(rl.counters["usage_errors"], 1, what);
+    } else {
+      assert.ok("d" in got, `${what}: ${"e" in got ? got.e : ""}`);
+      assert.deepEqual({ allowed: got.d.allowed, degraded: got.d.degraded }, output.decision, what);
+      assert.equal(rl.counters[cls.counter], 1, what);
+    }
+    assert.equal(rl.misconfigured, output.class === "misconfigured", what);
+  }
+  assert.deepEqual([...classes].sort(), CONTRACT_CLASSES, "every class has vectors");
+});
+
+const CONTRACT_CLASSES = ["conflict", "misconfigured", "outage", "usage"];
+
+/** The error reply each steering answer of engines.json stands for, as a server writes it. */
+const ANSWERS: Record<string, string> = {
+  unknown_command: "ERR unknown command 'RL.TOKEN', with args beginning with: 'k' ",
+  noperm: "NOPERM User app has no permissions to run the 'rl.token' command",
+  function_missing: "ERR Function not found",
+  noscript: "NOSCRIPT No matching script. Please use EVAL.",
+  error: "ERR the key holds a value that is not this limiter's state",
+};
+
+/** What a command is to the engine machine. */
+function sentOf(args: string[]): string {
+  const name = args[0]!.toUpperCase();
+  if (name === "FCALL") return "fcall";
+  if (name === "FUNCTION") return "function_load";
+  if (name === "EVALSHA") return "evalsha";
+  if (name === "EVAL") return "eval";
+  return "module";
+}
+
+test("engines.json: the engine machine's commands, outcome, state and report for each call", async () => {
+  const cmd = commands.decide([["rl:{e}:k", new TokenBucket({ capacity: 10, perSecond: 5 }), 1]]);
+  let n = 0;
+  for (const { input, output } of cases("engines")) {
+    const engine = new Engine(input.wanted);
+    assert.equal(engine.reports, input.wanted === "auto" ? "not yet known" : engine.reports);
+    for (let i = 0; i < input.calls.length; i++) {
+      const answers: string[] = [...input.calls[i]];
+      const sent: string[] = [];
+      const send: Send = (args) => {
+        sent.push(sentOf(args));
+        const a = answers.shift();
+        if (a === "ok") return Promise.resolve(sentOf(args) === "function_load" ? "rl" : [1, 10, 9, 0, 200]);
+        if (a === "outage") return Promise.reject(Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }));
+        return Promise.reject(new RedisErrorReply(ANSWERS[a!]!));
+      };
+      const outcome = await engine.run(cmd, send).then(
+        () => "decided",
+        (e: unknown) => (e instanceof EngineGaveUp ? "misconfigured" : e instanceof RedisErrorReply ? "error" : "outage"),
+      );
+      const want = output.calls[i];
+      const what = `${JSON.stringify(input)} call ${i}`;
+      assert.deepEqual(
+        { sent, outcome, state: engine.describe().engine, reports: engine.reports },
+        { sent: want.sent, outcome: want.outcome, state: want.state, reports: want.reports },
+        what,
+      );
+      n++;
+    }
+  }
+  assert.ok(n >= 15);
 });

@@ -19,8 +19,8 @@ after(async () => {
 
 const SETUPS: { name: string; server: () => Server; engine: EngineName; expect: string }[] = [
   { name: "module", server: () => module, engine: "auto", expect: "module" },
-  { name: "library (auto: FCALL)", server: () => stock, engine: "auto", expect: "functions" },
-  { name: "library (EVALSHA)", server: () => stock, engine: "scripts", expect: "scripts" },
+  { name: "library (auto: FCALL)", server: () => stock, engine: "auto", expect: "fcall" },
+  { name: "library (EVALSHA)", server: () => stock, engine: "evalsha", expect: "evalsha" },
 ];
 
 let n = 0;
@@ -37,7 +37,8 @@ for (const f of FACTORIES) {
       });
       after(async () => made.close());
 
-      test("verify chooses the engine and says why", async () => {
+      test("verify chooses the engine and says why; `not yet known` before the first decision under auto", async () => {
+        if (s.engine === "auto") assert.deepEqual([rl.describe().engine, rl.engine.reports], ["unknown", "not yet known"]);
         const v = await rl.verify();
         assert.equal(v.engine, s.expect, v.why);
       });
@@ -123,20 +124,52 @@ for (const f of FACTORIES) {
     });
   }
 
-  test(`${f.name}: the module asked for on a stock server is a configuration fault: degraded at once, breaker open`, async () => {
+  test(`${f.name}: the module asked for on a stock server is misconfigured: degraded, logged once, flagged, no outage nor breaker`, async () => {
     const made = await f.make(stock.port);
     try {
-      const rl = new Limiter(made.client, { failure: "closed", engine: "module", deadlineMs: LONG_DEADLINE_MS });
+      const lines: string[] = [];
+      const rl = new Limiter(made.client, { failure: "closed", engine: "module", deadlineMs: LONG_DEADLINE_MS, logger: { error: (l) => lines.push(l) } });
       const outages: unknown[] = [];
       rl.on("outage", (e) => outages.push(e.error));
-      const d = await rl.check(key("cfg"), new TokenBucket({ capacity: 1, perSecond: 1 }));
-      assert.equal(d.allowed, false);
-      assert.equal(d.degraded, true);
-      assert.ok(d.error instanceof ConfigurationError, String(d.error));
-      assert.equal(rl.breaker!.isOpen, true);
-      assert.equal(outages.length, 1);
+      for (let i = 0; i < 8; i++) {
+        const d = await rl.check(key("cfg"), new TokenBucket({ capacity: 1, perSecond: 1 }));
+        assert.equal(d.allowed, false);
+        assert.equal(d.degraded, true);
+        assert.ok(d.error instanceof ConfigurationError, String(d.error));
+      }
+      assert.equal(rl.breaker!.isOpen, false, "a misconfiguration is no outage: the breaker is untouched");
+      assert.equal(rl.misconfigured, true);
+      assert.equal(rl.counters["misconfigured"], 8);
+      assert.equal(outages.length, 0);
+      assert.equal(lines.length, 1, lines.join("\n"));
+      assert.match(lines[0]!, /misconfigured .*unknown command.*load the module/);
+      assert.equal(rl.describe().description, "the ratelimit module");
     } finally {
       await made.close();
     }
   });
 }
+
+test("a stock server under auto: the engine settles on FCALL and stays there through Function not found (one load, no return to the module)", async () => {
+  const { Redis } = await import("ioredis");
+  const client = new Redis(stock.port, "127.0.0.1");
+  client.on("error", () => {});
+  try {
+    const rl = new Limiter(client, { failure: "closed", deadlineMs: LONG_DEADLINE_MS });
+    const p = new TokenBucket({ capacity: 1000, perSecond: 1 });
+    assert.equal((await rl.check(key("settle"), p)).degraded, false);
+    assert.equal(rl.describe().engine, "fcall");
+    await rl.call(["FUNCTION", "FLUSH"]);
+    await rl.call(["CONFIG", "RESETSTAT"]);
+    // 50 calls at once find the library missing: one FUNCTION LOAD, every call decided by FCALL.
+    const ds = await Promise.all(Array.from({ length: 50 }, (_, i) => rl.check(key(`settle${i}`), p)));
+    assert.ok(ds.every((d) => !d.degraded), String(ds.find((d) => d.degraded)?.error));
+    const stats = String(await rl.call(["INFO", "commandstats"]));
+    const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+    assert.equal(calls("function\\|load"), 1, stats);
+    assert.equal(calls("rl.token"), 0, "never back to the module");
+    assert.equal(rl.describe().engine, "fcall");
+  } finally {
+    client.disconnect();
+  }
+});

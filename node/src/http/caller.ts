@@ -50,5 +50,6 @@ export function idPart(kind: string, id: string): string {
 
 /** `<prefix>:{<caller's key part>}`, the start of every key of the caller (the contract's `key`). */
 export function callerTag(prefix: string, caller: Caller): string {
-  return HTTP.caller.key.replace("{prefix}", prefix).replace("{{{part}}}", `{${caller.keyPart()}}`);
+  // Replaced by functions: a `$&` in a prefix or a caller's id is text, not a replacement pattern.
+  return HTTP.caller.key.replace("{prefix}", () => prefix).replace("{{{part}}}", () => `{${caller.keyPart()}}`);
 }
