@@ -151,7 +151,7 @@ impl Engine {
             };
         };
         let mut sent = machine::STATES.iter().find(|s| s.0 == state).map_or(Sent::Module, |s| s.2);
-        let mut reasons: Vec<&'static str> = vec![];
+        let mut reasons: Vec<String> = vec![];
         let mut sends = 0;
         loop {
             sends += 1;
@@ -162,16 +162,20 @@ impl Engine {
                 (None, Sent::Fcall) => transport.query(&call.fcall(), check_first).await,
                 (None, Sent::FunctionLoad) => self.load_once(transport, &call, loads).await,
                 (None, Sent::Evalsha) => transport.query(&call.evalsha(), check_first).await,
-                (None, Sent::Eval) => transport.query(&call.with_script("EVAL", &call.script().code), false).await,
+                (None, Sent::Eval) => {
+                    transport.query(&call.with_script("EVAL", &call.script().code), false).await
+                }
             };
             let answer = match &result {
                 Ok(_) => Answer::Ok,
-                Err(e) if ReplyClass::of(&CallError::Redis(e.clone())) == ReplyClass::Outage => Answer::Outage,
+                Err(e) if ReplyClass::of(&CallError::Redis(e.clone())) == ReplyClass::Outage => {
+                    Answer::Outage
+                }
                 Err(e) => machine::answer_of_reply(&reply_text(e)),
             };
             let (next, then) = machine::step(wanted, state, sent, answer, sends);
             if next != state && matches!(next, State::Fcall | State::Evalsha) {
-                reasons.push(reason(sent, answer));
+                reasons.push(reason(sent, answer).to_string());
             }
             state = next;
             match then {
@@ -181,6 +185,12 @@ impl Engine {
                 }
                 Then::Decided => self.settled.store(true, Ordering::Relaxed),
                 Then::Outage | Then::Misconfigured | Then::Error => {}
+            }
+            if !reasons.is_empty() {
+                reasons.push(format!(
+                    "using {}",
+                    machine::STATES.iter().find(|s| s.0 == state).map_or("", |s| s.3)
+                ));
             }
             self.move_to(state, (!reasons.is_empty()).then(|| reasons.join("; ")));
             if then == Then::Misconfigured && result.is_ok() {

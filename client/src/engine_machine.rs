@@ -114,23 +114,107 @@ const REFUSED: &[Answer] = &[A::UnknownCommand, A::Noperm];
 
 /// Tried in order; the first whose `sent`, answer and wanted match decides.
 pub(crate) const TRANSITIONS: &[Transition] = &[
-    Transition { sent: &[S::Module, S::Fcall, S::FunctionLoad, S::Evalsha, S::Eval], answers: &[A::Outage], wanted: ALL, next: Next::Start, then: Then::Outage },
-    Transition { sent: &[S::Module], answers: &[A::Ok], wanted: ALL, next: Next::To(State::Module), then: Then::Decided },
-    Transition { sent: &[S::Module], answers: REFUSED, wanted: &[W::Auto], next: Next::To(State::Fcall), then: Then::Send(S::Fcall) },
-    Transition { sent: &[S::Fcall], answers: &[A::Ok], wanted: ALL, next: Next::To(State::Fcall), then: Then::Decided },
-    Transition { sent: &[S::Fcall], answers: &[A::FunctionMissing], wanted: &[W::Auto, W::Fcall], next: Next::Same, then: Then::Send(S::FunctionLoad) },
-    Transition { sent: &[S::Fcall], answers: REFUSED, wanted: &[W::Auto], next: Next::To(State::Evalsha), then: Then::Send(S::Evalsha) },
-    Transition { sent: &[S::FunctionLoad], answers: &[A::Ok], wanted: ALL, next: Next::Same, then: Then::Send(S::Fcall) },
-    Transition { sent: &[S::FunctionLoad], answers: &[A::UnknownCommand, A::Noperm, A::Error], wanted: &[W::Auto], next: Next::To(State::Evalsha), then: Then::Send(S::Evalsha) },
-    Transition { sent: &[S::Evalsha], answers: &[A::Ok], wanted: ALL, next: Next::To(State::Evalsha), then: Then::Decided },
-    Transition { sent: &[S::Evalsha], answers: &[A::Noscript], wanted: ALL, next: Next::Same, then: Then::Send(S::Eval) },
-    Transition { sent: &[S::Eval], answers: &[A::Ok], wanted: ALL, next: Next::To(State::Evalsha), then: Then::Decided },
+    Transition {
+        sent: &[S::Module, S::Fcall, S::FunctionLoad, S::Evalsha, S::Eval],
+        answers: &[A::Outage],
+        wanted: ALL,
+        next: Next::Start,
+        then: Then::Outage,
+    },
+    Transition {
+        sent: &[S::Module],
+        answers: &[A::Ok],
+        wanted: ALL,
+        next: Next::To(State::Module),
+        then: Then::Decided,
+    },
+    Transition {
+        sent: &[S::Module],
+        answers: REFUSED,
+        wanted: &[W::Auto],
+        next: Next::To(State::Fcall),
+        then: Then::Send(S::Fcall),
+    },
+    Transition {
+        sent: &[S::Fcall],
+        answers: &[A::Ok],
+        wanted: ALL,
+        next: Next::To(State::Fcall),
+        then: Then::Decided,
+    },
+    Transition {
+        sent: &[S::Fcall],
+        answers: &[A::FunctionMissing],
+        wanted: &[W::Auto, W::Fcall],
+        next: Next::Same,
+        then: Then::Send(S::FunctionLoad),
+    },
+    Transition {
+        sent: &[S::Fcall],
+        answers: REFUSED,
+        wanted: &[W::Auto],
+        next: Next::To(State::Evalsha),
+        then: Then::Send(S::Evalsha),
+    },
+    Transition {
+        sent: &[S::FunctionLoad],
+        answers: &[A::Ok],
+        wanted: ALL,
+        next: Next::Same,
+        then: Then::Send(S::Fcall),
+    },
+    Transition {
+        sent: &[S::FunctionLoad],
+        answers: &[A::UnknownCommand, A::Noperm, A::Error],
+        wanted: &[W::Auto],
+        next: Next::To(State::Evalsha),
+        then: Then::Send(S::Evalsha),
+    },
+    Transition {
+        sent: &[S::Evalsha],
+        answers: &[A::Ok],
+        wanted: ALL,
+        next: Next::To(State::Evalsha),
+        then: Then::Decided,
+    },
+    Transition {
+        sent: &[S::Evalsha],
+        answers: &[A::Noscript],
+        wanted: ALL,
+        next: Next::Same,
+        then: Then::Send(S::Eval),
+    },
+    Transition {
+        sent: &[S::Eval],
+        answers: &[A::Ok],
+        wanted: ALL,
+        next: Next::To(State::Evalsha),
+        then: Then::Decided,
+    },
     // Another error reply: the engine answered (its command is known), and the reply is classified.
-    Transition { sent: &[S::Module], answers: &[A::Error], wanted: ALL, next: Next::To(State::Module), then: Then::Error },
-    Transition { sent: &[S::Fcall, S::Evalsha, S::Eval], answers: &[A::Error], wanted: ALL, next: Next::Same, then: Then::Error },
+    Transition {
+        sent: &[S::Module],
+        answers: &[A::Error],
+        wanted: ALL,
+        next: Next::To(State::Module),
+        then: Then::Error,
+    },
+    Transition {
+        sent: &[S::Fcall, S::Evalsha, S::Eval],
+        answers: &[A::Error],
+        wanted: ALL,
+        next: Next::Same,
+        then: Then::Error,
+    },
     // Anything else (refused where there is no next engine, a library missing again after its load):
     // the server as configured cannot run the limiter.
-    Transition { sent: &[S::Module, S::Fcall, S::FunctionLoad, S::Evalsha, S::Eval], answers: &[A::Ok, A::UnknownCommand, A::Noperm, A::FunctionMissing, A::Noscript, A::Error], wanted: ALL, next: Next::Same, then: Then::Misconfigured },
+    Transition {
+        sent: &[S::Module, S::Fcall, S::FunctionLoad, S::Evalsha, S::Eval],
+        answers: &[A::Ok, A::UnknownCommand, A::Noperm, A::FunctionMissing, A::Noscript, A::Error],
+        wanted: ALL,
+        next: Next::Same,
+        then: Then::Misconfigured,
+    },
 ];
 
 /// Every `Wanted`, in the contract's order.

@@ -71,8 +71,8 @@ pub mod lua {
 pub use error::{CallError, PolicyError};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder, WaitTimeout};
 pub use permit::{Acquired, Permit};
-pub use reply_class::ReplyClass;
 pub use policy::{Policy, Window};
+pub use reply_class::ReplyClass;
 pub use reserve::TokenReserve;
 pub use take::Taken;
 pub use verify::{LibraryInfo, ModuleInfo, ModuleVersion, VerifyError};

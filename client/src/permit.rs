@@ -6,10 +6,10 @@
 
 use crate::command::{self, Limit};
 use crate::connection::{is_connection_failure, Transport};
-use crate::reply_class::ReplyClass;
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::{now_ns, FailurePolicy, Limiter};
+use crate::reply_class::ReplyClass;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -31,7 +31,13 @@ pub(crate) struct Behaviour {
 }
 
 pub(crate) const BEHAVIOURS: [Behaviour; 4] = [
-    Behaviour { class: ReplyClass::Outage, decision: "failure_policy", breaker: "failure", log: "outage", counter: "outage" },
+    Behaviour {
+        class: ReplyClass::Outage,
+        decision: "failure_policy",
+        breaker: "failure",
+        log: "outage",
+        counter: "outage",
+    },
     Behaviour {
         class: ReplyClass::Misconfigured,
         decision: "failure_policy",
@@ -46,7 +52,13 @@ pub(crate) const BEHAVIOURS: [Behaviour; 4] = [
         log: "once_per_key",
         counter: "conflicts",
     },
-    Behaviour { class: ReplyClass::Usage, decision: "raise", breaker: "none", log: "none", counter: "usage_errors" },
+    Behaviour {
+        class: ReplyClass::Usage,
+        decision: "raise",
+        breaker: "none",
+        log: "none",
+        counter: "usage_errors",
+    },
 ];
 
 /// One rule: an error reply whose code is `code` and whose text after the code starts with `starts`
@@ -158,11 +170,20 @@ mod tests {
     #[test]
     fn replies_are_sorted_by_code_then_by_the_start_of_their_text() {
         assert_eq!(ReplyClass::of_reply("LOADING Redis is loading the dataset in memory"), Outage);
-        assert_eq!(ReplyClass::of_reply("ERR the key holds a value that is not this limiter's state"), Conflict);
-        assert_eq!(ReplyClass::of_reply("WRONGTYPE Operation against a key holding the wrong kind of value"), Conflict);
+        assert_eq!(
+            ReplyClass::of_reply("ERR the key holds a value that is not this limiter's state"),
+            Conflict
+        );
+        assert_eq!(
+            ReplyClass::of_reply("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            Conflict
+        );
         assert_eq!(ReplyClass::of_reply("CROSSSLOT Keys in request don't hash to the same slot"), Usage);
         assert_eq!(ReplyClass::of_reply("ERR Invalid cost: too large"), Usage, "case-insensitive");
-        assert_eq!(ReplyClass::of_reply("ERR unknown command 'RL.TOKEN', with args beginning with: "), Misconfigured);
+        assert_eq!(
+            ReplyClass::of_reply("ERR unknown command 'RL.TOKEN', with args beginning with: "),
+            Misconfigured
+        );
         assert_eq!(ReplyClass::of_reply("ERR something new"), OTHERWISE);
         assert_eq!(ReplyClass::of_reply("NEWCODE"), OTHERWISE);
     }

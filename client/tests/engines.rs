@@ -187,14 +187,44 @@ async fn a_restart_loads_the_library_again_and_a_failover_chooses_the_engine_aga
     support::wait_until("Redis to decide again", async || !limiter.check(&key, &bucket(), 1).await.degraded)
         .await;
     assert_limits_after(&limiter, &key, 1).await;
-    // The server comes back with the module (a failover to another kind of server): asked again.
+    // The server comes back with the module, its clients having seen it gone (a failover to another
+    // kind of server): the outage sends the engine back to the start, and the module is asked again.
     server.with_module(true);
+    server.kill();
+    assert!(limiter.check(&unique_key("rl:gone"), &bucket(), 1).await.degraded);
     server.start_again();
     let key = unique_key("rl:failover");
     support::wait_until("Redis to decide again", async || !limiter.check(&key, &bucket(), 1).await.degraded)
         .await;
     let info = limiter.verify().await.unwrap();
     assert_eq!((info.engine, info.why.as_str()), (Backend::Module, "the module answered"), "{info:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_library_is_loaded_again_without_asking_the_module_again() {
+    let Some(mut server) = support::Killable::start_plain() else { return };
+    let limiter = support::builder(FailurePolicy::Closed).connect(&server.url()).unwrap();
+    assert!(limiter.check(&unique_key("rl:flap"), &bucket(), 1).await.allowed);
+    let mut con = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    // FCALLs answered with an error so far ("Function not found"), and loads, as the server counts them.
+    let mut stats = || {
+        let fcall = testkit::info_field(&mut con, "commandstats", "cmdstat_fcall").unwrap_or_default();
+        let failed =
+            fcall.split(',').find_map(|f| f.strip_prefix("failed_calls=")).unwrap().parse::<u64>().unwrap();
+        (failed, server.calls("function|load"))
+    };
+    let before = stats();
+    let () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut redis::Client::open(server.url()).unwrap().get_connection().unwrap())
+        .unwrap();
+    assert_limits_after(&limiter, &unique_key("rl:flap"), 0).await;
+    // One "Function not found", one load, and the FCALL again. Asking the module again in between (as
+    // before) found the library missing a second time.
+    let after = stats();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1));
+    assert_eq!(limiter.counts().degraded, 0);
+    server.kill();
 }
 
 /// After `taken` of the bucket's 3 were taken: the rest allowed, then a denial, all Redis'.

@@ -61,14 +61,14 @@ fn hash_tag(key: &str) -> Option<&str> {
     (close > open + 1).then(|| &key[open + 1..close])
 }
 
-/// The shape every key of the layer has: `<prefix>:{<tag>}:api`, one brace of each kind, the tag
+/// The shape every key of the layer has: `<prefix>:{<tag>}:api:token_bucket`, one brace of each kind, the tag
 /// within the bound. Returns the tag.
 fn checked_tag<'a>(key: &'a str, prefix: &str) -> &'a str {
     assert!(key.starts_with("rl:") && key.starts_with(&format!("{prefix}:{{")), "{key}");
-    assert!(key.ends_with("}:api"), "{key}");
+    assert!(key.ends_with("}:api:token_bucket"), "{key}");
     assert_eq!((key.matches('{').count(), key.matches('}').count()), (1, 1), "{key}");
     let tag = hash_tag(key).unwrap();
-    assert_eq!(key, format!("{prefix}:{{{tag}}}:api"));
+    assert_eq!(key, format!("{prefix}:{{{tag}}}:api:token_bucket"));
     assert!(tag.len() <= MAX_CALLER_KEY_BYTES, "{} bytes: {key}", tag.len());
     tag
 }
@@ -139,7 +139,11 @@ async fn ten_thousand_spoofed_headers_from_an_untrusted_peer_share_one_bucket() 
         assert_eq!(remaining, Some(20_000 - 1 - i as u64), "request {i}: the one bucket, charged once more");
     }
     let found = keys(&server, &prefix);
-    assert_eq!(found, HashSet::from([format!("{prefix}:{{ip:127.0.0.1}}:api")]), "one key for one peer");
+    assert_eq!(
+        found,
+        HashSet::from([format!("{prefix}:{{ip:127.0.0.1}}:api:token_bucket")]),
+        "one key for one peer"
+    );
 }
 
 /// Behind a trusted proxy (loopback here), the forwarding headers are read as docs/client.md says:
@@ -196,7 +200,8 @@ async fn forwarding_headers_through_a_trusted_proxy_are_read_as_documented() {
         *n += 1;
         assert_eq!((status, remaining), (200, Some(100 - *n)), "{headers:?} is {expected}");
     }
-    let expected: HashSet<String> = charged.keys().map(|ip| format!("{prefix}:{{ip:{ip}}}:api")).collect();
+    let expected: HashSet<String> =
+        charged.keys().map(|ip| format!("{prefix}:{{ip:{ip}}}:api:token_bucket")).collect();
     assert_eq!(keys(&server, &prefix), expected);
 }
 
@@ -208,7 +213,7 @@ async fn braces_in_principals_and_tenants_cannot_cut_or_share_a_hash_tag() {
     let server = Server::builder().single();
     let (layer, prefix) = layer(&server, 5);
     // The bucket `ada` had before the upgrade, 3 tokens spent under the key the layer always used.
-    let old_key = format!("{prefix}:{{user:ada}}:api");
+    let old_key = format!("{prefix}:{{user:ada}}:api:token_bucket");
     let mut spend = redis::cmd("RL.TOKEN");
     if testkit::lua_engine() {
         // On the Lua library: its function, as the module's command.
@@ -252,7 +257,7 @@ async fn braces_in_principals_and_tenants_cannot_cut_or_share_a_hash_tag() {
     assert_eq!(send(&client, &base, &[("x-user", text("ada"))]).await, (200, Some(1)), "ada's old bucket");
     let found = keys(&server, &prefix);
     let mut expected: HashSet<String> =
-        callers.iter().map(|(_, _, part)| format!("{prefix}:{{{part}}}:api")).collect();
+        callers.iter().map(|(_, _, part)| format!("{prefix}:{{{part}}}:api:token_bucket")).collect();
     expected.insert(old_key);
     assert_eq!(found, expected);
     let tags: HashSet<&str> = found.iter().map(|k| checked_tag(k, &prefix)).collect();
@@ -280,11 +285,11 @@ async fn a_huge_principal_makes_a_bounded_key() {
         let tag = checked_tag(key, &prefix);
         let hex = tag.strip_prefix("user.sha256:").unwrap();
         assert!(hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
-        assert!(key.len() <= prefix.len() + 2 + MAX_CALLER_KEY_BYTES + ":api".len());
+        assert!(key.len() <= prefix.len() + 2 + MAX_CALLER_KEY_BYTES + ":api:token_bucket".len());
     }
     let expected: HashSet<String> = [&one, &two]
         .iter()
-        .map(|id| format!("{prefix}:{{{}}}:api", Caller::Principal(id.to_string()).key_part()))
+        .map(|id| format!("{prefix}:{{{}}}:api:token_bucket", Caller::Principal(id.to_string()).key_part()))
         .collect();
     assert_eq!(found, expected);
 }
@@ -346,7 +351,7 @@ fn generated_custom_keys_through_the_real_layer() {
                 prop_assert_eq!(tags.len(), found.len());
                 for (tenant, id) in seen.keys() {
                     let kind = if *tenant { "tenant" } else { "user" };
-                    let today = format!("{prefix}:{{{kind}:{id}}}:api");
+                    let today = format!("{prefix}:{{{kind}:{id}}}:api:token_bucket");
                     if !id.contains(['{', '}']) && kind.len() + 1 + id.len() <= MAX_CALLER_KEY_BYTES {
                         prop_assert!(found.contains(&today), "{} kept its key", today);
                     } else {

@@ -455,7 +455,7 @@ async fn a_dual_stack_listener_keys_ipv4_clients_by_their_ipv4_address() {
     });
     let resp = reqwest::get(format!("http://127.0.0.1:{port}/api/items")).await.unwrap();
     assert_eq!(resp.status(), 200);
-    let key = format!("{prefix}:{{ip:127.0.0.1}}:api");
+    let key = format!("{prefix}:{{ip:127.0.0.1}}:api:token_bucket");
     let exists: bool = testkit::redis::cmd("EXISTS").arg(&key).query(&mut server.conn()).unwrap();
     assert!(exists, "{key}");
 }
@@ -783,12 +783,14 @@ async fn a_panicking_handler_frees_its_slot_at_once_and_lease_keys_have_their_ow
     let mut keys: Vec<String> = vec![];
     wait_until("the waiting request's lease", async || {
         keys = testkit::redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut server.conn()).unwrap();
-        keys.iter().any(|k| k.ends_with(":lease"))
+        keys.iter().any(|k| k.ends_with(":concurrency"))
     })
     .await;
     keys.sort();
     assert_eq!(keys.len(), 2, "{keys:?}");
-    assert!(keys[0].ends_with(":work") && keys[1] == format!("{}:lease", keys[0]), "{keys:?}");
+    // The route's rate limit and its concurrency limit: one name, each kind on its own key.
+    let route = keys[0].strip_suffix(":concurrency").expect("the lease key sorts first");
+    assert!(route.ends_with(":work") && keys[1] == format!("{route}:token_bucket"), "{keys:?}");
     assert_eq!(client.get(format!("{base}/work/quick")).send().await.unwrap().status(), 429, "held");
     gate.notify_one();
     assert_eq!(waiting.await.unwrap().unwrap().status(), 200);

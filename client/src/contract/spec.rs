@@ -4,10 +4,10 @@
 use crate::command;
 use crate::engine::script_of;
 use crate::engine_machine as machine;
-use crate::reply_class::{ReplyClass, BEHAVIOURS, OTHERWISE, RULES, TRANSPORT};
 use crate::http::caller::MAX_CALLER_KEY_BYTES;
 use crate::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
 use crate::http::response::*;
+use crate::reply_class::{ReplyClass, BEHAVIOURS, OTHERWISE, RULES, TRANSPORT};
 use ratelimit_core::args::{COST, MAX, OUT_OF_RANGE, TOO_LARGE};
 use ratelimit_core::commands::{CommandInfo, KeyRule, ReplyForm, COMMANDS, VERSION_FUNCTION};
 use ratelimit_core::declare::{EMPTY_ID, LEASE_WEIGHT, LOG_COST};
@@ -55,8 +55,10 @@ fn replies() -> Value {
             })
         })
         .collect();
-    let rules: Vec<Value> =
-        RULES.iter().map(|r| json!({ "code": r.code, "starts": r.starts, "class": r.class.name() })).collect();
+    let rules: Vec<Value> = RULES
+        .iter()
+        .map(|r| json!({ "code": r.code, "starts": r.starts, "class": r.class.name() }))
+        .collect();
     let transport: serde_json::Map<String, Value> =
         TRANSPORT.iter().map(|t| (t.to_string(), ReplyClass::Outage.name().into())).collect();
     json!({
@@ -77,7 +79,9 @@ fn engines() -> Value {
         .collect();
     let answers: Vec<Value> = ANSWERS
         .iter()
-        .map(|(a, code, starts)| json!({ "answer": machine::answer_name(*a), "code": code, "starts": starts }))
+        .map(
+            |(a, code, starts)| json!({ "answer": machine::answer_name(*a), "code": code, "starts": starts }),
+        )
         .collect();
     let transitions: Vec<Value> = TRANSITIONS
         .iter()

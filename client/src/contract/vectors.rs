@@ -135,7 +135,9 @@ fn rendered(cmd: Result<redis::Cmd, CallError>, ids: bool, library: &str) -> Val
 
 /// Whether a usage error's text is written as a reply, starting with its code (docs/errors.md).
 fn is_reply(text: &str) -> bool {
-    text.split(' ').next().is_some_and(|code| !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase()))
+    text.split(' ')
+        .next()
+        .is_some_and(|code| !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase()))
 }
 
 /// A usage error as every client raises it: its code and its whole text.
@@ -273,11 +275,15 @@ fn errors() -> Vec<(Value, Value)> {
             } else {
                 format!("-{text}\r\n")
             };
-            let input = json!({ "reply": text, "resp2": format!("-{text}\r\n"), "resp3": resp3, "failure": failure });
+            let input =
+                json!({ "reply": text, "resp2": format!("-{text}\r\n"), "resp3": resp3, "failure": failure });
             cases.push((input, outcome(class, Some(text), failure)));
         }
         for transport in TRANSPORT {
-            cases.push((json!({ "transport": transport, "failure": failure }), outcome(ReplyClass::Outage, None, failure)));
+            cases.push((
+                json!({ "transport": transport, "failure": failure }),
+                outcome(ReplyClass::Outage, None, failure),
+            ));
         }
     }
     cases
@@ -288,7 +294,14 @@ fn engines() -> Vec<(Value, Value)> {
     use crate::engine_machine::{self as m, Answer as A, Then};
     let scenarios: &[(m::Wanted, &[&[A]])] = &[
         (m::Wanted::Auto, &[&[A::Ok], &[A::Ok]]),
-        (m::Wanted::Auto, &[&[A::UnknownCommand, A::FunctionMissing, A::Ok, A::Ok], &[A::Ok], &[A::FunctionMissing, A::Ok, A::Ok]]),
+        (
+            m::Wanted::Auto,
+            &[
+                &[A::UnknownCommand, A::FunctionMissing, A::Ok, A::Ok],
+                &[A::Ok],
+                &[A::FunctionMissing, A::Ok, A::Ok],
+            ],
+        ),
         (m::Wanted::Auto, &[&[A::UnknownCommand, A::Ok]]),
         (m::Wanted::Auto, &[&[A::Noperm, A::Noperm, A::Noscript, A::Ok], &[A::Ok]]),
         (m::Wanted::Auto, &[&[A::UnknownCommand, A::FunctionMissing, A::Noperm, A::Ok]]),
