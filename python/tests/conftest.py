@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
@@ -26,8 +27,35 @@ import redis.asyncio.sentinel
 import redis.sentinel
 
 from redis_ratelimit import AsyncLimiter, Backend, FailurePolicy, Limiter
-from servers import HOST, SENTINEL_SERVICE, Cluster, Sentinel, Server, aclose, module_path
+from servers import HOST, LONG_DEADLINE, SENTINEL_SERVICE, Cluster, Sentinel, Server, aclose, module_path
 from web_serve import Served
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def messages(self) -> list[str]:
+        return [r.getMessage() for r in self.records]
+
+
+@pytest.fixture
+def lines() -> Iterator[Lines]:
+    """A handler on the logger `redis_ratelimit` itself (not the root's, not the last-resort one)."""
+    handler = Lines()
+    logger = logging.getLogger("redis_ratelimit")
+    old = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
 
 
 class _Owned(Protocol):
@@ -145,7 +173,7 @@ def make_limiter(request: pytest.FixtureRequest) -> Iterator[MakeLimiter]:
     """`make_limiter(target, failure, client={...}, **settings)`: a Limiter, or an AsyncLimiter called
     through `Blocking`, on a new client (with the `client` options: username, password, ...) of a
     Server, a Cluster or a Sentinel's primary, closed at teardown; or on a client given (of the mode's
-    kind). The deadline is 2 s unless given (tests of the deadline give theirs)."""
+    kind). The deadline is LONG_DEADLINE (5 s) unless given (tests of the deadline give theirs)."""
     loop = asyncio.new_event_loop()
     closers: list[Callable[[], Any]] = []
 
@@ -154,7 +182,7 @@ def make_limiter(request: pytest.FixtureRequest) -> Iterator[MakeLimiter]:
         failure = failure or FailurePolicy.closed()
         options = client or {}
         # Behaviour, not speed: a loaded test machine must not turn answers into degraded decisions.
-        settings.setdefault("deadline", 2.0)
+        settings.setdefault("deadline", LONG_DEADLINE)
         if request.param == "sync":
             sync = _sync_client(target, options)
             closers.append(sync.close)

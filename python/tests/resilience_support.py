@@ -12,7 +12,7 @@ import redis.asyncio
 
 from conftest import EngineCase
 from redis_ratelimit import AsyncLimiter, FailurePolicy, Limiter, TokenBucket
-from servers import HOST, Server
+from servers import HOST, LONG_DEADLINE, Server
 
 
 def sync_client(server: Server) -> redis.Redis:
@@ -25,7 +25,7 @@ def async_client(server: Server) -> redis.asyncio.Redis:
 
 # Behaviour tests get a deadline a loaded machine meets (as conftest's make_limiter); the deadline
 # tests give their own.
-BEHAVIOUR_DEADLINE = 2.0
+BEHAVIOUR_DEADLINE = LONG_DEADLINE
 
 
 def limiter(server: Server, failure: FailurePolicy | None = None, **settings: Any) -> Limiter:

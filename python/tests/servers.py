@@ -25,6 +25,9 @@ import redis
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
+#: The deadline of limiters in tests not about deadlines: one a loaded machine (three suites on two
+#: cores) always meets, so an answer is never turned into a degraded decision.
+LONG_DEADLINE = 5.0
 
 
 def module_path() -> Path:
@@ -110,14 +113,20 @@ class Server:
             cmd += ["--loadmodule", str(module_path())]
         return cmd + list(self.args)
 
+    @property
+    def stderr(self) -> Path:
+        """What the server wrote before its log was open (a config error, a module that fails to load)."""
+        return self.dir / "server.stderr"
+
     def start(self) -> Server:
         # A first start whose port another process took since free_port() (the suite runs in parallel
         # workers) tries another port; a restart keeps its port, as a restarted server does.
         attempts = 1 if self.started else 5
         for attempt in range(attempts):
-            self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(self.stderr, "wb") as stderr:
+                self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=stderr)
             try:
-                wait_until(f"redis-server on port {self.port}", self._ready)
+                wait_until(f"redis-server on port {self.port}", self._ready, timeout=20.0)
             except RuntimeError:
                 if "Address already in use" not in self.tail() or attempt == attempts - 1:
                     raise
@@ -132,16 +141,24 @@ class Server:
         raise AssertionError("unreachable")
 
     def _ready(self) -> bool:
+        """testkit's rule (testkit/src/lib.rs): ready once INFO on the port says this child's own
+        process_id (not another server that took the port: that child then exits, and the start is
+        tried on another port) and loading:0 (INFO is answered while an RDB or AOF loads)."""
         if self.process is not None and self.process.poll() is not None:
             raise RuntimeError(f"redis-server exited: {self.tail()}")
+        assert self.process is not None
         with self.client(timeout=0.5) as r:
-            return bool(r.ping())
+            info = r.info()  # plain INFO: both sections (Redis 6.2 takes one section name only)
+        return bool(info.get("process_id") == self.process.pid and info.get("loading") == 0)
 
     def tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-2000:]
-        except OSError:
-            return "(no log)"
+        parts = []
+        for path in (self.stderr, self.log):
+            try:
+                parts.append(path.read_text(errors="replace")[-2000:])
+            except OSError:
+                parts.append(f"(no {path.name})")
+        return "\n".join(p for p in parts if p.strip()) or "(no log)"
 
     def client(self, timeout: float | None = 5.0, **kwargs: object) -> redis.Redis:
         options: dict[str, object] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, **kwargs}

@@ -50,15 +50,6 @@ def test_a_success_resets_the_failures_in_a_row() -> None:
     assert not b.open
 
 
-def test_a_fault_opens_it_at_once() -> None:
-    clock = Clock()
-    b = Breaker(failures=5, cooldown=2.0, clock=clock)
-    b.fault()
-    assert b.open and not b.allow()
-    clock.now += 2
-    assert b.allow()
-
-
 def test_a_probe_that_never_reports_is_given_up_after_a_while() -> None:
     clock = Clock()
     b = Breaker(failures=1, cooldown=0.5, clock=clock)

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from redis._parsers.base import BaseParser
 
-from redis_ratelimit import command, engine, wait_steps
+from redis_ratelimit import Backend, FailurePolicy, Limiter, ReplyClass, command, engine, wait_steps
 from redis_ratelimit.contract import CONTRACT, LIBRARY_FUNCTIONS
 from redis_ratelimit.decision import Decision
-from redis_ratelimit.errors import PolicyError, ReplyError, UsageError
+from redis_ratelimit.errors import CallError, ConfigurationError, PolicyError, ReplyError, UsageError, from_redis
 from redis_ratelimit.local_fallback import LocalLimiter
 from redis_ratelimit.policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
 from redis_ratelimit.web import response
@@ -53,7 +55,7 @@ def policy_of(spec: dict[str, Any]) -> Policy:
 
 
 #: The vector files this suite runs (each has its test below); any other file must be in SKIPPED_FILES.
-RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback"}
+RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines"}
 #: Vector files this package does not run, and why.
 SKIPPED_FILES: dict[str, str] = {}
 
@@ -106,33 +108,19 @@ def _words(args: Any) -> list[str]:
 def test_commands(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(command, "request_id", lambda: "{request_id}")
     spec, expected = case["input"], case["output"]
-    limits = [(l["key"], policy_of(l["policy"]), l["cost"]) for l in spec["limits"]]
-    call = spec["call"]
-    holder = spec.get("holder", "")
+    if spec["call"] == "cost" and "cost" in expected:  # a cost a caller wrote, read as the module reads it
+        assert command.parse_cost(spec["cost"]) == expected["cost"]
+        return
+    if "usage" in expected:  # refused before sending: the same code and text in every language
+        with pytest.raises(UsageError) as raised:
+            if spec["call"] == "cost":
+                command.parse_cost(spec["cost"])
+            else:
+                _build(spec)
+        assert (raised.value.code, raised.value.message) == (expected["usage"]["code"], expected["usage"]["message"])
+        return
     try:
-        if call == "decide":
-            built = command.decide(limits)
-        elif call == "acquire":
-            built = command.acquire(limits, holder)
-        elif call == "reserve":
-            # Without a token bucket nothing reserves: the wait checks them all now (check_all).
-            request = wait_steps.reserve(limits, spec["max_wait_ms"] / 1000)
-            built = (engine.module_command(request.command, request.keys, request.args) if request
-                     else command.decide(limits))
-        elif call == "refund":
-            built = command.refund(*limits[0])
-        elif call == "reserve_batch":
-            key, policy, cost = limits[0]
-            request = wait_steps.batch(key, policy, cost, spec["max"], spec["max_wait_ms"] / 1000)
-            built = engine.module_command(request.command, request.keys, request.args)
-        elif call == "inspect":
-            built = command.inspect(limits[0][0], limits[0][1])
-        elif call == "release":
-            built = command.release(limits[0][0], holder)
-        elif call == "renew":
-            built = command.renew(limits[0][0], limits[0][1].period, holder)
-        else:
-            raise AssertionError(call)
+        built = _build(spec)
     except UsageError as e:
         assert "error" in expected, f"refused: {e}"
         # core's render errors are the contract's words; the others name each language's own calls.
@@ -146,6 +134,38 @@ def test_commands(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None
     assert _words(library.evalsha()) == expected["evalsha"] if library else expected["evalsha"] is None
     if library:
         assert _words(engine.module_command(built[0], library.keys, library.args)) == expected["module"]
+
+
+def _build(spec: dict[str, Any]) -> list[Any]:
+    """The command a vector's call builds (UsageError: refused before sending)."""
+    limits = [(l["key"], policy_of(l["policy"]), l["cost"]) for l in spec["limits"]]
+    call = spec["call"]
+    holder = spec.get("holder", "")
+    built: Any
+    if call == "decide":
+        built = command.decide(limits)
+    elif call == "acquire":
+        built = command.acquire(limits, holder)
+    elif call == "reserve":
+        # Without a token bucket nothing reserves: the wait checks them all now (check_all).
+        request = wait_steps.reserve(limits, spec["max_wait_ms"] / 1000)
+        built = (engine.module_command(request.command, request.keys, request.args) if request
+                 else command.decide(limits))
+    elif call == "refund":
+        built = command.refund(*limits[0])
+    elif call == "reserve_batch":
+        key, policy, cost = limits[0]
+        request = wait_steps.batch(key, policy, cost, spec["max"], spec["max_wait_ms"] / 1000)
+        built = engine.module_command(request.command, request.keys, request.args)
+    elif call == "inspect":
+        built = command.inspect(limits[0][0], limits[0][1])
+    elif call == "release":
+        built = command.release(limits[0][0], holder)
+    elif call == "renew":
+        built = command.renew(limits[0][0], limits[0][1].period, holder)
+    else:
+        raise AssertionError(call)
+    return list(built)
 
 
 @pytest.mark.parametrize("case", cases("replies"), ids=lambda c: json.dumps(c["input"]))
@@ -257,3 +277,95 @@ def test_fallback(case: dict[str, Any]) -> None:
             local.refund(key, policy, cost, now=now)
             got.append({})
     assert got == case["output"]["steps"]
+
+
+def _reply_of(resp: str) -> str:
+    """The text of an error reply as RESP2 (``-CODE text``) or RESP3 (the same, or ``!<len>`` bulk) writes it."""
+    if resp.startswith("!"):
+        length, _, rest = resp[1:].partition("\r\n")
+        assert rest.endswith("\r\n") and len(rest) == int(length) + 2, resp
+        return rest[:-2]
+    assert resp.startswith("-") and resp.endswith("\r\n"), resp
+    return resp[1:-2]
+
+
+#: A transport failure as redis-py raises it, for each name of the contract's.
+TRANSPORT: dict[str, BaseException] = {
+    "timeout": redis.exceptions.TimeoutError("Timeout reading from socket"),
+    "refused": redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused."),
+    "reset": redis.exceptions.ConnectionError("Error while reading from 127.0.0.1:6379 : (104, 'Connection reset by peer')"),
+    "closed": redis.exceptions.ConnectionError("Connection closed by server."),
+}
+
+
+@pytest.mark.parametrize("case", cases("errors"), ids=lambda c: json.dumps(c["input"])[:100])
+def test_errors(case: dict[str, Any]) -> None:
+    """Each reply, as redis-py raises it from its RESP2 and its RESP3 bytes, through the limiter's own
+    handling of a failed call (no I/O): its class, then the failure policy's decision or the error raised."""
+    spec, expected = case["input"], case["output"]
+    failure = FailurePolicy.open() if spec["failure"] == "open" else FailurePolicy.closed()
+    if "transport" in spec:
+        raised: list[BaseException] = [TRANSPORT[spec["transport"]]]
+    else:
+        texts = {_reply_of(spec["resp2"]), _reply_of(spec["resp3"])}
+        assert texts == {spec["reply"]}
+        raised = [BaseParser.parse_error(spec["reply"])]
+    for exc in raised:
+        error = from_redis(exc, 1.0, spec.get("transport") == "timeout")
+        if "transport" in spec:
+            assert getattr(error, "transport") == spec["transport"]
+        assert error.reply_class.value == expected["class"]
+        limiter = Limiter(redis.Redis(host="127.0.0.1", port=1), failure, name="vectors")
+        plan = limiter._check_all([("rl:vector", TokenBucket(10, 1.0), 1)], strict=False)
+        outcome = limiter._failed(error, plan.cmd)
+        if "raise" in expected:
+            assert isinstance(outcome, UsageError)
+            assert (outcome.code, outcome.message) == (expected["raise"]["code"], expected["raise"]["message"])
+            assert limiter.counts.usage_errors == 1
+            continue
+        assert isinstance(outcome, CallError) and plan.degrade is not None
+        decision = plan.degrade(outcome)
+        assert {"allowed": decision.allowed, "degraded": decision.degraded} == expected["decision"]
+
+
+#: An answer of the engine machine, as redis-py raises it (None: a reply that is not an error).
+ANSWERS: dict[str, str | None] = {
+    "ok": None,
+    "unknown_command": "ERR unknown command 'RL.TOKEN', with args beginning with: 'rl:vector' ",
+    "noperm": "NOPERM User nobody has no permissions to run the 'fcall' command",
+    "function_missing": "ERR Function not found",
+    "noscript": "NOSCRIPT No matching script. Please use EVAL.",
+    "outage": "READONLY You can't write against a read only replica.",
+    "error": "ERR invalid cost: must be a whole number >= 0",
+}
+SENT = {"FCALL": "fcall", "FUNCTION": "function_load", "EVALSHA": "evalsha", "EVAL": "eval"}
+WANTED = {"auto": Backend.AUTO, "module": Backend.MODULE, "fcall": Backend.FUNCTIONS, "evalsha": Backend.SCRIPTS}
+
+
+@pytest.mark.parametrize("case", cases("engines"), ids=lambda c: json.dumps(c["input"])[:120])
+def test_engines(case: dict[str, Any]) -> None:
+    """The engine machine (`Engine.run`, the contract's table interpreted) fed each call's answers: what
+    it sends, how the call ends, the state and what `engine` reports after it."""
+    machine = engine.Engine(WANTED[case["input"]["wanted"]])
+    got = []
+    for answers in case["input"]["calls"]:
+        steps = machine.run(command.decide([("rl:vector", TokenBucket(10, 1.0), 1)]))
+        sent, outcome = [], None
+        send = next(steps)
+        for answer in answers:
+            sent.append(SENT.get(str(send.args[0]), "module"))
+            assert send.load == (sent[-1] == "function_load")
+            reply = ANSWERS[answer]
+            try:
+                send = steps.send(1) if reply is None else steps.throw(BaseParser.parse_error(reply))
+            except StopIteration:
+                outcome = "decided"
+            except ConfigurationError:
+                outcome = "misconfigured"
+            except redis.exceptions.RedisError as e:
+                outcome = "outage" if from_redis(e, 1.0, False).reply_class is ReplyClass.OUTAGE else "error"
+            if outcome is not None:
+                break
+        assert outcome is not None, "the answers ran out before the call ended"
+        got.append({"outcome": outcome, "reports": str(machine), "sent": sent, "state": machine.state})
+    assert got == case["output"]["calls"]

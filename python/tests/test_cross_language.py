@@ -4,7 +4,7 @@
 on one module-enabled Redis. A caller's requests spread over both are counted once.
 
 The Rust service keys by IP only, so principals with braces (escaped) and long ones (hashed) are
-checked through its admin endpoint, which reads `rl:{<caller>}:api` with RL.INSPECT: the bucket the
+checked through its admin endpoint, which reads `rl:{<caller>}:api:token_bucket` with RL.INSPECT: the bucket the
 Python service charged is where the Rust layer's own key derivation puts it.
 
 The bucket refills at 5/s while the test runs: a count of allowed requests is held to 10 plus what
@@ -25,7 +25,7 @@ from fastapi import FastAPI
 
 from redis_ratelimit import AsyncLimiter, FailurePolicy, TokenBucket
 from redis_ratelimit.web import Caller, RateLimitConfig, RateLimitMiddleware, Route
-from servers import HOST, Server, rust_server_path
+from servers import HOST, LONG_DEADLINE, Server, rust_server_path
 from web_serve import PrincipalFromHeader, RustService, Served
 
 RATE = 5.0  # the Rust service's api route: 10 at 5/s
@@ -56,7 +56,8 @@ def python(module_server: Server) -> Iterator[Served]:
     async def health() -> str:
         return "ok\n"
 
-    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(), name="app")
+    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(), name="app",
+                           deadline=LONG_DEADLINE)
     config = RateLimitConfig(limiter, routes=[Route("api", "/api", TokenBucket(10, 5.0))],
                              global_limit=TokenBucket(100, 20.0), skip=["/health", "/admin/"],
                              trusted_proxies=["127.0.0.0/8"], structured_headers=True)
@@ -94,7 +95,7 @@ def test_one_caller_by_ip_over_both_services_is_counted_once(rust: RustService, 
     allowed = [r for r in responses if r.status_code == 200]
     assert 10 <= len(allowed) <= 10 + refilled(elapsed), (len(allowed), elapsed)
     assert {r.url.port for r in allowed} == {rust.port, python.port}, "both served some"
-    assert keys(module_server) == ["rl:{ip:203.0.113.50}:all", "rl:{ip:203.0.113.50}:api"]
+    assert keys(module_server) == ["rl:{ip:203.0.113.50}:all:token_bucket", "rl:{ip:203.0.113.50}:api:token_bucket"]
     # The same fields from both, and the same 429 body, byte for byte.
     for r in allowed:
         assert r.headers["ratelimit-policy"] == '"api";q=10;w=2'
@@ -119,7 +120,8 @@ def test_one_ipv6_network_and_both_forwarding_headers_over_both_services(rust: R
         responses, elapsed = spread(calls)
     allowed = sum(r.status_code == 200 for r in responses)
     assert 10 <= allowed <= 10 + refilled(elapsed), (allowed, elapsed)
-    assert keys(module_server) == ["rl:{ip:2001:db8:1:2::}:all", "rl:{ip:2001:db8:1:2::}:api"]
+    assert keys(module_server) == ["rl:{ip:2001:db8:1:2::}:all:token_bucket",
+                                     "rl:{ip:2001:db8:1:2::}:api:token_bucket"]
 
 
 @pytest.mark.parametrize("principal", ["a}b{c%", "p" * 200, "é}" * 50])
@@ -134,13 +136,13 @@ def test_escaped_and_hashed_principals_are_where_the_rust_layer_looks(rust: Rust
     report_url = f"{rust.url}/admin/ratelimit/{quote(part, safe='')}"
     with httpx.Client(timeout=10) as http:
         before = http.get(report_url).json()
-        assert before["key"] == f"rl:{{{part}}}:api" and before["remaining"] is None, "no bucket yet"
+        assert before["key"] == f"rl:{{{part}}}:api:token_bucket" and before["remaining"] is None, "no bucket yet"
         start = time.monotonic()
         statuses = [http.get(f"{python.url}/api/items", headers={b"x-user": principal.encode()}).status_code for _ in range(4)]
         after = http.get(report_url).json()
         elapsed = time.monotonic() - start
     assert statuses == [200] * 4
-    assert keys(module_server, "rl:{user*") == [f"rl:{{{part}}}:all", f"rl:{{{part}}}:api"]
+    assert keys(module_server, "rl:{user*") == [f"rl:{{{part}}}:all:token_bucket", f"rl:{{{part}}}:api:token_bucket"]
     # The Rust service reads the bucket the Python service charged: 4 of 10 taken.
     assert after["remaining"] is not None and 6 <= after["remaining"] <= min(10, 6 + refilled(elapsed))
 

@@ -59,16 +59,54 @@ def test_a_restarted_server_gets_the_library_again(stock_server: Server, make_li
     assert remaining(limiter) == 8
 
 
-def test_a_server_that_gains_the_module_is_asked_again(servers: Servers, make_limiter: MakeLimiter) -> None:
-    """Under AUTO, a server that lost the library is asked for the module first (a failover may land on
-    another kind of server)."""
+def test_a_server_that_gains_the_module_after_an_outage_is_asked_again(
+        servers: Servers, make_limiter: MakeLimiter) -> None:
+    """Under AUTO, an outage sends the engine back to the start (a failover may land on another kind of
+    server): the module is asked first again."""
     stock = servers.redis(module=False)
     limiter = make_limiter(stock)
     assert remaining(limiter) == 9 and limiter.verify()["engine"] == "functions"
+    stock.stop()
+    assert limiter.check("rl:n", BUCKET).degraded
+    assert str(limiter.engine) == "not yet known"
     stock.module = True
-    stock.restart()
+    stock.start()
     assert remaining(limiter) == 9
     assert limiter.verify() == {"engine": "module", "why": "the module answered"}
+
+
+def stats(server: Server, command: str) -> tuple[int, int]:
+    """How many times the server ran `command`, and how many of them failed (INFO commandstats)."""
+    with server.client() as r:
+        found = r.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(found.get("calls", 0)), int(found.get("failed_calls", 0))
+
+
+def test_function_not_found_loads_the_library_and_never_goes_back_to_the_module(
+        stock_server: Server, make_limiter: MakeLimiter) -> None:
+    """The machine's rule: in FCALL, "Function not found" loads the library and sends FCALL again; the
+    module is not asked again (it was: it is not loaded): one failed FCALL, not two."""
+    limiter = make_limiter(stock_server)
+    assert str(limiter.engine) == "not yet known", "nothing decided yet"
+    assert remaining(limiter) == 9
+    assert str(limiter.engine) == "the Lua library through FCALL"
+    with stock_server.client() as r:
+        r.execute_command("FUNCTION", "FLUSH")
+    fcalls, loads = stats(stock_server, "fcall"), stats(stock_server, "function|load")
+    assert remaining(limiter) == 8
+    calls, failed = stats(stock_server, "fcall")
+    assert (calls - fcalls[0], failed - fcalls[1]) == (2, 1), "FCALL (Function not found), then FCALL"
+    assert stats(stock_server, "function|load")[0] - loads[0] == 1
+    assert str(limiter.engine) == "the Lua library through FCALL"
+
+
+def test_the_engine_is_not_yet_known_before_the_first_decision(module_server: Server,
+                                                               make_limiter: MakeLimiter) -> None:
+    limiter = make_limiter(module_server)
+    assert str(limiter.engine) == "not yet known"
+    assert remaining(limiter) == 9
+    assert str(limiter.engine) == "the ratelimit module"
+    assert str(make_limiter(module_server, backend=Backend.MODULE).engine) == "the ratelimit module"
 
 
 def test_verify_says_which_engine_and_why(servers: Servers, make_limiter: MakeLimiter) -> None:

@@ -59,7 +59,7 @@ def serve(app: Flask, running: list[BaseWSGIServer]) -> str:
 @pytest.mark.parametrize("engine, strategy", CASES, ids=[f"{e}-{s}" for e, s in CASES])
 def test_429_after_the_limit(servers: Any, served: list[BaseWSGIServer], engine: str, strategy: str) -> None:
     redis_server: Server = servers.redis(module=engine == "module")
-    url = serve(make_app(f"ratelimit://{HOST}:{redis_server.port}/0?deadline=2", strategy), served)
+    url = serve(make_app(f"ratelimit://{HOST}:{redis_server.port}/0?deadline=5", strategy), served)
     with httpx.Client(base_url=url, timeout=10) as http:
         clear_of_minute_edge()  # the sliding counter's windows: all five requests in one
         responses = [http.get("/hello") for _ in range(5)]

@@ -17,7 +17,7 @@ import redis_ratelimit.contrib.limits  # noqa: F401  (registers the schemes)
 from redis_ratelimit import CallError
 from redis_ratelimit.contrib.limits import AsyncRatelimitStorage
 from clock import clear_of_minute_edge
-from servers import HOST, SENTINEL_SERVICE, Server, free_port
+from servers import HOST, LONG_DEADLINE, SENTINEL_SERVICE, Server, free_port
 
 Strategy = type[strategies.FixedWindowRateLimiter | strategies.MovingWindowRateLimiter
                  | strategies.SlidingWindowCounterRateLimiter]
@@ -32,7 +32,7 @@ def server(request: pytest.FixtureRequest, servers: Any) -> Server:
 
 
 def storage_on(server: Server, **options: Any) -> AsyncRatelimitStorage:
-    options.setdefault("deadline", 2.0)  # behaviour, not the deadline: a loaded machine may be slow
+    options.setdefault("deadline", LONG_DEADLINE)  # behaviour, not the deadline: a loaded machine may be slow
     storage = storage_from_string(f"async+ratelimit://{HOST}:{server.port}/0", **options)
     assert isinstance(storage, AsyncRatelimitStorage)
     return storage
@@ -108,7 +108,7 @@ async def test_every_call_on_a_hung_server_ends_within_its_deadline(servers: Any
 async def test_cluster(servers: Any) -> None:
     cluster = servers.cluster(module=True)
     hosts = ",".join(f"{h}:{p}" for h, p in cluster.startup_nodes)
-    storage: Any = storage_from_string(f"async+ratelimit+cluster://{hosts}?deadline=2")
+    storage: Any = storage_from_string(f"async+ratelimit+cluster://{hosts}?deadline=5")
     item = RateLimitItemPerMinute(2)
     for strategy in STRATEGIES:
         limiter = strategy(storage)
@@ -120,7 +120,7 @@ async def test_cluster(servers: Any) -> None:
 async def test_sentinel(servers: Any) -> None:
     sentinel = servers.sentinel(module=False)
     hosts = ",".join(f"{h}:{p}" for h, p in sentinel.sentinels)
-    storage: Any = storage_from_string(f"async+ratelimit+sentinel://{hosts}/{SENTINEL_SERVICE}?deadline=2")
+    storage: Any = storage_from_string(f"async+ratelimit+sentinel://{hosts}/{SENTINEL_SERVICE}?deadline=5")
     item = RateLimitItemPerMinute(2)
     for strategy in STRATEGIES:
         assert [await strategy(storage).hit(item, "ada") for _ in range(3)] == [True, True, False]

@@ -20,7 +20,7 @@ from redis_ratelimit.contrib._limits_plan import COUNTER_LIMIT, inspect_fields, 
 from redis_ratelimit.contrib._limits_uri import parse
 from redis_ratelimit.contrib.limits import RatelimitStorage
 from clock import clear_of_minute_edge
-from servers import HOST, SENTINEL_SERVICE, Server, free_port
+from servers import HOST, LONG_DEADLINE, SENTINEL_SERVICE, Server, free_port
 
 Strategy = type[strategies.FixedWindowRateLimiter | strategies.MovingWindowRateLimiter
                  | strategies.SlidingWindowCounterRateLimiter]
@@ -36,11 +36,11 @@ def server(request: pytest.FixtureRequest, servers: Any) -> Server:
 
 # Behaviour tests: a deadline that a loaded machine cannot turn into the failure path (the
 # deadline's own tests give theirs).
-DEADLINE = "deadline=2"
+DEADLINE = f"deadline={LONG_DEADLINE:g}"
 
 
 def storage_on(server: Server, **options: Any) -> RatelimitStorage:
-    options.setdefault("deadline", 2.0)
+    options.setdefault("deadline", LONG_DEADLINE)
     storage = storage_from_string(f"ratelimit://{HOST}:{server.port}/0", **options)
     assert isinstance(storage, RatelimitStorage)
     return storage

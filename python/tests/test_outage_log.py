@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import MakeLimiter
+from conftest import Lines, MakeLimiter
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -23,33 +23,6 @@ BUCKET = TokenBucket(capacity=1000, per_second=1000.0)
 # 6+), which outlasts a 0.1 s deadline: the cause is then the deadline (README). Without it, the
 # connection's own failure is the cause.
 NO_RETRY = {"retry": Retry(NoBackoff(), 0)}
-
-
-class Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def messages(self) -> list[str]:
-        return [r.getMessage() for r in self.records]
-
-
-@pytest.fixture
-def lines() -> Iterator[Lines]:
-    """A handler on the logger `redis_ratelimit` itself (not the root's, not the last-resort one)."""
-    handler = Lines()
-    logger = logging.getLogger("redis_ratelimit")
-    old = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old)
 
 
 def _for(seconds: float, limiter: Any) -> int:

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from redis_ratelimit import (AsyncLimiter, FailurePolicy, FixedWindow, PolicyError, SlidingCounter, SlidingLog,
                              TokenBucket, parse_rate, parse_rates)
 from redis_ratelimit.web import RateLimitConfig, RateLimitMiddleware, Route
-from servers import HOST, Server
+from servers import HOST, LONG_DEADLINE, Server
 
 STRINGS = [
     "10/minute", "10/minutes", "5 per 15 minutes", "5 per 15 minute", "1/second", "100 / day", "3 per hour",
@@ -52,7 +52,8 @@ def test_the_kind_is_the_sliding_counter_unless_named() -> None:
 
 
 def test_a_route_given_a_rate_string_limits_by_it(module_server: Server, serve: Any) -> None:
-    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.open())
+    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(),
+                           deadline=LONG_DEADLINE)
     app = FastAPI()
 
     @app.get("/api")
@@ -65,4 +66,4 @@ def test_a_route_given_a_rate_string_limits_by_it(module_server: Server, serve: 
     responses = [client.get("/api") for _ in range(4)]
     assert [r.status_code for r in responses] == [200, 200, 200, 429]
     assert responses[0].headers["ratelimit-policy"] == '"api";q=3;w=900'
-    assert module_server.client().exists("rl:{ip:127.0.0.1}:api") == 1
+    assert module_server.client().exists("rl:{ip:127.0.0.1}:api:sliding_counter") == 1

@@ -43,7 +43,7 @@ def make_app(storage_uri: str, strategy: str) -> FastAPI:
 @pytest.mark.parametrize("engine, strategy", CASES, ids=[f"{e}-{s}" for e, s in CASES])
 def test_429_after_the_limit(servers: Any, engine: str, strategy: str) -> None:
     redis_server: Server = servers.redis(module=engine == "module")
-    served = Served(make_app(f"ratelimit://{HOST}:{redis_server.port}/0?deadline=2", strategy)).start()
+    served = Served(make_app(f"ratelimit://{HOST}:{redis_server.port}/0?deadline=5", strategy)).start()
     try:
         with httpx.Client(base_url=served.url, timeout=10) as http:
             clear_of_minute_edge()  # the sliding counter's windows: all five requests in one

@@ -21,7 +21,7 @@ from redis_ratelimit.web import (
     RateLimitMiddleware,
     Route,
 )
-from servers import HOST, Server
+from servers import HOST, LONG_DEADLINE, Server
 from web_serve import PrincipalFromHeader
 
 API = TokenBucket(capacity=3, per_second=0.01)  # 3, then one every 100 s: nothing refills mid-test
@@ -30,6 +30,7 @@ GLOBAL = TokenBucket(capacity=5, per_second=0.01)
 
 def limiter_on(server: Server, failure: FailurePolicy | None = None, **kwargs: Any) -> AsyncLimiter:
     client = aioredis.Redis(host=HOST, port=server.port)
+    kwargs.setdefault("deadline", LONG_DEADLINE)
     return AsyncLimiter(client, failure or FailurePolicy.open(), **kwargs)
 
 
@@ -84,7 +85,7 @@ def test_headers_on_every_response_errors_included(module_server: Server, serve:
     assert other.headers["ratelimit-limit"] == "100" and other.headers["ratelimit-remaining"] == "95"
     health = client.get("/health")
     assert health.status_code == 200 and "ratelimit-limit" not in health.headers
-    assert keys(module_server) == ["rl:{ip:127.0.0.1}:all", "rl:{ip:127.0.0.1}:api"]
+    assert keys(module_server) == ["rl:{ip:127.0.0.1}:all:token_bucket", "rl:{ip:127.0.0.1}:api:token_bucket"]
 
 
 def test_the_429_its_body_and_one_atomic_call_with_the_global_limit(module_server: Server, serve: Any) -> None:
@@ -141,7 +142,7 @@ def test_shadow_limits_are_decided_but_never_enforced(module_server: Server, ser
     assert all("ratelimit-limit" not in r.headers for r in only_shadow)
     with module_server.client() as r:
         # Decided in Redis: the global bucket of 1 was charged once (its denials wrote nothing).
-        assert r.exists("rl:{ip:127.0.0.1}:all") == 1
+        assert r.exists("rl:{ip:127.0.0.1}:all:token_bucket") == 1
     # Counted as the Rust layer counts; the shadow limits of a request the route denied are not checked.
     assert dict(config.counts) == {
         ("api", "api", "allowed"): 3,
@@ -176,7 +177,7 @@ def test_plans_principals_and_the_access_lists(module_server: Server, serve: Any
     assert refused.status_code == 403 and refused.json()["type"] == "urn:redis-ratelimit:denied"
     counts = config.counts
     assert (counts[("api", "api", "allowlisted")], counts[("api", "api", "denylisted")]) == (5, 1)
-    assert keys(module_server) == ["rl:{user.esc:a%7Dx1}:api", "rl:{user:bob}:api", "rl:{user:pro-ada}:api"]
+    assert keys(module_server) == ["rl:{user.esc:a%7Dx1}:api:token_bucket", "rl:{user:bob}:api:token_bucket", "rl:{user:pro-ada}:api:token_bucket"]
 
 
 def test_forwarding_headers_through_trusted_proxies_only(module_server: Server, serve: Any) -> None:
@@ -188,9 +189,9 @@ def test_forwarding_headers_through_trusted_proxies_only(module_server: Server, 
         assert client.get("/api/items", headers={"x-forwarded-for": xff}).status_code == 200
     assert client.get("/api/items", headers={"forwarded": 'for="[2001:db8:1:2::cccc]:443"'}).status_code == 200
     assert keys(module_server) == [
-        "rl:{ip:2001:db8:1:2::}:api",  # one /64: three requests in one bucket
-        "rl:{ip:203.0.113.7}:api",
-        "rl:{ip:203.0.113.8}:api",  # read from the right: the proxy's view, not the spoofed left
+        "rl:{ip:2001:db8:1:2::}:api:token_bucket",  # one /64: three requests in one bucket
+        "rl:{ip:203.0.113.7}:api:token_bucket",
+        "rl:{ip:203.0.113.8}:api:token_bucket",  # read from the right: the proxy's view, not the spoofed left
     ]
     assert client.get("/api/items", headers={"x-forwarded-for": "2001:db8:1:2::dddd"}).status_code == 429
     untrusting = api_app()
@@ -200,7 +201,7 @@ def test_forwarding_headers_through_trusted_proxies_only(module_server: Server, 
     other = serve(untrusting)
     assert other.get("/api/items", headers={"x-forwarded-for": "203.0.113.99"}).status_code == 200
     with module_server.client() as r:
-        assert sorted(k.decode() for k in r.keys("other:*")) == ["other:{ip:127.0.0.1}:api"]
+        assert sorted(k.decode() for k in r.keys("other:*")) == ["other:{ip:127.0.0.1}:api:token_bucket"]
 
 
 def test_a_closed_limiter_with_redis_gone_says_unavailable(servers: Any, serve: Any) -> None:

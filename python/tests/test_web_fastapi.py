@@ -15,11 +15,11 @@ from fastapi.responses import PlainTextResponse
 from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, SlidingCounter, TokenBucket
 from redis_ratelimit.web import ConfigError, RateLimitConfig, RateLimitMiddleware, Route
 from redis_ratelimit.web.fastapi import RateLimit, add_fields, install
-from servers import HOST, Server
+from servers import HOST, LONG_DEADLINE, Server
 
 
 def limiter_on(server: Server) -> AsyncLimiter:
-    return AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), FailurePolicy.open())
+    return AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), FailurePolicy.open(), deadline=LONG_DEADLINE)
 
 
 def test_a_dependency_limits_its_endpoints_without_a_request_parameter(module_server: Server, serve: Any) -> None:
@@ -61,7 +61,8 @@ def test_a_dependency_limits_its_endpoints_without_a_request_parameter(module_se
     assert client.get("/export", params={"n": "4"}).json() == {"remaining": 6}
     assert client.get("/export").headers["ratelimit-remaining"] == "5"
     with module_server.client() as r:
-        assert sorted(k.decode() for k in r.keys("*")) == ["rl:{ip:127.0.0.1}:export", "rl:{ip:127.0.0.1}:search"]
+        assert sorted(k.decode() for k in r.keys("*")) == ["rl:{ip:127.0.0.1}:export:token_bucket",
+                                                           "rl:{ip:127.0.0.1}:search:token_bucket"]
 
 
 def test_without_install_fastapis_own_body_with_the_same_fields(module_server: Server, serve: Any) -> None:

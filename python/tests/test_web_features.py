@@ -19,11 +19,11 @@ from conftest import MakeLimiter
 from redis_ratelimit import AsyncLimiter, CallError, DeadlineError, FailurePolicy, Limiter, TokenBucket
 from redis_ratelimit.web import ConfigError, RateLimitConfig, RateLimitMiddleware, Route, caller_from_header
 from redis_ratelimit.web.fastapi import RateLimit, install
-from servers import HOST, Server
+from servers import HOST, LONG_DEADLINE, Server
 
 
 def limiter_on(server: Server) -> AsyncLimiter:
-    return AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), FailurePolicy.open())
+    return AsyncLimiter(aioredis.Redis(host=HOST, port=server.port), FailurePolicy.open(), deadline=LONG_DEADLINE)
 
 
 def test_the_dependency_inherits_structured_headers_from_the_middleware(module_server: Server, serve: Any) -> None:
@@ -119,7 +119,7 @@ def test_caller_from_header_keys_by_the_api_key_hashed(module_server: Server, se
     assert (a, b, anonymous) == ([200, 200, 429], [200, 200], 200)
     keys = sorted(k.decode() for k in module_server.client().keys("rl:*"))
     digest = hashlib.sha256(b"key-a").hexdigest()
-    assert f"rl:{{user:{digest}}}:api" in keys and f"rl:{{ip:{HOST}}}:api" in keys
+    assert f"rl:{{user:{digest}}}:api:token_bucket" in keys and f"rl:{{ip:{HOST}}}:api:token_bucket" in keys
     assert not any("key-a" in k for k in keys), "the API key itself never appears in a key"
     raw = caller_from_header("X-Tenant", kind="tenant", hashed=False)
     assert str(raw({"headers": [(b"x-tenant", b" acme ")]}, None)) == "tenant:acme"

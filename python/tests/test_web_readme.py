@@ -95,7 +95,8 @@ def test_the_fastapi_quick_start_runs_as_written(module_server: Server, tmp_path
             assert searches[3].headers["content-type"] == "application/problem+json"
         with module_server.client() as r:
             assert sorted(k.decode() for k in r.keys("*")) == [
-                "rl:{ip:127.0.0.1}:all", "rl:{ip:127.0.0.1}:api", "rl:{ip:127.0.0.1}:search"]
+                "rl:{ip:127.0.0.1}:all:token_bucket", "rl:{ip:127.0.0.1}:api:token_bucket",
+                "rl:{ip:127.0.0.1}:search:token_bucket"]
     finally:
         served.stop()
 
@@ -117,7 +118,8 @@ def test_a_spoofed_x_forwarded_for_picks_no_key(stock_server: Server, tmp_path: 
         served.health()
         assert spoofed_logins(served.url) == [404] * 5 + [429]
         with stock_server.client() as r:
-            assert sorted(k.decode() for k in r.keys("*")) == ["rl:{ip:127.0.0.1}:all", "rl:{ip:127.0.0.1}:login"]
+            assert sorted(k.decode() for k in r.keys("*")) == ["rl:{ip:127.0.0.1}:all:token_bucket",
+                                                                    "rl:{ip:127.0.0.1}:login:token_bucket"]
     finally:
         stderr = served.stop()
     assert WARNING not in stderr

@@ -12,8 +12,10 @@ from .breaker import Breaker
 from .command import Limit
 from .decision import Decision, Inspection, Taken
 from .engine import Backend
-from .errors import (BreakerOpenError, CallError, ConfigurationError, DeadlineError, PolicyError, ReplyError,
-                     ServerError, UnreachableError, UsageError)
+from .answers import Counts
+from .errors import (BreakerOpenError, CallError, ConfigurationError, ConflictError, DeadlineError, PolicyError,
+                     ReplyError, ServerError, UnreachableError, UsageError)
+from .reply_class import ReplyClass
 from .failure_policy import FailurePolicy
 from .limiter import Limiter
 from .permit import AsyncPermit, Permit
@@ -31,6 +33,8 @@ __all__ = [
     "CallError",
     "Concurrency",
     "ConfigurationError",
+    "ConflictError",
+    "Counts",
     "DeadlineError",
     "Decision",
     "FailurePolicy",
@@ -41,6 +45,7 @@ __all__ = [
     "Permit",
     "Policy",
     "PolicyError",
+    "ReplyClass",
     "ReplyError",
     "ServerError",
     "SlidingCounter",

@@ -74,7 +74,6 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
         try:
             reply = await self._driver.run(self.engine.run(cmd), self.deadline)
         except CallError as error:
-            self._observe(error)
-            raise
-        self._observe(None)
+            raise self._failed(error, cmd) from None
+        self._observe(None, cmd)
         return reply

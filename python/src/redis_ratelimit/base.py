@@ -4,9 +4,6 @@ does not. The two classes only send (`limiter.py`, `aio.py`)."""
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, Tuple, TypedDict, TypeVar, Union
 
@@ -16,22 +13,16 @@ from . import command
 from .breaker import Breaker
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
+from .answers import Answers, Counts
+from .contract import ERRORS, key_positions
+from .contract import command as contract_command
 from .engine import Backend, Engine
-from .errors import (
-    BreakerOpenError,
-    CallError,
-    ConfigurationError,
-    DeadlineError,
-    ReplyError,
-    UnreachableError,
-    UsageError,
-)
+from .errors import BreakerOpenError, CallError, ReplyError, UsageError
+from .reply_class import ReplyClass, behaviour
 from .failure_policy import FailurePolicy
 from .policy import Policy
 
 __all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]
-
-log = logging.getLogger("redis_ratelimit")
 
 # The key verify() reads and peeks at (nothing is written): inside docs/deployment.md's `~rl:*`.
 VERIFY_KEY = "rl:verify"
@@ -80,13 +71,8 @@ class LimiterBase(Generic[C]):
         self.name = name
         if self.breaker.name is None:
             self.breaker.name = name
-        self._misconfigured = False
-        # The outage under way: its cause as logged (None: Redis answers), since when, and the failure
-        # policy's count of decisions when it began.
-        self._cause: str | None = None
-        self._cause_since = 0.0
-        self._cause_decisions = 0
-        self._cause_lock = threading.Lock()
+        #: What it said and counted of the answers that were not decisions (`answers.py`).
+        self.answers = Answers(name, failure)
         self.client = client
         self._cluster = False  # on a cluster client: the keys of one call must share a slot
         self._bind(client)
@@ -98,14 +84,20 @@ class LimiterBase(Generic[C]):
     @property
     def misconfigured(self) -> bool:
         """True since Redis answered that the limiter cannot work with it as configured (no engine's
-        command known: the module not loaded and FCALL/EVALSHA unknown, or refused to this user by its
-        ACL: NOPERM), until Redis answers again. The failure policy decides meanwhile (and the ASGI
-        middleware's outage answer says ``misconfigured``, not ``unavailable``)."""
-        return self._misconfigured
+        command known: the module not loaded and FCALL/EVALSHA unknown; refused to this user by its
+        ACL: NOPERM; a reply no rule knows), until Redis decides again. The failure policy decides
+        meanwhile (and the web layers' outage answer says ``misconfigured``, not ``unavailable``)."""
+        return self.answers.misconfigured
+
+    @property
+    def counts(self) -> Counts:
+        """Counts of the answers that were not decisions: ``outage`` (outages started),
+        ``misconfigured``, ``conflicts``, ``usage_errors`` (docs/errors.md)."""
+        return self.answers.counts
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(name={self.name!r}, failure={self.failure!r}, deadline={self.deadline}, "
-                f"engine={self.engine.describe()[0].value}, breaker_open={self.breaker.open})")
+                f"engine={self.engine.state}, breaker_open={self.breaker.open})")
 
     # Before and after a call.
 
@@ -113,77 +105,86 @@ class LimiterBase(Generic[C]):
         if not self.breaker.allow():
             raise BreakerOpenError()
 
-    def _observe(self, error: CallError | None) -> None:
-        """Tells the breaker how a call that went to Redis ended: an error reply (a bad argument) is
-        Redis answering; no answer counts against it; an answer saying the limiter cannot work here
-        (no engine, NOPERM) opens it at once."""
-        if isinstance(error, (DeadlineError, UnreachableError)):
+    def _observe(self, error: CallError | None, cmd: Sequence[Arg] = ()) -> None:
+        """Tells the logs, the counters and the breaker how a call that went to Redis ended (`cmd`:
+        its command), by the class of its answer, as the contract's behaviour says: only an outage
+        counts against Redis; a misconfiguration, a conflicting key or the caller's mistake is Redis
+        answering."""
+        if error is None:
+            self.answers.decided()
+            self.breaker.success()
+            return
+        cls = error.reply_class
+        how = behaviour(cls)
+        cause: str | None = None
+        if how.log == "outage":
             # A failover or a restart may land on another kind of server: the engine is chosen anew.
-            self.engine.forget()
-            self.breaker.failure(self._outage(error))
-        elif isinstance(error, ConfigurationError):
-            self._misconfigured = True
-            self.breaker.fault(self._outage(error))
+            self.engine.no_answer()
+            cause = self.answers.outage(error)
         else:
-            self._misconfigured = False
-            self._answered()
+            self.answers.answered()
+            if how.log == "once_per_cause":
+                self.answers.fault(error, _name(cmd))
+            elif how.log == "once_per_key":
+                self.answers.conflict(keys_of(cmd), error)
+        if how.counter != "outage":  # an outage is counted once, when it starts
+            self.answers.count(how.counter)
+        if how.breaker == "failure":
+            self.breaker.failure(cause)
+        else:
             self.breaker.success()
 
-    def _outage(self, error: CallError) -> str:
-        """Logs the cause of an outage (logger ``redis_ratelimit``, a warning naming this limiter) when
-        it is not of the kind last logged (a deadline, a connection failure, a configuration fault);
-        returns it. Calls turned away by the open breaker change no
-        cause: its probes do."""
-        cause = f"{type(error).__name__}: {error}"
-        with self._cause_lock:
-            # A cause is its kind: connections refused, then reset, then refused again are one outage.
-            if self._cause is not None and self._cause.split(":", 1)[0] == type(error).__name__:
-                return cause
-            first = self._cause is None
-            self._cause = cause
-            if first:
-                self._cause_since = time.monotonic()
-                self._cause_decisions = self.failure.decisions
-        log.warning("limiter %r: Redis did not decide (%s): the failure policy %r decides meanwhile%s",
-                    self.name, cause, self.failure, "" if first else " (the cause changed)",
-                    extra={"limiter": self.name, "cause": cause})
-        return cause
+    def _failed(self, error: CallError, cmd: Sequence[Arg]) -> BaseException:
+        """Observes a call that ended in `error`; what it raises: `error`, or the UsageError its class
+        raises to the caller."""
+        self._observe(error, cmd)
+        if behaviour(error.reply_class).decision == "raise":
+            usage = UsageError.of_reply(getattr(error, "reply", str(error)))
+            usage.__cause__ = error
+            return usage
+        return error
 
-    def _answered(self) -> None:
-        """Logs the end of an outage, once."""
-        if self._cause is None:  # the common case, without the lock
-            return
-        with self._cause_lock:
-            if self._cause is None:
-                return
-            self._cause = None
-            took = time.monotonic() - self._cause_since
-            degraded = self.failure.decisions - self._cause_decisions
-        log.warning("limiter %r: Redis answers again after %.1f s (%d degraded decisions meanwhile)",
-                    self.name, took, degraded, extra={"limiter": self.name, "cause": None})
+    def _refused(self, error: UsageError) -> UsageError:
+        """Counts a call refused before sending as the caller's mistake; returns it, to raise."""
+        self.answers.count(behaviour(ReplyClass.USAGE).counter)
+        return error
 
     # What each method sends, how its reply reads, and what it answers when Redis does not (None:
     # the *_strict methods raise). Each raises UsageError when its call cannot be built.
 
     def _check_all(self, limits: Sequence[Limit], strict: bool) -> Plan[Decision]:
-        limits = [(key, policy, cost) for key, policy, cost in limits]
-        if self._cluster:
-            one_slot([key for key, _, _ in limits])
+        try:
+            limits = [(key, policy, cost) for key, policy, cost in limits]
+            if self._cluster:
+                one_slot([key for key, _, _ in limits])
+            cmd = command.decide(limits)
+        except UsageError as e:
+            raise self._refused(e) from None
         degrade = None if strict else (lambda e: self.failure.decide(limits, e))
-        return Plan(command.decide(limits), Decision.from_reply, degrade)
+        return Plan(cmd, Decision.from_reply, degrade)
 
     def _take(self, key: str, policy: Policy, most: int, strict: bool) -> Plan[Taken]:
         def degrade(error: CallError) -> Taken:
             decision, taken = self.failure.take(key, policy, most, error)
             return Taken(decision, taken)
 
-        return Plan(command.take(key, policy, most), Taken.from_reply, None if strict else degrade)
+        try:
+            cmd = command.take(key, policy, most)
+        except UsageError as e:
+            raise self._refused(e) from None
+        return Plan(cmd, Taken.from_reply, None if strict else degrade)
 
     def _refund(self, key: str, policy: Policy, units: int) -> Plan[Decision]:
-        return Plan(command.refund(key, policy, units), Decision.from_reply, None)
+        try:
+            return Plan(command.refund(key, policy, units), Decision.from_reply, None)
+        except UsageError as e:
+            raise self._refused(e) from None
 
     def _peek(self, key: str, policy: Policy | None) -> Plan[Inspection]:
-        return Plan(command.inspect(key, policy), Inspection.from_reply, None)
+        try:
+            return Plan(command.inspect(key, policy), Inspection.from_reply, None)
+        except UsageError as e:
+            raise self._refused(e) from None
 
     # verify(): RL.INSPECT (read-only, on a key that need not exist), then RL.TOKEN with cost 0 (a
     # peek: writes nothing); under AUTO these calls choose the engine.
@@ -195,7 +196,7 @@ class LimiterBase(Generic[C]):
             raise ReplyError(f"RL.INSPECT answered {inspected!r}, not what the ratelimit module answers")
         Decision.from_reply(peeked)
         engine, why = self.engine.describe()
-        return Verified(engine=engine.value, why=why)
+        return Verified(engine=engine.value if engine is not None else self.engine.reports(), why=why)
 
 
 @dataclass(frozen=True)
@@ -208,10 +209,24 @@ class Plan(Generic[T]):
 
 
 def one_slot(keys: Sequence[Any]) -> None:
-    """Raises UsageError unless `keys` map to one cluster slot: one call's keys must (Redis Cluster
-    answers CROSSSLOT otherwise, which no failure policy should turn into a decision). A hash tag puts
-    keys in one slot: ``rl:{user:42}:login`` and ``rl:{user:42}:api``."""
+    """Raises UsageError (CROSSSLOT, the contract's text) unless `keys` map to one cluster slot: one
+    call's keys must (Redis Cluster answers CROSSSLOT otherwise, which no failure policy should turn
+    into a decision). A hash tag puts keys in one slot: ``rl:{user:42}:login`` and ``rl:{user:42}:api``."""
     slots = {key_slot(k if isinstance(k, bytes) else str(k).encode()) for k in keys}
     if len(slots) > 1:
-        raise UsageError(f"the keys of one call map to {len(slots)} different cluster slots: {list(keys)!r}; "
-                         "give them one hash tag (rl:{user:42}:login, rl:{user:42}:api)")
+        raise UsageError.of_reply(ERRORS["render"]["cross_slot"])
+
+
+def keys_of(cmd: Sequence[Arg]) -> list[str]:
+    """The keys a module command names (by the contract's key rule); none for another command."""
+    if not cmd or contract_command(_name(cmd)) is None:
+        return []
+    return [_text(cmd[1 + i]) for i in key_positions(_name(cmd), cmd[1:])]
+
+
+def _name(cmd: Sequence[Arg]) -> str:
+    return _text(cmd[0]).upper() if cmd else ""
+
+
+def _text(arg: Arg) -> str:
+    return arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)

@@ -2,8 +2,8 @@
 seconds, so an outage costs no request a timeout; then one call (and only one) tries Redis, and its
 outcome closes the breaker or opens it for another cool-down. As `client/src/breaker.rs`.
 
-A configuration fault (an unknown or refused command) opens it at once: Redis answers, but waiting
-for the cool-down is the only thing that can tell whether the fault was fixed.
+Only an outage counts: an answer of any other class (a misconfiguration, a conflicting key, the
+caller's mistake; docs/errors.md) is Redis answering.
 
 Thread-safe; the lock is held for a few instructions only, so it is safe on an event loop too.
 """
@@ -70,7 +70,7 @@ class Breaker:
             return False
 
     def success(self) -> None:
-        """Redis answered (a decision, or an error reply such as a bad argument): closed."""
+        """Redis answered (a decision, or an error reply of a class other than outage): closed."""
         with self._lock:
             was = self._state
             self._state = _CLOSED
@@ -91,14 +91,6 @@ class Breaker:
             opened = self._open(now)
         if opened:
             self._log_open(f"{self.failures} failure{'s' * (self.failures > 1)} in a row", cause)
-
-    def fault(self, cause: str | None = None) -> None:
-        """Redis answered that the limiter cannot work with it as configured: open at once."""
-        now = self._clock()
-        with self._lock:
-            opened = self._open(now)
-        if opened:
-            self._log_open("a configuration fault", cause)
 
     def _open(self, now: float) -> bool:
         """Opens (again); True when it was closed."""

@@ -7,7 +7,7 @@ import itertools
 import secrets
 from typing import Sequence, Tuple, Union
 
-from .contract import ERRORS
+from .contract import BOUNDS, ERRORS, request_error
 from .errors import UsageError
 from .policy import Policy, TokenBucket
 
@@ -34,6 +34,7 @@ def acquire(limits: Sequence[Limit], holder: str) -> list[Arg]:
 def _build(limits: Sequence[Limit], holder: str | None) -> list[Arg]:
     if not limits:
         raise UsageError("no limits to check")
+    distinct_keys(limits)
     for limit in limits:
         if not isinstance(limit[1], Policy):
             raise UsageError(f"not a policy: {limit[1]!r}")
@@ -51,10 +52,53 @@ def _build(limits: Sequence[Limit], holder: str | None) -> list[Arg]:
     return out
 
 
+def distinct_keys(limits: Sequence[Limit]) -> None:
+    """UsageError, the module's own reply, when a key is missing or empty, or named twice in one call."""
+    seen: set[bytes] = set()
+    for limit in limits:
+        name = key_bytes(limit[0])
+        if name in seen:
+            raise UsageError.of_reply(ERRORS["duplicate_key"])
+        seen.add(name)
+
+
+def parse_cost(text: str) -> int:
+    """A cost written by a caller (a header, a query parameter, a config file), by the module's own
+    grammar: plain decimal digits (a leading ``+`` allowed), from 0 to the contract's `max_whole`; else
+    UsageError with the module's reply (``1.5``, ``1e3``, ``-1``, ``""``: ``ERR invalid cost: must be a
+    whole number >= 0``; ``2^64``: ``...: too large``)."""
+    digits = text[1:] if text.startswith("+") else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        raise UsageError.of_reply(_reply("cost", request_error("cost")))
+    return whole("cost", int(digits))
+
+
+def key_bytes(name: object) -> bytes:
+    """A key as Redis takes it; UsageError for a missing or empty one (the contract's text): it would
+    name one key for every caller without one."""
+    if name is None or isinstance(name, (str, bytes)) and len(name) == 0:
+        raise UsageError.of_reply(ERRORS["render"]["empty_key"])
+    return name if isinstance(name, bytes) else str(name).encode()
+
+
+def whole(field: str, value: object) -> int:
+    """`value` when it is a whole number from 0 to the contract's `max_whole`; else UsageError with the
+    module's own reply (``ERR invalid cost: must be a whole number >= 0``, ``...: too large``): a cost of
+    1.5 or 2^64 is refused before it is sent, never rounded."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError.of_reply(_reply(field, request_error(field)))
+    if value > BOUNDS["max_whole"]:
+        raise UsageError.of_reply(_reply(field, ERRORS["too_large"]))
+    return value
+
+
+def _reply(field: str, expected: str) -> str:
+    return str(ERRORS["format"]).format(field=field, expected=expected)
+
+
 def _request(policy: Policy, cost: int, holder: str | None) -> list[Arg]:
     """A limit's request after its parameters, in its kind's form."""
-    if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
-        raise UsageError(f"the cost must be a whole number >= 0, not {cost!r}")
+    whole("cost", cost)
     form = policy.KIND.request
     if form == "cost":
         return [cost]
@@ -71,6 +115,7 @@ def _request(policy: Policy, cost: int, holder: str | None) -> list[Arg]:
 
 def take(key: str, policy: Policy, most: int) -> list[Arg]:
     """``RL.TAKE key capacity rate max``: as many tokens as the bucket holds now, up to `most`."""
+    key_bytes(key)
     if not isinstance(policy, TokenBucket):
         raise UsageError("partial grants are taken from token buckets")
     if isinstance(most, bool) or not isinstance(most, int) or most < 1:
@@ -80,24 +125,27 @@ def take(key: str, policy: Policy, most: int) -> list[Arg]:
 
 def refund(key: str, policy: Policy, units: int) -> list[Arg]:
     """``RL.REFUND KIND key p1 p2 units``: gives units back (token buckets, fixed windows, sliding counters)."""
+    key_bytes(key)
     if not policy.KIND.refunds:
         raise UsageError(f"a {policy.KIND.name} takes no refunds")
-    if isinstance(units, bool) or not isinstance(units, int) or units < 0:
-        raise UsageError(f"the units must be a whole number >= 0, not {units!r}")
+    whole("cost", units)
     return ["RL.REFUND", policy.KIND.group, key, *policy.params, units]
 
 
 def inspect(key: str, policy: Policy | None) -> list[Arg]:
     """``RL.INSPECT key [p1 p2]``: what `key` holds; with the policy, what a request would meet now."""
+    key_bytes(key)
     return ["RL.INSPECT", key, *(policy.params if policy is not None else ())]
 
 
 def release(key: str, holder: str) -> list[Arg]:
+    key_bytes(key)
     return ["RL.RELEASE", key, holder]
 
 
 def renew(key: str, lease: float, holder: str) -> list[Arg]:
     """``RL.RENEW key lease id`` (`lease` in seconds, whole milliseconds)."""
+    key_bytes(key)
     return ["RL.RENEW", key, seconds(lease), holder]
 
 

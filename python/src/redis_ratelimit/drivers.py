@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Generator, Union
+from typing import Any, Callable, Generator, Union
 
 import redis
 import redis.asyncio
@@ -43,12 +43,55 @@ AsyncClient = Union[redis.asyncio.Redis, AsyncRedisCluster]
 Steps = Generator[Send, Any, Any]
 
 
+class _Flight:
+    """A FUNCTION LOAD under way on one node, and its answer once it has one."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: Any = None
+        self.error: BaseException | None = None
+
+
+class _SyncLoads:
+    """FUNCTION LOAD at most once per node at a time (the engine machine's rule): a call that finds the
+    library missing while a load to that node is under way waits for it, within its own deadline, and
+    takes its answer (then sends its own FCALL), instead of loading again."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.flights: dict[Any, _Flight] = {}
+
+    def run(self, node: Any, send: Callable[[], Any], end: float) -> Any:
+        with self.lock:
+            flight = self.flights.get(node)
+            mine = flight is None
+            if flight is None:
+                flight = self.flights[node] = _Flight()
+        if not mine:
+            if not flight.done.wait(_left(end)):
+                raise redis.exceptions.TimeoutError("the deadline passed")
+            if flight.error is not None:
+                raise flight.error
+            return flight.reply
+        try:
+            flight.reply = send()
+            return flight.reply
+        except BaseException as e:
+            flight.error = e
+            raise
+        finally:
+            with self.lock:
+                del self.flights[node]
+            flight.done.set()
+
+
 class SyncDriver:
     def __init__(self, client: SyncClient) -> None:
         self.client = client
         self._single: _Connections | None = None
         self._cluster: _ClusterMap | None = None
         self._lock = threading.Lock()
+        self._loads = _SyncLoads()
 
     def run(self, steps: Steps, deadline: float) -> Any:
         """Runs `steps` to their reply within `deadline` seconds; raises CallError."""
@@ -76,11 +119,15 @@ class SyncDriver:
             if cluster is None:
                 with self._lock:
                     cluster = self._cluster = self._cluster or _ClusterMap(client)
+            if step.load:
+                return self._loads.run(cluster.node_of(step), lambda: cluster.send(step, end), end)
             return cluster.send(step, end)
         single = self._single
         if single is None:
             with self._lock:
                 single = self._single = self._single or _Connections.of(client)
+        if step.load:
+            return self._loads.run(None, lambda: single.send(step, end), end)
         return single.send(step, end)
 
 
@@ -397,6 +444,8 @@ def _left(end: float) -> float:
 class AsyncDriver:
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
+        # FUNCTION LOAD at most once per node at a time: as `_SyncLoads`, on the event loop.
+        self._loads: dict[Any, asyncio.Future[Any]] = {}
 
     async def run(self, steps: Steps, deadline: float) -> Any:
         """Runs `steps` to their reply within `deadline` seconds; raises CallError."""
@@ -438,6 +487,25 @@ class AsyncDriver:
             return done.value
 
     async def _send(self, step: Send) -> Any:
+        if not step.load:
+            return await self._send_now(step)
+        node = _node_of(self.client, step).name if isinstance(self.client, AsyncRedisCluster) else None
+        flight = self._loads.get(node)
+        if flight is not None:
+            return await asyncio.shield(flight)
+        flight = self._loads[node] = asyncio.get_running_loop().create_future()
+        flight.add_done_callback(_retrieved)
+        try:
+            reply = await self._send_now(step)
+            flight.set_result(reply)
+            return reply
+        except BaseException as e:
+            flight.set_exception(e if isinstance(e, Exception) else redis.exceptions.TimeoutError("cancelled"))
+            raise
+        finally:
+            del self._loads[node]
+
+    async def _send_now(self, step: Send) -> Any:
         client = self.client
         if isinstance(client, AsyncRedisCluster):
             await client.initialize()  # once: returns at once when the slot map is known
@@ -445,6 +513,12 @@ class AsyncDriver:
             return await cluster.execute_command(*step.args, target_nodes=_node_of(cluster, step))
         single: Any = client
         return await single.execute_command(*step.args)
+
+
+def _retrieved(flight: asyncio.Future[Any]) -> None:
+    """Marks a load's error as seen (its waiters, if any, raise it): no warning when none waited."""
+    if not flight.cancelled():
+        flight.exception()
 
 
 async def fresh_connections(client: AsyncClient) -> None:

@@ -19,14 +19,15 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
-import threading
+import itertools
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Generator, Mapping, NamedTuple, Sequence, Union
 
 import redis
 
-from .errors import refuses
+from .errors import ConfigurationError
+from .reply_class import ReplyClass, class_of_reply, reply_text, split_reply
 from .contract import CONTRACT, FIRST_KEY, LIBRARY_FUNCTIONS, group_len, key_positions
 from .contract import command as contract_command
 
@@ -38,7 +39,8 @@ Arg = Union[str, bytes, int, float]
 class Backend(enum.Enum):
     """Which engine computes the limiters. ``AUTO``: the module when the server answers its commands,
     else the library through FCALL (loaded with FUNCTION LOAD where this user may), else EVALSHA;
-    asked on the first call, and again after an outage (a failover may land on another server)."""
+    asked on the first call, and again after an outage (a failover may land on another server): the
+    contract's engine machine (docs/errors.md)."""
 
     AUTO = "auto"
     MODULE = "module"
@@ -47,7 +49,7 @@ class Backend(enum.Enum):
 
     def describe(self) -> str:
         return {
-            Backend.AUTO: "not chosen yet",
+            Backend.AUTO: "not yet known",
             Backend.MODULE: "the ratelimit module",
             Backend.FUNCTIONS: "the Lua library through FCALL",
             Backend.SCRIPTS: "the Lua library through EVALSHA scripts",
@@ -184,11 +186,14 @@ class Call:
 
 
 class Send(NamedTuple):
-    """One command to send; `route`: the key whose node must answer it (Redis Cluster), or None. (A
-    named tuple: one is built for every call, and a tuple is the cheapest immutable record.)"""
+    """One command to send; `route`: the key whose node must answer it (Redis Cluster), or None;
+    `load`: the library's FUNCTION LOAD, which a driver sends at most once per node at a time (calls
+    that meet one in flight wait for it and take its answer). (A named tuple: one is built for every
+    call, and a tuple is the cheapest immutable record.)"""
 
     args: tuple[Arg, ...]
     route: Arg | None
+    load: bool = False
 
 
 def route_of(command: Sequence[Arg]) -> Arg | None:
@@ -202,110 +207,151 @@ def route_of(command: Sequence[Arg]) -> Arg | None:
     return command[1 + at] if at is not None and len(command) > 1 + at else None
 
 
-def missing(error: BaseException) -> bool:
-    """NOSCRIPT or "Function not found": the library or the script is not on this node; it never ran."""
-    text = str(error)
-    return (isinstance(error, redis.exceptions.NoScriptError) or "NOSCRIPT" in text
-            or "function not found" in text.lower())
+# The engine machine: the contract's `engines` table (docs/errors.md), read here and interpreted by
+# `Engine.run`; nothing of it is restated.
+_MACHINE: Mapping[str, Any] = CONTRACT["engines"]
+_STATES: dict[str, Mapping[str, Any]] = {s["name"]: s for s in _MACHINE["states"]}
+_MAX_SENDS = int(_MACHINE["max_sends"])
+_STEERING = [(a["answer"], a["code"], None if a["starts"] is None else str(a["starts"]).lower())
+             for a in _MACHINE["answers"]]
+#: Each wanted engine's name in the contract, and each state's engine (None: not yet known).
+_WANTED = {Backend.AUTO: "auto", Backend.MODULE: "module", Backend.FUNCTIONS: "fcall", Backend.SCRIPTS: "evalsha"}
+_BACKEND_OF_STATE = {"unknown": None, "module": Backend.MODULE, "fcall": Backend.FUNCTIONS,
+                     "evalsha": Backend.SCRIPTS}
+
+
+def answer_of(reply: str | None) -> str:
+    """What the machine reads in an error reply (``CODE text``; None: a decision): ``ok``, one of the
+    steering answers (``unknown_command``, ``noperm``, ``function_missing``, ``noscript``), ``outage``
+    for a reply the contract's rules class as an outage, or ``error``."""
+    if reply is None:
+        return "ok"
+    code, rest = split_reply(reply)
+    lowered = rest.lower()
+    for answer, answer_code, starts in _STEERING:
+        if code == answer_code and (starts is None or lowered.startswith(starts)):
+            return str(answer)
+    return "outage" if class_of_reply(reply) is ReplyClass.OUTAGE else "error"
+
+
+def step(wanted: str, state: str, sent: str, answer: str, sends: int) -> tuple[str, str]:
+    """The machine's step: after `sent` (the call's `sends`-th command) got `answer` in `state`, the
+    state and what the call does next (``send:fcall``, ..., ``done:decided``, ``done:outage``,
+    ``done:misconfigured``, ``done:error``): the first transition matching sent, answer and wanted."""
+    for t in _MACHINE["transitions"]:
+        if sent in t["sent"] and answer in t["answers"] and wanted in t["wanted"]:
+            nxt = t["next"]
+            state = state if nxt == "same" else _MACHINE["start"][wanted] if nxt == "start" else nxt
+            then = str(t["then"])
+            if then.startswith("send:") and sends >= _MAX_SENDS:
+                then = "done:misconfigured"  # a call that would go on forever gives up
+            return state, then
+    raise AssertionError(f"the contract's engine machine has no transition for {sent} answered {answer}")
 
 
 class Engine:
-    """The engine a limiter asked for, the one it uses, and why. Shared by the calls of one limiter
-    (threads or tasks): each field is replaced whole, never updated in place."""
+    """The engine a limiter asked for, the machine's state (the engine in use, once known) and why.
+    Shared by the calls of one limiter (threads or tasks): each field is replaced whole, never updated
+    in place."""
 
     def __init__(self, wanted: Backend) -> None:
         self.wanted = wanted
-        self.chosen: Backend = Backend.MODULE if wanted is Backend.AUTO else wanted
+        self._wanted = _WANTED[wanted]
+        self.state: str = _MACHINE["start"][self._wanted]
         self._why = ""
-        self._lock = threading.Lock()
 
-    def describe(self) -> tuple[Backend, str]:
-        """The engine in use, and the reason it was chosen."""
+    @property
+    def chosen(self) -> Backend | None:
+        """The engine in use; None while not yet known (no decision yet, or since an outage)."""
+        return _BACKEND_OF_STATE[self.state]
+
+    def reports(self) -> str:
+        """What the engine is, in words: ``not yet known`` before the first decision (and after an
+        outage, until Redis decides again), then the engine in use (``the ratelimit module``, ...)."""
+        return str(_STATES[self.state]["reports"])
+
+    def __str__(self) -> str:
+        return self.reports()
+
+    def describe(self) -> tuple[Backend | None, str]:
+        """The engine in use (None: not yet known), and the reason it was chosen."""
         if self.wanted is not Backend.AUTO:
             return self.chosen, "asked for"
+        if self.chosen is None:
+            return None, self.reports()
         return self.chosen, self._why or "the module answered"
 
-    def forget(self) -> None:
-        """Chooses anew on the next call (after an outage: a failover may land on another server)."""
-        if self.wanted is Backend.AUTO:
-            self._choose(Backend.MODULE, "")
-
-    def _choose(self, engine: Backend, why: str) -> None:
-        with self._lock:
-            self.chosen, self._why = engine, why
+    def no_answer(self) -> None:
+        """A call got no answer (an outage): the state the machine gives that (after a failover the
+        server may be another kind of server: under AUTO the engine is chosen anew)."""
+        sent = str(_STATES[self.state]["sends"])
+        self.state, _ = step(self._wanted, self.state, sent, "outage", 1)
 
     def run(self, command: Sequence[Arg]) -> Generator[Send, Any, Any]:
-        """Sends `command` (a module command, or any other) as the engine in use takes it; under
-        AUTO, moves to the next engine where the server refuses one. Returns the reply; raises the
-        error reply that settles it."""
-        auto = self.wanted is Backend.AUTO
+        """Sends `command` (a module command, or any other) as the machine says, from its state, and
+        moves the state by each answer. Returns the reply; raises the error reply that ends the call
+        (`ConfigurationError` when the machine gives up: no engine works here)."""
         route = route_of(command)
-        reasons: list[str] = []
-        # A server without the library or the script (restarted, failed over, flushed) may be another
-        # kind of server: under AUTO the module is asked again first, once.
-        asked_again = not auto
-        # The common case: the module is the engine and its command goes as it is.
-        if self.chosen is Backend.MODULE:
-            try:
-                return (yield Send(tuple(command), route))
-            except redis.exceptions.ResponseError as e:
-                if not (auto and refuses(e)) or Call.of(command) is None:
-                    raise
-                reasons.append(_refusal(Backend.MODULE, e))
-                asked_again = True
-                self._choose(Backend.FUNCTIONS, self._why)
         call = Call.of(command)
-        if call is None:
+        if call is None:  # not the library's: sent as it is, whatever the engine
             return (yield Send(tuple(command), route))
-        while True:
-            engine = self.chosen
+        first = self.state
+        sent = str(_STATES[first]["sends"])
+        reasons: list[str] = []
+        for sends in itertools.count(1):
+            error: BaseException | None = None
             try:
-                result = yield Send(self._form(engine, call, command), route)
-            except redis.exceptions.ResponseError as e:
-                error: redis.exceptions.ResponseError | None = e
-                if engine is not Backend.MODULE and missing(e):
-                    if not asked_again:
-                        asked_again = True
-                        reasons.clear()
-                        self._choose(Backend.MODULE, "")
-                        continue
-                    try:
-                        result = yield from self._load_and_send(engine, call, route)
-                        error = None
-                    except redis.exceptions.ResponseError as again:
-                        error = again
-                if error is not None:
-                    if not (auto and engine is not Backend.SCRIPTS and refuses(error)):
-                        raise error
-                    reasons.append(_refusal(engine, error))
-                    self._choose(Backend.FUNCTIONS if engine is Backend.MODULE else Backend.SCRIPTS,
-                                 self._why)
-                    continue
-            if reasons:
-                reasons.append(f"using {engine.describe()}")
-                self._choose(engine, "; ".join(reasons))
-            return result
+                reply = yield Send(self._form(sent, call, command), route, sent == "function_load")
+            except redis.exceptions.RedisError as e:
+                error, reply = e, None
+            text = None if error is None else (reply_text(error) or str(error))
+            answer = answer_of(text) if error is None or text is not None else "outage"
+            before = self.state
+            self.state, then = step(self._wanted, before, sent, answer, sends)
+            if error is not None and self.state != before and answer in ("unknown_command", "noperm", "error"):
+                reasons.append(_refusal(sent, answer))
+            if then.startswith("send:"):
+                sent = then[len("send:"):]
+                continue
+            if then == "done:decided":
+                if reasons:
+                    self._why = "; ".join([*reasons, f"using {self.reports()}"])
+                elif first != self.state:  # decided where it started asking: nothing refused
+                    self._why = ""
+                return reply
+            if then == "done:misconfigured":
+                raise ConfigurationError(text if text is not None and answer != "ok" and
+                                         class_of_reply(text) is ReplyClass.MISCONFIGURED else
+                                         _gave_up(sent, answer, text))
+            assert error is not None, then
+            raise error
+        raise AssertionError("unreachable")
 
     @staticmethod
-    def _form(engine: Backend, call: Call, command: Sequence[Arg]) -> tuple[Arg, ...]:
-        if engine is Backend.FUNCTIONS:
+    def _form(sent: str, call: Call, command: Sequence[Arg]) -> tuple[Arg, ...]:
+        if sent == "fcall":
             return call.fcall()
-        if engine is Backend.SCRIPTS:
+        if sent == "evalsha":
             return call.evalsha()
+        if sent == "eval":
+            return call.eval()
+        if sent == "function_load":
+            return ("FUNCTION", "LOAD", "REPLACE", library())
         return tuple(command)
 
-    @staticmethod
-    def _load_and_send(engine: Backend, call: Call, route: Arg | None) -> Generator[Send, Any, Any]:
-        """`call` where the node answered that it has neither the library nor the script: EVAL (which
-        caches the script), or FUNCTION LOAD REPLACE on that node and FCALL again."""
-        if engine is Backend.SCRIPTS:
-            return (yield Send(call.eval(), route))
-        yield Send(("FUNCTION", "LOAD", "REPLACE", library()), route)
-        return (yield Send(call.fcall(), route))
+
+def _refusal(sent: str, answer: str) -> str:
+    """Why the machine moved on from what it sent, as verify() says it."""
+    noperm = answer == "noperm"
+    if sent == "module":
+        return "the module's commands refused to this user (NOPERM)" if noperm else "module not loaded"
+    if sent == "function_load":
+        return "FUNCTION LOAD refused to this user (NOPERM)" if noperm else "FUNCTION LOAD failed"
+    return "FCALL or FUNCTION LOAD refused to this user (NOPERM)" if noperm else "FCALL unknown to this server"
 
 
-def _refusal(engine: Backend, error: BaseException) -> str:
-    noperm = isinstance(error, redis.exceptions.NoPermissionError) or "NOPERM" in str(error)
-    if engine is Backend.FUNCTIONS:
-        return "FCALL or FUNCTION LOAD refused to this user (NOPERM)" if noperm else "FCALL unknown to this server"
-    return "the module's commands refused to this user (NOPERM)" if noperm else "module not loaded"
+def _gave_up(sent: str, answer: str, reply: str | None) -> str:
+    said = f": {reply}" if reply else ""
+    return (f"ERR no engine can run the limiter here: {sent} answered {answer}{said} (the module's "
+            "commands, FCALL and EVALSHA unknown or refused to this user, or the library missing again "
+            "right after its load)")

@@ -91,7 +91,6 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
         try:
             reply = self._driver.run(self.engine.run(cmd), self.deadline)
         except CallError as error:
-            self._observe(error)
-            raise
-        self._observe(None)
+            raise self._failed(error, cmd) from None
+        self._observe(None, cmd)
         return reply

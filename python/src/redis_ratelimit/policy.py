@@ -47,19 +47,20 @@ OUT_OF_RANGE: str = ERRORS["out_of_range"]
 class Kind:
     """A limiter kind's declaration: its name, its RL.ALL / RL.REFUND group, its command, how its
     request is written (``cost``; ``id``: a sliding log's request id; ``lease``: a concurrency
-    permit's holder and weight) and whether units can be given back."""
+    permit's holder and weight), whether units can be given back, and its state's `owner`."""
 
     name: str
     group: str
     command: str
     request: Literal["cost", "id", "lease"]
     refunds: bool
+    owner: str  # the kind whose state it decides on (what the web layers end a limit's key with)
 
     @staticmethod
     def of(name: str) -> Kind:
         """The contract's declaration of the kind `name`."""
         k = contract_kind(name)
-        return Kind(k["name"], k["group"], k["command"], k["request"], k["refunds"])
+        return Kind(k["name"], k["group"], k["command"], k["request"], k["refunds"], k["owner"])
 
 
 class Policy:

@@ -72,6 +72,9 @@ def reserve(limits: Sequence[Limit], max_wait: float) -> Request | None:
     decide now; None when none reserves (then it is ``check_all``)."""
     if not any(isinstance(p, TokenBucket) for _, p, _ in limits):
         return None
+    command.distinct_keys(limits)
+    for _, _, cost in limits:
+        command.whole("cost", cost)
     wait = f"{int(max_wait * 1000) / 1000:.3f}"  # whole ms, rounded down: never past max_wait
     if len(limits) == 1:
         key, policy, cost = limits[0]
@@ -94,6 +97,7 @@ def batch(key: str, policy: Policy, least: int, most: int, max_wait: float) -> R
     """``RL.RESERVE key capacity rate least max_wait UPTO most``."""
     if not isinstance(policy, TokenBucket):
         raise UsageError("batches are reserved from token buckets")
+    command.key_bytes(key)
     if least < 1 or most < least:
         raise UsageError("a batch takes at least one token, and max >= min")
     wait = f"{int(max_wait * 1000) / 1000:.3f}"

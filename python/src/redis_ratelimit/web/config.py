@@ -123,7 +123,7 @@ class RateLimitConfig:
     - `routes`: rate limits by path prefix (the longest matching prefix wins);
     - `global_limit`: a per-caller limit over all routes, checked with the route's in one atomic call;
     - `concurrency` / `global_concurrency`: at most so many requests of a caller in flight (key
-      `<prefix>:{<caller>}:<name>:lease`), the slot held until the response body has been sent;
+      `<prefix>:{<caller>}:<name>:concurrency`), the slot held until the response body has been sent;
     - `skip`: paths never limited, exact or, ending in `/`, a prefix;
     - `shadow`: names of limits (a route's, or `all`) decided and counted but never enforced;
     - `trusted_proxies`: networks whose `Forwarded` / `X-Forwarded-For` are believed (none);

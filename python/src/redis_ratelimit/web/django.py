@@ -15,6 +15,7 @@ Settings (all optional; read when first needed, again after `override_settings`)
   when it is Django's ``RedisCache`` or django-redis, else ``redis://127.0.0.1:6379/0``;
   ``RATELIMIT_LIMITER``: a `Limiter`, or the dotted path of one or of a function returning one;
 - ``RATELIMIT_FAIL_OPEN`` (False: closed) or ``RATELIMIT_FAILURE`` ("open", "closed", "fallback:4");
+  ``RATELIMIT_DEADLINE`` (0.1): the seconds a call to Redis may take;
 - ``RATELIMIT_KEY`` ("ip"): "ip", "user" (the authenticated user's pk, else the IP),
   "header:X-API-Key" (its SHA-256), or a function of the request giving an id (None: the IP);
 - ``RATELIMIT_ROUTES``: (name, prefix, rate[, methods]) tuples or dicts with those keys;
@@ -29,6 +30,7 @@ A rate is a policy, django-ratelimit's short form ("5/m", "100/h", "10/5m", "100
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from typing import Any, Callable, Collection, Iterable, MutableMapping
 
@@ -39,6 +41,7 @@ from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
+from ..base import DEFAULT_DEADLINE
 from ..failure_policy import FailurePolicy
 from ..limiter import Limiter
 from ..policy import Policy, SlidingCounter
@@ -93,7 +96,7 @@ def limiter() -> Limiter:
         if callable(given) and not isinstance(given, Limiter):
             given = given()
         made = given if given is not None else Limiter(redis.Redis.from_url(_redis_url()), _failure(),
-                                                       name="django")
+                                                       name="django", deadline=float(_setting("DEADLINE", DEFAULT_DEADLINE)))
         _state["limiter"] = made
     return made
 
@@ -124,15 +127,17 @@ def _failure() -> FailurePolicy:
     raise ConfigError(f"RATELIMIT_FAILURE: 'open', 'closed' or 'fallback:N', not {named!r}")
 
 
-def _caller(key: Any) -> CallerFn | None:
+def _caller(key: Any, where: str = "RATELIMIT_KEY") -> CallerFn | None:
     """The caller function of a key setting; None: the default (principal, tenant, IP)."""
     if key in (None, "ip", "user", "user_or_ip"):
         return None  # "user": the principal the middleware names from request.user, else the IP
     if isinstance(key, str) and key.lower().startswith("header:"):
+        if not key.split(":", 1)[1].strip():
+            raise ConfigError(f"{where}: 'header:<name>' names a header (header:X-API-Key), not {key!r}")
         return caller_from_header(key.split(":", 1)[1])
     if callable(key):
         return None  # a function of the request: its id is set as the principal (see _scope)
-    raise ConfigError(f"RATELIMIT_KEY: 'ip', 'user', 'header:<name>' or a function of the request, not {key!r}")
+    raise ConfigError(f"{where}: 'ip', 'user', 'header:<name>' or a function of the request, not {key!r}")
 
 
 def _scope(request: HttpRequest, key: Any) -> MutableMapping[str, Any]:
@@ -221,12 +226,22 @@ def ratelimit(rate: Policy | str, *, key: Any = None, group: str | None = None,
     policy), `key` ("ip", "user", "header:<name>", a function of the request; the settings'
     RATELIMIT_KEY by default), `group` (the limit's name in keys and fields; the view's dotted name by
     default), `method` (only those methods count), `block` (False: the view runs, with
-    ``request.limited = True``). The fields go on the view's response."""
+    ``request.limited = True``). The fields go on the view's response.
+
+    Its arguments are checked when it is applied (ConfigError: a rate that is none, an unknown key, a
+    header key without a name), and so is the view: an ``async def`` view is refused (the decorator
+    checks on a synchronous Limiter)."""
     policy = parse_django_rate(rate)
+    if key is not None:
+        _caller(key, "ratelimit(key=...)")
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         name = group or f"{view.__module__}.{view.__qualname__}"
         slot = f"view:{name}"
+        if inspect.iscoroutinefunction(view):
+            raise ConfigError(f"@ratelimit on {name}: an async def view is not supported (the decorator "
+                              "checks on a synchronous Limiter); limit it with the ASGI middleware instead")
+        Route(name, "/", policy, None, method)  # ConfigError now, not a 500 at its first request
 
         @functools.wraps(view)
         def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

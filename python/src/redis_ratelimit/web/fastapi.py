@@ -25,6 +25,7 @@ from fastapi.exception_handlers import http_exception_handler
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response as StarletteResponse
 
+from ..command import whole
 from ..decision import Decision
 from .check import Denied, Served, enforce
 from .config import (CONFIG_SCOPE, CallerFn, ConfigError, PolicyInput, RateLimitConfig, Route, from_rate,
@@ -131,7 +132,7 @@ class RateLimit:
             request_cost = cost
             cost_fn = lambda scope: request_cost(Request(scope))  # noqa: E731
         else:
-            fixed = int(cost)
+            fixed = whole("cost", cost)  # as check takes it: 1.5 is refused, not rounded
             cost_fn = lambda scope: fixed  # noqa: E731
         self.config = RateLimitConfig(
             limiter,

@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Union
 
+from ..contract import HTTP
 from .access import Access
 from .caller import PRINCIPAL_STATE, TENANT_STATE, Caller, IPAddress, caller_tag, default_caller, group_ip
 from .config import GLOBAL, RateLimitConfig, Route, Scope, log, resolve, skipped, state_of, under_prefix
@@ -78,23 +79,34 @@ def plan(config: RateLimitConfig, scope: Scope) -> Step | None:
             return Refused(route_name)
         if access is Access.ALLOWED:
             return Allowlisted(route_name)
-    cost = 1 if route is None or route.cost is None else int(route.cost(scope))
+    # The cost as the route's function gives it: `check` refuses what it would refuse (1.5, -1: a
+    # UsageError), never rounded here.
+    cost = 1 if route is None or route.cost is None else route.cost(scope)
     tag = caller_tag(config.key_prefix, caller)
     limits: list[PlannedLimit] = []
     if route is not None:
         shadow = route.name in config.shadow_routes
-        limits.append(PlannedLimit(f"{tag}:{route.name}", route.policy_for(caller), cost, route.name, shadow))
+        policy = route.policy_for(caller)
+        limits.append(PlannedLimit(limit_key(tag, route.name, policy), policy, cost, route.name, shadow))
     if config.global_limit is not None:
         policy = resolve(config.global_limit, caller)
-        limits.append(PlannedLimit(f"{tag}:{GLOBAL}", policy, cost, GLOBAL, config.global_shadow))
+        limits.append(PlannedLimit(limit_key(tag, GLOBAL, policy), policy, cost, GLOBAL, config.global_shadow))
     # Leases of weight 1: a request in flight is one, whatever its rate cost.
     if concurrency is not None:
         policy = concurrency.policy_for(caller)
-        limits.append(PlannedLimit(f"{tag}:{concurrency.name}:lease", policy, 1, concurrency.name, False, True))
+        limits.append(PlannedLimit(limit_key(tag, concurrency.name, policy), policy, 1, concurrency.name, False, True))
     if config.global_concurrency is not None:
         policy = resolve(config.global_concurrency, caller)
-        limits.append(PlannedLimit(f"{tag}:{GLOBAL}:lease", policy, 1, GLOBAL, False, True))
+        limits.append(PlannedLimit(limit_key(tag, GLOBAL, policy), policy, 1, GLOBAL, False, True))
     return Plan(route_name, caller, limits)
+
+
+def limit_key(tag: str, name: str, policy: Any) -> str:
+    """The key of the limit `name` of the caller `tag` (``rl:{user:42}``): the contract's
+    `http.limit_key`, ending with the owner of the policy's kind (``rl:{user:42}:api:token_bucket``), so
+    a deploy that changes a limit's kind starts it afresh on a new key instead of meeting the other
+    kind's state, while a change of its numbers alone keeps counting on the same key."""
+    return str(HTTP["limit_key"]).format(tag=tag, name=name, owner=policy.KIND.owner)
 
 
 def _match(routes: Any, path: str, method: str) -> Route | None:
