@@ -25,7 +25,9 @@ impl<'a> Limit<'a> {
 pub(crate) const EMPTY_KEY: &str = "ERR invalid key: must be a non-empty string";
 /// A key given twice in one call: the module's own reply, which every client also refuses before sending.
 pub(crate) const DUPLICATE_KEY: &str = "ERR the same key appears more than once";
-/// Keys of one call in different hash slots: Redis' own reply, which cluster clients refuse before sending.
+/// Keys of one call in different hash slots: Redis' own reply, which cluster clients refuse before sending
+/// (the Rust cluster client sends, and the server's reply is the same usage error).
+#[cfg(test)]
 pub(crate) const CROSS_SLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
 /// The caller's mistakes in `limits`' keys that a client refuses before sending: an empty key, a key twice.

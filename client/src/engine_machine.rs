@@ -218,13 +218,16 @@ pub(crate) const TRANSITIONS: &[Transition] = &[
 ];
 
 /// Every `Wanted`, in the contract's order.
+#[cfg(test)]
 pub(crate) const WANTED: [Wanted; 4] = [Wanted::Auto, Wanted::Module, Wanted::Fcall, Wanted::Evalsha];
 
 /// Names, as the contract writes them.
+#[cfg(test)]
 pub(crate) fn state_name(state: State) -> &'static str {
     STATES.iter().find(|s| s.0 == state).map_or("unknown", |s| s.1)
 }
 
+#[cfg(test)]
 pub(crate) fn sent_name(sent: Sent) -> &'static str {
     match sent {
         Sent::Module => "module",
@@ -235,6 +238,7 @@ pub(crate) fn sent_name(sent: Sent) -> &'static str {
     }
 }
 
+#[cfg(test)]
 pub(crate) fn answer_name(answer: Answer) -> &'static str {
     match answer {
         Answer::Ok => "ok",
@@ -247,6 +251,7 @@ pub(crate) fn answer_name(answer: Answer) -> &'static str {
     }
 }
 
+#[cfg(test)]
 pub(crate) fn wanted_name(wanted: Wanted) -> &'static str {
     match wanted {
         Wanted::Auto => "auto",

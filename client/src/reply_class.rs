@@ -21,7 +21,8 @@ pub enum ReplyClass {
     Usage,
 }
 
-/// How a class is handled, as the contract states it.
+/// How a class is handled, as the contract states it (the code that does it: `limiter.rs`, `outage.rs`).
+#[cfg(test)]
 pub(crate) struct Behaviour {
     pub(crate) class: ReplyClass,
     pub(crate) decision: &'static str,
@@ -30,6 +31,7 @@ pub(crate) struct Behaviour {
     pub(crate) counter: &'static str,
 }
 
+#[cfg(test)]
 pub(crate) const BEHAVIOURS: [Behaviour; 4] = [
     Behaviour {
         class: ReplyClass::Outage,
@@ -111,6 +113,7 @@ pub(crate) const RULES: &[Rule] = &[
 pub(crate) const OTHERWISE: ReplyClass = Misconfigured;
 
 /// Transport failures (no reply at all), by name: all outages.
+#[cfg(test)]
 pub(crate) const TRANSPORT: [&str; 4] = ["timeout", "refused", "reset", "closed"];
 
 impl ReplyClass {
