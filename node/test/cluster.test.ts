@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { ClusterServers, REDIS, LONG_DEADLINE_MS } from "./servers.ts";
 import { FACTORIES } from "./clients.ts";
-import { Limiter, TokenBucket, FixedWindow, Concurrency, type EngineName } from "../src/index.ts";
+import { Limiter, TokenBucket, FixedWindow, Concurrency, UsageError, CONTRACT, slotOf, type EngineName } from "../src/index.ts";
 
 let cluster: ClusterServers;
 before(async () => {
@@ -58,4 +58,50 @@ for (const f of FACTORIES) {
       }
     });
   }
+}
+
+for (const f of FACTORIES) {
+  test(`${f.name} cluster: keys of one call in different hash slots are refused before sending (CROSSSLOT), never degraded`, async () => {
+    const made = await f.cluster(cluster.nodes[0]!.port);
+    try {
+      const rl = new Limiter(made.client, { failure: "open", deadlineMs: LONG_DEADLINE_MS });
+      const tb = new TokenBucket({ capacity: 2, perSecond: 1 });
+      let a = "rl:{a}:x", b = "rl:{b}:x";
+      assert.notEqual(slotOf(a), slotOf(b));
+      await assert.rejects(rl.checkAll([[a, tb, 1], [b, tb, 1]]), (e: unknown) => {
+        assert.ok(e instanceof UsageError, String(e));
+        assert.deepEqual([e.code, e.message], ["CROSSSLOT", CONTRACT.errors.render.cross_slot]);
+        return true;
+      });
+      await assert.rejects(rl.acquire([[a, tb, 1], [b, new Concurrency({ limit: 1, leaseMs: 1000 }), 1]]), { name: "UsageError", code: "CROSSSLOT" });
+      assert.equal(rl.counters["usage_errors"], 2);
+      a = "rl:{same}:x";
+      b = "rl:{same}:y";
+      assert.equal((await rl.checkAll([[a, tb, 1], [b, tb, 1]])).degraded, false);
+    } finally {
+      await made.close();
+    }
+  });
+}
+
+for (const f of FACTORIES) {
+  test(`${f.name} cluster, FCALL, cold: 90 calls at once find the library missing; one FUNCTION LOAD per node, every call decided`, async () => {
+    for (const s of cluster.nodes) {
+      redisCli(s.port, "FUNCTION", "FLUSH");
+      redisCli(s.port, "CONFIG", "RESETSTAT");
+    }
+    const made = await f.cluster(cluster.nodes[0]!.port);
+    try {
+      const rl = new Limiter(made.client, { failure: "closed", engine: "fcall", deadlineMs: LONG_DEADLINE_MS });
+      const tb = new TokenBucket({ capacity: 2, perSecond: 1 });
+      const ds = await Promise.all(Array.from({ length: 90 }, (_, i) => rl.check(`rl:{cold-${f.name}-${i}}:tb`, tb)));
+      assert.ok(ds.every((d) => !d.degraded), String(ds.find((d) => d.degraded)?.error));
+      for (const s of cluster.nodes) {
+        const m = /cmdstat_function\|load:calls=(\d+)/.exec(redisCli(s.port, "INFO", "commandstats"));
+        assert.equal(Number(m?.[1] ?? 0), 1, `FUNCTION LOAD on ${s.port}`);
+      }
+    } finally {
+      await made.close();
+    }
+  });
 }

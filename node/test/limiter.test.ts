@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { Server, LONG_DEADLINE_MS } from "./servers.ts";
 import { FACTORIES, type Made } from "./clients.ts";
 import {
-  Limiter, TokenBucket, FixedWindow, SlidingLog, SlidingCounter, Concurrency, ConfigurationError, type EngineName,
+  Limiter, TokenBucket, FixedWindow, SlidingLog, SlidingCounter, Concurrency, ConfigurationError, ConflictError, UsageError, CONTRACT,
+  type EngineName,
 } from "../src/index.ts";
 
 let module: Server;
@@ -172,4 +173,56 @@ test("a stock server under auto: the engine settles on FCALL and stays there thr
   } finally {
     client.disconnect();
   }
+});
+
+describe("refused before sending, and the answers that are not outages", () => {
+  let made: Made;
+  let rl: Limiter;
+  const lines: string[] = [];
+  before(async () => {
+    made = await FACTORIES[0]!.make(module.port);
+    rl = new Limiter(made.client, { failure: "open", deadlineMs: LONG_DEADLINE_MS, logger: { error: (l) => lines.push(l) } });
+  });
+  after(async () => made.close());
+  const p = new TokenBucket({ capacity: 5, perSecond: 1 });
+
+  test("a missing or empty key is a UsageError, not the bucket of key \"\" shared by every anonymous caller", async () => {
+    for (const k of [undefined, "", null]) {
+      await assert.rejects(rl.check(k as unknown as string, p), (e: unknown) => {
+        assert.ok(e instanceof UsageError, String(e));
+        assert.deepEqual([e.code, e.message], ["ERR", CONTRACT.errors.render.empty_key]);
+        return true;
+      });
+    }
+    assert.equal(String(await rl.call(["EXISTS", ""])), "0", "nothing written under the empty key");
+    assert.equal(rl.counters["usage_errors"], 3);
+  });
+
+  test("a duplicate key, a cost out of bounds: the module's texts, never degraded", async () => {
+    const k = key("dup");
+    await assert.rejects(rl.checkAll([[k, p, 1], [k, new FixedWindow({ limit: 3, windowMs: 1000 }), 1]]), { name: "UsageError", message: CONTRACT.errors.duplicate_key });
+    await assert.rejects(rl.check(k, p, 2 ** 64), { name: "UsageError", message: "ERR invalid cost: too large" });
+    await assert.rejects(rl.check(k, p, 1.5), { name: "UsageError", message: "ERR invalid cost: must be a whole number >= 0" });
+    await assert.rejects(rl.check(k, p, -1), { name: "UsageError", code: "ERR" });
+    assert.equal(rl.breaker!.isOpen, false);
+  });
+
+  test("a key holding another type: a conflict, decided by the failure policy, logged once with the key, counted, no outage", async () => {
+    const k = key("taken");
+    await rl.call(["SET", k, "not a limiter"]);
+    const outages: unknown[] = [];
+    rl.on("outage", (e) => outages.push(e));
+    const before = lines.length;
+    for (let i = 0; i < 6; i++) {
+      const d = await rl.check(k, p);
+      assert.deepEqual([d.allowed, d.degraded], [true, true]);
+      assert.ok(d.error instanceof ConflictError, String(d.error));
+    }
+    assert.equal(rl.counters["conflicts"], 6);
+    assert.equal(outages.length, 0);
+    assert.equal(rl.breaker!.isOpen, false, "the breaker is untouched by a conflict");
+    const logged = lines.slice(before);
+    assert.equal(logged.length, 1, logged.join("\n"));
+    assert.ok(logged[0]!.includes(k) && logged[0]!.includes("To recover"), logged[0]);
+  });
 });
