@@ -11,7 +11,7 @@ import {
   Call, CONTRACT, Decision, Engine, EngineGaveUp, Limiter, PolicyError, RedisErrorReply, TokenBucket, UsageError, classOfReply,
   classOfTransport, commands, moduleCommand, script, type Adapter, type Limit, type Send,
 } from "../src/index.ts";
-import { LIBRARY_FUNCTIONS } from "../src/contract.ts";
+import { LIBRARY_FUNCTIONS, limitKey } from "../src/contract.ts";
 import { LocalLimiter } from "../src/fallback.ts";
 import { assets } from "../scripts/embed.mjs";
 
@@ -165,6 +165,7 @@ test("callers.json", () => {
     assert.equal(caller.keyPart(), output.key_part, what);
     assert.equal(callerTag(input.prefix, caller), output.tag, what);
     assert.equal(caller.toString(), output.display, what);
+    if (output.limit_key !== undefined) assert.equal(limitKey(output.tag, input.name, policyOf(input.policy).kind.name), output.limit_key, what);
   }
 });
 

@@ -133,6 +133,37 @@ for (const fw of FRAMEWORKS) {
       }
     });
 
+    test("a route's kind changed in a deploy starts afresh on new keys (no conflict); its numbers changed carry on", async () => {
+      const prefix = `rl${++run}`;
+      const serve = (policy: TokenBucket | FixedWindow) => fw.serve({ limiter, prefix, routes: [{ name: "api", prefix: "/", policy }] });
+      const conflicts = limiter.counters["conflicts"];
+      const remaining = async (app: App) => {
+        const r = await fetch(app.url);
+        assert.equal(r.status, 200);
+        assert.equal(r.headers.get("x-ratelimit-degraded"), null, "decided by Redis, not the failure policy");
+        return Number(r.headers.get("ratelimit-remaining"));
+      };
+      let app = await serve(new TokenBucket({ capacity: 5, perSecond: 0.01 }));
+      try {
+        assert.deepEqual([await remaining(app), await remaining(app)], [4, 3]);
+      } finally {
+        await app.close();
+      }
+      app = await serve(new FixedWindow({ limit: 10, windowMs: 60_000 }));
+      try {
+        assert.deepEqual([await remaining(app), await remaining(app)], [9, 8], "a fresh window, not the bucket's state");
+      } finally {
+        await app.close();
+      }
+      app = await serve(new TokenBucket({ capacity: 8, perSecond: 0.01 }));
+      try {
+        assert.equal(await remaining(app), 5, "the bucket carries on with its new numbers (3 left of 5: 6 of 8, less this one)");
+      } finally {
+        await app.close();
+      }
+      assert.equal(limiter.counters["conflicts"], conflicts);
+    });
+
     test("X-Forwarded-For believed from trusted proxies only", async () => {
       const prefix = `rl${++run}`;
       const policy = new FixedWindow({ limit: 1, windowMs: 60_000 });
@@ -141,7 +172,7 @@ for (const fw of FRAMEWORKS) {
         assert.equal((await fetch(trusting.url, { headers: { "x-forwarded-for": "203.0.113.1" } })).status, 200);
         assert.equal((await fetch(trusting.url, { headers: { "x-forwarded-for": "203.0.113.2" } })).status, 200);
         assert.equal((await fetch(trusting.url, { headers: { "x-forwarded-for": "203.0.113.1" } })).status, 429);
-        assert.equal(await redis.exists(`${prefix}:{ip:203.0.113.2}:api`), 1);
+        assert.equal(await redis.exists(`${prefix}:{ip:203.0.113.2}:api:fixed_window`), 1);
       } finally {
         await trusting.close();
       }
@@ -162,7 +193,7 @@ for (const fw of FRAMEWORKS) {
         routes: [{ name: "api", prefix: "/", policy: new FixedWindow({ limit: 100, windowMs: 60_000 }) }],
         concurrency: [{ name: "export", prefix: "/slow", policy: new Concurrency({ limit: 2, leaseMs: 5_000 }) }],
       });
-      const lease = `${prefix}:{tenant:acme}:export:lease`;
+      const lease = `${prefix}:{tenant:acme}:export:concurrency`;
       const h = { headers: { "x-api-key": "acme" } };
       try {
         const a = fetch(`${app.url}/slow/a`, h);
@@ -203,7 +234,7 @@ for (const fw of FRAMEWORKS) {
         global: { policy: new TokenBucket({ capacity: 50, perSecond: 1 }) },
         globalConcurrency: { policy: new Concurrency({ limit: 1, leaseMs: 5_000 }) },
       });
-      const lease = `${prefix}:{tenant:acme}:all:lease`;
+      const lease = `${prefix}:{tenant:acme}:all:concurrency`;
       const h = { headers: { "x-api-key": "acme" } };
       try {
         const gone = open(`${app.url}/slow/a`);
@@ -216,7 +247,7 @@ for (const fw of FRAMEWORKS) {
         assert.equal(denied.status, 429);
         assert.equal(JSON.parse(await denied.text()).limit, "all");
         // The first request's client hangs up before its answer: its slot comes back at once, not at the lease's end.
-        const ipLease = (await redis.keys(`${prefix}:{ip:*}:all:lease`))[0]!;
+        const ipLease = (await redis.keys(`${prefix}:{ip:*}:all:concurrency`))[0]!;
         assert.equal(await inFlight(ipLease), 1);
         gone.abort();
         await gone.response.catch(() => undefined);

@@ -4,7 +4,8 @@
  * the same atomic call, costs, skipped paths, shadow limits (checked, never enforced), allow and deny
  * lists, callers by principal, tenant, header or IP through trusted proxies, concurrency limits (a
  * permit held until the response is finished or its connection closed), and the same headers and 429
- * bodies. Keys: `<prefix>:{<caller>}:<limit name>`, a concurrency limit's `<prefix>:{<caller>}:<name>:lease`.
+ * bodies. Keys (the contract's `limit_key`): `<prefix>:{<caller>}:<limit name>:<kind's owner>`, e.g.
+ * `rl:{user:42}:api:token_bucket`, a concurrency limit's `rl:{user:42}:export:concurrency`.
  */
 import { Limiter, type Permit } from "../limiter.js";
 import type { Limit } from "../command.js";
@@ -15,7 +16,7 @@ import { Caller, callerTag } from "./caller.js";
 import { TrustedProxies, type HeaderLines } from "./forwarded.js";
 import { groupIp, parseIp, canonical, Network, type Ip } from "./ip.js";
 import { addHeaders, concurrencyLimited, denied, forbidden, unavailable, type Answer, type Described } from "./response.js";
-import { HTTP } from "../contract.js";
+import { HTTP, limitKey } from "../contract.js";
 import * as commands from "../command.js";
 
 const H = HTTP.headers;
@@ -299,15 +300,17 @@ export class RateLimitCore {
     const cost = route?.cost ? route.cost(req.raw) : 1;
     const source = (p: PolicySource) => (p instanceof Policy ? p : p(caller));
     const limits: Planned[] = [];
-    if (route) limits.push({ key: `${tag}:${route.name}`, policy: source(route.policy), cost, name: route.name, shadow: !!route.shadow, described: undefined });
-    if (this.o.global) {
-      limits.push({ key: `${tag}:${this.globalName}`, policy: source(this.o.global.policy), cost, name: this.globalName, shadow: !!this.o.global.shadow, described: undefined });
-    }
+    // Each key ends with its kind's owner (the contract's `limit_key`): a limit whose kind changes
+    // starts afresh on new keys, one whose numbers change carries on.
+    const add = (name: string, p: PolicySource, cost: number, shadow: boolean) => {
+      const policy = source(p);
+      limits.push({ key: limitKey(tag, name, policy.kind.name), policy, cost, name, shadow, described: undefined });
+    };
+    if (route) add(route.name, route.policy, cost, !!route.shadow);
+    if (this.o.global) add(this.globalName, this.o.global.policy, cost, !!this.o.global.shadow);
     // Leases of weight 1: a request in flight is one, whatever its rate cost.
-    if (conc) limits.push({ key: `${tag}:${conc.name}:lease`, policy: source(conc.policy), cost: 1, name: conc.name, shadow: false, described: undefined });
-    if (this.o.globalConcurrency) {
-      limits.push({ key: `${tag}:${this.globalName}:lease`, policy: source(this.o.globalConcurrency.policy), cost: 1, name: this.globalName, shadow: false, described: undefined });
-    }
+    if (conc) add(conc.name, conc.policy, 1, false);
+    if (this.o.globalConcurrency) add(this.globalName, this.o.globalConcurrency.policy, 1, false);
     return limits;
   }
 
