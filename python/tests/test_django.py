@@ -5,12 +5,16 @@ module; the same fields and 429 body as the ASGI middleware."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
+import httpx
 import pytest
 
 from servers import LONG_DEADLINE
+from test_web_readme import QuickStart, command_args
 
 django = pytest.importorskip("django")
 from django.conf import settings  # noqa: E402
@@ -27,6 +31,7 @@ from django.http import HttpRequest, HttpResponse  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from redis_ratelimit.web.config import ConfigError  # noqa: E402
 from redis_ratelimit.web.django import parse_django_rate, ratelimit  # noqa: E402
 from redis_ratelimit import SlidingCounter  # noqa: E402
 from servers import Server  # noqa: E402
@@ -119,3 +124,60 @@ def test_rates() -> None:
     assert parse_django_rate("10/5m") == SlidingCounter(10, 300)
     assert parse_django_rate("3/s") == parse_django_rate("3/") == SlidingCounter(3, 1)
     assert parse_django_rate("100 per day") == SlidingCounter(100, 86400)
+
+
+@pytest.mark.parametrize("arguments, mistake", [
+    ({"rate": "5/m", "key": "bogus"}, "ratelimit(key=...)"),
+    ({"rate": "5/m", "key": "header:"}, "names a header"),
+    ({"rate": None}, "policy must be"),
+    ({"rate": "five a minute"}, "not a rate"),
+    ({"rate": "5/m", "method": []}, "methods must be"),
+])
+def test_the_decorator_checks_its_arguments_when_applied(arguments: dict[str, Any], mistake: str) -> None:
+    """A mistake is a ConfigError at import (decoration) time, not a 500 at the view's first request."""
+    with pytest.raises(ConfigError, match=re.escape(mistake)):
+        @ratelimit(**arguments)
+        def view(request: HttpRequest) -> HttpResponse:
+            return HttpResponse("ok")
+
+
+def test_the_decorator_refuses_an_async_view_when_applied() -> None:
+    with pytest.raises(ConfigError, match="async def view"):
+        @ratelimit(rate="5/m")
+        async def view(request: HttpRequest) -> HttpResponse:
+            return HttpResponse("ok")
+
+
+def readme_django_settings() -> dict[str, Any]:
+    """The RATELIMIT_* settings of the README's Django example, as written."""
+    block = (Path(__file__).resolve().parents[1] / "README.md").read_text().split("# settings.py\n", 1)[1]
+    found: dict[str, Any] = {}
+    for line in block.split("```", 1)[0].splitlines():
+        if line.startswith("RATELIMIT_"):
+            exec(line, {}, found)
+    assert {"RATELIMIT_ROUTES", "RATELIMIT_GLOBAL"} <= set(found)
+    return found
+
+
+def test_the_readme_s_asgi_quick_start_and_django_example_share_one_redis(module_server: Server,
+                                                                         tmp_path: Path) -> None:
+    """Both name a limit `api` and have a global one, of other kinds (token buckets there, sliding
+    counters here): on one Redis, for one caller, each keeps its own keys (before: one key, and the
+    second to write met the first's state, answered by the failure policy)."""
+    settings_of_readme = {**readme_django_settings(), "RATELIMIT_REDIS_URL": module_server.url}
+    served = QuickStart(module_server.url, tmp_path, command_args())
+    try:
+        served.health()
+        with httpx.Client(base_url=served.url, timeout=10) as http, override_settings(**settings_of_readme):
+            django_client = Client()
+            for _ in range(3):
+                asgi, django = http.get("/api/items"), django_client.get("/api/items")
+                assert asgi.status_code == 200 and "x-ratelimit-degraded" not in asgi.headers
+                assert django.status_code == 200 and not django.has_header("X-RateLimit-Degraded")
+            assert (asgi.headers["ratelimit-limit"], django["RateLimit-Limit"]) == ("10", "100")
+        with module_server.client() as r:
+            assert {"rl:{ip:127.0.0.1}:api:token_bucket", "rl:{ip:127.0.0.1}:api:sliding_counter",
+                    "rl:{ip:127.0.0.1}:all:token_bucket", "rl:{ip:127.0.0.1}:all:sliding_counter"} <= {
+                k.decode() for k in r.keys("rl:*")}
+    finally:
+        served.stop()

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI, HTTPException, WebSocket
 from fastapi.responses import StreamingResponse
 
-from redis_ratelimit import AsyncLimiter, Concurrency, FailurePolicy, TokenBucket
+from redis_ratelimit import AsyncLimiter, Concurrency, FailurePolicy, FixedWindow, TokenBucket
 from redis_ratelimit.web import (
     AccessLists,
     Caller,
@@ -494,3 +494,30 @@ def test_a_websocket_holds_its_slot_while_open(module_server: Server, serve: Any
             time.sleep(0.05)
     else:
         pytest.fail("the slot was not given back after the connection closed")
+
+
+def test_a_route_whose_kind_changes_starts_afresh_and_one_whose_numbers_change_carries_on(
+        module_server: Server, serve: Any) -> None:
+    """A deploy changes the `api` route from a token bucket to a fixed window (same name, same Redis):
+    its key ends with the kind, so the new kind starts on a key of its own instead of meeting the old
+    kind's state (before: every caller seen before was decided by the failure policy until the keys
+    expired). A change of the numbers alone keeps counting on the same key."""
+    def deploy(policy: Any) -> tuple[Any, AsyncLimiter]:
+        limiter = limiter_on(module_server, FailurePolicy.closed())
+        app = api_app()
+        app.add_middleware(RateLimitMiddleware, config=RateLimitConfig(limiter, routes=[Route("api", "/api", policy)]))
+        return serve(app), limiter
+
+    before, _ = deploy(TokenBucket(capacity=3, per_second=0.01))
+    assert [before.get("/api/items").status_code for _ in range(4)] == [200, 200, 200, 429]
+    after, limiter = deploy(FixedWindow(limit=5, window=600))
+    served = [after.get("/api/items") for _ in range(6)]
+    assert [r.status_code for r in served] == [200] * 5 + [429]
+    assert all("x-ratelimit-degraded" not in r.headers for r in served), "Redis decided every one"
+    assert served[0].headers["ratelimit-remaining"] == "4", "afresh: the fixed window's own key"
+    assert limiter.counts.conflicts == 0
+    assert keys(module_server) == ["rl:{ip:127.0.0.1}:api:fixed_window", "rl:{ip:127.0.0.1}:api:token_bucket"]
+    more, _ = deploy(TokenBucket(capacity=10, per_second=0.01))  # the first numbers changed, not the kind
+    carried = more.get("/api/items")
+    assert carried.status_code == 200 and "x-ratelimit-degraded" not in carried.headers
+    assert carried.headers["ratelimit-remaining"] == "6", "carried on: the 3 taken before still count"

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 
-from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, SlidingCounter, TokenBucket
+from redis_ratelimit import AsyncLimiter, Decision, FailurePolicy, SlidingCounter, TokenBucket, UsageError
 from redis_ratelimit.web import ConfigError, RateLimitConfig, RateLimitMiddleware, Route
 from redis_ratelimit.web.fastapi import RateLimit, add_fields, install
 from servers import HOST, LONG_DEADLINE, Server
@@ -162,4 +162,6 @@ def test_a_dependency_without_a_policy_is_refused_when_built() -> None:
         RateLimit(limiter, "search", TokenBucket(3, 1.0), global_limit="100/fortnight")
     limit = RateLimit(limiter, "search", "10/minute", global_limit="100/hour")
     assert limit.config.routes[0].policy == SlidingCounter(10, 60)
+    with pytest.raises(UsageError, match=re.escape("ERR invalid cost: must be a whole number >= 0")):
+        RateLimit(limiter, "search", TokenBucket(3, 1.0), cost=1.5)  # type: ignore[arg-type]
     assert limit.config.global_limit == SlidingCounter(100, 3600)

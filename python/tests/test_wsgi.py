@@ -14,10 +14,10 @@ import pytest
 import redis
 import redis.asyncio
 
-from redis_ratelimit import AsyncLimiter, Concurrency, FailurePolicy, Limiter, TokenBucket
+from redis_ratelimit import AsyncLimiter, Concurrency, FailurePolicy, Limiter, TokenBucket, UsageError
 from redis_ratelimit.web import ConfigError, Route
-from redis_ratelimit.web.wsgi import RateLimitWSGIMiddleware, SyncRateLimitConfig
-from servers import HOST, Server
+from redis_ratelimit.web.wsgi import RateLimitWSGIMiddleware, SyncRateLimitConfig, check, scope_of_environ
+from servers import HOST, LONG_DEADLINE, Server
 
 
 def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -35,7 +35,7 @@ class Quiet(WSGIRequestHandler):
 
 @pytest.fixture
 def served(module_server: Server) -> Iterator[tuple[httpx.Client, SyncRateLimitConfig]]:
-    limiter = Limiter(redis.Redis(host=HOST, port=module_server.port), FailurePolicy.open())
+    limiter = Limiter(redis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(), deadline=LONG_DEADLINE)
     config = SyncRateLimitConfig(limiter, routes=[
         Route("login", "/login", TokenBucket(2, 0.01), methods=["POST"]),
         Route("api", "/api", TokenBucket(10, 0.01)),
@@ -76,3 +76,17 @@ def test_what_it_refuses(module_server: Server) -> None:
         SyncRateLimitConfig(limiter, concurrency=[Route("x", "/x", Concurrency(2, 10.0))])
     with pytest.raises(ConfigError, match="the WSGI middleware needs a Limiter"):
         SyncRateLimitConfig(AsyncLimiter(redis.asyncio.Redis(port=1), FailurePolicy.open()), global_limit="1/s")
+
+
+@pytest.mark.parametrize("cost", [1.5, -1, 2**64])
+def test_a_route_s_cost_is_taken_as_check_takes_it(module_server: Server, cost: Any) -> None:
+    """A cost function giving 1.5 was rounded to 1 (and -1 sent as it is); `check` refuses them: the web
+    layer's cost is check's, refused before anything is sent."""
+    limiter = Limiter(redis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(), deadline=LONG_DEADLINE)
+    config = SyncRateLimitConfig(limiter, routes=[Route("api", "/api", TokenBucket(10, 0.01), cost=lambda scope: cost)])
+    environ = {"PATH_INFO": "/api/items", "REQUEST_METHOD": "GET", "REMOTE_ADDR": "192.0.2.1"}
+    with pytest.raises(UsageError, match="^ERR invalid cost: "):
+        check(config, scope_of_environ(environ))
+    assert limiter.counts.usage_errors == 1
+    with module_server.client() as r:
+        assert r.keys("*") == [], "nothing was sent"
