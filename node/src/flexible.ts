@@ -15,6 +15,9 @@ import { FixedWindow } from "./policy.js";
 import { UsageError } from "./errors.js";
 import * as command from "./command.js";
 import { Decision } from "./decision.js";
+import { kind } from "./contract.js";
+
+const OWNER = kind(FixedWindow.KIND.name).owner;
 
 /** rate-limiter-flexible's result: the same fields, `toString`, `toJSON`. */
 export class RateLimiterRes {
@@ -77,6 +80,12 @@ export class RateLimiterModule {
     return `${this.keyPrefix}:${key}`;
   }
 
+  /** The window's key: `getKey(key)` and the kind's owner (`rlflx:ada:fixed_window`), as the contract's
+   * `limit_key` ends every key an adapter writes. */
+  private windowKey(key: string | number): string {
+    return `${this.getKey(key)}:${OWNER}`;
+  }
+
   private blockKey(key: string | number): string {
     return `${this.getKey(key)}:block`;
   }
@@ -95,7 +104,7 @@ export class RateLimiterModule {
    * points left, or the key blocked) or with an `Error` (a usage error). */
   async consume(key: string | number, points = 1): Promise<RateLimiterRes> {
     if (!Number.isSafeInteger(points) || points < 0) throw new UsageError("RateLimiterModule: points to consume must be a whole number >= 0");
-    const k = this.getKey(key);
+    const k = this.windowKey(key);
     const [d, blockedMs] = await Promise.all([
       this.limiter.check(k, this.policy, points),
       this.blocked(key).catch(() => 0), // Redis not answering: the failure policy's decision stands
@@ -126,7 +135,7 @@ export class RateLimiterModule {
   /** Adds `points` without rejecting. The module's count never passes the limit: a penalty past it
    * fills the window. */
   async penalty(key: string | number, points = 1): Promise<RateLimiterRes> {
-    const k = this.getKey(key);
+    const k = this.windowKey(key);
     let d = await this.limiter.check(k, this.policy, points);
     if (!d.allowed && d.remaining > 0 && !d.degraded) d = await this.limiter.check(k, this.policy, d.remaining);
     return this.res(d, d.limit - d.remaining);
@@ -134,7 +143,7 @@ export class RateLimiterModule {
 
   /** Gives `points` back (the count stops at 0). */
   async reward(key: string | number, points = 1): Promise<RateLimiterRes> {
-    const k = this.getKey(key);
+    const k = this.windowKey(key);
     await this.limiter.refund(k, this.policy, points);
     const d = await this.limiter.check(k, this.policy, 0);
     return this.res(d, d.limit - d.remaining);
@@ -143,7 +152,7 @@ export class RateLimiterModule {
   /** The key's state, or null when it has none. Rejects when Redis does not answer. */
   async get(key: string | number): Promise<RateLimiterRes | null> {
     const [i, blockedMs, count] = await Promise.all([
-      this.limiter.peek(this.getKey(key), this.policy), this.blocked(key), this.limiter.call(["GET", this.blockKey(key)]),
+      this.limiter.peek(this.windowKey(key), this.policy), this.blocked(key), this.limiter.call(["GET", this.blockKey(key)]),
     ]);
     if (blockedMs !== 0) return new RateLimiterRes(0, blockedMs, Number(count ?? this.points + 1), false);
     if (!i.exists || i.remaining === undefined) return null;
@@ -154,7 +163,7 @@ export class RateLimiterModule {
    * `points`: a block of `secDuration`, 0 for one with no end). */
   async set(key: string | number, points: number, secDuration: number): Promise<RateLimiterRes> {
     if (points > this.points) {
-      await this.limiter.call(["DEL", this.getKey(key)]);
+      await this.limiter.call(["DEL", this.windowKey(key)]);
       const b = await this.block(key, secDuration);
       await this.limiter.call(["SET", this.blockKey(key), String(points), "KEEPTTL"]);
       return new RateLimiterRes(0, b.msBeforeNext, points, false);
@@ -162,7 +171,7 @@ export class RateLimiterModule {
     await this.delete(key);
     const windowMs = Math.round((secDuration > 0 ? Math.min(secDuration, this.duration) : this.duration) * 1000);
     if (points <= 0) return new RateLimiterRes(this.points, windowMs, 0, false);
-    const d = Decision.fromReply(await this.limiter.call(command.decide([[this.getKey(key), new FixedWindow({ limit: this.points, windowMs }), points]])));
+    const d = Decision.fromReply(await this.limiter.call(command.decide([[this.windowKey(key), new FixedWindow({ limit: this.points, windowMs }), points]])));
     return new RateLimiterRes(0, d.resetAfterMs, points, false); // as rate-limiter-flexible's set
   }
 
@@ -176,7 +185,7 @@ export class RateLimiterModule {
 
   /** Deletes the key's state and block: true when there was either. */
   async delete(key: string | number): Promise<boolean> {
-    const n = await Promise.all([this.limiter.call(["DEL", this.getKey(key)]), this.limiter.call(["DEL", this.blockKey(key)])]);
+    const n = await Promise.all([this.limiter.call(["DEL", this.windowKey(key)]), this.limiter.call(["DEL", this.blockKey(key)])]);
     return n.some((v) => Number(v) > 0);
   }
 }

@@ -5,12 +5,26 @@
  * Each counts a fixed window (RL.FIXED) of the window and limit the package gives it. When Redis does not
  * decide, the limiter's failure policy answers: `open` counts the request as the first, `closed` as
  * one over the limit, `fallback` with the in-process window's own count (this instance's share).
+ *
+ * Keys: `<prefix><key>:fixed_window` (the kind's owner ends every key an adapter writes, as the
+ * contract's `limit_key`). Each store made without a `prefix` gets a distinct one, numbered in the
+ * order the stores are made in this process (`rl:erl:1:`, `rl:erl:2:`; `rl:frl:1:` ...): the same
+ * code makes the same stores in the same order in every instance of the app, so they share their keys,
+ * and two stores of one app never count in each other's.
  */
 import { Limiter } from "./limiter.js";
 import { FixedWindow } from "./policy.js";
 import { UsageError } from "./errors.js";
 
 import type { Decision } from "./decision.js";
+import { kind } from "./contract.js";
+
+const OWNER = kind(FixedWindow.KIND.name).owner;
+let erlStores = 0;
+let frlStores = 0;
+
+/** The key of the window of `key` under `prefix` (the kind's owner last, as the contract's `limit_key`). */
+const windowKey = (prefix: string, key: string): string => `${prefix}${key}:${OWNER}`;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Any = any;
@@ -37,10 +51,13 @@ export class ExpressRateLimitStore {
   private readonly pending = new Map<string, number>();
   private skipsFailed = false;
 
+  /** `prefix`: the start of every key of this store (default `rl:erl:<n>:`, `n` this store's number
+   * among those made in this process without one). Give each store its own to keep its keys whatever
+   * the order the app makes them in. */
   constructor(options: { limiter: Limiter; prefix?: string }) {
     if (!(options?.limiter instanceof Limiter)) throw new UsageError("ExpressRateLimitStore: `limiter` must be a Limiter");
     this.limiter = options.limiter;
-    this.prefix = options.prefix ?? "rl:erl:";
+    this.prefix = options.prefix ?? `rl:erl:${++erlStores}:`;
   }
 
   /** express-rate-limit's options: the window and the limit come from them. */
@@ -61,7 +78,7 @@ export class ExpressRateLimitStore {
   }
 
   async increment(key: string): Promise<{ totalHits: number; resetTime: Date | undefined }> {
-    const d = await this.limiter.check(this.prefix + key, this.p, 1);
+    const d = await this.limiter.check(windowKey(this.prefix, key), this.p, 1);
     if (!d.allowed && this.skipsFailed) this.pending.set(key, (this.pending.get(key) ?? 0) + 1);
     return { totalHits: hits(d, this.p.limit, this.limiter), resetTime: new Date(Date.now() + (blind(d, this.limiter) ? this.windowMs : d.resetAfterMs)) };
   }
@@ -73,15 +90,15 @@ export class ExpressRateLimitStore {
       else this.pending.delete(key);
       return;
     }
-    await this.limiter.refund(this.prefix + key, this.p, 1);
+    await this.limiter.refund(windowKey(this.prefix, key), this.p, 1);
   }
 
   async resetKey(key: string): Promise<void> {
-    await this.limiter.call(["DEL", this.prefix + key]).catch(() => undefined);
+    await this.limiter.call(["DEL", windowKey(this.prefix, key)]).catch(() => undefined);
   }
 
   async get(key: string): Promise<{ totalHits: number; resetTime: Date | undefined } | undefined> {
-    const i = await this.limiter.peek(this.prefix + key, this.p).catch(() => undefined);
+    const i = await this.limiter.peek(windowKey(this.prefix, key), this.p).catch(() => undefined);
     if (!i?.exists || i.remaining === undefined) return undefined;
     return { totalHits: this.p.limit - i.remaining, resetTime: new Date(Date.now() + (i.resetAfterMs ?? 0)) };
   }
@@ -89,8 +106,10 @@ export class ExpressRateLimitStore {
 
 /** A @fastify/rate-limit store class on `limiter`: `app.register(fastifyRateLimit, { max, timeWindow,
  * store: fastifyRateLimitStore(limiter) })`. */
-export function fastifyRateLimitStore(limiter: Limiter, prefix = "rl:frl:"): new (options?: Any) => Any {
+export function fastifyRateLimitStore(limiter: Limiter, prefix?: string): new (options?: Any) => Any {
   if (!(limiter instanceof Limiter)) throw new UsageError("fastifyRateLimitStore: pass a Limiter");
+  // A distinct default per store class, as ExpressRateLimitStore's.
+  const start = prefix ?? `rl:frl:${++frlStores}:`;
   const policies = new Map<string, FixedWindow>();
   const policy = (max: number, windowMs: number): FixedWindow => {
     const k = `${max}/${windowMs}`;
@@ -107,7 +126,7 @@ export function fastifyRateLimitStore(limiter: Limiter, prefix = "rl:frl:"): new
     }
     incr(key: string, cb: (err: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number): void {
       const p = policy(max, timeWindow);
-      limiter.check(`${prefix}${this.route}${key}`, p, 1).then(
+      limiter.check(windowKey(start + this.route, key), p, 1).then(
         (d) => cb(null, { current: hits(d, max, limiter), ttl: blind(d, limiter) ? timeWindow : d.resetAfterMs }),
         (e: Error) => cb(e),
       );
@@ -116,7 +135,7 @@ export function fastifyRateLimitStore(limiter: Limiter, prefix = "rl:frl:"): new
      * `{ current: 0, ttl: 0 }` for no window; Redis not answering is an error (no failure policy). */
     read(key: string, cb: (err: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number): void {
       const p = policy(max, timeWindow);
-      limiter.peek(`${prefix}${this.route}${key}`, p).then(
+      limiter.peek(windowKey(start + this.route, key), p).then(
         (i) => cb(null, i.exists && i.remaining !== undefined ? { current: p.limit - i.remaining, ttl: i.resetAfterMs ?? 0 } : { current: 0, ttl: 0 }),
         (e: Error) => cb(e),
       );

@@ -94,3 +94,33 @@ test("a limit that is a function per request is refused with a clear error", () 
   const store = new ExpressRateLimitStore({ limiter: new Limiter({ name: "x", cluster: false, send: async () => null }, { failure: "open" }) });
   assert.throws(() => store.init({ windowMs: 1000, limit: () => 5 }), (e: unknown) => e instanceof UsageError && /per request/.test(e.message));
 });
+
+test("two express-rate-limit instances with the default store count in keys of their own (no ERR_ERL_DOUBLE_COUNT)", async () => {
+  const limiter = limiterOn(module);
+  const reported: string[] = [];
+  const [error, warn] = [console.error, console.warn];
+  console.error = console.warn = (...a: unknown[]) => void reported.push(a.map(String).join(" "));
+  const first = new ExpressRateLimitStore({ limiter });
+  const second = new ExpressRateLimitStore({ limiter });
+  assert.notEqual(first.prefix, second.prefix);
+  const app = express();
+  app.use(erl({ windowMs: 60_000, limit: 3, standardHeaders: "draft-7", legacyHeaders: false, validate: true, store: first }));
+  app.use(erl({ windowMs: 60_000, limit: 5, standardHeaders: "draft-7", legacyHeaders: false, validate: true, store: second }));
+  app.get("/", (_req, res) => void res.send("ok"));
+  const s = app.listen(0, "127.0.0.1");
+  await new Promise((r) => s.once("listening", r));
+  const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+  try {
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await fetch(url)).status);
+    assert.deepEqual(statuses, [200, 200, 200, 429], "each request counted once by the first");
+    assert.equal((await first.get("127.0.0.1"))?.totalHits, 3);
+    assert.equal((await second.get("127.0.0.1"))?.totalHits, 3);
+    assert.equal(await limiter.call(["EXISTS", `${first.prefix}127.0.0.1:fixed_window`, `${second.prefix}127.0.0.1:fixed_window`]), 2);
+  } finally {
+    console.error = error;
+    console.warn = warn;
+    await new Promise((r) => s.close(r));
+  }
+  assert.deepEqual(reported.filter((r) => r.includes("ERR_ERL")), [], reported.join("\n"));
+});
