@@ -134,6 +134,7 @@ type Limiter struct {
 	lastMisconfigured                                      atomic.Bool
 	logged                                                 logOnce // misconfiguration and conflict lines
 	cluster                                                bool    // a *redis.ClusterClient: keys of one call in one slot
+	dials                                                  dialWatch
 
 	outageMu    sync.Mutex
 	inOutage    bool
@@ -196,6 +197,7 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	}
 	// Batching on a cluster would tie each pipeline's calls to its slowest node (a paused primary
 	// would hold back the keys of every other): there, every call goes alone.
+	l.dials.watch(client)
 	_, l.cluster = client.(*redis.ClusterClient)
 	if !opts.DisableBatching && !l.cluster {
 		l.batch = newBatcher(l)
@@ -252,16 +254,20 @@ type result struct {
 // context's deadline unless ContextTimeoutEnabled is set, so without it f runs in a goroutine of
 // its own and the call returns at the deadline (f ends at the client's own timeouts).
 func (l *Limiter) bounded(parent context.Context, f func(context.Context) (any, error)) (any, error) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(parent, l.deadline)
-	if l.ctxTimeouts {
-		defer cancel()
-		v, err := f(ctx)
+	// A failure without a reply once the deadline passed is the deadline's (or a refused dial's).
+	ended := func(v any, err error) (any, error) {
 		if err != nil && ctx.Err() != nil {
 			if _, reply := replyError(err); !reply {
-				return nil, l.timedOut(parent)
+				return nil, l.timedOut(parent, start)
 			}
 		}
 		return v, err
+	}
+	if l.ctxTimeouts {
+		defer cancel()
+		return ended(f(ctx))
 	}
 	ch := make(chan result, 1)
 	go func() {
@@ -271,19 +277,24 @@ func (l *Limiter) bounded(parent context.Context, f func(context.Context) (any, 
 	}()
 	select {
 	case r := <-ch:
-		return r.v, r.err
+		return ended(r.v, r.err)
 	case <-ctx.Done():
 		select { // answered at the very deadline: take the answer
 		case r := <-ch:
-			return r.v, r.err
+			return ended(r.v, r.err)
 		default:
 		}
-		return nil, l.timedOut(parent)
+		return nil, l.timedOut(parent, start)
 	}
 }
 
-func (l *Limiter) timedOut(parent context.Context) error {
+// timedOut is a call that ended at the deadline: unreachable when a dial failed meanwhile (a
+// refused connection that go-redis kept retrying), else no answer within the deadline.
+func (l *Limiter) timedOut(parent context.Context, start time.Time) error {
 	if err := parent.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return &CallError{Class: ClassOutage, Cause: ErrUnreachable, Err: err}
+	}
+	if err := l.dials.failedSince(start); err != nil {
 		return &CallError{Class: ClassOutage, Cause: ErrUnreachable, Err: err}
 	}
 	return &CallError{Class: ClassOutage, Cause: ErrDeadline, Deadline: l.deadline}
