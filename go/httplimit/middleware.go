@@ -59,7 +59,8 @@ type Config struct {
 	PrincipalHeader string
 	// CallerFunc replaces the caller choice (principal, tenant, IP).
 	CallerFunc func(r *http.Request, ip netip.Addr) Caller
-	// KeyPrefix of every key (default "rl"): <prefix>:{<caller>}:<route>.
+	// KeyPrefix of every key (default "rl"): <prefix>:{<caller>}:<route>:<kind's owner>, as the
+	// contract's http.limit_key (rl:{user:42}:api:token_bucket).
 	KeyPrefix string
 	// Structured adds the draft's RateLimit-Policy and RateLimit fields.
 	Structured bool
@@ -279,15 +280,21 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if route != nil && route.Cost != nil {
 		cost = route.Cost(r)
 	}
+	// Each limit's key ends with its kind's owner (the contract's http.limit_key): a deploy that
+	// changes a limit's kind starts it afresh, one that changes its numbers carries on.
+	plan := func(r *Route, cost uint64) planned {
+		p := r.policy(caller)
+		return planned{ratelimit.Limit{Key: ratelimit.LimitKey(tag, r.Name, p), Policy: p, Cost: cost}, r.Name, *r}
+	}
 	var limits []planned
 	if route != nil {
-		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + route.Name, Policy: route.policy(caller), Cost: cost}, route.Name, *route})
+		limits = append(limits, plan(route, cost))
 	}
 	if g := m.cfg.Global; g != nil {
-		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + g.Name, Policy: g.policy(caller), Cost: cost}, g.Name, *g})
+		limits = append(limits, plan(g, cost))
 	}
 	if conc != nil { // a request in flight weighs 1, whatever its rate cost
-		limits = append(limits, planned{ratelimit.Limit{Key: tag + ":" + conc.Name + ":lease", Policy: conc.policy(caller), Cost: 1}, conc.Name, *conc})
+		limits = append(limits, plan(conc, 1))
 	}
 	var enforced, shadow []planned
 	for _, p := range limits {
@@ -314,7 +321,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		} else {
 			d, err = m.cfg.Limiter.CheckAll(ctx, calls...)
 		}
-		if err != nil { // a limit that cannot be built: the configuration's bug, said as such
+		if err != nil { // a usage error: the configuration's bug (a Cost, a policy), said as such
 			m.cfg.Logger.Error("httplimit: a limit could not be checked", "err", err)
 			d = ratelimit.Decision{Degraded: true, RetryAfter: time.Second}
 		}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,8 +127,51 @@ func TestMiddleware(t *testing.T) {
 	}
 	keys, err := rs.Client(t).Keys(context.Background(), "rl:{ip:203.0.113.7}:*").Result()
 	must(t, err)
-	if len(keys) != 2 {
+	sort.Strings(keys)
+	if !reflect.DeepEqual(keys, []string{"rl:{ip:203.0.113.7}:all:fixed_window", "rl:{ip:203.0.113.7}:export:fixed_window"}) {
 		t.Fatalf("keys of the forwarded client: %v", keys)
+	}
+}
+
+// A deploy changes the kind of a route's limit (same name) on a live server: the new kind starts
+// afresh on its own key, no conflict, no degraded decision; a later deploy that changes only the
+// numbers carries on with the count.
+func TestAChangeOfKindStartsAfresh(t *testing.T) {
+	rs := redistest.Start(t, true)
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	record := func(route, limit, outcome string) {
+		mu.Lock()
+		defer mu.Unlock()
+		outcomes[outcome]++
+	}
+	deploy := func(p ratelimit.Policy) *httptest.Server {
+		return serve(t, rs.Addr, ratelimit.FailClosed(), httplimit.Config{Record: record,
+			Routes: []httplimit.Route{{Name: "api", Prefix: "/api", Policy: p}}}, ok)
+	}
+	statuses := func(srv *httptest.Server, n int) (out []int) {
+		for i := 0; i < n; i++ {
+			r, _ := get(t, srv.URL+"/api", "X-User", "ada")
+			out = append(out, r.StatusCode)
+		}
+		return out
+	}
+	first := deploy(ratelimit.Must(ratelimit.TokenBucket(3, 0.001)))
+	if got := statuses(first, 2); !reflect.DeepEqual(got, []int{200, 200}) {
+		t.Fatalf("the bucket: %v", got)
+	}
+	second := deploy(ratelimit.Must(ratelimit.FixedWindow(2, time.Hour)))
+	if got := statuses(second, 3); !reflect.DeepEqual(got, []int{200, 200, 429}) {
+		t.Fatalf("the window, after the bucket: %v (outcomes %v)", got, outcomes)
+	}
+	third := deploy(ratelimit.Must(ratelimit.TokenBucket(4, 0.001))) // numbers only: carries on (2 used of 4)
+	if got := statuses(third, 3); !reflect.DeepEqual(got, []int{200, 200, 429}) {
+		t.Fatalf("the bucket's new numbers: %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if outcomes["degraded_allowed"]+outcomes["degraded_denied"] != 0 || outcomes["allowed"] != 6 || outcomes["denied"] != 2 {
+		t.Fatalf("outcomes %v", outcomes)
 	}
 }
 

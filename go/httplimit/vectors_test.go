@@ -50,13 +50,20 @@ func must(t testing.TB, err error) {
 func TestVectorsCallers(t *testing.T) {
 	for i, c := range vectorCases(t, "callers.json") {
 		var in struct {
-			Caller, ID, IP, Prefix string
-			IPv6Prefix             int `json:"ipv6_prefix"`
+			Caller, ID, IP, Prefix, Name string
+			IPv6Prefix                   int `json:"ipv6_prefix"`
+			Policy                       *struct {
+				Kind     string  `json:"kind"`
+				Limit    uint64  `json:"limit"`
+				Rate     float64 `json:"rate"`
+				PeriodUs int64   `json:"period_us"`
+			} `json:"policy"`
 		}
 		var out struct {
-			Display string `json:"display"`
-			KeyPart string `json:"key_part"`
-			Tag     string `json:"tag"`
+			Display  string `json:"display"`
+			KeyPart  string `json:"key_part"`
+			Tag      string `json:"tag"`
+			LimitKey string `json:"limit_key"`
 		}
 		must(t, json.Unmarshal(c.Input, &in))
 		must(t, json.Unmarshal(c.Output, &out))
@@ -74,6 +81,22 @@ func TestVectorsCallers(t *testing.T) {
 			}
 			if caller.KeyPart() != out.KeyPart || caller.Tag(in.Prefix) != out.Tag || caller.String() != out.Display {
 				t.Fatalf("%s: got %q %q %q, want %s", c.Input, caller.KeyPart(), caller.Tag(in.Prefix), caller, c.Output)
+			}
+			if in.Policy == nil {
+				return
+			}
+			// The key a limit of this name and policy gets: the one the middleware writes.
+			period := time.Duration(in.Policy.PeriodUs) * time.Microsecond
+			p, err := map[string]func() (ratelimit.Policy, error){
+				"token_bucket":    func() (ratelimit.Policy, error) { return ratelimit.TokenBucket(in.Policy.Limit, in.Policy.Rate) },
+				"fixed_window":    func() (ratelimit.Policy, error) { return ratelimit.FixedWindow(in.Policy.Limit, period) },
+				"sliding_counter": func() (ratelimit.Policy, error) { return ratelimit.SlidingCounter(in.Policy.Limit, period) },
+				"sliding_log":     func() (ratelimit.Policy, error) { return ratelimit.SlidingLog(in.Policy.Limit, period) },
+				"concurrency":     func() (ratelimit.Policy, error) { return ratelimit.Concurrency(in.Policy.Limit, period) },
+			}[in.Policy.Kind]()
+			must(t, err)
+			if got := ratelimit.LimitKey(caller.Tag(in.Prefix), in.Name, p); got != out.LimitKey {
+				t.Fatalf("%s: limit key %q, want %q", c.Input, got, out.LimitKey)
 			}
 		})
 	}

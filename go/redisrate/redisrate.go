@@ -7,7 +7,10 @@
 // Differences from redis_rate (the differential test holds the rest equal):
 //   - keys are "rl:rate:<key>" (redis_rate's "rate:<key>" hold a float TAT, which the commands
 //     refuse as foreign state); Migrate carries a key's standing over; see
-//     docs/migrating-redis-rate.md.
+//     docs/migrating-redis-rate.md. The kind is fixed (every limit is a token bucket, as
+//     redis_rate's GCRA), so these keys carry no kind suffix (the contract's http.limit_key is for
+//     layers whose limits can change kind): a change of a Limit's numbers carries on, and an
+//     upgrade leaves the keys as they are.
 //   - a request that costs more than the burst is denied with RetryAfter -1 (it never fits);
 //     redis_rate answers a RetryAfter after which it is still denied.
 //   - a denial's Remaining is 0, as redis_rate's (Check on the ratelimit package says what is left).
