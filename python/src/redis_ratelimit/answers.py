@@ -67,9 +67,10 @@ class Answers:
         with self._lock:
             setattr(self.counts, counter, getattr(self.counts, counter) + 1)
 
-    def outage(self, error: CallError) -> str:
-        """Logs the cause of an outage (a warning naming this limiter) when it is not of the kind last
-        logged (a deadline, a connection failure, a server that cannot serve now); returns it."""
+    def outage(self, error: CallError, engine: str) -> str:
+        """Logs the cause of an outage (a warning naming this limiter and the engine it used) when it
+        is not of the kind last logged (a deadline, a connection failure, a server that cannot serve
+        now); returns it."""
         cause = f"{type(error).__name__}: {error}"
         with self._lock:
             # A cause is its kind: connections refused, then reset, then refused again are one outage.
@@ -81,8 +82,8 @@ class Answers:
                 self._since = time.monotonic()
                 self._decisions = self.failure.decisions
                 self.counts.outage += 1
-        log.warning("limiter %r: Redis did not decide (%s): the failure policy %r decides meanwhile%s",
-                    self.name, cause, self.failure, "" if first else " (the cause changed)",
+        log.warning("limiter %r: Redis did not decide (%s; engine: %s): the failure policy %r decides meanwhile%s",
+                    self.name, cause, engine, self.failure, "" if first else " (the cause changed)",
                     extra={"limiter": self.name, "cause": cause})
         return cause
 

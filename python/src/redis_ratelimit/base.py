@@ -119,8 +119,9 @@ class LimiterBase(Generic[C]):
         cause: str | None = None
         if how.log == "outage":
             # A failover or a restart may land on another kind of server: the engine is chosen anew.
+            engine = str(self.engine)
             self.engine.no_answer()
-            cause = self.answers.outage(error)
+            cause = self.answers.outage(error, engine)
         else:
             self.answers.answered()
             if how.log == "once_per_cause":
