@@ -304,3 +304,10 @@ for (const fw of FRAMEWORKS) {
     });
   });
 }
+
+test("a route named as the global limit is refused when built: its key would be the global limit's", () => {
+  const policy = new FixedWindow({ limit: 1, windowMs: 1000 });
+  assert.throws(() => rateLimit({ limiter, routes: [{ name: "all", prefix: "/", policy }], global: { policy } }), /is the global limit's/);
+  assert.throws(() => rateLimit({ limiter, routes: [{ name: "api", prefix: "/", policy }], global: { policy, name: "api" } }), /is the global limit's/);
+  assert.doesNotThrow(() => rateLimit({ limiter, routes: [{ name: "all", prefix: "/", policy }], globalConcurrency: { policy: new Concurrency({ limit: 1, leaseMs: 1000 }) } }));
+});

@@ -200,6 +200,12 @@ export class RateLimitCore {
       }
     }
     if (options.global) kindOf("the global limit", options.global.policy, false);
+    const globalName = options.global?.name ?? "all";
+    const named = (list: { name: string }[] | undefined) => (list ?? []).some((r) => r.name === globalName);
+    if ((options.global && named(options.routes)) || (options.globalConcurrency && named(options.concurrency))) {
+      // Its key would be the global limit's: one key twice in a call.
+      throw new UsageError(`rate limit middleware: the name ${JSON.stringify(globalName)} is the global limit's; give the route another`);
+    }
     if (options.globalConcurrency) kindOf("the global concurrency limit", options.globalConcurrency.policy, true);
     this.o = options;
     this.limiter = options.limiter;
