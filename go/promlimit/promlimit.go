@@ -4,7 +4,9 @@
 //	ratelimit_client_decisions_total{limiter, outcome}   allowed, denied, degraded_allowed, degraded_denied
 //	ratelimit_outages_total{limiter}                     outages started (Redis stopped deciding)
 //	ratelimit_outage_decisions_total{limiter, allowed}   decisions of the failure policy during one
-//	ratelimit_configuration_faults_total{limiter}        calls answered with an unknown or refused command
+//	ratelimit_configuration_faults_total{limiter}        calls answered that the limiter is misconfigured
+//	ratelimit_conflicts_total{limiter}                   calls whose key held another limiter's state
+//	ratelimit_usage_errors_total{limiter}                calls refused as the caller's mistake (ErrUsage)
 //	ratelimit_breaker_opened_total{limiter}, ratelimit_breaker_rejected_total{limiter}
 //	ratelimit_breaker_open{limiter}                      1 while calls are kept from Redis
 //	ratelimit_http_requests_total{route, limit, outcome} the middleware's decisions (HTTPRecorder)
@@ -20,6 +22,7 @@ import (
 type collector struct {
 	l                                                     *ratelimit.Limiter
 	decisions, outages, outageDecisions, faults           *prometheus.Desc
+	conflicts, usageErrors                                *prometheus.Desc
 	breakerOpened, breakerRejected, breakerOpen, engineOn *prometheus.Desc
 }
 
@@ -34,8 +37,10 @@ func NewCollector(name string, l *ratelimit.Limiter) prometheus.Collector {
 		l:               l,
 		decisions:       desc("ratelimit_client_decisions_total", "Decisions, by outcome (degraded: the failure policy's).", "outcome"),
 		outages:         desc("ratelimit_outages_total", "Outages started: Redis stopped deciding."),
-		outageDecisions: desc("ratelimit_outage_decisions_total", "Decisions the failure policy made during an outage.", "allowed"),
-		faults:          desc("ratelimit_configuration_faults_total", "Calls answered with an unknown or refused command (not an outage)."),
+		outageDecisions: desc("ratelimit_outage_decisions_total", "Decisions the failure policy made (Redis did not decide).", "allowed"),
+		faults:          desc("ratelimit_configuration_faults_total", "Calls answered that the limiter is misconfigured: no engine, NOPERM, an unknown reply (not an outage)."),
+		conflicts:       desc("ratelimit_conflicts_total", "Calls whose key held another limiter's state or another type (not an outage)."),
+		usageErrors:     desc("ratelimit_usage_errors_total", "Calls refused as the caller's mistake (ErrUsage)."),
 		breakerOpened:   desc("ratelimit_breaker_opened_total", "Times the circuit breaker opened."),
 		breakerRejected: desc("ratelimit_breaker_rejected_total", "Calls kept from Redis by the open breaker."),
 		breakerOpen:     desc("ratelimit_breaker_open", "1 while the breaker keeps calls from Redis."),
@@ -44,7 +49,7 @@ func NewCollector(name string, l *ratelimit.Limiter) prometheus.Collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.outages, c.outageDecisions, c.faults,
+	for _, d := range []*prometheus.Desc{c.decisions, c.outages, c.outageDecisions, c.faults, c.conflicts, c.usageErrors,
 		c.breakerOpened, c.breakerRejected, c.breakerOpen, c.engineOn} {
 		ch <- d
 	}
@@ -65,6 +70,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.outageDecisions, n.DegradedAllowed, "true")
 	counter(c.outageDecisions, n.Degraded-n.DegradedAllowed, "false")
 	counter(c.faults, n.Misconfigurations)
+	counter(c.conflicts, n.Conflicts)
+	counter(c.usageErrors, n.UsageErrors)
 	counter(c.breakerOpened, n.BreakerOpened)
 	counter(c.breakerRejected, n.BreakerRejected)
 	open := 0.0

@@ -44,7 +44,9 @@ func TestMetricsOverHTTP(t *testing.T) {
 	srv := redistest.Start(t, true)
 	api := limiter(t, srv.Addr, ratelimit.FailClosed())
 	down := limiter(t, "127.0.0.1:1", ratelimit.FailOpen())
+	keys := limiter(t, srv.Addr, ratelimit.FailClosed())
 	reg := prometheus.NewRegistry()
+	must(t, reg.Register(promlimit.NewCollector("keys", keys)))
 	must(t, reg.Register(promlimit.NewCollector("api", api)))
 	must(t, reg.Register(promlimit.NewCollector("down", down)))
 	record, err := promlimit.HTTPRecorder(reg)
@@ -74,6 +76,15 @@ func TestMetricsOverHTTP(t *testing.T) {
 	if d, _ := down.Check(context.Background(), "rl:{x}", ratelimit.Must(ratelimit.FixedWindow(5, time.Second)), 1); !d.Degraded || !d.Allowed {
 		t.Fatalf("down: %+v", d)
 	}
+	// A conflict (a bucket's key checked as a window) and a usage error (an empty key).
+	ctx := context.Background()
+	_, _ = keys.Check(ctx, "rl:{c}", ratelimit.Must(ratelimit.TokenBucket(5, 1)), 1)
+	if d, _ := keys.Check(ctx, "rl:{c}", ratelimit.Must(ratelimit.FixedWindow(5, time.Second)), 1); !d.Degraded {
+		t.Fatalf("conflict: %+v", d)
+	}
+	if _, err := keys.Check(ctx, "", ratelimit.Must(ratelimit.FixedWindow(5, time.Second)), 1); err == nil {
+		t.Fatal("an empty key was not refused")
+	}
 	resp, err = http.Get(web.URL + "/metrics")
 	must(t, err)
 	raw, _ := io.ReadAll(resp.Body)
@@ -92,6 +103,11 @@ func TestMetricsOverHTTP(t *testing.T) {
 		`ratelimit_outages_total{limiter="api"} 0`,
 		`ratelimit_breaker_open{limiter="api"} 0`,
 		`ratelimit_engine_info{engine="the ratelimit module",limiter="api"} 1`,
+		`ratelimit_engine_info{engine="not yet known",limiter="down"} 1`,
+		`ratelimit_conflicts_total{limiter="keys"} 1`,
+		`ratelimit_usage_errors_total{limiter="keys"} 1`,
+		`ratelimit_outages_total{limiter="keys"} 0`,
+		`ratelimit_conflicts_total{limiter="api"} 0`,
 	} {
 		if !strings.Contains(text, line+"\n") {
 			t.Errorf("no %s in\n%s", line, text)
