@@ -31,9 +31,13 @@ func migrate(ctx context.Context, rdb *redis.Client, limit redisrate.Limit) erro
 
 // migrate end
 
-// The page shows migrate as this file has it.
+// The page shows migrate as this file has it. Outside the repository (the module as a user gets
+// it) there is no page to compare with.
 func TestMigrationPage(t *testing.T) {
 	page, err := os.ReadFile("../../docs/migrating-redis-rate.md")
+	if os.IsNotExist(err) {
+		t.Skip("docs/migrating-redis-rate.md: not inside the repository")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
