@@ -7,7 +7,7 @@
 use axum::extract::Path;
 use axum::routing::get;
 use axum::Router;
-use redis_ratelimit_client::http::{Caller, RateLimitLayer};
+use redis_ratelimit_client::http::{limit_key, Caller, RateLimitLayer};
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -156,7 +156,7 @@ async fn concurrency_scenario(server: &Server) -> Result<(), Box<dyn std::error:
             _ => limited += 1,
         }
     }
-    let lease_key = "rl:{ip:198.51.100.9}:export:lease";
+    let lease_key = "rl:{ip:198.51.100.9}:export:concurrency";
     // Each permit is released in the background when its body is gone: give the last ones a moment.
     let mut left: i64 = 1;
     for _ in 0..200 {
@@ -227,7 +227,11 @@ async fn http_scenario(limiter: &Limiter, policy: &Policy) -> Result<(), Box<dyn
             get(move |Path(ip): Path<String>| {
                 let (limiter, policy) = (admin.clone(), admin_policy.clone());
                 // The client's bucket as RL.INSPECT decodes it, and its recent denials from RL.TOP.
-                async move { axum::Json(limiter.report(&format!("rl:{{ip:{ip}}}:api"), &policy).await) }
+                async move {
+                    axum::Json(
+                        limiter.report(&limit_key(&format!("rl:{{ip:{ip}}}"), "api", &policy), &policy).await,
+                    )
+                }
             }),
         )
         .layer(layer);

@@ -11,7 +11,7 @@
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use redis_ratelimit_client::http::RateLimitLayer;
+use redis_ratelimit_client::http::{limit_key, RateLimitLayer};
 use redis_ratelimit_client::{FailurePolicy, Limiter, Policy, VerifyError};
 use std::net::SocketAddr;
 
@@ -70,7 +70,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route(
             "/admin/ratelimit/{caller}",
             get(|State(app): State<App>, Path(caller): Path<String>| async move {
-                Json(app.limiter.report(&format!("rl:{{{caller}}}:api"), &app.api).await)
+                Json(
+                    app.limiter
+                        .report(&limit_key(&format!("rl:{{{caller}}}"), "api", &app.api), &app.api)
+                        .await,
+                )
             }),
         )
         .with_state(App { limiter, api })

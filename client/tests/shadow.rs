@@ -23,8 +23,9 @@ fn counter(route: &str, limit: &str, outcome: &str) -> f64 {
 }
 
 /// The key the layer uses for this test's loopback caller.
+/// The key the layer writes for limit `limit` (a token bucket in every test here).
 fn key(prefix: &str, limit: &str) -> String {
-    format!("{prefix}:{{ip:127.0.0.1}}:{limit}")
+    format!("{prefix}:{{ip:127.0.0.1}}:{limit}:token_bucket")
 }
 
 #[tokio::test]

@@ -53,6 +53,7 @@ pub use denial::{Denial, DenialKind};
 pub use error::LayerError;
 pub use forwarded::{TrustedProxies, MAX_HOPS};
 pub use layer::RateLimitLayer;
+pub use plan::limit_key;
 pub use response::{
     CONCURRENCY_LIMITED, COST_EXCEEDS_LIMIT, DENIED, MISCONFIGURED, RATE_LIMITED, UNAVAILABLE,
 };

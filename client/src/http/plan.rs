@@ -110,8 +110,9 @@ impl Config {
 
 /// A limit's key (the contract's `http.limit_key`): the caller's tag, the limit's name and its kind's
 /// owner, so that a limit whose kind changes in a deploy starts afresh instead of meeting the other
-/// kind's state, and one whose numbers change carries on (docs/errors.md).
-pub(crate) fn limit_key(tag: &str, name: &str, policy: &Policy) -> String {
+/// kind's state, and one whose numbers change carries on (docs/errors.md). An admin page reads a
+/// caller's state under it: `limit_key("rl:{ip:203.0.113.7}", "api", &policy)`.
+pub fn limit_key(tag: &str, name: &str, policy: &Policy) -> String {
     format!("{tag}:{name}:{}", policy.kind().owner().name())
 }
 
