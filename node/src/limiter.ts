@@ -49,6 +49,8 @@ export interface Logger {
 
 export interface OutageEvent {
   error: CallError;
+  /** What the engine reported when the outage began (`the ratelimit module`, `not yet known`, ...). */
+  engine: string;
 }
 
 // Node 18.0-18.17 has no Symbol.asyncDispose: the one Node itself adopted later.
@@ -408,8 +410,9 @@ export class Limiter extends EventEmitter {
   private failed(error: CallError): void {
     if (!this.down) {
       this.down = true;
+      const engine = this.engine.reports;
       this.engine.forget();
-      this.emit("outage", { error } satisfies OutageEvent);
+      this.emit("outage", { error, engine } satisfies OutageEvent);
     }
   }
 

@@ -5,7 +5,7 @@ import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { Server } from "./servers.ts";
 import { FACTORIES } from "./clients.ts";
-import { Limiter, TokenBucket, DeadlineError, type Decision } from "../src/index.ts";
+import { Limiter, TokenBucket, DeadlineError, type Decision, type OutageEvent } from "../src/index.ts";
 
 const DEADLINE = 100;
 const SLACK = 40; // timers and the event loop
@@ -25,7 +25,8 @@ for (const f of FACTORIES) {
       try {
         const rl = new Limiter(made.client, { failure: "open", deadlineMs: DEADLINE, breaker: { failures: 3, cooldownMs: 300 } });
         const events: string[] = [];
-        rl.on("outage", () => events.push("outage"));
+        let engine = "";
+        rl.on("outage", (e: OutageEvent) => (events.push("outage"), (engine = e.engine)));
         rl.on("recovered", () => events.push("recovered"));
         assert.equal((await rl.check("rl:{o}:a", p)).degraded, false);
         await server.stop();
@@ -44,6 +45,7 @@ for (const f of FACTORIES) {
         assert.ok(worst < DEADLINE + SLACK, `worst ${worst.toFixed(1)} ms`);
         assert.equal(rl.breaker!.isOpen, true);
         assert.deepEqual(events, ["outage"]);
+        assert.equal(engine, "the ratelimit module", "the outage names the engine in use");
         await server.run(); // the same port again
         let d: Decision | undefined;
         for (let i = 0; i < 100; i++) {
