@@ -353,17 +353,17 @@ def test_plans_name_keys_by_route_and_caller_longest_prefix_first() -> None:
     p = plan(config, scope("/api/export/all", ratelimit_principal="a}x1"))
     assert isinstance(p, Plan) and p.route_name == "export"
     assert [(lim.key, lim.cost, lim.concurrency) for lim in p.limits] == [
-        ("rl:{user.esc:a%7Dx1}:export", 5, False),
-        ("rl:{user.esc:a%7Dx1}:all", 5, False),
-        ("rl:{user.esc:a%7Dx1}:slow:lease", 1, True),
+        ("rl:{user.esc:a%7Dx1}:export:token_bucket", 5, False),
+        ("rl:{user.esc:a%7Dx1}:all:token_bucket", 5, False),
+        ("rl:{user.esc:a%7Dx1}:slow:concurrency", 1, True),
     ]
     p = plan(config, scope("/apiary", client="2001:db8:1:2:aaaa::1"))
     assert isinstance(p, Plan) and p.route_name == "all"
-    assert [lim.key for lim in p.limits] == ["rl:{ip:2001:db8:1:2::}:all"]
+    assert [lim.key for lim in p.limits] == ["rl:{ip:2001:db8:1:2::}:all:token_bucket"]
     p = plan(config, scope("/x", client="127.0.0.1", headers=[(b"x-forwarded-for", b"203.0.113.7")], ratelimit_tenant="acme"))
-    assert isinstance(p, Plan) and p.limits[0].key == "rl:{tenant:acme}:all"
+    assert isinstance(p, Plan) and p.limits[0].key == "rl:{tenant:acme}:all:token_bucket"
     p = plan(config, scope("/x", client="127.0.0.1", headers=[(b"x-forwarded-for", b"203.0.113.7")]))
-    assert isinstance(p, Plan) and p.limits[0].key == "rl:{ip:203.0.113.7}:all"
+    assert isinstance(p, Plan) and p.limits[0].key == "rl:{ip:203.0.113.7}:all:token_bucket"
     assert plan(config, scope("/health")) is None
     assert plan(config, scope("/admin/x")) is None
     assert isinstance(plan(config, scope("/healthz")), Plan)
