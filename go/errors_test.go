@@ -112,12 +112,12 @@ func TestCrossSlotIsRefusedBeforeSending(t *testing.T) {
 	defer rc.Close()
 	l := newLimiter(t, rc, ratelimit.Options{Failure: ratelimit.FailOpen()})
 	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
-	d, err := l.CheckAll(ctx, ratelimit.Limit{Key: "rl:{user:1}:api", Policy: bucket, Cost: 1}, ratelimit.Limit{Key: "rl:{user:2}:api", Policy: bucket, Cost: 1})
+	d, err := l.CheckAll(ctx, ratelimit.Limit{Key: "rl:{xslot:1}:api", Policy: bucket, Cost: 1}, ratelimit.Limit{Key: "rl:{xslot:2}:api", Policy: bucket, Cost: 1})
 	var u *ratelimit.UsageError
 	if !errors.As(err, &u) || u.Code != "CROSSSLOT" || u.Message != "CROSSSLOT Keys in request don't hash to the same slot" || d.Allowed {
 		t.Fatalf("keys in two slots: %+v %v", d, err)
 	}
-	d, err = l.CheckAll(ctx, ratelimit.Limit{Key: "rl:{user:1}:api", Policy: bucket, Cost: 1}, ratelimit.Limit{Key: "rl:{user:1}:all", Policy: bucket, Cost: 1})
+	d, err = l.CheckAll(ctx, ratelimit.Limit{Key: "rl:{xslot:1}:api", Policy: bucket, Cost: 1}, ratelimit.Limit{Key: "rl:{xslot:1}:all", Policy: bucket, Cost: 1})
 	if err != nil || d.Degraded || !d.Allowed {
 		t.Fatalf("keys of one tag: %+v %v", d, err)
 	}
