@@ -157,6 +157,7 @@ export class Engine {
   readonly wanted: Wanted;
   private state: string;
   private why = "";
+  private decidedBy: string;
   /** Loads that ended so far, all nodes: a call that sent its FCALL before a load on its node ended
    * finds the library there and sends again without loading. */
   private epoch = 0;
@@ -166,6 +167,7 @@ export class Engine {
   constructor(wanted: EngineName, private readonly nodeOf: (route: string | undefined) => string = () => "") {
     this.wanted = wantedOf(wanted);
     this.state = start(this.wanted);
+    this.decidedBy = reports(this.state);
   }
 
   /** The machine's state (`unknown` until a call decided under auto, then the engine in use: `module`,
@@ -178,6 +180,12 @@ export class Engine {
   /** What `engine` reports now. */
   get reports(): string {
     return reports(this.state);
+  }
+
+  /** What the engine that decided last reports (`not yet known` before any): what an outage names,
+   * since the machine goes back to its start at the outage's first answer. */
+  get lastDecided(): string {
+    return this.decidedBy;
   }
 
   /** Back to the start (after an outage: a failover may land on another kind of server). */
@@ -207,6 +215,7 @@ export class Engine {
         const [next, then] = step(this.wanted, state, sent, "ok", 1);
         if ("done" in then) {
           this.move(next, []);
+          this.decidedBy = reports(next);
           return reply;
         }
         return this.drive(cmd, route, send, next, then.send, 2, seen, []);
@@ -253,7 +262,10 @@ export class Engine {
       state = next;
       if ("done" in then) {
         this.move(state, reasons);
-        if (then.done === "decided") return reply;
+        if (then.done === "decided") {
+          this.decidedBy = reports(state);
+          return reply;
+        }
         throw new EngineGaveUp(`ERR no engine answers: the library went missing again after ${n} commands`);
       }
       sent = then.send;

@@ -49,7 +49,7 @@ export interface Logger {
 
 export interface OutageEvent {
   error: CallError;
-  /** What the engine reported when the outage began (`the ratelimit module`, `not yet known`, ...). */
+  /** What the engine that decided last reports (`the ratelimit module`, ...; `not yet known` if none). */
   engine: string;
 }
 
@@ -410,7 +410,7 @@ export class Limiter extends EventEmitter {
   private failed(error: CallError): void {
     if (!this.down) {
       this.down = true;
-      const engine = this.engine.reports;
+      const engine = this.engine.lastDecided;
       this.engine.forget();
       this.emit("outage", { error, engine } satisfies OutageEvent);
     }
