@@ -195,9 +195,9 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	if opts.Failure.kind == failLocal {
 		l.local = newLocalLimiter(opts.Failure.instances)
 	}
+	l.dials.watch(client)
 	// Batching on a cluster would tie each pipeline's calls to its slowest node (a paused primary
 	// would hold back the keys of every other): there, every call goes alone.
-	l.dials.watch(client)
 	_, l.cluster = client.(*redis.ClusterClient)
 	if !opts.DisableBatching && !l.cluster {
 		l.batch = newBatcher(l)
@@ -494,7 +494,7 @@ func (l *Limiter) CheckAll(ctx context.Context, limits ...Limit) (Decision, erro
 func (l *Limiter) CheckAllStrict(ctx context.Context, limits ...Limit) (Decision, error) {
 	cmd, err := buildDecide(limits)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, l.refused(err)
 	}
 	v, err := l.call(ctx, cmd)
 	if err != nil {
@@ -512,7 +512,7 @@ func (l *Limiter) CheckAllStrict(ctx context.Context, limits ...Limit) (Decision
 func (l *Limiter) Take(ctx context.Context, key string, p Policy, most uint64) (Taken, error) {
 	cmd, err := buildTake(key, p, most)
 	if err != nil {
-		return Taken{}, err
+		return Taken{}, l.refused(err)
 	}
 	v, err := l.call(ctx, cmd)
 	var t Taken
@@ -549,7 +549,7 @@ func (l *Limiter) degradeTake(key string, p Policy, least, most uint64, cause *C
 func (l *Limiter) Refund(ctx context.Context, key string, p Policy, units uint64) error {
 	cmd, err := buildRefund(key, p, units)
 	if err != nil {
-		return err
+		return l.refused(err)
 	}
 	_, err = l.call(ctx, cmd)
 	return err

@@ -44,7 +44,7 @@ func (l *Limiter) AcquireAll(ctx context.Context, limits ...Limit) (*Permit, Dec
 	holder := requestID()
 	cmd, err := buildAcquire(limits, holder)
 	if err != nil {
-		return nil, Decision{}, err
+		return nil, Decision{}, l.refused(err)
 	}
 	v, err := l.call(ctx, cmd)
 	var d Decision

@@ -12,7 +12,7 @@ import (
 // already), or denied (nothing taken) when they come later. See Wait, which sleeps.
 func (l *Limiter) Reserve(ctx context.Context, key string, p Policy, cost uint64, maxWait time.Duration) (Decision, error) {
 	if p.Kind() != "token_bucket" {
-		return Decision{}, usage("reservations are made on token buckets")
+		return Decision{}, l.refused(usage("reservations are made on token buckets"))
 	}
 	return l.reserve(ctx, []Limit{{key, p, cost}}, maxWait)
 }
@@ -20,13 +20,13 @@ func (l *Limiter) Reserve(ctx context.Context, key string, p Policy, cost uint64
 func (l *Limiter) reserve(ctx context.Context, limits []Limit, maxWait time.Duration) (Decision, error) {
 	cmd, err := buildReserve(limits, maxWait)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, l.refused(err)
 	}
 	if cmd == nil {
 		return l.CheckAll(ctx, limits...)
 	}
 	if _, err := buildDecide(limits); err != nil { // the same usage rules as a check
-		return Decision{}, err
+		return Decision{}, l.refused(err)
 	}
 	v, err := l.call(ctx, cmd)
 	var d Decision
@@ -110,7 +110,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (l *Limiter) ReserveBatch(ctx context.Context, key string, p Policy, least, most uint64, maxWait time.Duration) (Taken, error) {
 	cmd, err := buildBatch(key, p, least, most, maxWait)
 	if err != nil {
-		return Taken{}, err
+		return Taken{}, l.refused(err)
 	}
 	v, err := l.call(ctx, cmd)
 	var t Taken
