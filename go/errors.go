@@ -117,7 +117,7 @@ func callErrorOf(err error) error {
 	text, reply := replyError(err)
 	class := classOf(err)
 	switch {
-	case class == ClassUsage:
+	case classDeclOf(class).Decision == "raise": // the caller's: returned, never decided
 		if reply {
 			return usageReply(text)
 		}

@@ -340,25 +340,36 @@ func (l *Limiter) settle(err error, keys []string) error {
 	if ce.Cause == ErrDeadline && ce.Deadline == 0 {
 		ce.Deadline = l.deadline
 	}
-	if classDeclOf(ce.Class).Breaker == "failure" && l.breaker.failure() {
+	// What the class does, as the contract's classes say: the breaker, the counter, the log.
+	does := classDeclOf(ce.Class)
+	if does.Breaker == "failure" && l.breaker.failure() {
 		l.startProbe()
 	}
-	switch ce.Class {
-	case ClassMisconfigured:
-		l.misconfigured.Add(1)
-		l.lastMisconfigured.Store(true)
-		l.logMisconfigured(ce)
-	case ClassConflict:
-		l.conflicts.Add(1)
-		l.logConflict(ce, keys)
+	if n := l.counterOf(does.Counter); n != nil {
+		n.Add(1)
 	}
+	if ce.Class == ClassMisconfigured {
+		l.lastMisconfigured.Store(true)
+	}
+	switch does.Log {
+	case "once_per_cause":
+		l.logMisconfigured(ce)
+	case "once_per_key":
+		l.logConflict(ce, keys)
+	} // "outage": countDegraded logs where an outage starts and answered where it ends
 	return ce
+}
+
+// counterOf is the counter a class counts each call in (nil for outage: Outages counts outages
+// started, when the failure policy decides).
+func (l *Limiter) counterOf(name string) *atomic.Uint64 {
+	return map[string]*atomic.Uint64{"misconfigured": &l.misconfigured, "conflicts": &l.conflicts, "usage_errors": &l.usageErrors}[name]
 }
 
 // refused counts a usage error (the caller's mistake) and returns it.
 func (l *Limiter) refused(err error) error {
 	if errors.Is(err, ErrUsage) {
-		l.usageErrors.Add(1)
+		l.counterOf(classDeclOf(ClassUsage).Counter).Add(1)
 	}
 	return err
 }
@@ -444,7 +455,7 @@ func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
 		l.degradedAllowed.Add(1)
 		l.allowed.Add(1)
 	}
-	if cause == nil || cause.callerGone || cause.Class != ClassOutage {
+	if cause == nil || cause.callerGone || classDeclOf(cause.Class).Log != "outage" {
 		return d // counted; no outage (the caller left, or Redis answered: logged by settle)
 	}
 	l.outageMu.Lock()
