@@ -148,7 +148,7 @@ func (b *batcher) send(calls []*batched) {
 			v, err = nil, nil
 		}
 		// The machine goes on from the pipeline's answer (alone, where it says to send again).
-		v, err = e.run(c.ctx, b.l.client, c.cmd, &sent{what: sends, v: v, err: err, loads: loads})
+		v, err = e.run(c.ctx, b.l.client, c.cmd, &pipelined{what: sends, v: v, err: err, loads: loads})
 		c.done <- result{v, err}
 	}
 }

@@ -159,8 +159,8 @@ func do(ctx context.Context, c redis.UniversalClient, args []any) (any, error) {
 	return v, err
 }
 
-// sent is a command a pipeline already sent for a call, and what came back.
-type sent struct {
+// pipelined is a command a pipeline already sent for a call, and what came back.
+type pipelined struct {
 	what  string // the machine's name of it: module, fcall or evalsha
 	v     any
 	err   error
@@ -173,7 +173,7 @@ var errGaveUp = errors.New("no engine answers for this user on this server")
 // run sends cmd (a module command) as the machine says until it ends: the reply, or the error
 // of the last command (done:misconfigured: a *CallError of class misconfigured). pre is the
 // first command when a pipeline sent it already.
-func (e *engine) run(ctx context.Context, c redis.UniversalClient, cmd []string, pre *sent) (any, error) {
+func (e *engine) run(ctx context.Context, c redis.UniversalClient, cmd []string, pre *pipelined) (any, error) {
 	call, isLibrary := callOf(cmd)
 	if !isLibrary { // a command the library lacks: the module's, whatever the engine
 		if pre != nil {
