@@ -265,22 +265,41 @@ class Sentinel:
 
     def start(self) -> Sentinel:
         self.primary.start()
-        conf = self.dir / "sentinel.conf"
-        conf.write_text(
-            f"port {self.port}\nbind {HOST}\ndir {self.dir}\nlogfile {self.dir / 'sentinel.log'}\n"
-            f"sentinel monitor {SENTINEL_SERVICE} {HOST} {self.primary.port} 1\n"
-            f"sentinel down-after-milliseconds {SENTINEL_SERVICE} 1000\n"
-            f"sentinel failover-timeout {SENTINEL_SERVICE} 5000\n")
-        self.process = subprocess.Popen([server_binary(), str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
+        # Ready by testkit's rule too: INFO shows this child's own process_id (and it names the
+        # primary); a sentinel that exits because its port was taken is started again on another.
+        for attempt in range(5):
+            conf = self.dir / "sentinel.conf"
+            conf.write_text(
+                f"port {self.port}\nbind {HOST}\ndir {self.dir}\nlogfile {self.dir / 'sentinel.log'}\n"
+                f"sentinel monitor {SENTINEL_SERVICE} {HOST} {self.primary.port} 1\n"
+                f"sentinel down-after-milliseconds {SENTINEL_SERVICE} 1000\n"
+                f"sentinel failover-timeout {SENTINEL_SERVICE} 5000\n")
+            self.process = subprocess.Popen([server_binary(), str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
+            try:
+                wait_until("the sentinel to name the primary", self._ready, timeout=20.0)
+                return self
+            except RuntimeError:
+                if attempt == 4:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
 
-        def knows_primary() -> bool:
-            with redis.Redis(host=HOST, port=self.port, socket_timeout=1) as r:
-                addr = r.execute_command("SENTINEL", "get-master-addr-by-name", SENTINEL_SERVICE)
-                return addr is not None and int(addr[1]) == self.primary.port
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the sentinel exited: {self._log()}")
+        with redis.Redis(host=HOST, port=self.port, socket_timeout=1) as r:
+            if r.info("server").get("process_id") != self.process.pid:
+                return False
+            addr = r.execute_command("SENTINEL", "get-master-addr-by-name", SENTINEL_SERVICE)
+            return addr is not None and int(addr[1]) == self.primary.port
 
-        wait_until("the sentinel to name the primary", knows_primary)
-        return self
+    def _log(self) -> str:
+        try:
+            return (self.dir / "sentinel.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return "(no log)"
 
     @property
     def sentinels(self) -> list[tuple[str, int]]:

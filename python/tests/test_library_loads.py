@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from redis_ratelimit import AsyncLimiter, FailurePolicy, Limiter, TokenBucket
 from redis_ratelimit.drivers import AsyncDriver, _SyncLoads
 from redis_ratelimit.engine import Send
-from servers import HOST, LONG_DEADLINE, Server
+from servers import HOST, LONG_DEADLINE, Server, aclose
 
 LOAD = Send(("FUNCTION", "LOAD", "REPLACE", "#!lua name=x"), None, True)
 
@@ -89,7 +89,7 @@ def test_async_calls_meeting_a_load_under_way_wait_for_it(stock_server: Server) 
         from redis_ratelimit.engine import library
         load = Send(("FUNCTION", "LOAD", "REPLACE", library()), None, True)
         answers = await asyncio.gather(*(driver._send(load) for _ in range(8)))
-        await client.aclose()
+        await aclose(client)
         return list(answers), sent
 
     answers, sent = asyncio.run(main())
@@ -123,7 +123,7 @@ def test_a_cold_stock_server_under_concurrent_callers_decides_every_call_exactly
             alimiter = AsyncLimiter(aioredis.Redis(host=HOST, port=stock_server.port), FailurePolicy.closed(),
                                     deadline=LONG_DEADLINE)
             got = await asyncio.gather(*(alimiter.check("rl:cold", bucket) for _ in range(callers)))
-            await alimiter.client.aclose()
+            await aclose(alimiter.client)
             return list(got)
 
         decisions = asyncio.run(main())
