@@ -76,6 +76,8 @@ function fieldError(field: string, expected: string): UsageError {
  * from 0 to the largest (2^64-1), a `number` (exactly as it is, past 2^53 too) or a `bigint`;
  * anything else is refused before sending with the module's texts. */
 export function costText(n: unknown): string {
+  // The usual cost, a small whole number: no bigint made.
+  if (typeof n === "number" && Number.isSafeInteger(n) && n >= 0) return String(n);
   const field = "cost";
   let v: bigint;
   if (typeof n === "bigint") v = n;

@@ -162,6 +162,8 @@ export class Engine {
    * finds the library there and sends again without loading. */
   private epoch = 0;
   private readonly loads = new Map<string, Loads>();
+  /** Per state, what it sends and where an `ok` to it leads (the machine's step, looked up once). */
+  private readonly okSteps = new Map<string, { sent: Sent; next: string; decided: boolean; reports: string }>();
 
   /** `nodeOf`: the node a key is on (a cluster), for one load per node; one node without it. */
   constructor(wanted: EngineName, private readonly nodeOf: (route: string | undefined) => string = () => "") {
@@ -207,21 +209,35 @@ export class Engine {
     const route = routeOf(cmd);
     if (cmd.length === 0 || !contractCommand(cmd[0]!)?.function) return send(cmd as string[], route);
     const state = this.state;
-    const sent = sends(state);
+    const ok = this.okStep(state);
+    const sent = ok.sent;
     const seen = this.epoch;
     const call = sent === "module" ? undefined : Call.of(cmd)!;
     return send(call ? form(sent, call) : (cmd as string[]), route).then(
       (reply) => {
-        const [next, then] = step(this.wanted, state, sent, "ok", 1);
-        if ("done" in then) {
-          this.move(next, []);
-          this.decidedBy = reports(next);
+        if (ok.decided) {
+          if (this.state !== ok.next) this.move(ok.next, []);
+          this.decidedBy = ok.reports;
           return reply;
         }
-        return this.drive(cmd, route, send, next, then.send, 2, seen, []);
+        const [next, then] = step(this.wanted, state, sent, "ok", 1);
+        if ("send" in then) return this.drive(cmd, route, send, next, then.send, 2, seen, []);
+        this.move(next, []);
+        throw new EngineGaveUp(`ERR no engine answers: ${sent} answered, and the engine machine gave up`);
       },
       (e: unknown) => this.answered(cmd, route, send, state, sent, 1, seen, [], e),
     );
+  }
+
+  private okStep(state: string): { sent: Sent; next: string; decided: boolean; reports: string } {
+    let o = this.okSteps.get(state);
+    if (!o) {
+      const sent = sends(state);
+      const [next, then] = step(this.wanted, state, sent, "ok", 1);
+      o = { sent, next, decided: "done" in then && then.done === "decided", reports: reports(next) };
+      this.okSteps.set(state, o);
+    }
+    return o;
   }
 
   /** A command of the call (its `n`-th) was answered with the error `e`: the machine's next step. */
