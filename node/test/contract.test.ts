@@ -328,3 +328,8 @@ test("engines.json: the engine machine's commands, outcome, state and report for
   }
   assert.ok(n >= 15);
 });
+
+test("a caller's id or a limit's name holding `$&` is written as it is (not a replacement pattern)", () => {
+  assert.equal(callerTag("rl", Caller.principal("a$&b")), "rl:{user:a$&b}");
+  assert.equal(limitKey("rl:{user:a$&b}", "x$'", "token_bucket"), "rl:{user:a$&b}:x$':token_bucket");
+});
