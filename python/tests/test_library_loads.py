@@ -1,7 +1,9 @@
 """At most one FUNCTION LOAD per node at a time (the contract's engine machine): calls that find the
 library missing while a load to that node is under way wait for it and take its answer, then send their
-own FCALL. The drivers' coordination on its own (a load held open until every caller waits), and a cold
-stock server under concurrent callers: every decision exact, made by Redis."""
+own FCALL; so does a call whose FCALL was answered before a load that has since finished (it read the
+answer late). The drivers' coordination on its own (a load held open until every caller waits, a late
+reader on a real server), and a cold stock server under concurrent callers: every decision exact, made
+by Redis, the library loaded exactly once."""
 
 from __future__ import annotations
 
@@ -12,11 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
 from redis_ratelimit import AsyncLimiter, FailurePolicy, Limiter, TokenBucket
-from redis_ratelimit.drivers import AsyncDriver, _SyncLoads
-from redis_ratelimit.engine import Send
+from redis_ratelimit.drivers import AsyncDriver, SyncDriver, _SyncLoads
+from redis_ratelimit.engine import Send, library
 from servers import HOST, LONG_DEADLINE, Server, aclose
 
 LOAD = Send(("FUNCTION", "LOAD", "REPLACE", "#!lua name=x"), None, True)
@@ -38,7 +41,7 @@ def test_sync_calls_meeting_a_load_under_way_wait_for_it_and_take_its_answer() -
             while not loads.flights:  # the first one's load is under way
                 time.sleep(0.001)
             waiting.wait(timeout=LONG_DEADLINE)
-        return loads.run(None, load, time.monotonic() + LONG_DEADLINE)
+        return loads.run(None, load, time.monotonic() + LONG_DEADLINE, loads.loaded)
 
     with ThreadPoolExecutor(6) as pool:
         first = pool.submit(caller, True)
@@ -46,7 +49,8 @@ def test_sync_calls_meeting_a_load_under_way_wait_for_it_and_take_its_answer() -
         answers = [first.result()] + [f.result() for f in others]
     assert answers == ["ratelimit"] * 6 and sent == [1], "one load, its answer taken by all"
     assert loads.flights == {}
-    assert loads.run(None, lambda: "again", time.monotonic() + 1) == "again", "a later load is its own"
+    assert loads.run(None, lambda: "again", time.monotonic() + 1, loads.loaded) == "again", \
+        "a load by a call that knew of the last one is its own (the library was missing after it)"
 
 
 def test_a_failed_load_is_every_waiter_s_failure() -> None:
@@ -60,9 +64,9 @@ def test_a_failed_load_is_every_waiter_s_failure() -> None:
         raise ValueError("refused")
 
     with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(loads.run, None, load, time.monotonic() + LONG_DEADLINE)
+        first = pool.submit(loads.run, None, load, time.monotonic() + LONG_DEADLINE, loads.loaded)
         started.wait(LONG_DEADLINE)
-        second = pool.submit(loads.run, None, lambda: "never sent", time.monotonic() + LONG_DEADLINE)
+        second = pool.submit(loads.run, None, lambda: "never sent", time.monotonic() + LONG_DEADLINE, loads.loaded)
         while not second.running():
             time.sleep(0.001)
         time.sleep(0.05)
@@ -86,14 +90,84 @@ def test_async_calls_meeting_a_load_under_way_wait_for_it(stock_server: Server) 
             return await real(step)
 
         driver._send_now = counted  # type: ignore[method-assign]
-        from redis_ratelimit.engine import library
         load = Send(("FUNCTION", "LOAD", "REPLACE", library()), None, True)
-        answers = await asyncio.gather(*(driver._send(load) for _ in range(8)))
+        answers = await asyncio.gather(*(driver._send(load, {}) for _ in range(8)))
         await aclose(client)
         return list(answers), sent
 
     answers, sent = asyncio.run(main())
     assert answers == [b"ratelimit"] * 8 and sent == 1
+
+
+def library_load() -> Send:
+    return Send(("FUNCTION", "LOAD", "REPLACE", library()), None, True)
+
+
+def fcall_version() -> Send:
+    return Send(("FCALL", "rl_version", 0), None)
+
+
+def test_a_call_that_reads_its_fcall_s_answer_after_a_load_finished_takes_that_load(stock_server: Server) -> None:
+    """Its 'function not found' is older than the library: it takes the finished load's answer and
+    sends its FCALL again instead of loading a second time (a thread the scheduler left waiting)."""
+    driver = SyncDriver(stock_server.client())
+    other: list[Any] = []
+
+    def another_call() -> Any:
+        return (yield library_load())
+
+    def late_call() -> Any:
+        with pytest.raises(redis.exceptions.ResponseError, match="(?i)function not found"):
+            yield fcall_version()
+        other.append(driver.run(another_call(), LONG_DEADLINE))  # loads meanwhile, on the same driver
+        loaded = yield library_load()
+        return loaded, (yield fcall_version())
+
+    loaded, version = driver.run(late_call(), LONG_DEADLINE)
+    assert loaded == other[0] and version, "the other call's answer, then its own FCALL decided"
+    assert loads(stock_server) == 1
+    assert driver.run(another_call(), LONG_DEADLINE) == other[0] and loads(stock_server) == 2, \
+        "a call that sent nothing before it loads: it knew of the last load"
+
+
+def test_async_a_call_that_reads_its_fcall_s_answer_after_a_load_finished_takes_that_load(
+        stock_server: Server) -> None:
+    async def main() -> tuple[Any, Any, Any]:
+        client = aioredis.Redis(host=HOST, port=stock_server.port)
+        driver = AsyncDriver(client)
+        real = driver._send_now
+        late_fcall = fcall_version()
+        answered, loaded = asyncio.Event(), asyncio.Event()
+
+        async def late_reader(step: Send) -> Any:
+            try:
+                return await real(step)  # Redis answers now...
+            finally:
+                if step is late_fcall:
+                    answered.set()
+                    await loaded.wait()  # ...and the call reads it only after the other's load
+
+        driver._send_now = late_reader  # type: ignore[method-assign]
+
+        def another_call() -> Any:
+            return (yield library_load())
+
+        def late_call() -> Any:
+            with pytest.raises(redis.exceptions.ResponseError, match="(?i)function not found"):
+                yield late_fcall
+            return (yield library_load()), (yield fcall_version())
+
+        late = asyncio.ensure_future(driver.run(late_call(), LONG_DEADLINE))
+        await asyncio.wait_for(answered.wait(), LONG_DEADLINE)
+        other = await driver.run(another_call(), LONG_DEADLINE)
+        loaded.set()
+        took, version = await late
+        await aclose(client)
+        return other, took, version
+
+    other, took, version = asyncio.run(main())
+    assert took == other and version
+    assert loads(stock_server) == 1
 
 
 def loads(server: Server) -> int:
@@ -129,4 +203,4 @@ def test_a_cold_stock_server_under_concurrent_callers_decides_every_call_exactly
         decisions = asyncio.run(main())
     assert not any(d.degraded for d in decisions) and all(d.allowed for d in decisions)
     assert sorted(d.remaining for d in decisions) == list(range(100 - callers, 100))
-    assert loads(stock_server) >= 1
+    assert loads(stock_server) == 1, "one load; the others waited for it or read their FCALL's answer after it"

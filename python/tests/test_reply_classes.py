@@ -17,6 +17,7 @@ from conftest import EngineCase, Lines, MakeLimiter, Servers
 from redis_ratelimit import (Breaker, ConflictError, FailurePolicy, FixedWindow, SlidingCounter, TokenBucket,
                              UsageError)
 from redis_ratelimit.contract import BOUNDS, ERRORS
+from redis_ratelimit.reply_class import ReplyClass, behaviour
 from servers import Server
 
 BUCKET = TokenBucket(capacity=10, per_second=0.01)
@@ -79,6 +80,24 @@ def test_a_refused_user_is_misconfigured_logged_once_and_never_opens_the_breaker
     with module_server.client() as r:
         r.execute_command("ACL", "SETUSER", "nothing", "+@all")
     assert not limiter.check("rl:x", BUCKET).degraded and not limiter.misconfigured
+
+
+def test_a_key_outside_the_user_s_key_patterns_is_misconfigured_and_leaves_the_engine_unknown(
+        module_server: Server, make_limiter: MakeLimiter, lines: Lines) -> None:
+    """The command exists and the user may run it, but not on this key (a key-level NOPERM): the
+    engine must not move to the library, and the line says to fix the key patterns."""
+    with module_server.client() as r:
+        r.execute_command("ACL", "SETUSER", "keyless", "on", ">pw", "~other:*", "+@all")
+    limiter = make_limiter(module_server, FailurePolicy.open(), client={"username": "keyless", "password": "pw"})
+    decision = limiter.check("rl:x", BUCKET)
+    assert decision.allowed and decision.degraded and limiter.misconfigured
+    assert str(limiter.engine) == "not yet known", "an error reply to the module's command settles nothing"
+    [line] = errors_logged(lines)
+    assert "key patterns" in line.getMessage() and "~rl:*" in line.getMessage()
+    with module_server.client() as r:
+        r.execute_command("ACL", "SETUSER", "keyless", "~rl:*")
+    assert not limiter.check("rl:x", BUCKET).degraded and not limiter.misconfigured
+    assert str(limiter.engine) == "the ratelimit module"
 
 
 @pytest.mark.parametrize("key", [None, ""])
@@ -159,3 +178,63 @@ def test_sliding_counter_conflict_on_the_library_is_counted(stock_server: Server
     assert limiter.check("rl:k", SlidingCounter(limit=5, window=60)).allowed
     decision = limiter.check("rl:k", BUCKET)
     assert decision.degraded and not decision.allowed and limiter.counts.conflicts == 1
+
+
+class Clock:
+    """A breaker's clock that moves only when told (the cool-down is waited for without sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _conflict(server: Server, make_limiter: MakeLimiter, breaker: Breaker) -> Any:
+    with server.client() as r:
+        r.lpush("rl:plain", "an item")
+    limiter = make_limiter(server, FailurePolicy.open(), breaker=breaker)
+    return limiter, lambda: limiter.check("rl:plain", BUCKET).degraded
+
+
+def _misconfigured(server: Server, make_limiter: MakeLimiter, breaker: Breaker) -> Any:
+    with server.client() as r:
+        r.execute_command("ACL", "SETUSER", "nothing", "on", ">pw", "~rl:*", "+ping", "+hello", "+client")
+    limiter = make_limiter(server, FailurePolicy.open(), breaker=breaker,
+                           client={"username": "nothing", "password": "pw"})
+    return limiter, lambda: limiter.check("rl:x", BUCKET).degraded
+
+
+def _usage(server: Server, make_limiter: MakeLimiter, breaker: Breaker) -> Any:
+    limiter = make_limiter(server, FailurePolicy.open(), breaker=breaker)
+
+    def refused() -> bool:
+        with pytest.raises(UsageError):
+            limiter.call("RL.FIXED", ["rl:raw"], [0, 60, 1])  # Redis refuses a limit of 0
+        return True
+    return limiter, refused
+
+
+@pytest.mark.parametrize("cls, answered_by", [
+    (ReplyClass.CONFLICT, _conflict), (ReplyClass.MISCONFIGURED, _misconfigured), (ReplyClass.USAGE, _usage),
+], ids=["conflict", "misconfigured", "usage"])
+def test_an_answer_of_a_class_the_contract_calls_answered_is_a_success_for_the_breaker(
+        module_server: Server, make_limiter: MakeLimiter, cls: ReplyClass, answered_by: Any) -> None:
+    """Redis answered, so the breaker records what a decision records (the contract's
+    ``replies.classes[].breaker``): the failures in a row end, and a probe that meets such an answer
+    closes the breaker (left probing, every later call would be turned away until the probe was given
+    up). The outages here are the breaker's own ``failure`` calls: what is tested is the answer."""
+    assert behaviour(cls).breaker == "answered"
+    clock = Clock()
+    breaker = Breaker(failures=2, cooldown=60.0, clock=clock)
+    limiter, answer = answered_by(module_server, make_limiter, breaker)
+    breaker.failure("an outage")
+    assert answer()
+    breaker.failure("an outage")
+    assert not breaker.open, "the answer ended the failures in a row"
+    breaker.failure("an outage")
+    assert breaker.open and breaker.opened == 1
+    clock.now += 60.0
+    assert answer(), "the cool-down is over: this call is the probe"
+    assert not breaker.open, "the probe met Redis answering: closed"
+    assert answer() and breaker.rejected == 0 and breaker.opened == 1

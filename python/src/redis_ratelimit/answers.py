@@ -147,6 +147,9 @@ class Answers:
 
 def what_to_fix(command: str, text: str) -> str:
     """What to change, for a misconfiguration met on `command` (its error reply: `text`)."""
+    if text.startswith("NOPERM") and "permissions to access" in text.lower():  # Redis 7.0's and 7.2's texts
+        return (f"this Redis user may not access the key of {command} ({text}): add the limiter's keys to its "
+                "key patterns, e.g. ACL SETUSER <user> ~rl:*")
     if text.startswith("NOPERM"):
         return (f"this Redis user may not run {command}: grant it the module's commands, e.g. "
                 "ACL SETUSER <user> ~rl:* +@ratelimit (or FCALL and FUNCTION LOAD for the library)")

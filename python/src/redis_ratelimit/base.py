@@ -107,9 +107,8 @@ class LimiterBase(Generic[C]):
 
     def _observe(self, error: CallError | None, cmd: Sequence[Arg] = ()) -> None:
         """Tells the logs, the counters and the breaker how a call that went to Redis ended (`cmd`:
-        its command), by the class of its answer, as the contract's behaviour says: only an outage
-        counts against Redis; a misconfiguration, a conflicting key or the caller's mistake is Redis
-        answering."""
+        its command), by the class of its answer, as the contract's behaviour for it says (its
+        ``log``, ``counter`` and ``breaker``)."""
         if error is None:
             self.answers.decided()
             self.breaker.success()
@@ -132,7 +131,7 @@ class LimiterBase(Generic[C]):
             self.answers.count(how.counter)
         if how.breaker == "failure":
             self.breaker.failure(cause)
-        else:
+        elif how.breaker == "answered":  # as a decision: the failures in a row end, a probe closes it
             self.breaker.success()
 
     def _failed(self, error: CallError, cmd: Sequence[Arg]) -> BaseException:

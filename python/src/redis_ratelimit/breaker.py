@@ -2,8 +2,8 @@
 seconds, so an outage costs no request a timeout; then one call (and only one) tries Redis, and its
 outcome closes the breaker or opens it for another cool-down. As `client/src/breaker.rs`.
 
-Only an outage counts: an answer of any other class (a misconfiguration, a conflicting key, the
-caller's mistake; docs/errors.md) is Redis answering.
+What an answer tells it is its class's ``breaker`` in the contract (docs/errors.md): an outage is a
+failure; a misconfiguration, a conflicting key or the caller's mistake is Redis answering, a success.
 
 Thread-safe; the lock is held for a few instructions only, so it is safe on an event loop too.
 """
@@ -70,7 +70,8 @@ class Breaker:
             return False
 
     def success(self) -> None:
-        """Redis answered (a decision, or an error reply of a class other than outage): closed."""
+        """Redis answered (a decision, or an error reply whose class's ``breaker`` is ``answered``): closed,
+        the failures in a row back to none."""
         with self._lock:
             was = self._state
             self._state = _CLOSED

@@ -52,17 +52,35 @@ class _Flight:
         self.error: BaseException | None = None
 
 
+# Each node's last FUNCTION LOAD that succeeded, as a 1-tuple of its answer (a new tuple per load), in
+# a dict replaced whole, never updated in place: a call keeps the dict it saw as it sent its last
+# command, and a load it has not seen means that command's 'function not found' is older than the
+# library (or the library was flushed since; then its next FCALL finds it missing and it loads).
+_Loaded = dict[Any, tuple[Any]]
+
+
+def _loaded_since(loaded: _Loaded, seen: _Loaded, node: Any) -> tuple[Any] | None:
+    """The answer of a load to `node` that succeeded after `seen` was read, if any."""
+    done = loaded.get(node)
+    return done if done is not None and done is not seen.get(node) else None
+
+
 class _SyncLoads:
     """FUNCTION LOAD at most once per node at a time (the engine machine's rule): a call that finds the
     library missing while a load to that node is under way waits for it, within its own deadline, and
-    takes its answer (then sends its own FCALL), instead of loading again."""
+    takes its answer (then sends its own FCALL), instead of loading again; so does a call whose FCALL
+    was answered before a load that has since finished (a thread that read its answer late)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.flights: dict[Any, _Flight] = {}
+        self.loaded: _Loaded = {}
 
-    def run(self, node: Any, send: Callable[[], Any], end: float) -> Any:
+    def run(self, node: Any, send: Callable[[], Any], end: float, seen: _Loaded) -> Any:
         with self.lock:
+            done = _loaded_since(self.loaded, seen, node)
+            if done is not None:
+                return done[0]
             flight = self.flights.get(node)
             mine = flight is None
             if flight is None:
@@ -81,6 +99,8 @@ class _SyncLoads:
             raise
         finally:
             with self.lock:
+                if flight.error is None:
+                    self.loaded = {**self.loaded, node: (flight.reply,)}
                 del self.flights[node]
             flight.done.set()
 
@@ -96,11 +116,14 @@ class SyncDriver:
     def run(self, steps: Steps, deadline: float) -> Any:
         """Runs `steps` to their reply within `deadline` seconds; raises CallError."""
         end = time.monotonic() + deadline
+        seen = self._loads.loaded  # the loads known when the call's last command was sent
         try:
             step = next(steps)
             while True:
+                if not step.load:
+                    seen = self._loads.loaded
                 try:
-                    reply = self._send(step, end)
+                    reply = self._send(step, end, seen)
                 except redis.exceptions.ResponseError as e:
                     step = steps.throw(e)
                     continue
@@ -112,7 +135,7 @@ class SyncDriver:
         finally:
             steps.close()
 
-    def _send(self, step: Send, end: float) -> Any:
+    def _send(self, step: Send, end: float, seen: _Loaded) -> Any:
         client = self.client
         if isinstance(client, RedisCluster):
             cluster = self._cluster
@@ -120,14 +143,14 @@ class SyncDriver:
                 with self._lock:
                     cluster = self._cluster = self._cluster or _ClusterMap(client)
             if step.load:
-                return self._loads.run(cluster.node_of(step), lambda: cluster.send(step, end), end)
+                return self._loads.run(cluster.node_of(step), lambda: cluster.send(step, end), end, seen)
             return cluster.send(step, end)
         single = self._single
         if single is None:
             with self._lock:
                 single = self._single = self._single or _Connections.of(client)
         if step.load:
-            return self._loads.run(None, lambda: single.send(step, end), end)
+            return self._loads.run(None, lambda: single.send(step, end), end, seen)
         return single.send(step, end)
 
 
@@ -446,6 +469,7 @@ class AsyncDriver:
         self.client = client
         # FUNCTION LOAD at most once per node at a time: as `_SyncLoads`, on the event loop.
         self._loads: dict[Any, asyncio.Future[Any]] = {}
+        self._loaded: _Loaded = {}
 
     async def run(self, steps: Steps, deadline: float) -> Any:
         """Runs `steps` to their reply within `deadline` seconds; raises CallError."""
@@ -465,11 +489,14 @@ class AsyncDriver:
 
     async def _drive(self, steps: Steps) -> Any:
         retried = False
+        seen = self._loaded  # the loads known when the call's last command was sent
         try:
             step = next(steps)
             while True:
+                if not step.load:
+                    seen = self._loaded
                 try:
-                    reply = await self._send(step)
+                    reply = await self._send(step, seen)
                 except redis.exceptions.ResponseError as e:
                     step = steps.throw(e)
                     continue
@@ -486,10 +513,13 @@ class AsyncDriver:
         except StopIteration as done:
             return done.value
 
-    async def _send(self, step: Send) -> Any:
+    async def _send(self, step: Send, seen: _Loaded) -> Any:
         if not step.load:
             return await self._send_now(step)
         node = _node_of(self.client, step).name if isinstance(self.client, AsyncRedisCluster) else None
+        done = _loaded_since(self._loaded, seen, node)
+        if done is not None:  # the FCALL was answered before a load that has since finished
+            return done[0]
         flight = self._loads.get(node)
         if flight is not None:
             return await asyncio.shield(flight)
@@ -498,6 +528,7 @@ class AsyncDriver:
         try:
             reply = await self._send_now(step)
             flight.set_result(reply)
+            self._loaded = {**self._loaded, node: (reply,)}
             return reply
         except BaseException as e:
             flight.set_exception(e if isinstance(e, Exception) else redis.exceptions.TimeoutError("cancelled"))

@@ -37,8 +37,9 @@ class ReplyClass(enum.Enum):
 @dataclass(frozen=True)
 class Behaviour:
     """What a class does, in the contract's words: the ``decision`` (``failure_policy`` or ``raise``),
-    whether that decision is ``degraded``, what the ``breaker`` is told (``failure`` or ``none``), the
-    ``log`` (``outage``, ``once_per_cause``, ``once_per_key``, ``none``) and the ``counter``."""
+    whether that decision is ``degraded``, what the ``breaker`` records (``failure``: Redis did not
+    answer; ``answered``: it did, as a decision would; ``none``: nothing), the ``log`` (``outage``,
+    ``once_per_cause``, ``once_per_key``, ``none``) and the ``counter``."""
 
     decision: str
     degraded: bool
@@ -47,10 +48,18 @@ class Behaviour:
     counter: str
 
 
-_BEHAVIOURS: dict[ReplyClass, Behaviour] = {
-    ReplyClass(c["name"]): Behaviour(c["decision"], bool(c["degraded"]), c["breaker"], c["log"], c["counter"])
-    for c in _REPLIES["classes"]
-}
+#: What a class's ``breaker`` may say; another word is a contract this package cannot follow.
+BREAKER_WORDS = ("failure", "answered", "none")
+
+
+def _behaviour(c: Mapping[str, Any]) -> Behaviour:
+    if c["breaker"] not in BREAKER_WORDS:
+        raise ValueError(f"contract.json: the class {c['name']!r} tells the breaker {c['breaker']!r}, "
+                         f"not one of {BREAKER_WORDS}")
+    return Behaviour(c["decision"], bool(c["degraded"]), c["breaker"], c["log"], c["counter"])
+
+
+_BEHAVIOURS: dict[ReplyClass, Behaviour] = {ReplyClass(c["name"]): _behaviour(c) for c in _REPLIES["classes"]}
 _RULES: list[tuple[str, str | None, ReplyClass]] = [
     (r["code"], None if r["starts"] is None else str(r["starts"]).lower(), ReplyClass(r["class"]))
     for r in _REPLIES["rules"]
