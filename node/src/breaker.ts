@@ -1,7 +1,8 @@
 /** A circuit breaker, as `client/src/breaker.rs`: after `failures` failed calls in a row Redis is not
  * called for `cooldownMs`, so an outage costs no request a deadline; then one call (only one) probes,
- * and its outcome closes the breaker or opens it for another cool-down. A configuration fault (an
- * unknown or refused command) opens it at once. */
+ * and its outcome closes the breaker or opens it for another cool-down. Only an outage is a failure:
+ * any answer from Redis (a decision, a misconfiguration, a conflict, a usage error; the contract's
+ * class says `answered`) is a success. */
 export interface BreakerOptions {
   /** Failed calls in a row that open it (default 5). */
   failures?: number;
@@ -61,11 +62,6 @@ export class Breaker {
       this.inARow++;
       if (this.inARow < this.failures) return false;
     }
-    return this.open();
-  }
-
-  /** Redis answered that the limiter cannot work with it as configured: open at once. */
-  fault(): boolean {
     return this.open();
   }
 

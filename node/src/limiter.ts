@@ -3,8 +3,8 @@
  * queue and retry options, the engine chosen and kept (module, FCALL, EVALSHA), a breaker, and a
  * failure policy that decides when Redis does not: `open` allows, `closed` denies, `fallback` decides in
  * this process with the same algorithms and this instance's share of each limit. As
- * `client/src/limiter.rs`. Events: `outage` (Redis stopped deciding: the first failure after success),
- * `recovered` (Redis decides again), `degraded` (each decision the failure policy made).
+ * `client/src/limiter.rs`. Events: `outage` (Redis stopped deciding: the first failure after an answer),
+ * `recovered` (Redis answers again), `degraded` (each decision the failure policy made).
  */
 import { EventEmitter } from "node:events";
 import { randomBytes } from "node:crypto";
@@ -238,8 +238,9 @@ export class Limiter extends EventEmitter {
   readonly local: LocalLimiter | undefined;
   private down = false;
   private misconfiguredNow = false;
-  /** Calls per class of answer: the contract's counters (`outage`, `misconfigured`, `conflicts`,
-   * `usage_errors`), each call counted once. */
+  /** The contract's counters: `outage` counts outages started (each `outage` event; the `degraded`
+   * event tells each decision made meanwhile), `misconfigured`, `conflicts` and `usage_errors` count
+   * calls. */
   readonly counters: Record<string, number> = Object.fromEntries(COUNTERS.map((c) => [c, 0]));
   private readonly logger: Logger | undefined;
   /** When each misconfiguration's cause was last logged. */
@@ -364,10 +365,12 @@ export class Limiter extends EventEmitter {
       cls = classOfTransport(kind);
       error = new UnreachableError(`connection ${kind}: ${e instanceof Error ? e.message || e.name : String(e)}`);
     }
-    this.counters[cls.counter] = (this.counters[cls.counter] ?? 0) + 1;
     if (cls.breaker === "failure") this.breaker?.failure();
-    if (cls.log === "outage") this.failed(error as CallError);
-    else if (cls.log === "once_per_cause") this.misconfiguredBy(error as ConfigurationError);
+    else if (cls.breaker === "answered") this.heard();
+    // The outage log's class is counted once per outage, when it starts (in `failed`).
+    if (cls.log === "outage") this.failed(error as CallError, cls.counter);
+    else this.count(cls.counter);
+    if (cls.log === "once_per_cause") this.misconfiguredBy(error as ConfigurationError);
     else if (cls.log === "once_per_key") this.conflictOn(error as ConflictError);
     return error;
   }
@@ -398,18 +401,31 @@ export class Limiter extends EventEmitter {
     this.emit("conflict", { keys: error.keys, error });
   }
 
+  private count(counter: string): void {
+    this.counters[counter] = (this.counters[counter] ?? 0) + 1;
+  }
+
+  /** Redis decided: it answered, and is no longer misconfigured. */
   private answered(): void {
-    this.breaker?.success();
     this.misconfiguredNow = false;
+    this.heard();
+  }
+
+  /** Redis answered (a decision, or an answer whose class's breaker is `answered`): a success to the
+   * breaker (a probe closes it) and the end of an outage. */
+  private heard(): void {
+    this.breaker?.success();
     if (this.down) {
       this.down = false;
       this.emit("recovered", {});
     }
   }
 
-  private failed(error: CallError): void {
+  /** No answer: an outage starts unless one is under way (counted in `counter`). */
+  private failed(error: CallError, counter: string): void {
     if (!this.down) {
       this.down = true;
+      this.count(counter);
       const engine = this.engine.lastDecided;
       this.engine.forget();
       this.emit("outage", { error, engine } satisfies OutageEvent);
@@ -499,10 +515,7 @@ export class Limiter extends EventEmitter {
 
   /** A call refused before sending: rejected with its `UsageError`, counted with the usage class. */
   private refused(e: unknown): Promise<never> {
-    if (e instanceof UsageError) {
-      const counter = replyClass("usage").counter;
-      this.counters[counter] = (this.counters[counter] ?? 0) + 1;
-    }
+    if (e instanceof UsageError) this.count(replyClass("usage").counter);
     return Promise.reject(e);
   }
 

@@ -15,9 +15,12 @@ export interface ReplyClass {
   /** `failure_policy`: the failure policy decides (degraded); `raise`: the caller gets the error. */
   decision: "failure_policy" | "raise";
   degraded: boolean;
-  breaker: "failure" | "none";
+  /** `failure`: counts against Redis; `answered`: Redis answered, a success as a decision is (ends a
+   * probe, resets the failures in a row). */
+  breaker: "failure" | "answered" | "none";
   log: "outage" | "once_per_cause" | "once_per_key" | "none";
-  /** The counter it adds to (`Limiter.counters`). */
+  /** The counter it adds to (`Limiter.counters`): once per call, or for the outage log once per
+   * outage (when it starts). */
   counter: string;
 }
 

@@ -8,9 +8,10 @@
  *
  * Keys: `<prefix><key>:fixed_window` (the kind's owner ends every key an adapter writes, as the
  * contract's `limit_key`). Each store made without a `prefix` gets a distinct one, numbered in the
- * order the stores are made in this process (`rl:erl:1:`, `rl:erl:2:`; `rl:frl:1:` ...): the same
- * code makes the same stores in the same order in every instance of the app, so they share their keys,
- * and two stores of one app never count in each other's.
+ * order the stores are made in this process (`rl:erl:1:`, `rl:erl:2:`; `rl:frl:1:` ...), so two stores
+ * of one app never count in each other's. Instances share a limit only while they make their stores in
+ * the same order (one that makes a store conditionally or lazily counts in other keys): the README asks
+ * for an explicit `prefix` in production.
  */
 import { Limiter } from "./limiter.js";
 import { FixedWindow } from "./policy.js";

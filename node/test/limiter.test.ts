@@ -138,7 +138,7 @@ for (const f of FACTORIES) {
         assert.equal(d.degraded, true);
         assert.ok(d.error instanceof ConfigurationError, String(d.error));
       }
-      assert.equal(rl.breaker!.isOpen, false, "a misconfiguration is no outage: the breaker is untouched");
+      assert.equal(rl.breaker!.isOpen, false, "a misconfiguration is no outage: Redis answered");
       assert.equal(rl.misconfigured, true);
       assert.equal(rl.counters["misconfigured"], 8);
       assert.equal(outages.length, 0);
@@ -220,7 +220,7 @@ describe("refused before sending, and the answers that are not outages", () => {
     }
     assert.equal(rl.counters["conflicts"], 6);
     assert.equal(outages.length, 0);
-    assert.equal(rl.breaker!.isOpen, false, "the breaker is untouched by a conflict");
+    assert.equal(rl.breaker!.isOpen, false, "a conflict is no outage: Redis answered");
     const logged = lines.slice(before);
     assert.equal(logged.length, 1, logged.join("\n"));
     assert.ok(logged[0]!.includes(k) && logged[0]!.includes("To recover"), logged[0]);

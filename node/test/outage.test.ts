@@ -3,9 +3,11 @@
 // breaker keeps calls away, its probe ends the outage when Redis answers again.
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Server } from "./servers.ts";
+import { Server, LONG_DEADLINE_MS } from "./servers.ts";
 import { FACTORIES } from "./clients.ts";
-import { Limiter, TokenBucket, DeadlineError, type Decision, type OutageEvent } from "../src/index.ts";
+import {
+  Limiter, TokenBucket, DeadlineError, ServerError, BreakerOpenError, ConflictError, type Decision, type OutageEvent,
+} from "../src/index.ts";
 
 const DEADLINE = 100;
 const SLACK = 40; // timers and the event loop
@@ -96,5 +98,60 @@ for (const f of FACTORIES) {
         await server.close();
       }
     });
+  });
+}
+
+// An outage that Redis answers itself: OOM (maxmemory 1 byte; the module's commands are deny-oom). The
+// breaker's clock is the test's, so its cool-down ends when the test says.
+for (const f of FACTORIES) {
+  test(`${f.name}: an outage counted once; the breaker's probe meeting a conflict closes it (Redis answered)`, async () => {
+    const server = await Server.start({ module: true });
+    const made = await f.make(server.port);
+    try {
+      let now = 0;
+      const rl = new Limiter(made.client, {
+        failure: "open", deadlineMs: LONG_DEADLINE_MS, logger: false, breaker: { failures: 2, cooldownMs: 1000, now: () => now },
+      });
+      const admin = (...args: string[]) => rl.adapter.send(args, undefined); // past the breaker
+      const events: string[] = [];
+      rl.on("outage", () => events.push("outage"));
+      rl.on("recovered", () => events.push("recovered"));
+      const good = "rl:{b}:good";
+      const taken = "rl:{b}:taken";
+      await admin("SET", taken, "another program's");
+      assert.equal((await rl.check(good, p)).degraded, false);
+
+      await admin("CONFIG", "SET", "maxmemory", "1");
+      const errors: unknown[] = [];
+      for (let i = 0; i < 5; i++) {
+        const d = await rl.check(good, p);
+        assert.equal(d.degraded, true);
+        errors.push(d.error);
+      }
+      assert.ok(errors.slice(0, 2).every((e) => e instanceof ServerError && /^OOM/.test(e.message)), String(errors));
+      assert.ok(errors.slice(2).every((e) => e instanceof BreakerOpenError), String(errors));
+      assert.equal(rl.breaker!.isOpen, true);
+      assert.equal(rl.counters["outage"], 1, "one outage, however many calls it degraded");
+      assert.deepEqual(events, ["outage"]);
+
+      await admin("CONFIG", "SET", "maxmemory", "0");
+      now += 1000; // the cool-down is over: the next call probes
+      const probe = await rl.check(taken, p);
+      assert.ok(probe.degraded && probe.error instanceof ConflictError, String(probe.error));
+      assert.equal(rl.breaker!.isOpen, false, "the probe met a conflict: Redis answered, the breaker closes");
+      assert.deepEqual(events, ["outage", "recovered"]);
+      const after = await rl.check(good, p);
+      assert.equal(after.degraded, false, String(after.error));
+
+      // A second outage is counted as the second.
+      await admin("CONFIG", "SET", "maxmemory", "1");
+      for (let i = 0; i < 3; i++) assert.equal((await rl.check(good, p)).degraded, true);
+      await admin("CONFIG", "SET", "maxmemory", "0");
+      assert.equal(rl.counters["outage"], 2);
+      assert.equal(rl.counters["conflicts"], 1);
+    } finally {
+      await made.close();
+      await server.close();
+    }
   });
 }
