@@ -31,7 +31,7 @@ for (const f of FACTORIES) {
     test("auto chooses EVALSHA; decisions, several kinds in one call, a permit; SCRIPT FLUSH mid-run", async () => {
       assert.match(await ask(server.port, "INFO", "server"), /redis_version:6\.2\./);
       const v = await rl.verify();
-      assert.equal(v.engine, "scripts", v.why);
+      assert.equal(v.engine, "evalsha", v.why);
       const k = `rl:{r62-${++n}}`;
       const bucket = new TokenBucket({ capacity: 2, perSecond: 1 });
       assert.equal((await rl.check(`${k}:tb`, bucket)).allowed, true);
