@@ -159,7 +159,10 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	}, nil
 }
 
-type middleware struct{ cfg Config }
+type middleware struct {
+	cfg   Config
+	usage usageLog
+}
 
 // underPrefix: path is prefix or below it, by whole segments.
 func underPrefix(path, prefix string) bool {
@@ -321,9 +324,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		} else {
 			d, err = m.cfg.Limiter.CheckAll(ctx, calls...)
 		}
-		if err != nil { // a usage error: the configuration's bug (a Cost, a policy), said as such
-			m.cfg.Logger.Error("httplimit: a limit could not be checked", "err", err)
-			d = ratelimit.Decision{Degraded: true, RetryAfter: time.Second}
+		if err != nil { // a usage error: the application's bug, never a decision
+			m.usageError(w, routeName, tag, err, false)
+			return
 		}
 		limiting := enforced[min(d.Limiting, len(enforced)-1)]
 		m.record(routeName, limiting.name, outcomeOf(d, false))
@@ -340,8 +343,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			desc := describe(limiting)
 			var a Answer
 			switch {
-			case closed || err != nil:
-				a = Unavailable(d, desc, m.cfg.Structured, m.cfg.OutageStatus, err != nil || m.cfg.Limiter.Misconfigured())
+			case closed:
+				a = Unavailable(d, desc, m.cfg.Structured, m.cfg.OutageStatus, m.cfg.Limiter.Misconfigured())
 			case limiting.limit.Policy.IsConcurrency():
 				a = ConcurrencyLimited(d, desc)
 			default:
@@ -367,7 +370,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		d, err := m.cfg.Limiter.CheckAll(ctx, calls...)
 		p := shadow[min(d.Limiting, len(shadow)-1)]
-		if err == nil {
+		if err != nil {
+			m.usageError(w, routeName, tag, err, true)
+		} else {
 			m.record(routeName, p.name, outcomeOf(d, true))
 		}
 		if err == nil && !d.Allowed && !d.Degraded {

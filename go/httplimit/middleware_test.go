@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,12 +32,12 @@ func must(t testing.TB, err error) {
 
 func serve(t *testing.T, addr string, failure ratelimit.FailurePolicy, cfg httplimit.Config, h http.Handler) *httptest.Server {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = c.Close() })
-	l, err := ratelimit.New(c, ratelimit.Options{Failure: failure, Logger: quiet, Deadline: 5 * time.Second}) // not about deadlines: a long one
-	must(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	cfg.Limiter, cfg.Logger = l, quiet
+	if cfg.Limiter == nil {
+		cfg.Limiter = newLimiter(t, addr, failure)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	mw, err := httplimit.New(cfg)
 	must(t, err)
 	// An authentication middleware in front: X-User is the principal.
@@ -51,6 +52,16 @@ func serve(t *testing.T, addr string, failure ratelimit.FailurePolicy, cfg httpl
 	srv := httptest.NewServer(auth(mw(h)))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+func newLimiter(t *testing.T, addr string, failure ratelimit.FailurePolicy) *ratelimit.Limiter {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := ratelimit.New(c, ratelimit.Options{Failure: failure, Logger: quiet, Deadline: 5 * time.Second}) // not about deadlines: a long one
+	must(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 func get(t *testing.T, url string, headers ...string) (*http.Response, map[string]any) {
@@ -210,3 +221,66 @@ func TestMiddlewareConcurrencyAndOutage(t *testing.T) {
 		t.Fatalf("stopped server, fail closed: %d %v", r.StatusCode, body)
 	}
 }
+
+// A limit the limiter refuses to check (a sliding log given a Cost of 2, a PolicyFor that returns
+// no policy, for an enforced or a shadow route) is the application's bug: 500, never the failure
+// policy's decision (fail open would let it through unlimited), no decision recorded, one error
+// line per cause however many requests and callers meet it.
+func TestAUsageErrorIsAnswered500(t *testing.T) {
+	rs := redistest.Start(t, true)
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	record := func(route, limit, outcome string) {
+		mu.Lock()
+		defer mu.Unlock()
+		outcomes[outcome]++
+	}
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	l := newLimiter(t, rs.Addr, ratelimit.FailOpen())
+	var served atomic.Int32
+	srv := serve(t, rs.Addr, ratelimit.FailOpen(), httplimit.Config{Limiter: l, Logger: logger, Record: record,
+		Routes: []httplimit.Route{
+			{Name: "search", Prefix: "/search", Policy: ratelimit.Must(ratelimit.SlidingLog(10, time.Minute)),
+				Cost: func(*http.Request) uint64 { return 2 }},
+			{Name: "plan", Prefix: "/plan", PolicyFor: func(httplimit.Caller) ratelimit.Policy { return ratelimit.Policy{} }},
+			{Name: "shadow", Prefix: "/shadow", Shadow: true, PolicyFor: func(httplimit.Caller) ratelimit.Policy { return ratelimit.Policy{} }},
+		}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+	for _, user := range []string{"ada", "bob", "cy\"quote"} {
+		for _, path := range []string{"/search", "/plan"} {
+			for i := 0; i < 2; i++ {
+				if r, _ := get(t, srv.URL+path, "X-User", user); r.StatusCode != 500 {
+					t.Fatalf("%s as %s: %d, want 500", path, user, r.StatusCode)
+				}
+			}
+		}
+		if r, _ := get(t, srv.URL+"/shadow", "X-User", user); r.StatusCode != 200 {
+			t.Fatalf("a shadow route's bug as %s: %d, want it served", user, r.StatusCode)
+		}
+	}
+	if served.Load() != 3 {
+		t.Fatalf("%d requests served, want the 3 to the shadow route", served.Load())
+	}
+	n := l.Counts()
+	if n.UsageErrors != 15 || n.Degraded != 0 || n.Decisions != 0 {
+		t.Fatalf("counts %+v", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(outcomes) != 0 {
+		t.Fatalf("outcomes recorded: %v", outcomes)
+	}
+	out := logs.String()
+	if strings.Count(out, "level=ERROR") != 3 || !strings.Contains(out, "route=search") || !strings.Contains(out, "route=plan") ||
+		!strings.Contains(out, "route=shadow") || !strings.Contains(out, "sliding log") {
+		t.Fatalf("logs:\n%s", out)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
