@@ -51,17 +51,23 @@ func ceilSecs(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
+// unexpectedReply is an answer that is not what the command answers: the contract's class for an
+// answer no rule knows (misconfigured), so the failure policy decides it like any other.
+func unexpectedReply(format string, args ...any) *CallError {
+	return &CallError{Class: contract.Replies.Otherwise, Cause: ErrReply, Err: fmt.Errorf(format, args...)}
+}
+
 // integers reads a reply that is an array of integers (RESP2 and RESP3 alike).
 func integers(reply any) ([]int64, error) {
 	list, ok := reply.([]any)
 	if !ok {
-		return nil, &CallError{Cause: ErrReply, Err: fmt.Errorf("not a list of integers: %v", reply)}
+		return nil, unexpectedReply("not a list of integers: %v", reply)
 	}
 	out := make([]int64, len(list))
 	for i, v := range list {
 		n, ok := v.(int64)
 		if !ok {
-			return nil, &CallError{Cause: ErrReply, Err: fmt.Errorf("not a list of integers: %v", reply)}
+			return nil, unexpectedReply("not a list of integers: %v", reply)
 		}
 		out[i] = n
 	}
@@ -71,7 +77,7 @@ func integers(reply any) ([]int64, error) {
 // decisionOf reads an RL.* reply: [allowed, limit, remaining, retry_after_ms, reset_after_ms (, sixth)].
 func decisionOf(fields []int64) (Decision, error) {
 	if len(fields) < 5 {
-		return Decision{}, &CallError{Cause: ErrReply, Err: fmt.Errorf("not a decision: %v", fields)}
+		return Decision{}, unexpectedReply("not a decision: %v", fields)
 	}
 	d := Decision{
 		Allowed:    fields[0] == 1,
@@ -111,7 +117,7 @@ func takenOf(reply any) (Taken, error) {
 		return Taken{}, err
 	}
 	if len(fields) < 6 {
-		return Taken{}, &CallError{Cause: ErrReply, Err: fmt.Errorf("not a partial grant: %v", fields)}
+		return Taken{}, unexpectedReply("not a partial grant: %v", fields)
 	}
 	d, err := decisionOf(fields[:5])
 	return Taken{Decision: d, Taken: uint64(max(0, fields[5]))}, err
@@ -142,13 +148,13 @@ func inspectionOf(reply any) (Inspection, error) {
 		}
 	case []any:
 		if len(r)%2 != 0 {
-			return Inspection{}, &CallError{Cause: ErrReply, Err: fmt.Errorf("not field/value pairs: %v", reply)}
+			return Inspection{}, unexpectedReply("not field/value pairs: %v", reply)
 		}
 		for i := 0; i < len(r); i += 2 {
 			pairs[fmt.Sprint(r[i])] = r[i+1]
 		}
 	default:
-		return Inspection{}, &CallError{Cause: ErrReply, Err: fmt.Errorf("not field/value pairs: %v", reply)}
+		return Inspection{}, unexpectedReply("not field/value pairs: %v", reply)
 	}
 	in := Inspection{Exists: true, Fields: map[string]int64{}}
 	if s, ok := pairs["limiter"].(string); ok {
