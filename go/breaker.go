@@ -8,9 +8,9 @@ import (
 // breaker: after `failures` failed calls in a row, Redis is not called for `cooldown`, so an
 // outage costs no request a timeout; then one call (and only one) tries Redis, and its outcome
 // closes the breaker or opens it for another cool-down. Meanwhile the limiter's probe asks Redis
-// every probeEvery and closes the breaker as soon as it answers. Only outages count (the
-// contract's classes: breaker "failure"); a misconfiguration, a conflict or a usage error
-// leaves it as it is.
+// every 50 ms and closes the breaker as soon as it answers. Only outages count against Redis
+// (the contract's classes: breaker "failure"); a misconfiguration, a conflict or a usage error
+// that Redis answered is a success (breaker "answered"), as a decision is.
 type breaker struct {
 	failures int
 	cooldown time.Duration
@@ -46,8 +46,9 @@ func (b *breaker) allow() bool {
 	return false
 }
 
-// success: Redis answered (a decision, or an error reply such as a bad argument). True when this
-// closed the breaker.
+// success: Redis answered (a decision, or an error reply of a class whose breaker is "answered":
+// a misconfiguration, a conflict, a usage error); resets the failures in a row and ends a probe.
+// True when this closed the breaker.
 func (b *breaker) success() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -67,7 +67,7 @@ func TestAConflictIsNoOutage(t *testing.T) {
 
 // The caller's mistakes are returned (errors.Is ErrUsage, with Redis' code and text), never
 // decided by the failure policy: refused before sending (an empty key, which no call creates; the
-// same key twice) or answered so by Redis (a weight past the bound). Counted, breaker untouched.
+// same key twice) or answered so by Redis (a weight past the bound). Counted; the breaker stays closed.
 func TestUsageErrorsAreReturned(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t, true)
@@ -100,6 +100,86 @@ func TestUsageErrorsAreReturned(t *testing.T) {
 	n := l.Counts()
 	if n.UsageErrors != 3 || n.Degraded != 0 || n.Outages != 0 || l.BreakerOpen() {
 		t.Fatalf("counts %+v", n)
+	}
+}
+
+// Redis answering with an error reply whose class's breaker is "answered" (a conflict, a usage
+// error) is a success for the breaker, as a decision is: when the one call let through after an
+// outage's cool-down meets it, the breaker closes and the next call is decided. The user's ACL
+// refuses PING, so the limiter's own probe cannot close the breaker first.
+func TestAnAnsweredProbeClosesTheBreaker(t *testing.T) {
+	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+	window := ratelimit.Must(ratelimit.FixedWindow(100, time.Minute))
+	probes := map[string]func(context.Context, *ratelimit.Limiter) error{
+		"conflict": func(ctx context.Context, l *ratelimit.Limiter) error {
+			d, err := l.Check(ctx, "rl:{user:42}:api", window, 1) // the key holds a token bucket
+			if err != nil || !d.Degraded || d.Allowed {
+				return fmt.Errorf("the conflict: %+v %v", d, err)
+			}
+			return nil
+		},
+		"usage": func(ctx context.Context, l *ratelimit.Limiter) error {
+			_, _, err := l.Acquire(ctx, "rl:{user:42}:slots", ratelimit.Must(ratelimit.Concurrency(2, time.Minute)), 200_000)
+			if !errors.Is(err, ratelimit.ErrUsage) {
+				return fmt.Errorf("a weight past the bound: %v", err)
+			}
+			return nil
+		},
+	}
+	for name, probe := range probes {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			srv := redistest.Start(t, true)
+			admin := srv.Client(t)
+			must(t, admin.Do(ctx, "ACL", "SETUSER", "limiter", "on", ">pw", "~*", "+@all", "-ping").Err())
+			must(t, admin.ConfigSet(ctx, "lua-time-limit", "10").Err()) // a long script: BUSY after 10 ms
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "limiter", Password: "pw"})
+			t.Cleanup(func() { _ = c.Close() })
+			logs := &logBuffer{}
+			l := newLimiter(t, c, ratelimit.Options{Failure: ratelimit.FailClosed(), BreakerFailures: 1,
+				BreakerCooldown: time.Nanosecond, Logger: logs.logger()})
+			if d, err := l.Check(ctx, "rl:{user:42}:api", bucket, 1); err != nil || d.Degraded {
+				t.Fatalf("before: %+v %v", d, err)
+			}
+			// An outage: Redis answers BUSY while a script runs, until SCRIPT KILL.
+			script := make(chan error, 1)
+			go func() { script <- admin.Eval(ctx, "while true do end", nil).Err() }()
+			for end := time.Now().Add(5 * time.Second); ; {
+				if err := admin.Ping(ctx).Err(); err != nil && strings.HasPrefix(err.Error(), "BUSY") {
+					break
+				} else if time.Now().After(end) {
+					t.Fatalf("no BUSY reply: %v", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if d, err := l.Check(ctx, "rl:{user:1}:api", bucket, 1); err != nil || !d.Degraded || !l.BreakerOpen() {
+				t.Fatalf("busy: %+v %v, breaker open %v", d, err, l.BreakerOpen())
+			}
+			must(t, admin.Do(ctx, "SCRIPT", "KILL").Err())
+			if err := <-script; err == nil {
+				t.Fatal("the script ended without an error")
+			}
+			if !l.BreakerOpen() {
+				t.Fatal("the breaker closed before any call (PING is refused to this user)")
+			}
+			// The cool-down is over: this call is the breaker's probe.
+			if err := probe(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			if l.BreakerOpen() {
+				t.Fatal("the breaker is still open after Redis answered its probe")
+			}
+			if d, err := l.Check(ctx, "rl:{user:2}:api", bucket, 1); err != nil || d.Degraded || !d.Allowed {
+				t.Fatalf("after the probe: %+v %v", d, err)
+			}
+			n := l.Counts()
+			if n.Outages != 1 || n.BreakerOpened != 1 || n.Degraded != map[string]uint64{"conflict": 2, "usage": 1}[name] {
+				t.Fatalf("counts %+v", n)
+			}
+			if out := logs.String(); !strings.Contains(out, "outage over") {
+				t.Fatalf("the outage's end is not logged:\n%s", out)
+			}
+		})
 	}
 }
 
@@ -208,5 +288,26 @@ func TestARefusedConnectionIsUnreachable(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, `engine="the Lua library through FCALL"`) || !strings.Contains(out, "unreachable") {
 		t.Fatalf("the outage line:\n%s", out)
+	}
+}
+
+// A reply that is not what the command answers (here a foreign library named ratelimit whose
+// rl_token answers "OK") has the contract's class for an answer no rule knows: the failure policy
+// decides it (before: a CallError without a class, and CheckAll panicked looking its class up).
+func TestAnUnreadableReplyIsDecidedByThePolicy(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, false)
+	c := srv.Client(t)
+	must(t, c.FunctionLoad(ctx, "#!lua name=ratelimit\nredis.register_function('rl_token', function() return 'OK' end)").Err())
+	l := newLimiter(t, c, ratelimit.Options{Failure: ratelimit.FailClosed(), Engine: ratelimit.Functions})
+	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+	d, err := l.Check(ctx, "rl:{user:42}:api", bucket, 1)
+	if err != nil || !d.Degraded || d.Allowed {
+		t.Fatalf("check: %+v %v", d, err)
+	}
+	_, err = l.CheckAllStrict(ctx, ratelimit.Limit{Key: "rl:{user:42}:api", Policy: bucket, Cost: 1})
+	var ce *ratelimit.CallError
+	if !errors.As(err, &ce) || !errors.Is(err, ratelimit.ErrReply) || ce.Class != ratelimit.ClassMisconfigured {
+		t.Fatalf("strict: %#v", err)
 	}
 }

@@ -326,29 +326,35 @@ func (l *Limiter) call(ctx context.Context, cmd []string) (any, error) {
 
 // settle does what the contract's class of a call's outcome says to the breaker, the counters
 // and the log, and returns the error as a *CallError (the failure policy decides) or a
-// *UsageError (the caller's).
+// *UsageError (the caller's, as Redis answered it: the ones refused before sending never get here).
 func (l *Limiter) settle(err error, keys []string) error {
 	if err == nil {
-		l.answered()
+		l.redisDecided()
 		return nil
 	}
 	err = callErrorOf(err)
+	class := ClassUsage
 	var ce *CallError
-	if !errors.As(err, &ce) {
-		return l.refused(err)
-	}
-	if ce.Cause == ErrDeadline && ce.Deadline == 0 {
-		ce.Deadline = l.deadline
+	if errors.As(err, &ce) {
+		class = ce.Class
+		if ce.Cause == ErrDeadline && ce.Deadline == 0 {
+			ce.Deadline = l.deadline
+		}
 	}
 	// What the class does, as the contract's classes say: the breaker, the counter, the log.
-	does := classDeclOf(ce.Class)
-	if does.Breaker == "failure" && l.breaker.failure() {
-		l.startProbe()
+	does := classDeclOf(class)
+	switch does.Breaker {
+	case "failure":
+		if l.breaker.failure() {
+			l.startProbe()
+		}
+	case "answered": // Redis answered: a success, as a decision is (it ends a half-open probe)
+		l.heard()
 	}
 	if n := l.counterOf(does.Counter); n != nil {
 		n.Add(1)
 	}
-	if ce.Class == ClassMisconfigured {
+	if class == ClassMisconfigured {
 		l.lastMisconfigured.Store(true)
 	}
 	switch does.Log {
@@ -356,8 +362,8 @@ func (l *Limiter) settle(err error, keys []string) error {
 		l.logMisconfigured(ce)
 	case "once_per_key":
 		l.logConflict(ce, keys)
-	} // "outage": countDegraded logs where an outage starts and answered where it ends
-	return ce
+	} // "outage": countDegraded logs where an outage starts and heard where it ends
+	return err
 }
 
 // counterOf is the counter a class counts each call in (nil for outage: Outages counts outages
@@ -374,9 +380,15 @@ func (l *Limiter) refused(err error) error {
 	return err
 }
 
-// answered: Redis answered; ends an outage.
-func (l *Limiter) answered() {
+// redisDecided: Redis decided; ends an outage and a misconfiguration.
+func (l *Limiter) redisDecided() {
 	l.lastMisconfigured.Store(false)
+	l.heard()
+}
+
+// heard: Redis answered (a decision, or an error reply whose class's breaker is "answered"): a
+// success for the breaker; ends an outage.
+func (l *Limiter) heard() {
 	if l.breaker.success() || l.inOutageNow() {
 		l.endOutage()
 	}
@@ -394,7 +406,7 @@ func (l *Limiter) endOutage() {
 	l.inOutage, l.outageCount = false, 0
 	l.outageMu.Unlock()
 	if was {
-		l.log.Info("redis-ratelimit: Redis decides again; outage over",
+		l.log.Info("redis-ratelimit: Redis answers again; outage over",
 			"lasted", time.Since(since).Round(time.Millisecond), "degraded_decisions", n)
 	}
 }
@@ -422,7 +434,7 @@ func (l *Limiter) startProbe() {
 				return l.client.Ping(ctx).Result()
 			})
 			if err == nil {
-				l.answered()
+				l.heard() // an answer, not a decision: Misconfigured() stays as it was
 				return
 			}
 		}
@@ -501,7 +513,8 @@ func (l *Limiter) CheckAll(ctx context.Context, limits ...Limit) (Decision, erro
 }
 
 // CheckAllStrict is CheckAll without the failure policy: a call Redis did not decide returns its
-// *CallError (errors.Is ErrDeadline, ErrUnreachable, ErrBreakerOpen, ErrServer, ErrConfiguration).
+// *CallError (errors.Is ErrDeadline, ErrUnreachable, ErrBreakerOpen, ErrServer, ErrConfiguration,
+// ErrConflict, ErrReply).
 func (l *Limiter) CheckAllStrict(ctx context.Context, limits ...Limit) (Decision, error) {
 	cmd, err := buildDecide(limits)
 	if err != nil {

@@ -280,7 +280,7 @@ func TestEngineChoiceUnderACLs(t *testing.T) {
 	if _, err := l.Verify(ctx); !errors.Is(err, ratelimit.ErrConfiguration) {
 		t.Fatalf("Verify without any engine: %v", err)
 	}
-	// Misconfigured: the failure policy decides, the breaker is untouched, one error line (once
+	// Misconfigured: the failure policy decides, the breaker stays closed, one error line (once
 	// per cause a minute), counted, no outage.
 	for i := 0; i < 5; i++ {
 		d, err := l.Check(ctx, "k", ratelimit.Must(ratelimit.TokenBucket(1, 1)), 1)

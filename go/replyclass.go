@@ -18,7 +18,8 @@ type Class string
 // The contract's classes.
 const (
 	// ClassOutage: no answer, or Redis cannot decide now (LOADING, READONLY, ...): the failure
-	// policy decides (Degraded), the breaker counts a failure, the outage log.
+	// policy decides (Degraded), the breaker counts a failure, the outage log. The other classes
+	// are Redis answering: a success for the breaker, as a decision is.
 	ClassOutage Class = "outage"
 	// ClassMisconfigured: the server as configured cannot run the limiter (NOPERM, unknown command,
 	// an error reply no rule knows): the failure policy decides, logged at error level once per
@@ -37,7 +38,7 @@ type classDecl struct {
 	Name     Class  `json:"name"`
 	Decision string `json:"decision"` // failure_policy | raise
 	Degraded bool   `json:"degraded"`
-	Breaker  string `json:"breaker"` // failure | none
+	Breaker  string `json:"breaker"` // failure | answered
 	Log      string `json:"log"`     // outage | once_per_cause | once_per_key | none
 	Counter  string `json:"counter"`
 }
