@@ -7,7 +7,7 @@
 //! ran: a restart, a failover, a flush, a cluster node that has not seen the library yet) loads the
 //! library on that node and is sent again, once.
 
-use crate::connection::{is_configuration_fault, Transport};
+use crate::connection::Transport;
 use crate::engine_machine::{self as machine, Answer, Sent, State, Then, Wanted};
 use crate::error::CallError;
 use crate::reply_class::{reply_text, ReplyClass};
@@ -235,10 +235,15 @@ impl Engine {
                 State::Evalsha => call.evalsha(),
                 _ => cmd.clone(),
             };
+            let loads = self.loads.load(Ordering::Acquire);
             let result = transport.query_waited(&sent, key, replicas, timeout).await;
             match &result {
                 Err(e) if missing(e) => {
-                    load(transport, &call, engine).await?;
+                    match engine {
+                        Backend::Scripts => load(transport, &call, engine).await?,
+                        // One load at a time, as for every other call.
+                        _ => drop(self.load_once(transport, &call, loads).await?),
+                    }
                     return transport.query_waited(&sent, key, replicas, timeout).await;
                 }
                 Err(e) if self.wanted == Backend::Auto && refuses(e) && !chose_again => {
@@ -298,24 +303,26 @@ async fn load(transport: &Transport, call: &Call, engine: Backend) -> RedisResul
     transport.query(&cmd, false).await.map(drop)
 }
 
+/// What the engine machine reads in `e`, also from a pipelined error (a waited decision), which keeps
+/// only its text: read from the first error code of the machine's answers found in it.
+fn answer_of(e: &RedisError) -> Answer {
+    if e.code().is_some() {
+        return machine::answer_of_reply(&reply_text(e));
+    }
+    let text = e.to_string();
+    let found = machine::ANSWERS.iter().filter_map(|(_, code, _)| text.find(&format!("{code} "))).min();
+    found.map_or(Answer::Error, |at| machine::answer_of_reply(&text[at..]))
+}
+
 /// An answer that says this engine cannot work for this user here: its command unknown or refused.
 fn refuses(e: &RedisError) -> bool {
-    // A pipelined error (a waited decision) keeps only its text.
-    let text = e.to_string();
-    is_configuration_fault(e) || text.contains("unknown command") || text.contains("NOPERM")
+    matches!(answer_of(e), Answer::UnknownCommand | Answer::Noperm)
 }
 
 /// "Function not found" or NOSCRIPT: the library or the script is not on this server (or this node);
 /// the call never ran.
 fn missing(e: &RedisError) -> bool {
-    // A pipelined error (a waited decision) keeps only its text.
-    e.code() == Some("NOSCRIPT") || e.to_string().contains("NOSCRIPT") || function_missing(e)
-}
-
-/// "Function not found": the library is not loaded on this server (or this node).
-fn function_missing(e: &RedisError) -> bool {
-    e.detail().is_some_and(|d| d.to_ascii_lowercase().contains("function not found"))
-        || e.to_string().to_ascii_lowercase().contains("function not found")
+    matches!(answer_of(e), Answer::FunctionMissing | Answer::Noscript)
 }
 
 /// A library function's call: its name, keys and other arguments, in the command's order.

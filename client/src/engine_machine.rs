@@ -97,8 +97,12 @@ pub(crate) const STATES: [(State, &str, Sent, &str); 4] = [
     (State::Evalsha, "evalsha", Sent::Evalsha, "the Lua library through EVALSHA scripts"),
 ];
 
-/// The answers read from an error reply: code and the start of the text after it (as in `reply_class`).
-pub(crate) const ANSWERS: [(Answer, &str, Option<&str>); 4] = [
+/// The answers read from an error reply: code and the start of the text after it (as in `reply_class`),
+/// the first that matches. A key outside the user's ACL key patterns is refused with NOPERM too, but the
+/// command exists: that answer does not steer (Redis 7+ and 6.2 word it so).
+pub(crate) const ANSWERS: [(Answer, &str, Option<&str>); 6] = [
+    (Answer::Error, "NOPERM", Some("no permissions to access")),
+    (Answer::Error, "NOPERM", Some("this user has no permissions to access")),
     (Answer::Noperm, "NOPERM", None),
     (Answer::UnknownCommand, "ERR", Some("unknown command")),
     (Answer::FunctionMissing, "ERR", Some("function not found")),
@@ -191,16 +195,10 @@ pub(crate) const TRANSITIONS: &[Transition] = &[
         next: Next::To(State::Evalsha),
         then: Then::Decided,
     },
-    // Another error reply: the engine answered (its command is known), and the reply is classified.
+    // Another error reply: classified (`reply_class`); the engine stays where it was (NOAUTH answers
+    // any command, so it proves no engine).
     Transition {
-        sent: &[S::Module],
-        answers: &[A::Error],
-        wanted: ALL,
-        next: Next::To(State::Module),
-        then: Then::Error,
-    },
-    Transition {
-        sent: &[S::Fcall, S::Evalsha, S::Eval],
+        sent: &[S::Module, S::Fcall, S::Evalsha, S::Eval],
         answers: &[A::Error],
         wanted: ALL,
         next: Next::Same,
@@ -319,6 +317,28 @@ mod tests {
         // The next call finds the library missing (a flush): it loads again, never asks the module.
         let (next, then) = step(Wanted::Auto, State::Fcall, S::Fcall, A::FunctionMissing, 1);
         assert_eq!((next, then), (State::Fcall, Then::Send(S::FunctionLoad)));
+    }
+
+    #[test]
+    fn a_key_outside_the_users_patterns_does_not_move_the_engine() {
+        assert_eq!(answer_of_reply("NOPERM No permissions to access a key"), A::Error);
+        assert_eq!(
+            answer_of_reply(
+                "NOPERM this user has no permissions to access one of the keys used as arguments"
+            ),
+            A::Error
+        );
+        assert_eq!(
+            answer_of_reply("NOPERM User app has no permissions to run the 'rl.token' command"),
+            A::Noperm
+        );
+        assert_eq!(
+            answer_of_reply(
+                "NOPERM this user has no permissions to run the 'rl.token' command or its subcommand"
+            ),
+            A::Noperm
+        );
+        assert_eq!(step(W::Auto, State::Unknown, S::Module, A::Error, 1), (State::Unknown, Then::Error));
     }
 
     #[test]

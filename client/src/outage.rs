@@ -15,7 +15,7 @@ use crate::counters;
 use crate::error::CallError;
 use crate::limiter::FailurePolicy;
 use crate::log_throttle::LogThrottle;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,7 +26,8 @@ pub(crate) struct Outages {
     /// this instead of taking the lock.
     under_way: AtomicBool,
     reminder: LogThrottle,
-    fault_log: LogThrottle,
+    /// One throttle per cause of a fault (the rule its answer matched): each is said once a minute.
+    fault_logs: Mutex<HashMap<String, LogThrottle>>,
     misconfigured: AtomicBool,
     /// The keys whose conflict was logged (at most `MAX_CONFLICT_KEYS`; past that, one line a minute).
     conflicts: Mutex<HashSet<String>>,
@@ -49,7 +50,7 @@ impl Outages {
             current: Mutex::new(None),
             under_way: AtomicBool::new(false),
             reminder: LogThrottle::new(Duration::from_secs(10)),
-            fault_log: LogThrottle::new(Duration::from_secs(60)),
+            fault_logs: Mutex::new(HashMap::new()),
             misconfigured: AtomicBool::new(false),
             conflicts: Mutex::new(HashSet::new()),
             conflict_log: LogThrottle::new(Duration::from_secs(60)),
@@ -118,7 +119,10 @@ impl Outages {
     pub(crate) fn fault(&self, limiter: &Arc<str>, command: &str, error: &CallError, now: Instant) {
         self.misconfigured.store(true, Relaxed);
         counters::configuration_fault(limiter);
-        self.fault_log.maybe(now, |suppressed| {
+        let cause = format!("{command} {}", crate::reply_class::cause(error));
+        let mut logs = self.fault_logs.lock().unwrap_or_else(|e| e.into_inner());
+        let log = logs.entry(cause).or_insert_with(|| LogThrottle::new(Duration::from_secs(60)));
+        log.maybe(now, |suppressed| {
             let fix = what_to_fix(command, error);
             tracing::error!(limiter = %limiter, %error, suppressed,
                 "rate limiter misconfigured (Redis answers: this is no outage); {fix}; meanwhile the failure policy decides");

@@ -22,6 +22,8 @@ pub enum ReplyClass {
 }
 
 /// How a class is handled, as the contract states it (the code that does it: `limiter.rs`, `outage.rs`).
+/// `breaker`: "failure" counts against Redis (failures in a row open it); "answered" is Redis answering,
+/// as a decision is (it resets the count and ends a probe).
 #[cfg(test)]
 pub(crate) struct Behaviour {
     pub(crate) class: ReplyClass,
@@ -43,21 +45,21 @@ pub(crate) const BEHAVIOURS: [Behaviour; 4] = [
     Behaviour {
         class: ReplyClass::Misconfigured,
         decision: "failure_policy",
-        breaker: "none",
+        breaker: "answered",
         log: "once_per_cause",
         counter: "misconfigured",
     },
     Behaviour {
         class: ReplyClass::Conflict,
         decision: "failure_policy",
-        breaker: "none",
+        breaker: "answered",
         log: "once_per_key",
         counter: "conflicts",
     },
     Behaviour {
         class: ReplyClass::Usage,
         decision: "raise",
-        breaker: "none",
+        breaker: "answered",
         log: "none",
         counter: "usage_errors",
     },
@@ -145,6 +147,19 @@ impl ReplyClass {
             CallError::Usage(_) => Usage,
             CallError::Reply(_) | CallError::InvalidUrl { .. } => Misconfigured,
         }
+    }
+}
+
+/// What a fault is logged under: the rule its reply matched (`NOPERM`, `ERR unknown command`), not its
+/// whole text (which names keys and arguments).
+pub(crate) fn cause(error: &CallError) -> String {
+    let CallError::Redis(e) = error else { return error.to_string() };
+    let text = reply_text(e);
+    let (code, rest) = text.split_once(' ').unwrap_or((&text, ""));
+    match RULES.iter().find(|r| r.code == code && r.starts.is_none_or(|s| starts_with_ignoring_case(rest, s)))
+    {
+        Some(rule) => format!("{} {}", rule.code, rule.starts.unwrap_or_default()),
+        None => code.to_string(),
     }
 }
 
