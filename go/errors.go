@@ -136,7 +136,16 @@ func callErrorOf(err error) error {
 	}
 	code, rest := splitReply(text)
 	logCause := code
+	// The cause a line is logged under: the rule it matched, by its start (a key-level NOPERM, which
+	// the engine machine tells from the command's, is a cause of its own).
+	rules := make([]codeRule, 0, len(contract.Engines.Answers)+len(contract.Replies.Rules))
+	for _, a := range contract.Engines.Answers {
+		rules = append(rules, a.codeRule)
+	}
 	for _, r := range contract.Replies.Rules {
+		rules = append(rules, r.codeRule)
+	}
+	for _, r := range rules {
 		if r.matches(code, rest) && r.Starts != nil {
 			logCause = code + " " + *r.Starts
 			break

@@ -311,3 +311,34 @@ func TestAnUnreadableReplyIsDecidedByThePolicy(t *testing.T) {
 		t.Fatalf("strict: %#v", err)
 	}
 }
+
+// A key outside the user's ACL key patterns (NOPERM for the key, not the command) on a module
+// server: misconfigured, logged once saying to fix the key patterns (before: to load the module),
+// and the engine is not moved: a key the user may reach is then decided by the module.
+func TestAKeyOutsideTheUsersPatterns(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, true)
+	must(t, srv.Client(t).Do(ctx, "ACL", "SETUSER", "keys", "on", ">pw", "~other:*", "+@all").Err())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "keys", Password: "pw"})
+	t.Cleanup(func() { _ = c.Close() })
+	logs := &logBuffer{}
+	l := newLimiter(t, c, ratelimit.Options{Failure: ratelimit.FailClosed(), Logger: logs.logger()})
+	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+	for i := 0; i < 3; i++ {
+		d, err := l.Check(ctx, "rl:{user:42}:api", bucket, 1)
+		if err != nil || !d.Degraded || d.Allowed || !l.Misconfigured() {
+			t.Fatalf("a key outside the patterns: %+v %v misconfigured=%v", d, err, l.Misconfigured())
+		}
+	}
+	d, err := l.Check(ctx, "other:{user:42}:api", bucket, 1)
+	if err != nil || d.Degraded || !d.Allowed {
+		t.Fatalf("a key inside the patterns: %+v %v", d, err)
+	}
+	if e, why := l.Engine(); e != ratelimit.Module {
+		t.Fatalf("engine %v (%s), want the module", e, why)
+	}
+	out := logs.String()
+	if strings.Count(out, "level=ERROR") != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "key patterns") {
+		t.Fatalf("logs:\n%s", out)
+	}
+}

@@ -51,8 +51,21 @@ func (l *Limiter) logMisconfigured(ce *CallError) {
 		return
 	}
 	l.log.Error("redis-ratelimit: Redis answers that the limiter is misconfigured (not an outage); the failure policy decides until it is fixed",
-		"cause", ce.Error(), "fix", "load the module, or let this user run FCALL and FUNCTION LOAD (or EVALSHA and EVAL); see docs/errors.md",
-		"policy", l.failure.String(), "engine", l.engine.get().String())
+		"cause", ce.Error(), "fix", fixOf(ce), "policy", l.failure.String(), "engine", l.engine.get().String())
+}
+
+// fixOf says what to fix: the user's key patterns when Redis refused a key (a NOPERM the engine
+// machine reads as no refusal of the command), its credentials when it refused the user, else an
+// engine this user may run.
+func fixOf(ce *CallError) string {
+	text, _ := replyError(ce.Err)
+	switch code, _ := splitReply(text); {
+	case code == "NOPERM" && answerOf(ce.Err) == answerError:
+		return "let this user reach the limiter's keys (its ACL key patterns, e.g. ~rl:*); see docs/errors.md"
+	case code == "NOAUTH" || code == "WRONGPASS":
+		return "give the client the username and password of a user this server knows; see docs/errors.md"
+	}
+	return "load the module, or let this user run FCALL and FUNCTION LOAD (or EVALSHA and EVAL); see docs/errors.md"
 }
 
 // logConflict: at error level, once per key, with the key and how to recover.
