@@ -138,3 +138,26 @@ async fn a_route_whose_kind_changes_starts_afresh_and_one_whose_numbers_change_c
     let response = get(&client, &format!("{bigger}/"), &[]).await;
     assert_eq!(header(&response, "ratelimit-remaining"), Some("2"), "2 of 4 used: {response:?}");
 }
+
+#[tokio::test]
+async fn a_key_outside_the_users_patterns_is_refused_without_moving_the_engine() {
+    if testkit::skip_module_only("the module's command for a user without FCALL") {
+        return;
+    }
+    let Some(server) = Server::builder().own() else { return };
+    let () = testkit::redis::cmd("ACL")
+        .arg(&["SETUSER", "app", "on", ">secret", "~rl:*", "+@connection", "+rl.token"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://app:secret@127.0.0.1:{}/", server.port);
+    let limiter = support::builder(FailurePolicy::Closed).connect(&url).unwrap();
+    // NOPERM for the key, not for the command: misconfigured for this call, and the engine stays unknown.
+    let d = limiter.check("other:key", &bucket(), 1).await;
+    assert!(d.degraded && !d.allowed, "{d:?}");
+    let strict = limiter.check_strict(&[Limit::new("other:key", &bucket(), 1)]).await.unwrap_err();
+    assert_eq!(ReplyClass::of(&strict), ReplyClass::Misconfigured, "{strict}");
+    // A key the user may use is decided by the module (before, the engine had moved on to FCALL and
+    // EVALSHA, refused to this user, and every call was degraded).
+    let d = limiter.check(&unique_key("rl:acl"), &bucket(), 1).await;
+    assert!(d.allowed && !d.degraded, "{d:?}");
+}
