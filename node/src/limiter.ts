@@ -14,6 +14,7 @@ import * as command from "./command.js";
 import type { Limit } from "./command.js";
 import { Decision, inspectionFromReply, takenFromReply, type Inspection, type Taken } from "./decision.js";
 import { Engine, EngineGaveUp, RedisErrorReply, keysOf, type EngineName, type Send } from "./engine.js";
+import { answerOf } from "./engineMachine.js";
 import {
   BreakerOpenError, CallError, ConfigurationError, ConflictError, DeadlineError, ServerError, UnreachableError, UsageError,
 } from "./errors.js";
@@ -76,6 +77,8 @@ const CONFLICT_KEYS = 10_000;
 /** What to do about a misconfiguration, by the reply's code (and text). */
 function fixOf(message: string): string {
   const code = codeOf(message);
+  // A NOPERM that steers no engine (the contract's engines.answers) is about a key, not a command.
+  if (code === "NOPERM" && answerOf(message) === "error") return "give this Redis user the limiter's keys (its ACL key patterns, e.g. ~rl:*)";
   if (code === "NOPERM") return "give this Redis user the commands of the engine in use (ACL: the module's RL.*, or FCALL, FUNCTION LOAD, EVALSHA, EVAL)";
   if (code === "NOAUTH" || code === "WRONGPASS") return "give the client the Redis user's password";
   if (/^ERR unknown command/i.test(message)) return "load the module (--loadmodule), or let this user run FCALL and FUNCTION LOAD (or EVALSHA)";

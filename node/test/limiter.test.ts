@@ -151,6 +151,29 @@ for (const f of FACTORIES) {
   });
 }
 
+test("a user whose ACL key patterns leave out the limiter's keys: misconfigured, the line says to give it the keys, the engine stays unknown", async () => {
+  const { Redis } = await import("ioredis");
+  const admin = new Redis(module.port, "127.0.0.1");
+  admin.on("error", () => {});
+  await admin.call("ACL", "SETUSER", "keyless", "on", ">pw", "+@all", "~other:*");
+  const client = new Redis({ port: module.port, host: "127.0.0.1", username: "keyless", password: "pw" });
+  client.on("error", () => {});
+  try {
+    const lines: string[] = [];
+    const rl = new Limiter(client, { failure: "closed", deadlineMs: LONG_DEADLINE_MS, logger: { error: (l) => lines.push(l) } });
+    const d = await rl.check(key("acl"), new TokenBucket({ capacity: 1, perSecond: 1 }));
+    assert.ok(d.degraded && d.error instanceof ConfigurationError, String(d.error));
+    assert.match(d.error.message, /^NOPERM/);
+    assert.equal(lines.length, 1, lines.join("\n"));
+    assert.match(lines[0]!, /key patterns/);
+    assert.equal(rl.describe().engine, "unknown", "the command exists: no other engine is tried");
+  } finally {
+    client.disconnect();
+    await admin.call("ACL", "DELUSER", "keyless");
+    admin.disconnect();
+  }
+});
+
 test("a stock server under auto: the engine settles on FCALL and stays there through Function not found (one load, no return to the module)", async () => {
   const { Redis } = await import("ioredis");
   const client = new Redis(stock.port, "127.0.0.1");
