@@ -80,3 +80,15 @@ mod tests {
         assert_eq!(Decision::from_reply(&[1, 10]), None);
     }
 }
+
+/// What a partial grant took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Taken {
+    /// The bucket after the grant: `allowed` when at least one token was taken, `remaining` after
+    /// taking, `retry_after` (when none was) until one token is there; `degraded` when the failure
+    /// policy decided.
+    pub decision: Decision,
+    /// Tokens taken, from 0 to `max`.
+    pub taken: u64,
+}

@@ -6,8 +6,8 @@
 
 use crate::command::Limit;
 use crate::decision::Decision;
+use crate::decision::Taken;
 use crate::policy::Policy;
-use crate::take::Taken;
 use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare};
 use ratelimit_core::leases::{LeaseId, Leases};

@@ -41,6 +41,7 @@ mod engine;
 mod engine_machine;
 mod error;
 mod evalsha;
+mod failure;
 mod fallback;
 pub mod http;
 mod limiter;
@@ -68,11 +69,11 @@ pub mod lua {
     /// `lua/scripts/<function>.lua` are written by; tests apply it to a library whose clock is theirs).
     pub use crate::evalsha::script_of;
 }
+pub use decision::Taken;
 pub use error::{CallError, PolicyError};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder, WaitTimeout};
 pub use permit::{Acquired, Permit};
 pub use policy::{Policy, Window};
 pub use reply_class::ReplyClass;
 pub use reserve::TokenReserve;
-pub use take::Taken;
 pub use verify::{LibraryInfo, ModuleInfo, ModuleVersion, VerifyError};

@@ -5,34 +5,19 @@ use crate::breaker::{self, Admission, Breaker};
 use crate::command::{self, Limit};
 use crate::connection::Transport;
 use crate::counters::{Counters, Counts};
-use crate::decision::Decision;
+use crate::decision::{Decision, Taken};
 use crate::engine::{Backend, Engine};
 use crate::error::CallError;
+pub use crate::failure::FailurePolicy;
 use crate::fallback::LocalLimiter;
 use crate::log_throttle::LogThrottle;
 use crate::outage::Outages;
 use crate::precheck::DenialCache;
 use crate::probe::{Probe, Watched};
 use crate::reply_class::ReplyClass;
-use crate::take::Taken;
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// What a limiter does when Redis cannot decide (unreachable, slower than the deadline, breaker open).
-/// There is no default: each limiter states its choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// Allow: the API stays available during a Redis outage, unprotected for its duration. Suits
-    /// public APIs where the limiter protects rather than sells something.
-    Open,
-    /// Deny: whatever is behind the limiter is protected, and a Redis outage becomes an API outage.
-    /// Suits limits that guard something that cannot take unbounded load, or paid quotas.
-    Closed,
-    /// Decide in this process with the same algorithms and the limit divided by `instances` (the
-    /// number of application instances sharing the limit): a rough bound that stays available.
-    LocalFallback { instances: u32 },
-}
 
 /// What an allowed decision becomes when fewer replicas than asked acknowledged its write in time
 /// (see [`LimiterBuilder::wait_for_replicas`]).

@@ -13,7 +13,7 @@
 
 use crate::counters;
 use crate::error::CallError;
-use crate::limiter::FailurePolicy;
+use crate::failure::FailurePolicy;
 use crate::log_throttle::LogThrottle;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

@@ -3,7 +3,7 @@
 //! batches that wait (`RL.RESERVE .. UPTO`): at least a minimum, up to a maximum, in one reservation.
 
 use crate::connection::Transport;
-use crate::decision::Decision;
+use crate::decision::{Decision, Taken};
 use crate::error::CallError;
 use crate::limiter::{now_ns, Limiter};
 use crate::policy::Policy;
@@ -13,18 +13,6 @@ use ratelimit_core::kind::LimiterKind;
 use ratelimit_core::token_bucket::Reserve;
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// What a partial grant took.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Taken {
-    /// The bucket after the grant: `allowed` when at least one token was taken, `remaining` after
-    /// taking, `retry_after` (when none was) until one token is there; `degraded` when the failure
-    /// policy decided.
-    pub decision: Decision,
-    /// Tokens taken, from 0 to `max`.
-    pub taken: u64,
-}
 
 impl Limiter {
     /// Takes as many whole tokens as the token bucket `policy` holds at `key` now, up to `max`
