@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -149,13 +150,7 @@ func TestMiddleware(t *testing.T) {
 // numbers carries on with the count.
 func TestAChangeOfKindStartsAfresh(t *testing.T) {
 	rs := redistest.Start(t, true)
-	var mu sync.Mutex
-	outcomes := map[string]int{}
-	record := func(route, limit, outcome string) {
-		mu.Lock()
-		defer mu.Unlock()
-		outcomes[outcome]++
-	}
+	record, outcomes := countOutcomes()
 	deploy := func(p ratelimit.Policy) *httptest.Server {
 		return serve(t, rs.Addr, ratelimit.FailClosed(), httplimit.Config{Record: record,
 			Routes: []httplimit.Route{{Name: "api", Prefix: "/api", Policy: p}}}, ok)
@@ -173,17 +168,32 @@ func TestAChangeOfKindStartsAfresh(t *testing.T) {
 	}
 	second := deploy(ratelimit.Must(ratelimit.FixedWindow(2, time.Hour)))
 	if got := statuses(second, 3); !reflect.DeepEqual(got, []int{200, 200, 429}) {
-		t.Fatalf("the window, after the bucket: %v (outcomes %v)", got, outcomes)
+		t.Fatalf("the window, after the bucket: %v (outcomes %v)", got, outcomes())
 	}
 	third := deploy(ratelimit.Must(ratelimit.TokenBucket(4, 0.001))) // numbers only: carries on (2 used of 4)
 	if got := statuses(third, 3); !reflect.DeepEqual(got, []int{200, 200, 429}) {
 		t.Fatalf("the bucket's new numbers: %v", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if outcomes["degraded_allowed"]+outcomes["degraded_denied"] != 0 || outcomes["allowed"] != 6 || outcomes["denied"] != 2 {
-		t.Fatalf("outcomes %v", outcomes)
+	if o := outcomes(); o["degraded_allowed"]+o["degraded_denied"] != 0 || o["allowed"] != 6 || o["denied"] != 2 {
+		t.Fatalf("outcomes %v", o)
 	}
+}
+
+// countOutcomes is a Config.Record that counts outcomes, and a snapshot of the counts.
+func countOutcomes() (func(route, limit, outcome string), func() map[string]int) {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	record := func(_, _, outcome string) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts[outcome]++
+	}
+	snapshot := func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(counts)
+	}
+	return record, snapshot
 }
 
 // Concurrency permits are held until the handler returns; a closed failure policy on a stopped
@@ -228,13 +238,8 @@ func TestMiddlewareConcurrencyAndOutage(t *testing.T) {
 // line per cause however many requests and callers meet it.
 func TestAUsageErrorIsAnswered500(t *testing.T) {
 	rs := redistest.Start(t, true)
+	record, outcomes := countOutcomes()
 	var mu sync.Mutex
-	outcomes := map[string]int{}
-	record := func(route, limit, outcome string) {
-		mu.Lock()
-		defer mu.Unlock()
-		outcomes[outcome]++
-	}
 	var logs strings.Builder
 	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
@@ -269,11 +274,11 @@ func TestAUsageErrorIsAnswered500(t *testing.T) {
 	if n.UsageErrors != 15 || n.Degraded != 0 || n.Decisions != 0 {
 		t.Fatalf("counts %+v", n)
 	}
+	if o := outcomes(); len(o) != 0 {
+		t.Fatalf("outcomes recorded: %v", o)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(outcomes) != 0 {
-		t.Fatalf("outcomes recorded: %v", outcomes)
-	}
 	out := logs.String()
 	if strings.Count(out, "level=ERROR") != 3 || !strings.Contains(out, "route=search") || !strings.Contains(out, "route=plan") ||
 		!strings.Contains(out, "route=shadow") || !strings.Contains(out, "sliding log") {
