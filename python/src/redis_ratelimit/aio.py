@@ -31,10 +31,10 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
         self._driver = AsyncDriver(client)
 
     async def check(self, key: str, policy: Policy, cost: int = 1) -> Decision:
-        return await self._run(self._check_all([(key, policy, cost)], strict=False))
+        return await self._decide(self._check_all([(key, policy, cost)], strict=False))
 
     async def check_all(self, limits: Sequence[Limit]) -> Decision:
-        return await self._run(self._check_all(limits, strict=False))
+        return await self._decide(self._check_all(limits, strict=False))
 
     async def check_strict(self, key: str, policy: Policy, cost: int = 1) -> Decision:
         return await self._run(self._check_all([(key, policy, cost)], strict=True))
@@ -60,6 +60,37 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
     async def verify(self) -> Verified:
         inspected = await self._send(self.VERIFY_INSPECT)
         return self._verified(inspected, await self._send(self.VERIFY_PEEK))
+
+    async def aclose(self) -> None:
+        """`Limiter.close`: every unit held given back."""
+        for refund in self.volume.release_all(self.clock()):
+            try:
+                await self._send(refund)
+            except CallError:
+                pass
+
+    async def _decide(self, plan: Plan[Decision]) -> Decision:
+        steps = self._local_steps(plan)
+        if steps is None:
+            return await self._run(plan)
+        try:
+            send = next(steps)
+            while True:
+                try:
+                    reply = await self._send(send.cmd)
+                except CallError:
+                    if send.required:
+                        raise
+                    reply = None
+                send = steps.send(reply)
+        except StopIteration as done:
+            return self._counted(done.value)
+        except CallError as error:
+            if plan.degrade is None:
+                raise
+            return plan.degrade(error)
+        finally:
+            steps.close()
 
     async def _run(self, plan: Plan[T]) -> T:
         try:

@@ -37,12 +37,14 @@ MAX_CONFLICT_KEYS = 1024
 class Counts:
     """A limiter's counts of answers that were not decisions (the contract's counter names): outages
     started, calls answered that the limiter is misconfigured, calls whose key conflicted, calls
-    refused as the caller's mistake (before sending, or by Redis)."""
+    refused as the caller's mistake (before sending, or by Redis); and decisions made without a round
+    trip (`local`: the pre-check's denials and batched units, docs/high-volume.md)."""
 
     outage: int = 0
     misconfigured: int = 0
     conflicts: int = 0
     usage_errors: int = 0
+    local: int = 0
 
 
 class Answers:

@@ -4,6 +4,7 @@ does not. The two classes only send (`limiter.py`, `aio.py`)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, Tuple, TypedDict, TypeVar, Union
 
@@ -21,6 +22,7 @@ from .errors import BreakerOpenError, CallError, ReplyError, UsageError
 from .reply_class import ReplyClass, behaviour
 from .failure_policy import FailurePolicy
 from .policy import Policy
+from .volume import Steps, Volume
 
 __all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]
 
@@ -47,7 +49,10 @@ class LimiterBase(Generic[C]):
     required: what a check answers when Redis cannot (``FailurePolicy.open()``, ``.closed()``,
     ``.fallback(instances=N)``). ``backend`` picks the engine (module, FCALL, EVALSHA or the first that
     answers), ``deadline`` bounds a whole call in seconds, connect included, ``breaker`` is a `Breaker`
-    or ``(failures, cooldown)``, and ``name`` tells limiters apart in `repr` and the fallback."""
+    or ``(failures, cooldown)``, and ``name`` tells limiters apart in `repr` and the fallback.
+    ``local_precheck`` (off by default) keeps a check Redis denied denied in this process until the
+    ``retry_after`` Redis gave, without a round trip (docs/high-volume.md); a policy's ``batch`` takes
+    units for this process to spend locally, given back by ``close()``."""
 
     def __init__(
         self,
@@ -58,6 +63,7 @@ class LimiterBase(Generic[C]):
         deadline: float = DEFAULT_DEADLINE,
         breaker: BreakerSetting = None,
         name: str = "default",
+        local_precheck: bool = False,
     ) -> None:
         if not isinstance(failure, FailurePolicy):
             raise TypeError("a limiter needs its failure policy: FailurePolicy.open(), .closed() or "
@@ -73,6 +79,9 @@ class LimiterBase(Generic[C]):
             self.breaker.name = name
         #: What it said and counted of the answers that were not decisions (`answers.py`).
         self.answers = Answers(name, failure)
+        #: The pre-check and the batched units (`volume.py`), on the clock `clock` (monotonic ns).
+        self.volume = Volume(precheck=bool(local_precheck))
+        self.clock: Callable[[], int] = time.monotonic_ns
         self.client = client
         self._cluster = False  # on a cluster client: the keys of one call must share a slot
         self._bind(client)
@@ -92,7 +101,8 @@ class LimiterBase(Generic[C]):
     @property
     def counts(self) -> Counts:
         """Counts of the answers that were not decisions: ``outage`` (outages started),
-        ``misconfigured``, ``conflicts``, ``usage_errors`` (docs/errors.md)."""
+        ``misconfigured``, ``conflicts``, ``usage_errors`` (docs/errors.md); and ``local``, the
+        decisions made without a round trip (docs/high-volume.md)."""
         return self.answers.counts
 
     def __repr__(self) -> str:
@@ -161,7 +171,19 @@ class LimiterBase(Generic[C]):
         except UsageError as e:
             raise self._refused(e) from None
         degrade = None if strict else (lambda e: self.failure.decide(limits, e))
-        return Plan(cmd, Decision.from_reply, degrade)
+        return Plan(cmd, Decision.from_reply, degrade, limits)
+
+    def _local_steps(self, plan: Plan[Decision]) -> Steps | None:
+        """The steps of a check that may be decided here (the pre-check on, or a batched limit); None:
+        one plain call."""
+        if not self.volume.applies(plan.limits):
+            return None
+        return self.volume.check(plan.limits, self.clock())
+
+    def _counted(self, decision: Decision) -> Decision:
+        if decision.local:
+            self.answers.count("local")
+        return decision
 
     def _take(self, key: str, policy: Policy, most: int, strict: bool) -> Plan[Taken]:
         def degrade(error: CallError) -> Taken:
@@ -206,6 +228,7 @@ class Plan(Generic[T]):
     cmd: list[Arg]
     parse: Callable[[Any], T]
     degrade: Callable[[CallError], T] | None
+    limits: Sequence[Limit] = ()
 
 
 def one_slot(keys: Sequence[Any]) -> None:

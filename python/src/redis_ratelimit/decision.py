@@ -23,6 +23,8 @@ class Decision:
     - ``reset_after``: seconds until the limiter is back to its initial state (bucket full, window empty).
     - ``limiting``: in a multi-limit check, the 0-based position of the limit this decision describes.
     - ``degraded``: Redis did not decide (unreachable, too slow, breaker open): the failure policy did.
+    - ``local``: decided in this process without a round trip (docs/high-volume.md): the pre-check
+      repeating Redis' denial, or units this instance took from Redis in a batch.
     """
 
     allowed: bool
@@ -32,6 +34,7 @@ class Decision:
     reset_after: float
     limiting: int = 0
     degraded: bool = False
+    local: bool = False
 
     @property
     def never_fits(self) -> bool:

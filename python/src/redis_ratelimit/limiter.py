@@ -33,17 +33,19 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
         self._driver = SyncDriver(client)
 
     def check(self, key: str, policy: Policy, cost: int = 1) -> Decision:
-        """One limit: Redis' decision, or the failure policy's (``degraded``). Never raises CallError."""
-        return self._run(self._check_all([(key, policy, cost)], strict=False))
+        """One limit: Redis' decision, or the failure policy's (``degraded``), or a local one (the
+        pre-check, batched units: ``local``). Never raises CallError."""
+        return self._decide(self._check_all([(key, policy, cost)], strict=False))
 
     def check_all(self, limits: Sequence[Limit]) -> Decision:
         """Several limits ``(key, policy, cost)`` of any kinds in one atomic call (RL.TOKEN when all
         are token buckets, RL.ALL otherwise): allowed only when every one allows, and then it takes from
         all; a denial takes from none. ``limiting`` says which limit the decision describes."""
-        return self._run(self._check_all(limits, strict=False))
+        return self._decide(self._check_all(limits, strict=False))
 
     def check_strict(self, key: str, policy: Policy, cost: int = 1) -> Decision:
-        """Like `check` without the failure policy: raises CallError when Redis does not decide."""
+        """Like `check` without the failure policy: raises CallError when Redis does not decide.
+        Always one call (no pre-check, no batched units)."""
         return self._run(self._check_all([(key, policy, cost)], strict=True))
 
     def check_all_strict(self, limits: Sequence[Limit]) -> Decision:
@@ -77,6 +79,38 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
         """The start-up check: the engine answers RL.INSPECT and a peek of RL.TOKEN for this user;
         which engine it is and why. Raises CallError (ConfigurationError: no engine works here)."""
         return self._verified(self._send(self.VERIFY_INSPECT), self._send(self.VERIFY_PEEK))
+
+    def close(self) -> None:
+        """Gives every unit held back to Redis (batched policies; those of a window that is over are
+        gone); a refund that fails loses its units. The client stays open: it is the caller's."""
+        for refund in self.volume.release_all(self.clock()):
+            try:
+                self._send(refund)
+            except CallError:
+                pass
+
+    def _decide(self, plan: Plan[Decision]) -> Decision:
+        steps = self._local_steps(plan)
+        if steps is None:
+            return self._run(plan)
+        try:
+            send = next(steps)
+            while True:
+                try:
+                    reply = self._send(send.cmd)
+                except CallError:
+                    if send.required:
+                        raise
+                    reply = None  # a refund lost: its units with it
+                send = steps.send(reply)
+        except StopIteration as done:
+            return self._counted(done.value)
+        except CallError as error:
+            if plan.degrade is None:
+                raise
+            return plan.degrade(error)
+        finally:
+            steps.close()
 
     def _run(self, plan: Plan[T]) -> T:
         try:

@@ -18,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import ClassVar, Literal, Union
 
-from .contract import BOUNDS, ERRORS, param_error
+from .contract import BATCH_ERRORS, BATCHING, BOUNDS, ERRORS, param_error
 from .contract import kind as contract_kind
 from .errors import PolicyError
 
@@ -40,6 +40,8 @@ MAX_FRACTION_DIGITS: int = BOUNDS["max_decimal_exponent"] + MAX_DIGITS
 WHOLE_1 = param_error("fixed_window", "limit")
 WINDOW = param_error("fixed_window", "window")
 TOO_LARGE: str = ERRORS["too_large"]
+DEFAULT_LEASE_NS: int = BATCHING["lease_ms"] * 1_000_000
+DEFAULT_LEASE: float = DEFAULT_LEASE_NS / NS_PER_SEC
 OUT_OF_RANGE: str = ERRORS["out_of_range"]
 
 
@@ -63,23 +65,51 @@ class Kind:
         return Kind(k["name"], k["group"], k["command"], k["request"], k["refunds"], k["owner"])
 
 
-class Policy:
+@dataclass(frozen=True)
+class _Batching:
+    """The batch option of every policy (docs/high-volume.md): ``batch``, the most units one call
+    takes for this instance to spend locally (1 to the limit; None: one call per check), held at most
+    ``lease`` seconds (the kinds that take refunds have a ``lease``; a concurrency limit's ``lease`` is
+    its permits'). Refused by the kinds that take no refunds."""
+
+    batch: int | None = field(default=None, kw_only=True)
+
+
+class Policy(_Batching):
     """One limit's algorithm and parameters. ``params`` are its two parameters as its command takes
     them after the key; ``limit`` is what ``RateLimit-Limit`` says; ``period`` the time in seconds the
-    limit is measured over (a window, a lease, or a bucket's full refill: the draft's ``w``)."""
+    limit is measured over (a window, a lease, or a bucket's full refill: the draft's ``w``);
+    ``lease_ns`` the batch's lease in ns."""
 
     KIND: ClassVar[Kind]
     limit: int
     params: tuple[str, str]
     period: float
+    lease_ns: int
 
     @property
     def kind(self) -> Kind:
         return self.KIND
 
-    def _set(self, params: tuple[str, str], period_ns: int) -> None:
+    def _set(self, params: tuple[str, str], period_ns: int, limit: int) -> None:
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "period", period_ns / NS_PER_SEC)
+        self._check_batch(limit)
+
+    def _check_batch(self, limit: int) -> None:
+        """Refuses a batch option this policy cannot take: on a kind without refunds, out of 1 to the
+        limit, or with a lease that is no length > 0."""
+        kind = self.KIND
+        if self.batch is not None:
+            if not kind.refunds:
+                raise PolicyError(kind.name, "batch", BATCH_ERRORS["batch_kind"].format(kind=kind.name))
+            _whole(kind, "batch", self.batch, 1, limit, BATCH_ERRORS["batch"])
+        lease = getattr(self, "lease", DEFAULT_LEASE) if kind.refunds else DEFAULT_LEASE
+        if lease == DEFAULT_LEASE:  # the common case, without the Decimal arithmetic
+            object.__setattr__(self, "lease_ns", DEFAULT_LEASE_NS)
+            return
+        ms = _milliseconds(kind, "lease", lease, BATCH_ERRORS["lease"])
+        object.__setattr__(self, "lease_ns", ms * 1_000_000)
 
 
 def _whole(kind: Kind, name: str, value: object, low: int, high: int, expected: str) -> int:
@@ -146,6 +176,7 @@ class TokenBucket(Policy):
     KIND: ClassVar[Kind] = Kind.of("token_bucket")
     capacity: int
     per_second: float
+    lease: Seconds = field(default=DEFAULT_LEASE, kw_only=True)
     limit: int = field(init=False, repr=False, compare=False)
     params: tuple[str, str] = field(init=False, repr=False, compare=False)
     period: float = field(init=False, repr=False, compare=False)
@@ -169,8 +200,8 @@ class TokenBucket(Policy):
         if tau > MAX_HORIZON_NS or interval == 0:
             raise too_long
         slack = min(tau - min(exact, tau), interval - 1)
-        self._set((str(capacity), _text(rate)), tau - slack)
         object.__setattr__(self, "limit", capacity)
+        self._set((str(capacity), _text(rate)), tau - slack, capacity)
 
 
 @dataclass(frozen=True)
@@ -178,6 +209,7 @@ class _Windowed(Policy):
     LIMIT_RANGE: ClassVar[tuple[int, str]] = (U64_MAX, WHOLE_1)
     limit: int
     window: Seconds
+    lease: Seconds = field(default=DEFAULT_LEASE, kw_only=True)
     params: tuple[str, str] = field(init=False, repr=False, compare=False)
     period: float = field(init=False, repr=False, compare=False)
 
@@ -185,7 +217,7 @@ class _Windowed(Policy):
         high, expected = self.LIMIT_RANGE
         limit = _whole(self.KIND, "limit", self.limit, 1, high, expected)
         ms = _milliseconds(self.KIND, "window", self.window, WINDOW)
-        self._set((str(limit), _seconds_text(ms)), ms * 1_000_000)
+        self._set((str(limit), _seconds_text(ms)), ms * 1_000_000, limit)
 
 
 @dataclass(frozen=True)
@@ -232,4 +264,4 @@ class Concurrency(Policy):
         ms = _milliseconds(kind, "lease", self.lease, lease)
         if limit > MAX_LEASE_LIMIT:
             raise PolicyError(kind.name, "limit", expected)
-        self._set((str(limit), _seconds_text(ms)), ms * 1_000_000)
+        self._set((str(limit), _seconds_text(ms)), ms * 1_000_000, limit)

@@ -9,7 +9,8 @@ module, in process, cost 193.6 us each with one call each and 119.1 us each with
 round: 38% less. A call that does not settle in one step (the server refused the module's command, the
 library is not loaded yet) left no effect, and is made again alone through `check_all`, which moves
 engines and loads the library. Redis Cluster clients are not batched (each decision goes to its
-slot's node): their calls go through `check_all` as they are.
+slot's node): their calls go through `check_all` as they are, and so do the checks the limiter may
+decide locally (its pre-check on, or a batched policy: docs/high-volume.md).
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ class Batcher:
         client = getattr(limiter, "client", None)
         # Only a single server's asyncio client is pipelined here; anything else is passed through.
         self.enabled = isinstance(client, redis.asyncio.Redis) and all(
-            hasattr(limiter, name) for name in ("_check_all", "_admit", "_observe", "engine", "deadline")
+            hasattr(limiter, name) for name in ("_check_all", "_admit", "_observe", "engine", "deadline", "volume")
         )
 
     async def check_all(self, limits: Sequence[Limit]) -> Decision:
-        if not self.enabled:
+        if not self.enabled or self.limiter.volume.applies(limits):
             decision: Decision = await self.limiter.check_all(limits)
             return decision
         loop = asyncio.get_running_loop()
