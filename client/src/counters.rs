@@ -24,6 +24,9 @@ pub struct Counts {
     pub conflicts: u64,
     /// Calls refused as the caller's mistake (no decision; docs/errors.md).
     pub usage_errors: u64,
+    /// Decisions made in this process without a round trip (pre-check denials, batched units;
+    /// included in allowed / denied; docs/high-volume.md).
+    pub local: u64,
 }
 
 #[derive(Default)]
@@ -34,6 +37,7 @@ pub(crate) struct Counters {
     short_circuited: AtomicU64,
     conflicts: AtomicU64,
     usage_errors: AtomicU64,
+    local: AtomicU64,
 }
 
 impl Counters {
@@ -47,6 +51,12 @@ impl Counters {
     pub(crate) fn usage_error(&self, limiter: &Arc<str>) {
         self.usage_errors.fetch_add(1, Relaxed);
         usage_error(limiter);
+    }
+
+    /// A decision was made here, without a round trip (recorded as well).
+    pub(crate) fn local(&self, limiter: &Arc<str>) {
+        self.local.fetch_add(1, Relaxed);
+        metrics::counter!("ratelimit_local_decisions_total", "limiter" => label(limiter)).increment(1);
     }
 
     pub(crate) fn record(&self, limiter: &Arc<str>, d: &Decision, short_circuited: bool) {
@@ -77,6 +87,7 @@ impl Counters {
             short_circuited: self.short_circuited.load(Relaxed),
             conflicts: self.conflicts.load(Relaxed),
             usage_errors: self.usage_errors.load(Relaxed),
+            local: self.local.load(Relaxed),
         }
     }
 }

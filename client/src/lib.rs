@@ -30,6 +30,7 @@
 //! ```
 
 mod admin;
+mod batch;
 mod breaker;
 mod command;
 mod connection;
@@ -52,12 +53,12 @@ mod policy;
 mod precheck;
 mod probe;
 mod reply_class;
-mod reserve;
 mod take;
 mod verify;
 mod wait;
 
 pub use admin::{DeniedKey, Inspection};
+pub use batch::{Batch, DEFAULT_LEASE};
 pub use command::Limit;
 pub use counters::Counts;
 pub use decision::Decision;
@@ -75,5 +76,4 @@ pub use limiter::{FailurePolicy, Limiter, LimiterBuilder, WaitTimeout};
 pub use permit::{Acquired, Permit};
 pub use policy::{Policy, Window};
 pub use reply_class::ReplyClass;
-pub use reserve::TokenReserve;
 pub use verify::{LibraryInfo, ModuleInfo, ModuleVersion, VerifyError};

@@ -1,6 +1,7 @@
 //! The limiter: sends one RL.* call per check under a deadline, and when Redis cannot decide, lets the
 //! failure policy decide, visibly (`degraded`), behind a circuit breaker.
 
+use crate::batch::{Action, Batches, Refund};
 use crate::breaker::{self, Admission, Breaker};
 use crate::command::{self, Limit};
 use crate::connection::Transport;
@@ -160,6 +161,7 @@ impl LimiterBuilder {
                 breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
                 fallback,
                 precheck: self.precheck.then(DenialCache::new),
+                batches: Batches::default(),
                 counters: Counters::default(),
                 log: LogThrottle::new(Duration::from_secs(10)),
                 outages: Outages::new(),
@@ -198,6 +200,8 @@ struct Inner {
     breaker: Breaker,
     fallback: Option<LocalLimiter>,
     precheck: Option<DenialCache>,
+    /// Units of batched policies held here (docs/high-volume.md).
+    batches: Batches,
     counters: Counters,
     /// Replica-wait warnings.
     log: LogThrottle,
@@ -254,11 +258,30 @@ impl Limiter {
         let cost = limits.iter().map(|l| l.cost).max().unwrap_or(0);
         if let (Some(cache), Some(key)) = (&inner.precheck, &precheck_key) {
             if let Some(held) = cache.check(key, cost, Instant::now()) {
+                inner.counters.local(&inner.name);
                 inner.counters.record(&inner.name, &held, false);
                 return held;
             }
         }
-        let decision = self.settle(limits, self.call(limits).await);
+        let plan = inner.batches.plan(limits, Instant::now());
+        self.return_expired(plan.refunds);
+        let decision = match plan.action {
+            Action::Local(decision) => {
+                inner.counters.local(&inner.name);
+                inner.counters.record(&inner.name, &decision, false);
+                decision
+            }
+            Action::Call(mut asked) => {
+                let mut result = self.call(&asked.with_extras(limits)).await;
+                if asked.any_extra() && matches!(&result, Ok(d) if !d.allowed) {
+                    // The batch did not fit; the request itself may.
+                    asked = asked.without_extras();
+                    result = self.call(limits).await;
+                }
+                let result = result.map(|d| inner.batches.answer(limits, &asked, d, Instant::now()));
+                self.settle(limits, result)
+            }
+        };
         if let (Some(cache), Some(key)) = (&inner.precheck, &precheck_key) {
             cache.remember(key, cost, &decision, Instant::now());
         }
@@ -295,6 +318,45 @@ impl Limiter {
     ) -> Result<Decision, CallError> {
         let cmd = command::refund_tokens(key, policy, tokens)?;
         self.send(&cmd).await
+    }
+
+    /// Gives back every unit that batched policies hold in this process (call before the process
+    /// stops; docs/high-volume.md): the units given back, or the first error (every refund is tried).
+    pub async fn close(&self) -> Result<u64, CallError> {
+        let mut given = 0;
+        let mut first_error = None;
+        for r in self.inner.batches.drain(Instant::now()) {
+            match self.refund_units(&r).await {
+                Ok(()) => given += r.units,
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        first_error.map_or(Ok(given), Err)
+    }
+
+    /// Expired held units back to Redis, without making the check that found them wait.
+    fn return_expired(&self, refunds: Vec<Refund>) {
+        if refunds.is_empty() {
+            return;
+        }
+        let limiter = self.clone();
+        tokio::spawn(async move {
+            for r in refunds {
+                if let Err(e) = limiter.refund_units(&r).await {
+                    tracing::debug!(limiter = %limiter.inner.name, key = %r.key, error = %e, "held units not given back");
+                }
+            }
+        });
+    }
+
+    async fn refund_units(&self, r: &Refund) -> Result<(), CallError> {
+        let cmd = command::refund(&r.key, &r.policy, r.units)?;
+        self.send(&cmd).await.map(|_| ())
+    }
+
+    /// Units held in this process for `key` under a batched `policy` (docs/high-volume.md).
+    pub fn held(&self, key: &str, policy: &crate::Policy) -> u64 {
+        self.inner.batches.held(&Limit::new(key, policy, 1))
     }
 
     /// This limiter's decisions so far.
@@ -594,7 +656,7 @@ fn keys_of(cmd: &redis::Cmd) -> String {
     crate::engine::Call::of(cmd).map(|call| call.keys().join(" ")).unwrap_or_default()
 }
 
-fn cache_key(limits: &[Limit<'_>]) -> String {
+pub(crate) fn cache_key(limits: &[Limit<'_>]) -> String {
     let mut key = String::new();
     for l in limits {
         key.push_str(l.key);

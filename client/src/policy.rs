@@ -4,6 +4,7 @@
 //! exactly when the module would accept it, and an invalid one names the field in core's words:
 //! `Policy::token_bucket(0, 5.0)` is an error that names `capacity`.
 
+use crate::batch::{self, Batch};
 use crate::error::PolicyError;
 use ratelimit_core::args::seconds;
 use ratelimit_core::error::ParamError;
@@ -18,6 +19,9 @@ pub struct Policy {
     /// Its two parameters as the commands take them (`capacity rate`, `limit window`, `limit
     /// lease`). Shared: a policy is cloned per request (per-caller lookups), its text is not copied.
     params: Arc<[String; 2]>,
+    /// Units taken in batches and spent in this process (docs/high-volume.md); None: one call per
+    /// check.
+    batch: Option<Batch>,
 }
 
 /// The window algorithms of the module.
@@ -45,7 +49,7 @@ impl Policy {
                 ratelimit_core::args::ArgError::Invalid(p) => p.into(),
                 other => PolicyError::new("policy", other.to_string()),
             })?;
-        Ok(Policy { limiter, params: Arc::new(params) })
+        Ok(Policy { limiter, params: Arc::new(params), batch: None })
     }
 
     /// A token bucket (RL.TOKEN): bursts of up to `capacity`, `per_second` tokens per second on average.
@@ -87,6 +91,30 @@ impl Policy {
     /// [`Limiter::acquire`](crate::Limiter::acquire), never with `check` (it has to be released).
     pub fn concurrency(limit: u64, lease: Duration) -> Result<Policy, PolicyError> {
         Self::parse(LimiterKind::Leases, [limit.to_string(), seconds(lease.as_nanos())])
+    }
+
+    /// This policy with its units taken in batches of up to `max` (1 to the limit) per call and
+    /// spent in this process, each batch held at most `lease` (at least 1 ms, whole milliseconds;
+    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE) is 1 s) before the unused units go back: fewer round
+    /// trips for hot keys, never admitted beyond the limit, at most `batch - 1` units per key idle
+    /// in each instance (docs/high-volume.md). Token buckets, fixed windows and sliding counters;
+    /// the kinds that take no refunds (a sliding log, a concurrency limit) refuse it.
+    pub fn batched(self, max: u64, lease: Duration) -> Result<Policy, PolicyError> {
+        if batch::window_end(self.kind()).is_none() {
+            return Err(PolicyError::new("batch", batch::BATCH_KIND.replace("{kind}", self.kind().name())));
+        }
+        if max == 0 || max > self.limit() {
+            return Err(PolicyError::new("batch", batch::BATCH_SIZE));
+        }
+        if lease.as_millis() == 0 || !lease.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(PolicyError::new("lease", batch::BATCH_LEASE));
+        }
+        Ok(Policy { batch: Some(Batch { max, lease }), ..self })
+    }
+
+    /// The batch this policy's units are taken in, if any.
+    pub fn batch(&self) -> Option<Batch> {
+        self.batch
     }
 
     /// True when a request of cost 0 reads this limit without taking anything (a sliding log

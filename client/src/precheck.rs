@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-const MAX_KEYS: usize = 65_536;
+pub(crate) const MAX_KEYS: usize = 65_536;
 
 pub(crate) struct DenialCache {
     denied: Mutex<HashMap<String, Denial>>,

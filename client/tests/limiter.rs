@@ -3,7 +3,7 @@
 
 mod support;
 
-use redis_ratelimit_client::{CallError, FailurePolicy, Limit, Limiter, Policy, TokenReserve};
+use redis_ratelimit_client::{CallError, FailurePolicy, Limit, Limiter, Policy};
 use std::time::Duration;
 use support::{calls, limiter, wait_until};
 use testkit::{unique_key, Server};
@@ -114,36 +114,6 @@ async fn the_precheck_answers_repeated_denials_without_a_round_trip() {
     assert_eq!(calls(&server, "rl.token") - before, 3, "2 allowed + the first denial; 47 answered locally");
     let held = limiter.check(&key, &policy, 1).await;
     assert!(!held.allowed && !held.degraded && held.retry_after.unwrap() > Duration::from_secs(90));
-}
-
-#[tokio::test]
-async fn batch_reservation_saves_round_trips_and_gives_back_what_it_did_not_use() {
-    // Counts the server's calls: needs a server of its own.
-    let Some(server) = Server::builder().own() else { return };
-    let limiter = limiter(&server, FailurePolicy::Closed);
-    let policy = Policy::token_bucket(1000, 0.001).unwrap();
-    let reserve = TokenReserve::new(limiter.clone(), policy.clone(), 10, Duration::from_secs(60)).unwrap();
-    let key = unique_key("batch");
-    let tokens_before = calls(&server, "rl.token");
-    for _ in 0..95 {
-        assert!(reserve.acquire(&key).await.allowed);
-    }
-    assert_eq!(calls(&server, "rl.token") - tokens_before, 10, "95 requests, 10 round trips instead of 95");
-    assert_eq!(limiter.check(&key, &policy, 0).await.remaining, 900, "100 reserved");
-    let refunds_before = calls(&server, "rl.refund");
-    assert_eq!(reserve.release_all().await.unwrap(), 5);
-    assert_eq!(calls(&server, "rl.refund") - refunds_before, 1);
-    assert_eq!(limiter.check(&key, &policy, 0).await.remaining, 905, "the 5 unused tokens are back");
-    // A nearly empty bucket still serves single tokens.
-    let small = Policy::token_bucket(3, 0.001).unwrap();
-    let reserve = TokenReserve::new(limiter.clone(), small, 2, Duration::from_secs(60)).unwrap();
-    let key = unique_key("batch-small");
-    let allowed = [reserve.acquire(&key).await, reserve.acquire(&key).await, reserve.acquire(&key).await];
-    assert!(allowed.iter().all(|d| d.allowed));
-    assert!(!reserve.acquire(&key).await.allowed);
-    assert!(
-        TokenReserve::new(limiter, Policy::token_bucket(3, 1.0).unwrap(), 4, Duration::from_secs(1)).is_err()
-    );
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 mod lua;
 mod spec;
 mod vectors;
+mod volume;
 
 use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 use serde_json::Value;

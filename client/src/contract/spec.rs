@@ -37,6 +37,40 @@ pub(super) fn contract(library_source: &str) -> Value {
         "engines": engines(),
         "library": library(library_source),
         "http": http(),
+        "batching": batching(),
+    })
+}
+
+/// Batched units and the pre-check (`batch.rs`, `precheck.rs`; docs/high-volume.md).
+fn batching() -> Value {
+    use crate::batch::{self, WindowEnd};
+    let kinds: serde_json::Map<String, Value> = LimiterKind::ALL
+        .iter()
+        .filter_map(|k| {
+            let end = match batch::window_end(*k)? {
+                WindowEnd::None => "none",
+                WindowEnd::Reset => "reset",
+                WindowEnd::ResetMinusWindow => "reset_minus_window",
+            };
+            Some((k.name().to_string(), end.into()))
+        })
+        .collect();
+    json!({
+        "start": batch::START,
+        "grow": batch::GROW,
+        "share": batch::SHARE,
+        "refund_margin_ms": batch::REFUND_MARGIN.as_millis() as u64,
+        "sweep_ms": batch::SWEEP.as_millis() as u64,
+        "max_keys": batch::MAX_KEYS,
+        "lease_ms": batch::DEFAULT_LEASE.as_millis() as u64,
+        "kinds": kinds,
+        "kinds_mean": "the kinds that batch and where their held units end: `none` (a bucket: the lease alone), `reset` (a fixed window: reset_after after the answer), `reset_minus_window` (a sliding counter: reset_after minus the window); the others refuse a batch",
+        "precheck_max_keys": crate::precheck::MAX_KEYS,
+        "errors": {
+            "batch": batch::BATCH_SIZE,
+            "lease": batch::BATCH_LEASE,
+            "kind": batch::BATCH_KIND,
+        },
     })
 }
 

@@ -30,6 +30,7 @@ pub(super) fn all(library: &str) -> Vec<(&'static str, Value)> {
         ("fallback", cases(fallback())),
         ("errors", cases(errors())),
         ("engines", cases(engines())),
+        ("volume", cases(super::volume::volume())),
     ]
 }
 
@@ -41,7 +42,7 @@ fn cases(cases: Vec<(Value, Value)>) -> Value {
 
 /// A policy as the vectors write it: a kind's name, its limit (a bucket's capacity), and its rate
 /// (tokens per second) or its window or lease in microseconds.
-fn policy_of(input: &Value) -> Result<Policy, crate::PolicyError> {
+pub(super) fn policy_of(input: &Value) -> Result<Policy, crate::PolicyError> {
     let limit = input["limit"].as_u64().unwrap();
     let micros = || Duration::from_micros(input["period_us"].as_u64().unwrap());
     match input["kind"].as_str().unwrap() {
@@ -96,7 +97,7 @@ fn policies() -> Vec<(Value, Value)> {
 }
 
 /// Every word of a command, with a sliding log's fresh request id written `{request_id}`.
-fn words(cmd: &redis::Cmd, ids: bool) -> Vec<String> {
+pub(super) fn words(cmd: &redis::Cmd, ids: bool) -> Vec<String> {
     cmd.args_iter()
         .map(|a| match a {
             redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
@@ -623,7 +624,7 @@ fn http() -> Vec<(Value, Value)> {
 }
 
 /// Decision fields as every vector writes them.
-fn decided(d: &Decision) -> Value {
+pub(super) fn decided(d: &Decision) -> Value {
     json!({
         "allowed": d.allowed,
         "limit": d.limit,

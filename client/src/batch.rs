@@ -1,0 +1,314 @@
+//! Batched units (docs/high-volume.md, the contract's `batching`): a policy with a `batch` takes up to
+//! that many units per call and spends them here, without a round trip, until its lease ends. The
+//! rules only, no I/O: [`Batches::plan`] says what a check does now (decide locally, or call Redis
+//! asking extras, and which held units to give back first), [`Batches::answer`] takes Redis' answer.
+//! Every unit spent here was taken from Redis first: never admitted beyond the limit.
+
+use crate::command::Limit;
+use crate::decision::Decision;
+use crate::policy::Policy;
+use ratelimit_core::kind::LimiterKind;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A key's first batch (a quiet key costs one call per check, as without batching).
+pub(crate) const START: u64 = 1;
+/// A hot key's batch grows by this factor per call, a cool key's shrinks by it.
+pub(crate) const GROW: u64 = 2;
+/// One call takes at most `remaining / SHARE` (of Redis' last answer): half of what was left.
+pub(crate) const SHARE: u64 = 2;
+/// Held window units end this long before their window does; expired ones are given back only
+/// while that much of the window is left.
+pub(crate) const REFUND_MARGIN: Duration = Duration::from_millis(100);
+/// How often a check gives back the expired units of other keys.
+pub(crate) const SWEEP: Duration = Duration::from_secs(1);
+/// States kept per limiter at most; past that a new key is decided without batching.
+pub(crate) const MAX_KEYS: usize = 65_536;
+/// A batch's lease when the policy names none.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(1);
+/// A batch's size out of bounds (field `batch`).
+pub(crate) const BATCH_SIZE: &str = "must be a whole number from 1 to the policy's limit";
+/// A batch's lease out of bounds (field `lease`).
+pub(crate) const BATCH_LEASE: &str = "must be at least 1 ms, in whole milliseconds";
+/// A kind that cannot batch (field `batch`), `{kind}` its name.
+pub(crate) const BATCH_KIND: &str = "a {kind} cannot batch: it takes no refunds";
+
+/// Where held units of a kind stop being usable: a window's units belong to their window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WindowEnd {
+    /// A token bucket's tokens, once taken, are taken: the lease alone ends them.
+    None,
+    /// A fixed window ends `reset_after` after the answer.
+    Reset,
+    /// A sliding counter's current window ends one window before its `reset_after`.
+    ResetMinusWindow,
+}
+
+/// How `kind`'s held units end; None for the kinds that cannot batch (they take no refunds).
+pub(crate) fn window_end(kind: LimiterKind) -> Option<WindowEnd> {
+    match kind {
+        LimiterKind::TokenBucket => Some(WindowEnd::None),
+        LimiterKind::FixedWindow => Some(WindowEnd::Reset),
+        LimiterKind::SlidingCounter => Some(WindowEnd::ResetMinusWindow),
+        _ => None,
+    }
+}
+
+/// A policy's batch: the most units one call takes, and how long they may be held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    pub max: u64,
+    pub lease: Duration,
+}
+
+/// Units to give back with RL.REFUND.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refund {
+    pub key: String,
+    pub policy: Policy,
+    pub units: u64,
+}
+
+/// What a check does.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Held units to give back first (expired).
+    pub refunds: Vec<Refund>,
+    pub action: Action,
+}
+
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// Decided here from held units.
+    Local(Decision),
+    /// One call, each limit asking its cost plus `extras[i]`.
+    Call(Asked),
+}
+
+/// A call's batch: per limit, the extra units asked and the batch size they came from (None: the
+/// limit keeps no state from this call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Asked {
+    pub extras: Vec<u64>,
+    pub sizes: Vec<Option<u64>>,
+}
+
+impl Asked {
+    pub(crate) fn any_extra(&self) -> bool {
+        self.extras.iter().any(|e| *e > 0)
+    }
+
+    /// The same call without extras (a denied batch: the request itself may fit), at size 1.
+    pub(crate) fn without_extras(&self) -> Asked {
+        Asked {
+            extras: vec![0; self.extras.len()],
+            sizes: self.sizes.iter().map(|s| s.map(|_| START)).collect(),
+        }
+    }
+
+    /// `limits` with each one's cost raised by its extra.
+    pub(crate) fn with_extras<'a>(&self, limits: &[Limit<'a>]) -> Vec<Limit<'a>> {
+        limits.iter().zip(&self.extras).map(|(l, e)| Limit { cost: l.cost + e, ..*l }).collect()
+    }
+}
+
+struct State {
+    key: String,
+    policy: Policy,
+    held: u64,
+    size: u64,
+    /// When the answer that gave the units came.
+    since: Instant,
+    until: Instant,
+    window_end: Option<Instant>,
+    last: Decision,
+}
+
+impl State {
+    /// The expired units to give back at `now`, if they still belong to a window that is going on.
+    fn expire(&mut self, now: Instant) -> Option<Refund> {
+        if now < self.until || self.held == 0 {
+            return None;
+        }
+        let units = std::mem::take(&mut self.held);
+        let open = self.window_end.is_none_or(|end| now + REFUND_MARGIN < end);
+        open.then(|| Refund { key: self.key.clone(), policy: self.policy.clone(), units })
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    states: HashMap<String, State>,
+    next_sweep: Option<Instant>,
+}
+
+/// The batched units of one limiter.
+#[derive(Default)]
+pub(crate) struct Batches {
+    table: Mutex<Table>,
+}
+
+fn id(limit: &Limit<'_>) -> String {
+    let [p1, p2] = limit.policy.params();
+    format!("{}\n{}\n{p1}\n{p2}", limit.key, limit.policy.kind().group())
+}
+
+impl Batches {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a check of `limits` does at `now`.
+    pub(crate) fn plan(&self, limits: &[Limit<'_>], now: Instant) -> Plan {
+        let n = limits.len();
+        let unbatched = || Action::Call(Asked { extras: vec![0; n], sizes: vec![None; n] });
+        if limits.iter().all(|l| l.policy.batch().is_none()) {
+            return Plan { refunds: vec![], action: unbatched() };
+        }
+        let mut t = self.lock();
+        let ids: Vec<String> = limits.iter().map(id).collect();
+        let mut refunds = sweep(&mut t, &ids, now);
+        for i in &ids {
+            if let Some(r) = t.states.get_mut(i).and_then(|s| s.expire(now)) {
+                refunds.push(r);
+            }
+        }
+        let holding: Vec<bool> = limits
+            .iter()
+            .zip(&ids)
+            .map(|(l, i)| {
+                l.policy.batch().is_some()
+                    && t.states.get(i).is_some_and(|s| now < s.until && s.held >= l.cost)
+            })
+            .collect();
+        if holding.iter().all(|h| *h) {
+            let mut local: Vec<Decision> = vec![];
+            for (l, i) in limits.iter().zip(&ids) {
+                let s = t.states.get_mut(i).expect("held");
+                s.held -= l.cost;
+                local.push(Decision {
+                    remaining: s.last.remaining + s.held,
+                    reset_after: s.last.reset_after.saturating_sub(now - s.since),
+                    retry_after: Some(Duration::ZERO),
+                    limiting: 0,
+                    ..s.last.clone()
+                });
+            }
+            // All allowed: the most restrictive is the one with the fewest left (first on ties).
+            let limiting = (0..local.len()).min_by_key(|j| local[*j].remaining).unwrap_or(0);
+            let decision = Decision { limiting, ..local[limiting].clone() };
+            return Plan { refunds, action: Action::Local(decision) };
+        }
+        let mut asked = Asked { extras: vec![0; n], sizes: vec![None; n] };
+        for (j, (l, i)) in limits.iter().zip(&ids).enumerate() {
+            let Some(batch) = l.policy.batch() else { continue };
+            // In a call of several limits only a bucket batches: a window's end is known only from
+            // an answer about that limit alone.
+            if (n > 1 && l.policy.kind() != LimiterKind::TokenBucket) || holding[j] {
+                continue;
+            }
+            let size = match t.states.get(i) {
+                None if t.states.len() >= MAX_KEYS => continue,
+                None => START,
+                Some(s) => {
+                    let adapted =
+                        if now < s.until { s.size.saturating_mul(GROW) } else { (s.size / GROW).max(1) };
+                    adapted.min((s.last.remaining / SHARE).max(1))
+                }
+            };
+            let size = size.min(batch.max).max(1);
+            asked.extras[j] = size - 1;
+            asked.sizes[j] = Some(size);
+        }
+        Plan { refunds, action: Action::Call(asked) }
+    }
+
+    /// Redis' `answer` to the call `asked` for `limits` at `now`: the held units and sizes change;
+    /// returns the decision to give the caller (its `remaining` counts the units held here).
+    pub(crate) fn answer(
+        &self,
+        limits: &[Limit<'_>],
+        asked: &Asked,
+        answer: Decision,
+        now: Instant,
+    ) -> Decision {
+        if answer.degraded || asked.sizes.iter().all(Option::is_none) {
+            return answer;
+        }
+        let mut t = self.lock();
+        let mut decision = answer.clone();
+        for (j, l) in limits.iter().enumerate() {
+            let (Some(size), Some(batch)) = (asked.sizes[j], l.policy.batch()) else { continue };
+            let i = id(l);
+            if !answer.allowed {
+                if let Some(s) = t.states.get_mut(&i) {
+                    s.size = START;
+                }
+                continue;
+            }
+            let end = match window_end(l.policy.kind()).unwrap_or(WindowEnd::None) {
+                WindowEnd::None => None,
+                WindowEnd::Reset => Some(now + answer.reset_after),
+                WindowEnd::ResetMinusWindow => {
+                    Some(now + answer.reset_after.saturating_sub(l.policy.window_length()))
+                }
+            };
+            let lease_end = now + batch.lease;
+            let until = end.map_or(lease_end, |e| lease_end.min(e.checked_sub(REFUND_MARGIN).unwrap_or(now)));
+            let held_before = t.states.get(&i).map_or(0, |s| s.held);
+            let s = State {
+                key: l.key.to_string(),
+                policy: l.policy.clone(),
+                held: held_before + asked.extras[j],
+                size,
+                since: now,
+                until,
+                window_end: end,
+                last: answer.clone(),
+            };
+            if n_is_limiting(limits.len(), answer.limiting, j) {
+                decision.remaining += s.held;
+            }
+            t.states.insert(i, s);
+        }
+        decision
+    }
+
+    /// Every held unit, to give back (the limiter is closing); the states are forgotten.
+    pub(crate) fn drain(&self, now: Instant) -> Vec<Refund> {
+        let mut t = self.lock();
+        let mut out: Vec<(String, Refund)> = t
+            .states
+            .drain()
+            .filter(|(_, s)| s.held > 0 && s.window_end.is_none_or(|end| now + REFUND_MARGIN < end))
+            .map(|(i, s)| (i, Refund { key: s.key, policy: s.policy, units: s.held }))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Units held now for the limit (tests and vectors).
+    pub(crate) fn held(&self, limit: &Limit<'_>) -> u64 {
+        self.lock().states.get(&id(limit)).map_or(0, |s| s.held)
+    }
+}
+
+/// Whether the answer's fields describe limit `j` of `n` (its `remaining` then counts our units).
+fn n_is_limiting(n: usize, limiting: usize, j: usize) -> bool {
+    n == 1 || limiting == j
+}
+
+/// Every `SWEEP`, the expired states of keys other than this check's: their units to give back
+/// (in the order of their ids), the states forgotten.
+fn sweep(t: &mut Table, ids: &[String], now: Instant) -> Vec<Refund> {
+    let due = *t.next_sweep.get_or_insert(now + SWEEP);
+    if now < due {
+        return vec![];
+    }
+    t.next_sweep = Some(now + SWEEP);
+    let mut expired: Vec<String> =
+        t.states.iter().filter(|(i, s)| now >= s.until && !ids.contains(i)).map(|(i, _)| i.clone()).collect();
+    expired.sort();
+    expired.into_iter().filter_map(|i| t.states.remove(&i).and_then(|mut s| s.expire(now))).collect()
+}
