@@ -15,7 +15,8 @@ Settings (all optional; read when first needed, again after `override_settings`)
   when it is Django's ``RedisCache`` or django-redis, else ``redis://127.0.0.1:6379/0``;
   ``RATELIMIT_LIMITER``: a `Limiter`, or the dotted path of one or of a function returning one;
 - ``RATELIMIT_FAIL_OPEN`` (False: closed) or ``RATELIMIT_FAILURE`` ("open", "closed", "fallback:4");
-  ``RATELIMIT_DEADLINE`` (0.1): the seconds a call to Redis may take;
+  ``RATELIMIT_DEADLINE`` (0.1): the seconds a call to Redis may take; ``RATELIMIT_LOCAL_PRECHECK``
+  (False): a caller Redis denied stays denied in this process until its retry_after, without a call;
 - ``RATELIMIT_KEY`` ("ip"): "ip", "user" (the authenticated user's pk, else the IP),
   "header:X-API-Key" (its SHA-256), or a function of the request giving an id (None: the IP);
 - ``RATELIMIT_ROUTES``: (name, prefix, rate[, methods]) tuples or dicts with those keys;
@@ -95,8 +96,10 @@ def limiter() -> Limiter:
             given = import_string(given)
         if callable(given) and not isinstance(given, Limiter):
             given = given()
-        made = given if given is not None else Limiter(redis.Redis.from_url(_redis_url()), _failure(),
-                                                       name="django", deadline=float(_setting("DEADLINE", DEFAULT_DEADLINE)))
+        made = given if given is not None else Limiter(
+            redis.Redis.from_url(_redis_url()), _failure(), name="django",
+            deadline=float(_setting("DEADLINE", DEFAULT_DEADLINE)),
+            local_precheck=bool(_setting("LOCAL_PRECHECK", False)))
         _state["limiter"] = made
     return made
 

@@ -1,0 +1,272 @@
+"""The pre-check's and batched units' rules (volume.py, pure: no server), on explicit times: each check's
+steps are driven with the replies of `Bucket`, a token bucket without refill written here from the
+reply format (what Redis would answer), shared by several instances. Properties over random sequences:
+never more admitted than the bucket gave, never a unit spent twice, at most ``batch - 1`` held."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from redis_ratelimit import Decision, FixedWindow, PolicyError, SlidingCounter, SlidingLog, TokenBucket
+from redis_ratelimit.contract import BATCHING
+from redis_ratelimit.policy import Concurrency
+from redis_ratelimit.volume import Send, Volume
+
+MS = 1_000_000
+LEASE_MS = 1000
+
+
+class Bucket:
+    """What RL.TOKEN and RL.REFUND TOKEN answer on one key whose bucket does not refill in the test."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = self.tokens = capacity
+        self.calls = 0
+
+    def answer(self, cmd: Sequence[Any]) -> list[int]:
+        self.calls += 1
+        if cmd[0] == "RL.REFUND":
+            self.tokens = min(self.capacity, self.tokens + int(cmd[-1]))
+            return [1, self.capacity, self.tokens, 0, 1000]
+        assert cmd[0] == "RL.TOKEN" and len(cmd) == 5, cmd
+        cost = int(cmd[-1])
+        if cost > self.capacity:
+            return [0, self.capacity, self.tokens, -1, 1000]
+        if cost > self.tokens:
+            return [0, self.capacity, self.tokens, 500, 1000]
+        self.tokens -= cost
+        return [1, self.capacity, self.tokens, 0, 1000]
+
+
+def run(volume: Volume, bucket: Bucket, limits: list[Any], now_ms: int) -> tuple[Decision, list[list[Any]]]:
+    """One check's steps at `now_ms`, each command answered by `bucket`: the decision and what was sent."""
+    steps = volume.check(limits, now_ms * MS)
+    sent: list[list[Any]] = []
+    try:
+        send = next(steps)
+        while True:
+            sent.append(send.cmd)
+            send = steps.send(bucket.answer(send.cmd))
+    except StopIteration as done:
+        return done.value, sent
+
+
+def test_the_batch_option_is_refused_where_a_kind_takes_no_refunds_or_out_of_range() -> None:
+    for make in (lambda: SlidingLog(10, 1, batch=2), lambda: Concurrency(3, 1, batch=1)):
+        with pytest.raises(PolicyError, match="cannot batch: it takes no refunds") as e:
+            make()
+        assert e.value.field == "batch"
+    for batch in (0, 11, -1, True, 2.0):
+        with pytest.raises(PolicyError) as e:
+            TokenBucket(10, 5, batch=batch)  # type: ignore[arg-type]
+        assert e.value.field == "batch"
+    with pytest.raises(PolicyError) as e:
+        FixedWindow(10, 1, batch=2, lease=0)
+    assert e.value.field == "lease"
+    assert SlidingCounter(10, 1, batch=10, lease=0.25).lease_ns == 250 * MS
+    assert TokenBucket(10, 5).lease_ns == BATCHING["lease_ms"] * MS
+
+
+def test_a_quiet_key_costs_one_call_per_check() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    policy = TokenBucket(100, 0.001, batch=16)
+    for i in range(10):
+        decision, sent = run(volume, bucket, [("k", policy, 1)], i * (LEASE_MS + 1))
+        assert sent == [["RL.TOKEN", "k", "100", "0.001", 1]] and not decision.local
+    assert bucket.tokens == 90 and volume.batches.held("k", policy) == 0
+
+
+def test_a_hot_key_grows_its_batch_and_spends_locally() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(10_000)
+    policy = TokenBucket(10_000, 0.001, batch=16)
+    decisions = [run(volume, bucket, [("k", policy, 1)], 0)[0] for _ in range(1000)]
+    assert all(d.allowed for d in decisions)
+    assert bucket.calls <= 1000 / 16 + math.log2(16) + 2, bucket.calls
+    assert sum(d.local for d in decisions) == 1000 - bucket.calls
+    # Every decision's remaining counts the units this instance holds: as one call per check would say.
+    assert [d.remaining for d in decisions] == list(range(9999, 8999, -1))
+    assert bucket.tokens + volume.batches.held("k", policy) == 9000
+
+
+def test_the_size_is_capped_at_half_of_what_redis_has_left() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(20)
+    policy = TokenBucket(20, 0.001, batch=16)
+    asked = []
+    for _ in range(20):
+        _, sent = run(volume, bucket, [("k", policy, 1)], 0)
+        asked += [int(cmd[-1]) for cmd in sent]
+    assert sum(d for d in asked) == 20 and bucket.tokens == 0
+    remaining = 20
+    for cost in asked:  # never more than one more than half of what was left
+        assert cost - 1 <= max(0, (remaining - 1) // 2), asked
+        remaining -= cost
+
+
+def test_expired_units_go_back_before_the_check_s_own_call() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    policy = TokenBucket(100, 0.001, batch=4)
+    for _ in range(5):  # sizes 1, 1, 2 (one held, spent), 4
+        run(volume, bucket, [("k", policy, 1)], 0)
+    held = volume.batches.held("k", policy)
+    assert held > 0
+    _, sent = run(volume, bucket, [("k", policy, 1)], LEASE_MS)
+    assert sent[0] == ["RL.REFUND", "TOKEN", "k", "100", "0.001", held]
+    assert sent[1][0] == "RL.TOKEN"
+
+
+def test_a_window_s_units_are_dropped_once_its_end_is_near() -> None:
+    volume = Volume(precheck=False)
+    policy = FixedWindow(100, 1, batch=8, lease=10)
+    replies = iter([[1, 100, 99, 0, 1000], [1, 100, 98, 0, 1000], [1, 100, 96, 0, 1000], [1, 100, 99, 0, 1000]])
+    steps_sent = []
+    for at in (0, 1, 2, 950):
+        steps = volume.check([("w", policy, 1)], at * MS)
+        send = next(steps)
+        sent = [send.cmd]
+        while True:
+            try:
+                send = steps.send(next(replies))
+                sent.append(send.cmd)
+            except StopIteration:
+                break
+        steps_sent.append(sent)
+    assert steps_sent[2] == [["RL.FIXED", "w", "100", "1.000", 2]]  # hot: asked 1 + 1
+    # At 950 ms the units' use ended (the window's end, 1002 ms, minus the margin): not refunded.
+    assert [cmd[0] for cmd in steps_sent[3]] == ["RL.FIXED"]
+    assert all(cmd[0] != "RL.REFUND" for cmd in steps_sent[3])
+
+
+def test_a_denial_with_extras_asks_again_for_the_request_alone() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    policy = TokenBucket(100, 0.001, batch=16)
+    for _ in range(8):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    held = volume.batches.held("k", policy)
+    bucket.tokens = 1  # other instances took the rest
+    for _ in range(held):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    decision, sent = run(volume, bucket, [("k", policy, 1)], 0)
+    assert decision.allowed and [int(c[-1]) for c in sent] == [int(sent[0][-1]), 1] and int(sent[0][-1]) > 1
+
+
+def test_several_limits_keep_the_units_held_until_the_call_allows() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    hot = TokenBucket(100, 0.001, batch=8)
+    for _ in range(5):
+        run(volume, bucket, [("hot", hot, 1)], 0)
+    held = volume.batches.held("hot", hot)
+    assert held > 0
+    other = FixedWindow(1, 600)
+    steps = volume.check([("hot", hot, 1), ("other", other, 1)], 0)
+    send = next(steps)
+    assert send == Send(["RL.FIXED", "other", "1", "600.000", 1], True), "the held limit is left out"
+    assert volume.batches.held("hot", hot) == held - 1, "reserved while the call is under way"
+    with pytest.raises(StopIteration) as done:
+        steps.send([0, 1, 0, 1000, 1000])
+    assert not done.value.value.allowed and done.value.value.limiting == 1
+    assert volume.batches.held("hot", hot) == held, "given back: the call denied"
+
+
+def test_a_call_that_fails_gives_back_what_it_reserved_and_asks_no_more() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    policy = TokenBucket(100, 0.001, batch=8)
+    for _ in range(3):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    before = volume.batches.held("k", policy)
+    steps = volume.check([("k", policy, 1), ("j", TokenBucket(5, 1), 1)], 0)
+    next(steps)
+    steps.close()  # the call failed: the failure policy decides
+    assert volume.batches.held("k", policy) == before
+
+
+def test_one_call_at_a_time_asks_for_extra_units() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    policy = TokenBucket(100, 0.001, batch=16)
+    for _ in range(6):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    while volume.batches.held("k", policy):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    first, second = volume.check([("k", policy, 1)], 0), volume.check([("k", policy, 1)], 0)
+    a, b = next(first), next(second)
+    assert int(a.cmd[-1]) > 1 and int(b.cmd[-1]) == 1
+    for steps, send in ((second, b), (first, a)):
+        with pytest.raises(StopIteration):
+            steps.send(bucket.answer(send.cmd))
+    assert volume.batches.held("k", policy) == int(a.cmd[-1]) - 1
+
+
+def test_the_precheck_repeats_redis_denial_until_its_retry_after() -> None:
+    volume, bucket = Volume(precheck=True), Bucket(2)
+    policy = TokenBucket(2, 0.001)
+    run(volume, bucket, [("k", policy, 2)], 0)
+    denied, sent = run(volume, bucket, [("k", policy, 1)], 10)
+    assert not denied.allowed and sent and denied.retry_after == 0.5
+    held, sent = run(volume, bucket, [("k", policy, 1)], 110)
+    assert sent == [] and held.local and not held.allowed
+    assert (held.retry_after, held.reset_after) == (0.4, 0.9)
+    assert run(volume, bucket, [("k", policy, 0)], 120)[1], "a smaller cost may fit: asked"
+    assert run(volume, bucket, [("k", policy, 1)], 510)[1], "past the retry_after: asked"
+
+
+def test_a_never_fitting_request_is_not_remembered() -> None:
+    volume, bucket = Volume(precheck=True), Bucket(2)
+    policy = TokenBucket(2, 0.001)
+    for _ in range(2):
+        decision, sent = run(volume, bucket, [("k", policy, 3)], 0)
+        assert decision.never_fits and sent
+
+
+def test_close_gives_every_unit_back() -> None:
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    policy = TokenBucket(100, 0.001, batch=8)
+    for _ in range(5):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    held = volume.batches.held("k", policy)
+    assert volume.release_all(0) == [["RL.REFUND", "TOKEN", "k", "100", "0.001", held]]
+    assert volume.batches.held("k", policy) == 0 and volume.release_all(0) == []
+
+
+checks = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(0, 400)), max_size=120)
+
+
+@settings(max_examples=150, deadline=None)
+@given(checks, st.integers(1, 12), st.integers(1, 60))
+def test_never_more_admitted_than_taken_nor_a_unit_spent_twice(
+        seq: list[tuple[int, int, int]], batch: int, capacity: int) -> None:
+    batch = min(batch, capacity)
+    policy = TokenBucket(capacity, 0.001, batch=batch)
+    bucket = Bucket(capacity)
+    instances = [Volume(precheck=True) for _ in range(3)]
+    admitted, now = 0, 0
+    for who, cost, step in seq:
+        now += step
+        decision, _ = run(instances[who], bucket, [("k", policy, cost)], now)
+        admitted += cost if decision.allowed else 0
+        held = [v.batches.held("k", policy) for v in instances]
+        assert all(h >= 0 for h in held)
+        # Every unit admitted or held was taken from the bucket, once.
+        assert admitted + sum(held) + bucket.tokens == capacity
+        if cost == 1 and decision.allowed and decision.local:
+            assert decision.remaining >= held[who]
+    for v in instances:
+        for cmd in v.release_all(now):
+            bucket.answer(cmd)
+    assert admitted + bucket.tokens == capacity
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 300)), max_size=150), st.integers(1, 16))
+def test_with_requests_of_cost_1_an_instance_holds_at_most_batch_minus_1(seq: list[tuple[int, int]], batch: int) -> None:
+    policy = TokenBucket(1000, 0.001, batch=batch)
+    bucket = Bucket(1000)
+    instances = [Volume(precheck=False) for _ in range(2)]
+    now = 0
+    for who, step in seq:
+        now += step
+        run(instances[who], bucket, [("k", policy, 1)], now)
+        assert all(v.batches.held("k", policy) <= batch - 1 for v in instances)
