@@ -115,7 +115,27 @@ type contractDoc struct {
 		Functions  []libraryFunction `json:"functions"`
 		SourceSHA1 string            `json:"source_sha1"`
 	} `json:"library"`
-	HTTP HTTPContract `json:"http"`
+	HTTP     HTTPContract `json:"http"`
+	Batching batchingDecl `json:"batching"`
+}
+
+// batchingDecl is the contract's "batching": the adaptive size's numbers, the refund margin, the
+// sweep, the most states a limiter keeps, the default lease, and where each kind's window ends
+// ("none", "reset", "reset_minus_window"; a kind missing here cannot batch).
+type batchingDecl struct {
+	Start          uint64            `json:"start"`
+	Grow           uint64            `json:"grow"`
+	Share          uint64            `json:"share"`
+	RefundMarginMs int64             `json:"refund_margin_ms"`
+	SweepMs        int64             `json:"sweep_ms"`
+	MaxKeys        int               `json:"max_keys"`
+	LeaseMs        int64             `json:"lease_ms"`
+	Kinds          map[string]string `json:"kinds"`
+	Errors         struct {
+		Batch string `json:"batch"` // a batch out of bounds
+		Lease string `json:"lease"` // a lease out of bounds
+		Kind  string `json:"kind"`  // a kind that cannot batch ({kind} its name)
+	} `json:"errors"`
 }
 
 // HTTPContract is the contract's "http" member: header names, problem types, caller keys and

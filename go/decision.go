@@ -27,6 +27,9 @@ type Decision struct {
 	Limiting int
 	// Degraded: Redis did not decide (unreachable, too slow, breaker open): the failure policy did.
 	Degraded bool
+	// Local: decided in this process without a round trip (the pre-check's denial, or units of a
+	// batched policy taken from Redis earlier).
+	Local bool
 }
 
 // NeverFits says whether the request can never be allowed (its cost is above the limit).

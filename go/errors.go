@@ -18,6 +18,9 @@ func (e *PolicyError) Error() string {
 	return e.Kind + ": " + strings.TrimPrefix(msg, "ERR ")
 }
 
+// Is makes a policy that cannot be built a usage error (errors.Is(err, ErrUsage)): the caller's.
+func (e *PolicyError) Is(target error) bool { return target == ErrUsage }
+
 // ErrUsage is matched (errors.Is) by every call that is the caller's mistake, refused before
 // sending or answered so by Redis (the contract's class "usage"): no limits, an empty or duplicate
 // key, keys of one call in different cluster slots (CROSSSLOT), an argument out of bounds, a

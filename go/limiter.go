@@ -102,6 +102,10 @@ type Options struct {
 	// in flight before its own (up to two round trips), always within the deadline. A
 	// *redis.ClusterClient's calls always go alone.
 	DisableBatching bool
+	// LocalPrecheck: a check Redis denied stays denied in this process until the retry_after Redis
+	// gave, without a round trip (a local decision): a client hammering while denied costs nothing.
+	// A check of the same keys with a smaller cost still asks Redis. Off by default.
+	LocalPrecheck bool
 }
 
 // Counts are a limiter's counters (for metrics).
@@ -116,6 +120,7 @@ type Counts struct {
 	Misconfigurations uint64 // calls answered that the limiter is misconfigured (NOPERM, no engine, an unknown reply)
 	Conflicts         uint64 // calls whose key held another limiter's state or another type
 	UsageErrors       uint64 // calls refused as the caller's mistake (ErrUsage)
+	Local             uint64 // decisions made without a round trip (pre-check denials, batched units; in Decisions too)
 }
 
 // Limiter decides rate limits on Redis. Safe for concurrent use; Close stops its probe.
@@ -142,6 +147,11 @@ type Limiter struct {
 	outageCount uint64 // degraded decisions in this outage
 
 	batch *batcher // nil with Options.DisableBatching
+
+	denials        *denialCache // nil without Options.LocalPrecheck
+	units          *unitBook    // batched policies' units
+	localDecisions atomic.Uint64
+	refunding      sync.WaitGroup // refunds in flight (Close waits for them)
 
 	probing atomic.Bool
 	closed  chan struct{}
@@ -191,6 +201,10 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		breaker:  &breaker{failures: opts.BreakerFailures, cooldown: opts.BreakerCooldown, now: time.Now},
 		log:      opts.Logger,
 		closed:   make(chan struct{}),
+		units:    newUnitBook(),
+	}
+	if opts.LocalPrecheck {
+		l.denials = newDenialCache()
 	}
 	if opts.Failure.kind == failLocal {
 		l.local = newLocalLimiter(opts.Failure.instances)
@@ -211,10 +225,13 @@ func New(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	return l, nil
 }
 
-// Close stops the limiter's background probe (the client is the caller's to close).
+// Close gives every batched unit this limiter holds back to Redis (the error says why some could
+// not be) and stops its background work; later checks ask Redis each time. The client is the
+// caller's to close.
 func (l *Limiter) Close() error {
+	err := l.returnUnits()
 	l.once.Do(func() { close(l.closed) })
-	return nil
+	return err
 }
 
 // FailurePolicy is the limiter's failure policy.
@@ -239,6 +256,7 @@ func (l *Limiter) Counts() Counts {
 		Decisions: l.decisions.Load(), Allowed: l.allowed.Load(), Degraded: l.degraded.Load(), DegradedAllowed: l.degradedAllowed.Load(),
 		Outages: l.outages.Load(), BreakerOpened: opened, BreakerRejected: rejected,
 		Misconfigurations: l.misconfigured.Load(), Conflicts: l.conflicts.Load(), UsageErrors: l.usageErrors.Load(),
+		Local: l.localDecisions.Load(),
 	}
 }
 
@@ -490,6 +508,9 @@ func (l *Limiter) decided(d Decision) Decision {
 	if d.Allowed {
 		l.allowed.Add(1)
 	}
+	if d.Local {
+		l.localDecisions.Add(1)
+	}
 	return d
 }
 
@@ -517,14 +538,13 @@ func (l *Limiter) CheckAll(ctx context.Context, limits ...Limit) (Decision, erro
 // ErrConflict, ErrReply).
 func (l *Limiter) CheckAllStrict(ctx context.Context, limits ...Limit) (Decision, error) {
 	cmd, err := buildDecide(limits)
+	if err == nil {
+		err = l.precheck(keysOf(cmd))
+	}
 	if err != nil {
 		return Decision{}, l.refused(err)
 	}
-	v, err := l.call(ctx, cmd)
-	if err != nil {
-		return Decision{}, err
-	}
-	d, err := DecisionOfReply(v)
+	d, err := l.decideAt(time.Now().UnixNano(), limits, cmd, l.unitIO(ctx))
 	if err != nil {
 		return Decision{}, err
 	}

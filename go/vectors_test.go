@@ -52,7 +52,8 @@ func vectorCases(t *testing.T, name string) []vectorCase {
 
 func TestEveryVectorFileIsRunOrListed(t *testing.T) {
 	run := map[string]bool{"policies.json": true, "commands.json": true, "replies.json": true, "fallback.json": true,
-		"callers.json": true, "forwarded.json": true, "http.json": true, "errors.json": true, "engines.json": true}
+		"callers.json": true, "forwarded.json": true, "http.json": true, "errors.json": true, "engines.json": true,
+		"volume.json": true}
 	files, _ := filepath.Glob(filepath.Join("..", "contract", "vectors", "*.json"))
 	for _, f := range files {
 		name := filepath.Base(f)
@@ -290,6 +291,18 @@ func must(t testing.TB, err error) {
 	}
 }
 
+// vectorFields are a decision's fields as the vectors write them (JSON numbers, retry_after_ms
+// null when the request never fits).
+func vectorFields(d Decision) map[string]any {
+	var retry any
+	if d.RetryAfter != NeverFits {
+		retry = float64(d.RetryAfter / time.Millisecond)
+	}
+	return map[string]any{"allowed": d.Allowed, "limit": float64(d.Limit), "remaining": float64(d.Remaining),
+		"retry_after_ms": retry, "reset_after_ms": float64(d.ResetAfter / time.Millisecond),
+		"limiting": float64(d.Limiting)}
+}
+
 // contract/vectors/fallback.json: the local fallback's decisions at explicit times, as the Rust
 // reference (client/src/fallback.rs) makes them.
 func TestVectorsFallback(t *testing.T) {
@@ -325,15 +338,6 @@ func TestVectorsFallback(t *testing.T) {
 				policies[j], err = p.build()
 				must(t, err)
 			}
-			fields := func(d Decision) map[string]any {
-				var retry any
-				if d.RetryAfter != NeverFits {
-					retry = float64(d.RetryAfter / time.Millisecond)
-				}
-				return map[string]any{"allowed": d.Allowed, "limit": float64(d.Limit), "remaining": float64(d.Remaining),
-					"retry_after_ms": retry, "reset_after_ms": float64(d.ResetAfter / time.Millisecond),
-					"limiting": float64(d.Limiting)}
-			}
 			for j, step := range s.Steps {
 				now := in.T0 + step.AtMs*1_000_000
 				var limits []Limit
@@ -344,16 +348,16 @@ func TestVectorsFallback(t *testing.T) {
 				got := map[string]any{}
 				switch step.Op {
 				case "decide":
-					got["decision"] = fields(local.decide(limits, nil, now, true))
+					got["decision"] = vectorFields(local.decide(limits, nil, now, true))
 				case "acquire":
-					got["decision"] = fields(local.decide(limits, &step.ID, now, true))
+					got["decision"] = vectorFields(local.decide(limits, &step.ID, now, true))
 				case "release":
 					got["done"] = local.leaseOp(first.Key, step.ID, 0, now)
 				case "renew":
 					got["done"] = local.leaseOp(first.Key, step.ID, first.Policy.Period(), now)
 				case "take":
 					taken := local.reserve(first.Key, first.Policy, 1, first.Cost, 0, now, true)
-					got["decision"], got["taken"] = fields(taken.Decision), float64(taken.Taken)
+					got["decision"], got["taken"] = vectorFields(taken.Decision), float64(taken.Taken)
 				case "refund":
 					local.refund(first.Key, first.Policy, first.Cost, now)
 				default:

@@ -1,0 +1,321 @@
+package ratelimit
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Batched units (Policy.WithBatch; docs/high-volume.md, whose rules these are, as the Rust
+// reference's client/src/batch.rs): a check of a batched limit that lacks units asks Redis for
+// cost + extra in its one call, holds the extra units, and decides the next checks here until they
+// run out or their lease ends; units not spent go back with RL.REFUND. Every unit spent here was
+// taken from Redis first, so local decisions never admit beyond the limit. The rules only: times
+// are Unix ns passed in, and what they send goes through a unitIO (the limiter's round trips, or
+// the vectors' recorded replies).
+
+// unitState is one batched (key, policy)'s.
+type unitState struct {
+	key       string
+	policy    Policy
+	held      uint64   // units taken and not yet spent
+	size      uint64   // the units the last call took for a request of cost 1
+	since     int64    // when Redis' last answer came
+	until     int64    // the end of the held units' use
+	windowEnd int64    // the end of the window they belong to; 0: the kind has none (a token bucket)
+	last      Decision // Redis' last answer
+	// asking: a call taking extra units is in flight. One at a time keeps what this instance holds
+	// at most batch - 1 under concurrent checks of one key.
+	asking bool
+}
+
+// expire takes s's units at now when its lease is over: to give back while their window lasts
+// (nil when there are none, or their window is over: they are dropped with it).
+func (s *unitState) expire(now int64) []string {
+	if now < s.until || s.held == 0 {
+		return nil
+	}
+	held := s.held
+	s.held = 0
+	margin := contract.Batching.RefundMarginMs * int64(time.Millisecond)
+	if s.windowEnd != 0 && now+margin >= s.windowEnd {
+		return nil
+	}
+	cmd, _ := buildRefund(s.key, s.policy, held) // a batched policy takes refunds (WithBatch refuses the others)
+	return cmd
+}
+
+// unitID names a limit's state: its key, its kind's group and its parameters.
+func unitID(l Limit) string {
+	return l.Key + "\n" + l.Policy.kind.Group + "\n" + l.Policy.params[0] + "\n" + l.Policy.params[1]
+}
+
+// unitBook is a limiter's batched units: at most the contract's batching.max_keys states.
+type unitBook struct {
+	mu        sync.Mutex
+	states    map[string]*unitState
+	nextSweep int64 // 0: no check yet
+	closed    bool  // after close every check asks Redis
+}
+
+func newUnitBook() *unitBook { return &unitBook{states: map[string]*unitState{}} }
+
+// unitIO is what the rules send: refunds (not waited for) and one check's call.
+type unitIO struct {
+	refund func(cmd []string)
+	call   func(cmd []string) (Decision, error)
+}
+
+// unitCall is a check's call: per limit, the extra units asked and the size they come from (0:
+// the limit keeps nothing from this call).
+type unitCall struct {
+	now    int64
+	limits []Limit
+	extras []uint64
+	sizes  []uint64
+}
+
+func usesUnits(limits []Limit) bool {
+	for _, l := range limits {
+		if l.Policy.batch > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// check decides limits at now: locally when every limit holds its cost, else with one call (two
+// when the extras were denied: the request itself may fit).
+func (b *unitBook) check(now int64, limits []Limit, io unitIO) (Decision, error) {
+	c, local, refunds := b.plan(now, limits)
+	for _, r := range refunds {
+		io.refund(r)
+	}
+	if c == nil {
+		return local, nil
+	}
+	d, err := io.call(c.command())
+	if err == nil && !d.Allowed && c.asked() {
+		b.withoutExtras(c)
+		d, err = io.call(c.command())
+	}
+	return b.answer(c, d, err), err
+}
+
+// plan is what a check of limits does at now: the units to give back first (expired), and the
+// call to make, or (nil) the decision made here from held units.
+func (b *unitBook) plan(now int64, limits []Limit) (*unitCall, Decision, [][]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(limits)
+	ids := make([]string, n)
+	for i, l := range limits {
+		ids[i] = unitID(l)
+	}
+	refunds := b.sweep(now, ids)
+	for _, id := range ids {
+		if s := b.states[id]; s != nil {
+			if cmd := s.expire(now); cmd != nil {
+				refunds = append(refunds, cmd)
+			}
+		}
+	}
+	holding := make([]bool, n)
+	all := true
+	for i, l := range limits {
+		s := b.states[ids[i]]
+		holding[i] = l.Policy.batch > 0 && s != nil && now < s.until && s.held >= l.Cost
+		all = all && holding[i]
+	}
+	if all {
+		return nil, b.spend(now, limits, ids), refunds
+	}
+	c := &unitCall{now: now, limits: limits, extras: make([]uint64, n), sizes: make([]uint64, n)}
+	c2 := &contract.Batching
+	for i, l := range limits {
+		// In a call of several limits only a bucket batches: a window's end is known only from an
+		// answer about that limit alone.
+		if l.Policy.batch == 0 || holding[i] || (n > 1 && l.Policy.kind.Name != "token_bucket") {
+			continue
+		}
+		s := b.states[ids[i]]
+		size := c2.Start
+		switch {
+		case s == nil && (b.closed || len(b.states) >= c2.MaxKeys):
+			continue // no room: decided without batching
+		case s != nil && s.asking:
+			continue // another check is taking this key's batch
+		case s != nil && now < s.until: // hot here: its units ran out before their lease ended
+			size = min(s.size*c2.Grow, max(1, s.last.Remaining/c2.Share))
+		case s != nil: // cool
+			size = min(max(1, s.size/c2.Grow), max(1, s.last.Remaining/c2.Share))
+		}
+		size = max(1, min(size, l.Policy.batch))
+		c.extras[i], c.sizes[i] = size-1, size
+		if s != nil {
+			s.asking = size > 1
+		}
+	}
+	return c, Decision{}, refunds
+}
+
+// spend takes each limit's cost from its held units: the decision is each one's last answer with
+// what is still held in its remaining and its reset shorter by the time since; the most
+// restrictive (the fewest left, the first of equals, as RL.ALL picks among allowed ones).
+func (b *unitBook) spend(now int64, limits []Limit, ids []string) Decision {
+	var out Decision
+	for i, l := range limits {
+		s := b.states[ids[i]]
+		s.held -= l.Cost
+		d := s.last
+		d.Remaining += s.held
+		d.ResetAfter = max(0, d.ResetAfter-time.Duration(now-s.since))
+		d.RetryAfter, d.Limiting, d.Local = 0, 0, true
+		if i == 0 || d.Remaining < out.Remaining {
+			out = d
+			out.Limiting = i
+		}
+	}
+	return out
+}
+
+// sweep: every batching.sweep_ms, the expired states of keys other than this check's: their units
+// to give back (in the order of their names), the states forgotten.
+func (b *unitBook) sweep(now int64, ids []string) [][]string {
+	every := contract.Batching.SweepMs * int64(time.Millisecond)
+	if b.nextSweep == 0 {
+		b.nextSweep = now + every
+	}
+	if now < b.nextSweep {
+		return nil
+	}
+	b.nextSweep = now + every
+	var expired []string
+	for id, s := range b.states {
+		if now >= s.until && !s.asking && !slices.Contains(ids, id) {
+			expired = append(expired, id)
+		}
+	}
+	slices.Sort(expired)
+	var refunds [][]string
+	for _, id := range expired {
+		if cmd := b.states[id].expire(now); cmd != nil {
+			refunds = append(refunds, cmd)
+		}
+		delete(b.states, id)
+	}
+	return refunds
+}
+
+func (c *unitCall) asked() bool { return slices.ContainsFunc(c.extras, func(e uint64) bool { return e > 0 }) }
+
+// command is the call: each limit asking its cost and its extra.
+func (c *unitCall) command() []string {
+	sent := slices.Clone(c.limits)
+	for i := range sent {
+		sent[i].Cost += c.extras[i]
+	}
+	cmd, _ := buildDecide(sent) // the limits were built whole before (CheckAllStrict)
+	return cmd
+}
+
+// withoutExtras: the batch did not fit; the same call without extras, at the starting size.
+func (b *unitBook) withoutExtras(c *unitCall) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, l := range c.limits {
+		if c.extras[i] > 0 {
+			if s := b.states[unitID(l)]; s != nil {
+				s.asking = false
+			}
+		}
+		if c.sizes[i] > 0 {
+			c.extras[i], c.sizes[i] = 0, contract.Batching.Start
+		}
+	}
+}
+
+// answer takes Redis' answer to c (or the call's error): held units and sizes change. The decision
+// for the caller counts the units held here in the remaining of the limit it describes.
+func (b *unitBook) answer(c *unitCall, d Decision, err error) Decision {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	batching := &contract.Batching
+	for i, l := range c.limits {
+		if c.sizes[i] == 0 {
+			continue
+		}
+		id := unitID(l)
+		s := b.states[id]
+		if s != nil && c.extras[i] > 0 {
+			s.asking = false
+		}
+		if err != nil || d.Degraded {
+			continue
+		}
+		if !d.Allowed {
+			if s != nil {
+				s.size = batching.Start
+			}
+			continue
+		}
+		if s == nil {
+			if b.closed {
+				continue // the limiter closed meanwhile: these units are not kept
+			}
+			s = &unitState{key: l.Key, policy: l.Policy}
+			b.states[id] = s
+		}
+		s.policy = l.Policy
+		s.held += c.extras[i]
+		s.size, s.since, s.last = c.sizes[i], c.now, d
+		s.until = c.now + int64(l.Policy.lease)
+		s.windowEnd = 0
+		switch batching.Kinds[l.Policy.kind.Name] {
+		case "reset":
+			s.windowEnd = c.now + int64(d.ResetAfter)
+		case "reset_minus_window":
+			s.windowEnd = c.now + max(0, int64(d.ResetAfter)-int64(l.Policy.period))
+		}
+		if s.windowEnd != 0 {
+			s.until = min(s.until, max(c.now, s.windowEnd-batching.RefundMarginMs*int64(time.Millisecond)))
+		}
+		if len(c.limits) == 1 || d.Limiting == i {
+			d.Remaining += s.held
+		}
+	}
+	return d
+}
+
+// close returns every held unit (while its window lasts, in the order of their names) and stops
+// batching.
+func (b *unitBook) close(now int64) [][]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	ids := make([]string, 0, len(b.states))
+	for id := range b.states {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var refunds [][]string
+	for _, id := range ids {
+		s := b.states[id]
+		s.until = min(s.until, now) // the lease ends now
+		if cmd := s.expire(now); cmd != nil {
+			refunds = append(refunds, cmd)
+		}
+		delete(b.states, id)
+	}
+	return refunds
+}
+
+// held is what the state of key under p holds now.
+func (b *unitBook) held(key string, p Policy) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.states[unitID(Limit{Key: key, Policy: p})]; s != nil {
+		return s.held
+	}
+	return 0
+}
