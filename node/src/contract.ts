@@ -21,8 +21,19 @@ export interface CommandSpec {
   name: string; syntax: string; min_args: number; keys: KeyRule; writes: boolean; function: string | null;
   reply: Record<string, unknown>;
 }
+/** How batched units behave (docs/high-volume.md): the adaptive size's start, growth and share of what
+ * is left, the margin before a window's end past which units are dropped rather than refunded, how
+ * often a check gives back other keys' expired units, the most states and pre-check denials kept, the
+ * default lease, the kinds that batch and how their window end is found from an answer (`none`: no
+ * window; `reset`: now + reset_after; `reset_minus_window`: that minus the window), the refusals. */
+export interface BatchingRules {
+  start: number; grow: number; share: number; refund_margin_ms: number; sweep_ms: number; max_keys: number;
+  precheck_max_keys: number; lease_ms: number; kinds: Record<string, "none" | "reset" | "reset_minus_window">;
+  errors: { batch: string; kind: string; lease: string };
+}
 export interface Contract {
   version: number;
+  batching: BatchingRules;
   bounds: Record<string, number>;
   kinds: KindSpec[];
   commands: CommandSpec[];
@@ -59,6 +70,7 @@ export const MAX_WHOLE: bigint = BigInt(/"max_whole":\s*(\d+)/.exec(CONTRACT_TEX
 export const BOUNDS = CONTRACT.bounds;
 export const ERRORS = CONTRACT.errors;
 export const HTTP = CONTRACT.http;
+export const BATCHING = CONTRACT.batching;
 
 const KINDS = new Map(CONTRACT.kinds.map((k) => [k.name, k]));
 const BY_GROUP = new Map(CONTRACT.kinds.map((k) => [k.group, k]));

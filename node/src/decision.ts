@@ -20,6 +20,8 @@ export class Decision {
     readonly degraded = false,
     /** Why Redis did not decide, when degraded. */
     readonly error?: Error,
+    /** Decided in this process without a round trip: a pre-check's denial or batched units spent. */
+    readonly local = false,
   ) {}
 
   /** The request can never be allowed with this policy (its cost is above the limit). */
@@ -38,11 +40,12 @@ export class Decision {
     return Math.ceil(this.resetAfterMs / 1000);
   }
 
-  with(changes: Partial<Pick<Decision, "allowed" | "retryAfterMs" | "degraded">>): Decision {
+  with(changes: Partial<Pick<Decision, "allowed" | "remaining" | "retryAfterMs" | "resetAfterMs" | "limiting" | "degraded" | "local">>): Decision {
     return new Decision(
-      changes.allowed ?? this.allowed, this.limit, this.remaining,
+      changes.allowed ?? this.allowed, this.limit, changes.remaining ?? this.remaining,
       changes.retryAfterMs === undefined ? this.retryAfterMs : changes.retryAfterMs,
-      this.resetAfterMs, this.limiting, changes.degraded ?? this.degraded, this.error,
+      changes.resetAfterMs ?? this.resetAfterMs, changes.limiting ?? this.limiting, changes.degraded ?? this.degraded, this.error,
+      changes.local ?? this.local,
     );
   }
 

@@ -23,6 +23,8 @@ import { ERRORS } from "./contract.js";
 import { slotOf } from "./slot.js";
 import { Concurrency, Policy, TokenBucket } from "./policy.js";
 import { LocalLimiter } from "./fallback.js";
+import { Batches, Denials, type Plan, type Refund } from "./localDecisions.js";
+import { BATCHING } from "./contract.js";
 
 export type FailurePolicy = "open" | "closed" | "fallback";
 
@@ -38,6 +40,11 @@ export interface LimiterOptions {
   engine?: EngineName;
   /** The breaker's options, or `false` for none (default: 5 failures, 1000 ms). */
   breaker?: BreakerOptions | false;
+  /** The pre-check (default false): a check Redis denied stays denied in this process until the
+   * `retry_after` Redis gave, without a round trip (docs/high-volume.md). */
+  localPrecheck?: boolean;
+  /** The clock of decisions made here, ms (default `performance.now`): the vectors drive it. */
+  now?: () => number;
   /** Where the misconfigured and conflict lines go (error level; default `console`); `false`: nowhere
    * (the `misconfigured` and `conflict` events still say the same). */
   logger?: Logger | false;
@@ -69,6 +76,7 @@ interface InFlight {
 }
 
 const same = (reply: unknown): unknown => reply;
+const ignore = (): void => undefined;
 /** A misconfiguration's cause is logged at most once per this long. */
 const CAUSE_EVERY_MS = 60_000;
 /** At most this many keys remembered as logged conflicts (then forgotten, and logged again). */
@@ -254,6 +262,14 @@ export class Limiter extends EventEmitter {
   /** The adapter's `send`; an adapter given by the user gets a copy of each command (ours do not keep
    * or change it, and the middleware sends the same command array again). */
   private readonly send: Send;
+  /** The pre-check's denials, when `localPrecheck`. */
+  private readonly denials: Denials | undefined;
+  /** Batched units per (key, policy), made at the first check of a batched policy. */
+  private batches: Batches | undefined;
+  /** Refunds sent and not yet answered (`close` waits for them). */
+  private readonly refunding = new Set<Promise<unknown>>();
+  private closed = false;
+  private readonly now: () => number;
 
   constructor(client: unknown, options: LimiterOptions) {
     super();
@@ -280,6 +296,10 @@ export class Limiter extends EventEmitter {
     const send = this.adapter.send;
     this.send = OWN_ADAPTERS.has(this.adapter) ? send : (args, route) => send([...args], route);
     this.breaker = options.breaker === false ? undefined : new Breaker(options.breaker ?? {});
+    this.denials = options.localPrecheck ? new Denials(BATCHING.precheck_max_keys) : undefined;
+    this.now = options.now ?? (() => performance.now());
+    // Decisions made here: each pre-check denial and each check spending batched units.
+    this.counters["local"] = 0;
   }
 
   /** True since Redis answered that the limiter is misconfigured, until Redis decides again. */
@@ -473,6 +493,7 @@ export class Limiter extends EventEmitter {
    * keeps it for a caller and route), the decision given to `then`: the same call, with neither the
    * arguments built again nor a promise more. */
   checkBuilt<T>(limits: readonly Limit[], cmd: readonly string[], then: (d: Decision) => T): Promise<T> {
+    if (this.decidesLocally(limits)) return this.checkAll(limits).then(then);
     return this.request(
       cmd,
       (reply) => {
@@ -501,7 +522,98 @@ export class Limiter extends EventEmitter {
     } catch (e) {
       return this.refused(e);
     }
-    return this.decided(limits, cmd);
+    if (!this.decidesLocally(limits)) return this.decided(limits, cmd);
+    return this.checkHere(limits, cmd);
+  }
+
+  /** Whether a check of `limits` may be decided here: the pre-check is on, or one is batched. */
+  private decidesLocally(limits: readonly Limit[]): boolean {
+    if (this.denials) return true;
+    if (this.closed) return false;
+    for (let i = 0; i < limits.length; i++) if (limits[i]![1].batching) return true;
+    return false;
+  }
+
+  /** A check through the pre-check and batched units (docs/high-volume.md). */
+  private async checkHere(limits: readonly Limit[], cmd: string[]): Promise<Decision> {
+    const now = this.now();
+    const denied = this.denials?.check(limits, now);
+    if (denied) {
+      this.count("local");
+      return denied;
+    }
+    const batched = !this.closed && limits.some((l) => l[1].batching);
+    const d = batched ? await this.batched(limits, now) : await this.decided(limits, cmd);
+    if (d.local) this.count("local");
+    else this.denials?.remember(limits, d, now);
+    return d;
+  }
+
+  /** A check of batched limits: expired units given back (not waited for), then decided with the units
+   * held here, or after another check's call that brings units, or with one call (twice when a call
+   * asking extras is denied). Waits for other checks' calls only within the deadline. */
+  private async batched(limits: readonly Limit[], now: number): Promise<Decision> {
+    const batches = (this.batches ??= new Batches(BATCHING));
+    const giveUp = now + this.deadlineMs;
+    let plan: Plan;
+    for (;;) {
+      plan = batches.plan(limits, now, now < giveUp);
+      this.giveBack(plan.refunds);
+      if (plan.local) return plan.local;
+      if (!plan.behind) break;
+      await plan.behind.then(ignore, ignore);
+      now = this.now();
+    }
+    let call = plan.call;
+    for (;;) {
+      // The failure policy decides the whole check (its costs, not the extras asked).
+      const sent = this.decided(limits, command.decide(call));
+      plan.flying(sent);
+      let d: Decision;
+      try {
+        d = await sent;
+      } catch (e) {
+        plan.abandon();
+        throw e;
+      }
+      const next = plan.answer(d, this.now());
+      if (next instanceof Decision) return next;
+      call = next;
+    }
+  }
+
+  /** Sends `refunds` without making the check that found them wait; `close` waits for them. */
+  private giveBack(refunds: readonly Refund[]): void {
+    for (const r of refunds) this.refundHeld(r);
+  }
+
+  /** Gives held units back (RL.REFUND); resolves with how many (0: Redis did not take them). */
+  private refundHeld(r: Refund): Promise<number> {
+    const p = this.call(command.refund(r.key, r.policy, r.units)).then(() => r.units, () => 0);
+    this.refunding.add(p);
+    void p.then(() => this.refunding.delete(p));
+    return p;
+  }
+
+  /** Units held in this process for `key` under a batched `policy` (docs/high-volume.md). */
+  held(key: string, policy: Policy): number {
+    return this.batches?.held(key, policy) ?? 0;
+  }
+
+  /** Gives every batched unit held here back to Redis and waits for the refunds still in flight, so a
+   * process stopped cleanly leaves nothing idle; checks after it are not batched. Resolves with the
+   * units given back (a refund Redis did not answer within the deadline is lost, as when a process is
+   * killed: at most batch - 1 units per key). */
+  async close(): Promise<number> {
+    this.closed = true;
+    const given = this.batches ? await Promise.all(this.batches.drain(this.now()).map((r) => this.refundHeld(r))) : [];
+    while (this.refunding.size) await Promise.all([...this.refunding]);
+    return given.reduce((a, b) => a + b, 0);
+  }
+
+  /** `await using limiter = new Limiter(...)`: closed at the block's end. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   /** `cmd` for `limits`, refused before sending when its keys are in different hash slots on a

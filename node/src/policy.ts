@@ -6,7 +6,7 @@
  *
  * Lengths are milliseconds (whole), rates tokens per second. Whole numbers may be `number` or `bigint`.
  */
-import { BOUNDS, ERRORS, MAX_WHOLE, kind as contractKind, paramError, type KindSpec } from "./contract.js";
+import { BATCHING, BOUNDS, ERRORS, MAX_WHOLE, kind as contractKind, paramError, type KindSpec } from "./contract.js";
 import { PolicyError } from "./errors.js";
 
 const NS_PER_SEC = 1_000_000_000n;
@@ -18,6 +18,42 @@ const MAX_DIGITS = BOUNDS.max_decimal_digits!;
 const MAX_FRACTION_DIGITS = BOUNDS.max_decimal_exponent! + MAX_DIGITS;
 
 export type Whole = number | bigint;
+
+/** Batched units (docs/high-volume.md): a check takes up to `batch` units for its key in one call and
+ * spends them in this process; the unused ones go back when `leaseMs` ends (default: the contract's
+ * 1 s) or the limiter closes. For the kinds that take refunds (a token bucket, a fixed window, a
+ * sliding counter). */
+export interface BatchOptions {
+  /** The most units one call takes, a whole number from 1 to the policy's limit. */
+  batch?: number;
+  /** How long units taken may be held, whole ms > 0. */
+  leaseMs?: number;
+}
+
+/** A policy's batching, validated. */
+export interface Batching {
+  readonly batch: number;
+  readonly leaseMs: number;
+}
+
+/** `opts`' batching for a policy of `kind` and `limit`, refused where the kind cannot batch (it takes
+ * no refunds) or the numbers are out of bounds; undefined when `batch` is not given. */
+function batchingOf(kind: KindSpec, limit: bigint, opts: BatchOptions | undefined): Batching | undefined {
+  const batch = opts?.batch;
+  const lease = opts?.leaseMs;
+  if (batch === undefined && lease === undefined) return undefined;
+  const errors = BATCHING.errors;
+  // The kinds that batch are those whose window end the contract knows (they take refunds).
+  if (!(kind.name in BATCHING.kinds)) throw new PolicyError(kind.name, "batch", errors.kind.replace("{kind}", kind.name));
+  if (typeof batch !== "number" || !Number.isSafeInteger(batch) || batch < 1 || BigInt(batch) > limit) {
+    throw new PolicyError(kind.name, "batch", errors.batch);
+  }
+  const leaseMs = lease ?? BATCHING.lease_ms;
+  if (typeof leaseMs !== "number" || !Number.isInteger(leaseMs) || leaseMs < 1 || leaseMs > MAX_HORIZON_MS) {
+    throw new PolicyError(kind.name, "lease", errors.lease);
+  }
+  return { batch, leaseMs };
+}
 
 /** One limit's algorithm and parameters. */
 export abstract class Policy {
@@ -33,8 +69,11 @@ export abstract class Policy {
   readonly periodNs: bigint;
   /** The same in milliseconds (rounded up). */
   readonly periodMs: number;
+  /** Batched units, when the policy was given `batch`. */
+  readonly batching: Batching | undefined;
 
-  protected constructor(limit: bigint, params: [string, string], periodNs: bigint) {
+  protected constructor(limit: bigint, params: [string, string], periodNs: bigint, kind: KindSpec, opts: BatchOptions | undefined) {
+    this.batching = batchingOf(kind, limit, opts);
     this.limitExact = limit;
     this.limit = Number(limit);
     this.params = params;
@@ -111,7 +150,7 @@ export class TokenBucket extends Policy {
   /** The time one token takes to come back (core's emission interval), ns, rounded up. */
   readonly intervalNs: bigint;
 
-  constructor(opts: { capacity: Whole; perSecond: number }) {
+  constructor(opts: { capacity: Whole; perSecond: number } & BatchOptions) {
     const k = TokenBucket.KIND.name;
     const capacity = whole(k, "capacity", opts.capacity, MAX_WHOLE, paramError(k, "capacity"));
     const rate = opts.perSecond;
@@ -129,7 +168,7 @@ export class TokenBucket extends Policy {
     if (tau > MAX_HORIZON_NS || interval === 0n) throw new PolicyError(k, "capacity", paramError(k, "capacity", 1));
     const least = (a: bigint, b: bigint): bigint => (a < b ? a : b);
     const slack = least(tau - least(exact, tau), interval - 1n);
-    super(capacity, [capacity.toString(), text], tau - slack);
+    super(capacity, [capacity.toString(), text], tau - slack, TokenBucket.KIND, opts);
     this.capacity = Number(capacity);
     this.perSecond = rate;
     this.intervalNs = interval;
@@ -139,10 +178,10 @@ export class TokenBucket extends Policy {
 abstract class Windowed extends Policy {
   /** The window in milliseconds. */
   readonly windowMs: number;
-  protected constructor(k: KindSpec, opts: { limit: Whole; windowMs: number }, high: bigint) {
+  protected constructor(k: KindSpec, opts: { limit: Whole; windowMs: number } & BatchOptions, high: bigint) {
     const limit = whole(k.name, "limit", opts.limit, high, paramError(k.name, "limit"));
     const ms = milliseconds(k.name, "window", opts.windowMs, paramError(k.name, "window"));
-    super(limit, [limit.toString(), secondsText(ms)], BigInt(ms) * 1_000_000n);
+    super(limit, [limit.toString(), secondsText(ms)], BigInt(ms) * 1_000_000n, k, opts);
     this.windowMs = ms;
   }
 }
@@ -151,7 +190,7 @@ abstract class Windowed extends Policy {
 export class FixedWindow extends Windowed {
   static readonly KIND = contractKind("fixed_window");
   readonly kind = FixedWindow.KIND;
-  constructor(opts: { limit: Whole; windowMs: number }) {
+  constructor(opts: { limit: Whole; windowMs: number } & BatchOptions) {
     super(FixedWindow.KIND, opts, MAX_WHOLE);
   }
 }
@@ -160,7 +199,7 @@ export class FixedWindow extends Windowed {
 export class SlidingCounter extends Windowed {
   static readonly KIND = contractKind("sliding_counter");
   readonly kind = SlidingCounter.KIND;
-  constructor(opts: { limit: Whole; windowMs: number }) {
+  constructor(opts: { limit: Whole; windowMs: number } & BatchOptions) {
     super(SlidingCounter.KIND, opts, MAX_WHOLE);
   }
 }
@@ -169,7 +208,8 @@ export class SlidingCounter extends Windowed {
 export class SlidingLog extends Windowed {
   static readonly KIND = contractKind("sliding_log");
   readonly kind = SlidingLog.KIND;
-  constructor(opts: { limit: Whole; windowMs: number }) {
+  /** `batch` is refused: a log records requests, not units. */
+  constructor(opts: { limit: Whole; windowMs: number } & BatchOptions) {
     super(SlidingLog.KIND, opts, BigInt(BOUNDS.max_log_limit!));
   }
 }
@@ -179,14 +219,15 @@ export class Concurrency extends Policy {
   static readonly KIND = contractKind("concurrency");
   readonly kind = Concurrency.KIND;
   readonly leaseMs: number;
-  constructor(opts: { limit: Whole; leaseMs: number }) {
+  /** `batch` is refused: leases are released, not spent. */
+  constructor(opts: { limit: Whole; leaseMs: number; batch?: number }) {
     const k = Concurrency.KIND.name;
     const expected = paramError(k, "limit");
     // In core's order: a whole limit, the lease, then the limit's range.
     const limit = whole(k, "limit", opts.limit, MAX_WHOLE, expected);
     const ms = milliseconds(k, "lease", opts.leaseMs, paramError(k, "lease"));
     if (limit > BigInt(BOUNDS.max_lease_limit!)) throw new PolicyError(k, "limit", expected);
-    super(limit, [limit.toString(), secondsText(ms)], BigInt(ms) * 1_000_000n);
+    super(limit, [limit.toString(), secondsText(ms)], BigInt(ms) * 1_000_000n, Concurrency.KIND, opts.batch === undefined ? undefined : { batch: opts.batch });
     this.leaseMs = ms;
   }
 }

@@ -17,12 +17,14 @@ export function cases(name: string): { input: Any; output: Any }[] {
   return JSON.parse(text, (_k, v) => (typeof v === "string" && v.startsWith("#big:") ? BigInt(v.slice(5)) : v)).cases;
 }
 
+/** A policy as the vectors write it; `batch` and `lease_ms` where given (volume.json). */
 export function policyOf(spec: Any): Policy {
   const kind = spec.kind as string;
-  if (kind === "token_bucket") return new TokenBucket({ capacity: spec.limit, perSecond: spec.rate });
+  const batched = { ...(spec.batch !== undefined && { batch: spec.batch }), ...(spec.lease_ms !== undefined && { leaseMs: spec.lease_ms }) };
+  if (kind === "token_bucket") return new TokenBucket({ capacity: spec.limit, perSecond: spec.rate, ...batched });
   const ms = Number(spec.period_us) / 1000;
-  if (kind === "concurrency") return new Concurrency({ limit: spec.limit, leaseMs: ms });
+  if (kind === "concurrency") return new Concurrency({ limit: spec.limit, leaseMs: ms, ...(spec.batch !== undefined && { batch: spec.batch }) });
   const Cls = { fixed_window: FixedWindow, sliding_counter: SlidingCounter, sliding_log: SlidingLog }[kind];
   if (!Cls) throw new Error(`no policy for ${kind}`);
-  return new Cls({ limit: spec.limit, windowMs: ms });
+  return new Cls({ limit: spec.limit, windowMs: ms, ...batched });
 }
