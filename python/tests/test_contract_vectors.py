@@ -20,6 +20,7 @@ from redis_ratelimit.contract import CONTRACT, LIBRARY_FUNCTIONS
 from redis_ratelimit.decision import Decision
 from redis_ratelimit.errors import CallError, ConfigurationError, PolicyError, ReplyError, UsageError, from_redis
 from redis_ratelimit.local_fallback import LocalLimiter
+from redis_ratelimit.volume import Volume
 from redis_ratelimit.policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
 from redis_ratelimit.web import response
 from redis_ratelimit.web.caller import Caller, caller_tag, group_ip
@@ -46,16 +47,20 @@ def cases(name: str) -> list[dict[str, Any]]:
 
 def policy_of(spec: dict[str, Any]) -> Policy:
     kind = spec["kind"]
+    # The batch option (volume.json), as written: absent is no batch.
+    batched: dict[str, Any] = {"batch": spec["batch"]} if "batch" in spec else {}
+    if "lease_ms" in spec and kind != "concurrency":
+        batched["lease"] = timedelta(milliseconds=spec["lease_ms"])
     if kind == "token_bucket":
-        return TokenBucket(capacity=spec["limit"], per_second=spec["rate"])
+        return TokenBucket(capacity=spec["limit"], per_second=spec["rate"], **batched)
     length = timedelta(microseconds=spec["period_us"])
     if kind == "concurrency":
-        return Concurrency(limit=spec["limit"], lease=length)
-    return POLICIES[kind](limit=spec["limit"], window=length)  # type: ignore[call-arg]
+        return Concurrency(limit=spec["limit"], lease=length, **batched)
+    return POLICIES[kind](limit=spec["limit"], window=length, **batched)  # type: ignore[call-arg]
 
 
 #: The vector files this suite runs (each has its test below); any other file must be in SKIPPED_FILES.
-RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines"}
+RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines", "volume"}
 #: Vector files this package does not run, and why.
 SKIPPED_FILES: dict[str, str] = {}
 
@@ -369,3 +374,44 @@ def test_engines(case: dict[str, Any]) -> None:
         assert outcome is not None, "the answers ran out before the call ended"
         got.append({"outcome": outcome, "reports": str(machine), "sent": sent, "state": machine.state})
     assert got == case["output"]["calls"]
+
+
+@pytest.mark.parametrize("case", cases("volume"), ids=lambda c: c["input"].get("name") or json.dumps(c["input"]))
+def test_volume(case: dict[str, Any]) -> None:
+    """The pre-check and batched units (volume.py) on the vector's clock, each instance its own state,
+    each command answered by the vector's replies in order: what is sent, decided and held."""
+    spec, expected = case["input"], case["output"]
+    if "policy" in spec:
+        try:
+            policy_of(spec["policy"])
+        except PolicyError as e:
+            assert (e.field, e.reason) == (expected["error"]["field"], expected["error"]["expected"])
+            return
+        assert expected == {"ok": True}
+        return
+    instances: dict[int, Volume] = {}
+    got = []
+    for step in spec["steps"]:
+        volume = instances.setdefault(step.get("instance", 0), Volume(precheck=spec["precheck"]))
+        limits = [(l["key"], policy_of(l["policy"]), l["cost"]) for l in step["limits"]]
+        replies = iter([_one_based(r) for r in step["replies"]])
+        steps = volume.check(limits, step["at_ms"] * 1_000_000)
+        sent: list[list[str]] = []
+        try:
+            send = next(steps)
+            while True:
+                sent.append(_words(send.cmd))
+                send = steps.send(next(replies))
+        except StopIteration as done:
+            decision: Decision = done.value
+        assert next(replies, None) is None, "every reply used"
+        held = {k: volume.batches.held(k, p) for k, p, _ in limits if p.batch is not None}
+        got.append({"sent": sent, "decision": {**_fields(decision), "local": decision.local}, "held": held})
+    assert got == expected["steps"]
+
+
+def _one_based(reply: list[int]) -> list[int]:
+    """volume.json writes a multi-limit reply's sixth field as the 0-based position of the limit that
+    decided, where the module answers it 1-based (the contract's `reply.sixth`): made the module's
+    here. (Reported to the generator's owner; when the file says 1-based this test fails: delete this.)"""
+    return [*reply[:5], reply[5] + 1] if len(reply) > 5 else reply

@@ -42,9 +42,10 @@ def remaining(limiter: Any, key: str, policy: TokenBucket) -> int:
     return policy.capacity if seen.remaining is None else int(seen.remaining)
 
 
-def close(limiter: Any) -> None:
-    """`close()`, or an AsyncLimiter's `aclose()` (through conftest's `Blocking`)."""
-    (getattr(limiter, "aclose", None) or limiter.close)()
+def close(limiter: Any) -> int:
+    """`close()`, or an AsyncLimiter's `aclose()` (through conftest's `Blocking`): the units given back."""
+    given: int = (getattr(limiter, "aclose", None) or limiter.close)()
+    return given
 
 
 @pytest.mark.parametrize("module", ON)
@@ -119,7 +120,7 @@ def test_a_limiter_closed_gives_its_units_back_and_one_dropped_loses_at_most_bat
     held = closing.volume.batches.held("rl:k", policy)
     assert held > 0
     assert remaining(closing, "rl:k", policy) == 100 - 12 - held
-    close(closing)
+    assert close(closing) == held
     assert remaining(closing, "rl:k", policy) == 100 - 12, "every held unit given back"
     for _ in range(12):
         assert dropped.check("rl:k", policy).allowed
@@ -136,7 +137,7 @@ def test_a_window_s_units_go_back_on_close(module_server: Server, make_limiter: 
         assert limiter.check("rl:w", policy).allowed
     held = limiter.volume.batches.held("rl:w", policy)
     assert held > 0 and limiter.peek("rl:w", policy).remaining == 50 - 10 - held
-    close(limiter)
+    assert close(limiter) == held
     assert limiter.peek("rl:w", policy).remaining == 50 - 10
 
 

@@ -61,13 +61,16 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
         inspected = await self._send(self.VERIFY_INSPECT)
         return self._verified(inspected, await self._send(self.VERIFY_PEEK))
 
-    async def aclose(self) -> None:
-        """`Limiter.close`: every unit held given back."""
+    async def aclose(self) -> int:
+        """`Limiter.close`: every unit held given back; the units given back."""
+        given: list[list[Arg] | CallError] = []
         for refund in self.volume.release_all(self.clock()):
             try:
                 await self._send(refund)
-            except CallError:
-                pass
+                given.append(refund)
+            except CallError as error:
+                given.append(error)
+        return self._closed(given)
 
     async def _decide(self, plan: Plan[Decision]) -> Decision:
         steps = self._local_steps(plan)

@@ -180,6 +180,15 @@ class LimiterBase(Generic[C]):
             return None
         return self.volume.check(plan.limits, self.clock())
 
+    @staticmethod
+    def _closed(given: list[list[Arg] | CallError]) -> int:
+        """The units the refunds of `close()` gave back (each its command or its error); raises the
+        first error."""
+        for refund in given:
+            if isinstance(refund, CallError):
+                raise refund
+        return sum(int(refund[-1]) for refund in given if not isinstance(refund, CallError))
+
     def _counted(self, decision: Decision) -> Decision:
         if decision.local:
             self.answers.count("local")

@@ -20,27 +20,14 @@ BOUNDS: Mapping[str, int] = CONTRACT["bounds"]
 ERRORS: Mapping[str, Any] = CONTRACT["errors"]
 HTTP: Mapping[str, Any] = CONTRACT["http"]
 
-# PENDING (issue 45): the lead's generator adds `batching` and the batch option's error texts to the
-# contract; until the copy shipped here has them, these are docs/high-volume.md's words and numbers.
-# Delete this block when contract.json has them.
-_PENDING_BATCHING: Mapping[str, Any] = {
-    "start": 1, "grow": 2, "share": 2, "refund_margin_ms": 100, "sweep_ms": 1000, "max_keys": 65536,
-    "lease_ms": 1000,
-    "kinds": {"token_bucket": "none", "fixed_window": "reset", "sliding_counter": "reset_minus_window"},
-}
-_PENDING_BATCH_ERRORS: Mapping[str, str] = {
-    "batch_kind": "a {kind} cannot batch: it takes no refunds",
-    "batch": "must be a whole number from 1 to the limit",
-    "lease": "must be a number of seconds > 0, in whole milliseconds",
-}
-
 #: Batched units and the pre-check (docs/high-volume.md): the adaptive size's `start`, `grow` and
-#: `share`, `refund_margin_ms`, `sweep_ms`, `max_keys`, the default `lease_ms`, and per kind that
+#: `share`, `refund_margin_ms`, `sweep_ms`, `max_keys`, `precheck_max_keys`, the default `lease_ms`,
+#: the option's `errors`, and per kind that
 #: batches where its units' window ends (`none`, `reset`, `reset_minus_window`).
-BATCHING: Mapping[str, Any] = CONTRACT.get("batching", _PENDING_BATCHING)
-#: What the batch option must be: `batch_kind` (a kind that takes no refunds), `batch`, `lease`.
-BATCH_ERRORS: Mapping[str, str] = {**_PENDING_BATCH_ERRORS, **{
-    k: v for k, v in ERRORS["render"].items() if k in _PENDING_BATCH_ERRORS}}
+BATCHING: Mapping[str, Any] = CONTRACT["batching"]
+#: What the batch option must be: ``kind`` (a kind that takes no refunds: ``{kind}`` its name),
+#: ``batch`` and ``lease`` (the fields' expected texts).
+BATCH_ERRORS: Mapping[str, str] = BATCHING["errors"]
 
 _KINDS: dict[str, Mapping[str, Any]] = {k["name"]: k for k in CONTRACT["kinds"]}
 _BY_GROUP: dict[str, Mapping[str, Any]] = {k["group"]: k for k in CONTRACT["kinds"]}

@@ -80,14 +80,18 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
         which engine it is and why. Raises CallError (ConfigurationError: no engine works here)."""
         return self._verified(self._send(self.VERIFY_INSPECT), self._send(self.VERIFY_PEEK))
 
-    def close(self) -> None:
+    def close(self) -> int:
         """Gives every unit held back to Redis (batched policies; those of a window that is over are
-        gone); a refund that fails loses its units. The client stays open: it is the caller's."""
+        gone): the units given back. Every refund is tried; the first that failed is raised after
+        (its units are lost). The client stays open: it is the caller's."""
+        given: list[list[Arg] | CallError] = []
         for refund in self.volume.release_all(self.clock()):
             try:
                 self._send(refund)
-            except CallError:
-                pass
+                given.append(refund)
+            except CallError as error:
+                given.append(error)
+        return self._closed(given)
 
     def _decide(self, plan: Plan[Decision]) -> Decision:
         steps = self._local_steps(plan)

@@ -102,7 +102,7 @@ class Policy(_Batching):
         kind = self.KIND
         if self.batch is not None:
             if not kind.refunds:
-                raise PolicyError(kind.name, "batch", BATCH_ERRORS["batch_kind"].format(kind=kind.name))
+                raise PolicyError(kind.name, "batch", BATCH_ERRORS["kind"].format(kind=kind.name))
             _whole(kind, "batch", self.batch, 1, limit, BATCH_ERRORS["batch"])
         lease = getattr(self, "lease", DEFAULT_LEASE) if kind.refunds else DEFAULT_LEASE
         if lease == DEFAULT_LEASE:  # the common case, without the Decimal arithmetic

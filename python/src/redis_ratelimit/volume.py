@@ -3,18 +3,18 @@ denied stays denied here until the ``retry_after`` it gave) and batched units (a
 a policy's ``batch`` units for a key in one call and spends them locally). `Volume.check` is the steps
 of one check: a generator yielding what to send (`Send`) and receiving Redis' replies, which
 `Limiter` and `AsyncLimiter` run; `now` (monotonic ns) is the caller's, so tests and the contract's
-vectors drive it. The numbers are the contract's (`batching`).
+vectors (contract/vectors/volume.json) drive it. The numbers are the contract's (`batching`); the
+rules are the Rust reference's (client/src/batch.rs, precheck.rs).
 
-Never above the limit: every unit spent here was taken from Redis first. Units taken are reserved
-under the lock before a call and given back if it fails, so concurrent checks never spend one twice;
-one call at a time per key asks for extra units, so with requests of cost 1 an instance holds at most
-``batch - 1`` units of a key.
+Never above the limit: every unit spent here was taken from Redis first. One call at a time asks a
+state's extra units (the others meanwhile ask their cost alone), so with requests of cost 1 an
+instance holds at most ``batch - 1`` units of a key, also under concurrency.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Generator, NamedTuple, Sequence
 
 from . import command
@@ -23,7 +23,7 @@ from .contract import BATCHING
 from .decision import Decision
 from .policy import Policy
 
-__all__ = ["Volume", "Send", "Denials", "Batches", "most_restrictive"]
+__all__ = ["Volume", "Send", "Denials", "Batches", "Asked"]
 
 NS_PER_MS = 1_000_000
 NS_PER_SEC = 1_000_000_000
@@ -33,16 +33,16 @@ SHARE: int = BATCHING["share"]
 MARGIN_NS: int = BATCHING["refund_margin_ms"] * NS_PER_MS
 SWEEP_NS: int = BATCHING["sweep_ms"] * NS_PER_MS
 MAX_KEYS: int = BATCHING["max_keys"]
-#: Per kind that batches, where its units' window ends: ``none`` (a token bucket's units never
-#: expire), ``reset`` (a fixed window: at its reset), ``reset_minus_window`` (a sliding counter: a
-#: window before its reset).
+PRECHECK_MAX_KEYS: int = BATCHING["precheck_max_keys"]
+#: Per kind that batches, where its held units end: ``none`` (a bucket: the lease alone), ``reset``
+#: (a fixed window: its reset_after after the answer), ``reset_minus_window`` (a sliding counter).
 WINDOW_END: dict[str, str] = dict(BATCHING["kinds"])
 
 
 class Send(NamedTuple):
     """A command to send. ``required``: the check's own call (its failure is the check's: the failure
-    policy decides); otherwise a refund of units held, whose failure only loses them (the reply given
-    back is None)."""
+    policy decides); otherwise a refund of expired units, whose failure only loses them (the reply
+    given back is then None)."""
 
     cmd: list[Arg]
     required: bool
@@ -72,21 +72,19 @@ class _Denial:
 
 class Denials:
     """Redis' denials still in force, by the keys of the check (in order). Thread-safe: a dict's get
-    and set are atomic, and the sweep replaces the dict whole."""
+    and set are atomic, and a purge replaces the dict whole."""
 
     def __init__(self) -> None:
         self._denied: dict[tuple[str, ...], _Denial] = {}
 
     def check(self, keys: tuple[str, ...], cost: int, now: int) -> Decision | None:
         """The denial in force for `keys` at `now` for a request of `cost` (the same or a larger cost
-        than Redis denied; a smaller one may fit), shortened by the time passed; else None."""
+        than Redis denied; a smaller one may fit), both waits shorter by the time passed; else None."""
         d = self._denied.get(keys)
         if d is None or now >= d.until or cost < d.cost:
             return None
-        left = d.until - now
         given = d.decision
-        assert given.retry_after is not None  # only denials with a retry_after are remembered
-        return replace(given, retry_after=_ceil_ms(left) / 1000,
+        return replace(given, retry_after=_ceil_ms(d.until - now) / 1000,
                        reset_after=max(0, _ns(given.reset_after) - (now - d.at)) / NS_PER_SEC, local=True)
 
     def remember(self, keys: tuple[str, ...], cost: int, decision: Decision, now: int) -> None:
@@ -94,9 +92,9 @@ class Denials:
         if decision.allowed or decision.degraded or decision.local or decision.retry_after is None:
             return
         denied = self._denied
-        if len(denied) >= MAX_KEYS:
+        if len(denied) >= PRECHECK_MAX_KEYS:
             denied = {k: d for k, d in denied.items() if d.until > now}
-            if len(denied) >= MAX_KEYS:
+            if len(denied) >= PRECHECK_MAX_KEYS:
                 denied = {}
             self._denied = denied
         denied[keys] = _Denial(now + _ns(decision.retry_after), cost, decision, now)
@@ -107,210 +105,183 @@ class Denials:
 
 @dataclass
 class _State:
-    """One (key, policy)'s units (docs/high-volume.md): ``held`` (taken and not yet spent), ``size``
-    (what the next call takes for a request of cost 1), ``until`` (the end of the units' use),
-    ``window_end`` (None: a token bucket) and ``last`` (Redis' last answer, at ``at``)."""
+    """One (key, policy)'s units: ``held`` (taken and not yet spent), ``size`` (what its last call
+    took for a request of cost 1), ``until`` (the end of the units' use), ``window_end`` (None: a
+    token bucket) and ``last`` (Redis' last answer, at ``since``)."""
 
+    key: str
     policy: Policy
-    held: int = 0
-    size: int = START
-    until: int = 0
-    window_end: int | None = None
-    last: Decision | None = None
-    at: int = 0
-    asking: bool = False  # a call asking extra units is under way
+    held: int
+    size: int
+    since: int
+    until: int
+    window_end: int | None
+    last: Decision
+
+    def expire(self, now: int) -> list[Arg] | None:
+        """The refund of the units whose use ended, unless their window is over (then they are gone)."""
+        if now < self.until or self.held == 0:
+            return None
+        units, self.held = self.held, 0
+        if self.window_end is not None and now + MARGIN_NS >= self.window_end:
+            return None
+        return command.refund(self.key, self.policy, units)
 
 
-def _state_key(key: str, policy: Policy) -> tuple[str, str, tuple[str, str]]:
-    return (key, policy.KIND.group, policy.params)
+def _id(key: str, policy: Policy) -> str:
+    """A state's name: its key, its kind's group and parameters (sweeps and closes go in its order)."""
+    return f"{key}\n{policy.KIND.group}\n{policy.params[0]}\n{policy.params[1]}"
 
 
-@dataclass
-class _Plan:
-    """One check's batched limits: each limit's state (None: not batched), the limits sent (their
-    positions), the extra units each asks, whether each was called for because its units ran out
-    before their end (hot), and the units reserved of the limits left out of the call."""
+@dataclass(frozen=True)
+class Asked:
+    """A call's batch: per limit, the extra units asked and the size they came from (None: the call
+    leaves the limit's state as it is)."""
 
-    limits: Sequence[Limit]
-    states: list[_State | None]
-    sent: list[int] = field(default_factory=list)
-    extras: list[int] = field(default_factory=list)
-    hot: list[bool] = field(default_factory=list)
-    reserved: bool = False  # the units of the limits left out are taken; given back unless allowed
+    extras: list[int]
+    sizes: list[int | None]
 
-    def command(self, extras: Sequence[int]) -> list[Arg]:
-        return command.decide([(self.limits[i][0], self.limits[i][1], self.limits[i][2] + extra)
-                               for i, extra in zip(self.sent, extras)])
+    def without_extras(self) -> Asked:
+        """The same call without extras (a denied batch: the request itself may fit), at size `START`."""
+        return Asked([0] * len(self.extras), [None if s is None else START for s in self.sizes])
+
+    def command(self, limits: Sequence[Limit]) -> list[Arg]:
+        return command.decide([(k, p, c + e) for (k, p, c), e in zip(limits, self.extras)])
 
 
 class Batches:
-    """The units this limiter holds, per (key, policy); at most `MAX_KEYS` states. Thread-safe."""
+    """The units one limiter holds, per (key, policy); at most `MAX_KEYS` states. Thread-safe."""
 
     def __init__(self) -> None:
-        self._states: dict[tuple[str, str, tuple[str, str]], _State] = {}
+        self._states: dict[str, _State] = {}
+        self._asking: set[str] = set()  # the states a call asking extras is under way for
         self._lock = threading.Lock()
-        self._swept = 0
+        self._next_sweep: int | None = None
 
     def held(self, key: str, policy: Policy) -> int:
         """The units held for `key` under `policy` (0 when none)."""
-        state = self._states.get(_state_key(key, policy))
+        state = self._states.get(_id(key, policy))
         return state.held if state is not None else 0
 
-    def plan(self, limits: Sequence[Limit], now: int) -> tuple[list[list[Arg]], _Plan, Decision | None]:
-        """Before the call: the refunds to send first (expired units), the plan of the call, and the
-        local decision when every limit is batched and holds its cost (then there is no call)."""
-        refunds: list[list[Arg]] = []
+    def plan(self, limits: Sequence[Limit], now: int) -> tuple[list[list[Arg]], Decision | Asked]:
+        """What a check of `limits` does at `now`: the refunds to send first (expired units), then the
+        local decision when every limit is batched and holds its cost, else the call's batch."""
+        n = len(limits)
+        ids = [_id(key, policy) for key, policy, _ in limits]
         with self._lock:
-            if now - self._swept >= SWEEP_NS:
-                self._swept = now
-                for (key, _, _), kept in self._states.items():
-                    self._expire(kept, key, now, refunds)
-            states = [self._state(key, policy, now, refunds) if policy.batch is not None else None
-                      for key, policy, _ in limits]
-            for (key, _, _), s in zip(limits, states):
-                if s is not None:
-                    self._expire(s, key, now, refunds)
-            plan = _Plan(limits, states)
-            if all(s is not None and s.held >= cost for s, (_, _, cost) in zip(states, limits)):
-                views = []
-                for i, (s, (_, _, cost)) in enumerate(zip(states, limits)):
-                    assert s is not None
-                    s.held -= cost
-                    views.append(_view(s, i, now))
-                return refunds, plan, most_restrictive(views)
-            plan.sent = [i for i, s in enumerate(states) if s is None or s.held < limits[i][2]]
-            alone = len(plan.sent) == 1
-            for i in plan.sent:
-                s, policy = states[i], limits[i][1]
-                extra = 0
-                # In a call of several limits, a window's end is not known (the reply describes one
-                # limit): only token buckets take extra units there.
-                if s is not None and not s.asking and (alone or WINDOW_END[policy.KIND.name] == "none"):
-                    extra = s.size - 1
-                    s.asking = extra > 0
-                plan.extras.append(extra)
-                plan.hot.append(s is not None and now < s.until)
-            for i, s in enumerate(states):
-                if s is not None and i not in plan.sent:
-                    s.held -= limits[i][2]
-            plan.reserved = True
-        return refunds, plan, None
+            states = self._states
+            refunds = self._sweep(ids, now)
+            for i in ids:
+                state = states.get(i)
+                refund = state.expire(now) if state is not None else None
+                if refund is not None:
+                    refunds.append(refund)
+            holding = []
+            for i, (_, policy, cost) in zip(ids, limits):
+                state = states.get(i)
+                holding.append(policy.batch is not None and state is not None and now < state.until
+                               and state.held >= cost)
+            if all(holding):
+                return refunds, self._spend(ids, limits, now)
+            asked = Asked([0] * n, [None] * n)
+            for j, (i, (_, policy, _)) in enumerate(zip(ids, limits)):
+                # In a call of several limits only a bucket batches: a window's end is known only
+                # from an answer about that limit alone.
+                if (policy.batch is None or holding[j] or i in self._asking
+                        or (n > 1 and WINDOW_END[policy.KIND.name] != "none")):
+                    continue
+                state = states.get(i)
+                if state is None:
+                    if len(states) >= MAX_KEYS:
+                        continue  # full: decided without batching until a sweep makes room
+                    size = START
+                else:
+                    hot = now < state.until  # its units ran out before their end
+                    size = state.size * GROW if hot else max(1, state.size // GROW)
+                    size = min(size, max(1, state.last.remaining // SHARE))
+                size = max(1, min(size, policy.batch))
+                asked.extras[j], asked.sizes[j] = size - 1, size
+                if size > 1:
+                    self._asking.add(i)
+        return refunds, asked
 
-    def answer(self, plan: _Plan, decision: Decision, extras: Sequence[int], now: int) -> Decision:
-        """After the call (`extras`: what it asked): the units taken are held, the sizes adapt; the
-        decision the caller gets (positions in the check's order; batched units counted in
-        ``remaining``)."""
-        limiting = plan.sent[min(decision.limiting, len(plan.sent) - 1)]
-        decision = replace(decision, limiting=limiting)
+    def answer(self, limits: Sequence[Limit], asked: Asked, decision: Decision, now: int) -> Decision:
+        """Redis' answer to the call `asked`: the units held and the sizes change; the decision for the
+        caller (its ``remaining`` counts the units held here of the limit it describes)."""
+        held_here = 0
         with self._lock:
-            if not decision.allowed:
-                for i in plan.sent:
-                    s = plan.states[i]
-                    if s is not None:
-                        s.size = 1
-                return decision
-            plan.reserved = False  # spent: the call allowed
-            for i, extra, hot in zip(plan.sent, extras, plan.hot):
-                s = plan.states[i]
-                if s is not None:
-                    self._took(s, decision, extra, hot, now)
-            kept = [_view(s, i, now) for i, s in enumerate(plan.states) if s is not None and i not in plan.sent]
-            limiting_state = plan.states[limiting]
-            if limiting_state is not None:
-                decision = replace(decision, remaining=decision.remaining + limiting_state.held)
-        return most_restrictive([decision, *kept])
+            for j, ((key, policy, _), size) in enumerate(zip(limits, asked.sizes)):
+                if size is None:
+                    continue
+                i = _id(key, policy)
+                state = self._states.get(i)
+                if not decision.allowed:
+                    if state is not None:
+                        state.size = START
+                    continue
+                end = WINDOW_END[policy.KIND.name]
+                window_end = None if end == "none" else now + _ns(decision.reset_after) - (
+                    _ns(policy.period) if end == "reset_minus_window" else 0)
+                until = now + policy.lease_ns
+                if window_end is not None:
+                    until = min(until, max(now, window_end - MARGIN_NS))
+                held = (state.held if state is not None else 0) + asked.extras[j]
+                self._states[i] = _State(key, policy, held, size, now, until, window_end, decision)
+                if len(limits) == 1 or decision.limiting == j:
+                    held_here = held
+        return replace(decision, remaining=decision.remaining + held_here) if held_here else decision
 
-    def done(self, plan: _Plan) -> None:
-        """The call is over, however it ended: its asking flags end, and units reserved for a call that
-        did not allow go back."""
+    def done(self, limits: Sequence[Limit], asked: Asked) -> None:
+        """The call that asked `asked` is over, however it ended."""
         with self._lock:
-            for i, extra in zip(plan.sent, plan.extras):
-                s = plan.states[i]
-                if s is not None and extra > 0:
-                    s.asking = False
-            if plan.reserved:
-                plan.reserved = False
-                for i, s in enumerate(plan.states):
-                    if s is not None and i not in plan.sent:
-                        s.held += plan.limits[i][2]
+            for (key, policy, _), extra in zip(limits, asked.extras):
+                if extra > 0:
+                    self._asking.discard(_id(key, policy))
 
     def release_all(self, now: int) -> list[list[Arg]]:
-        """Every unit held, as refunds (those of a window that is over are dropped); no state left."""
-        refunds: list[list[Arg]] = []
+        """Every unit held, as refunds (those of a window that is over are gone); no state is left."""
         with self._lock:
-            for (key, _, _), state in self._states.items():
-                state.until = min(state.until, now)
-                self._expire(state, key, now, refunds)
-            self._states.clear()
+            states, self._states = self._states, {}
+        refunds = []
+        for i in sorted(states):
+            state = states[i]
+            state.until = min(state.until, now)
+            refund = state.expire(now)
+            if refund is not None:
+                refunds.append(refund)
         return refunds
 
     # Under the lock.
 
-    def _state(self, key: str, policy: Policy, now: int, refunds: list[list[Arg]]) -> _State | None:
-        name = _state_key(key, policy)
-        state = self._states.get(name)
-        if state is not None:
-            state.policy = policy  # the same parameters; its batch and lease may be another's
-            return state
-        if len(self._states) >= MAX_KEYS:
-            # Full: the expired states give their units back and go; none expired: no batching.
-            for other, s in list(self._states.items()):
-                if now >= s.until and not s.asking:
-                    self._expire(s, other[0], now, refunds)
-                    del self._states[other]
-            if len(self._states) >= MAX_KEYS:
-                return None
-        state = self._states[name] = _State(policy)
-        return state
+    def _spend(self, ids: list[str], limits: Sequence[Limit], now: int) -> Decision:
+        """Decided here: each limit's cost taken from its units. The decision describes the limit with
+        the fewest left (the first of those): Redis' last answer with the units held counted and its
+        reset shorter by the time since."""
+        local = []
+        for i, (_, _, cost) in zip(ids, limits):
+            state = self._states[i]
+            state.held -= cost
+            last = state.last
+            local.append(replace(last, allowed=True, remaining=last.remaining + state.held, retry_after=0.0,
+                                 reset_after=max(0, _ns(last.reset_after) - (now - state.since)) / NS_PER_SEC,
+                                 local=True))
+        limiting = min(range(len(local)), key=lambda j: local[j].remaining)
+        return replace(local[limiting], limiting=limiting)
 
-    @staticmethod
-    def _expire(state: _State, key: str, now: int, refunds: list[list[Arg]]) -> None:
-        """Units whose use ended go back to Redis, unless their window is over (then they are gone)."""
-        if state.held == 0 or now < state.until:
-            return
-        if state.window_end is None or now < state.window_end - MARGIN_NS:
-            refunds.append(command.refund(key, state.policy, state.held))
-        state.held = 0
-
-    @staticmethod
-    def _took(state: _State, decision: Decision, extra: int, hot: bool, now: int) -> None:
-        policy = state.policy
-        state.held += extra
-        state.last, state.at = decision, now
-        state.until = now + policy.lease_ns
-        end = WINDOW_END[policy.KIND.name]
-        if end == "none":
-            state.window_end = None
-        else:
-            state.window_end = now + _ns(decision.reset_after) - (_ns(policy.period) if end == "reset_minus_window" else 0)
-            state.until = min(state.until, state.window_end - MARGIN_NS)
-        size = state.size * GROW if hot else max(1, state.size // GROW)
-        assert policy.batch is not None
-        state.size = max(1, min(size, policy.batch, decision.remaining // SHARE))
-
-
-def _view(state: _State, position: int, now: int) -> Decision:
-    """What a limit's held units say at `now`: Redis' last answer with the units held counted as
-    remaining and its reset shorter by the time since."""
-    last = state.last
-    assert last is not None  # units are held only after an answer
-    return replace(last, allowed=True, remaining=last.remaining + state.held, retry_after=0.0,
-                   reset_after=max(0, _ns(last.reset_after) - (now - state.at)) / NS_PER_SEC,
-                   limiting=position, local=True)
-
-
-def most_restrictive(decisions: Sequence[Decision]) -> Decision:
-    """The decision that limits a combined request, as RL.ALL picks it (core's `most_restrictive`): a
-    denial before an allowance, then the longer wait ("never" longest), then fewer remaining; ties to
-    the first. Local only when every one is."""
-    def key(d: Decision) -> tuple[bool, float, int]:
-        return (not d.allowed, float("inf") if d.retry_after is None else d.retry_after, -d.remaining)
-
-    best = decisions[0]
-    for d in decisions[1:]:
-        if key(d) > key(best):
-            best = d
-    return replace(best, local=all(d.local for d in decisions))
+    def _sweep(self, ids: list[str], now: int) -> list[list[Arg]]:
+        """Every `SWEEP_NS`, the expired states of keys other than this check's: their units given
+        back, the states forgotten."""
+        if self._next_sweep is None:
+            self._next_sweep = now + SWEEP_NS
+        if now < self._next_sweep:
+            return []
+        self._next_sweep = now + SWEEP_NS
+        refunds = []
+        for i in sorted(i for i, s in self._states.items() if now >= s.until and i not in ids):
+            refund = self._states.pop(i).expire(now)
+            if refund is not None:
+                refunds.append(refund)
+        return refunds
 
 
 class Volume:
@@ -343,21 +314,21 @@ class Volume:
         return decision
 
     def _batched(self, limits: Sequence[Limit], now: int) -> Steps:
-        refunds, plan, local = self.batches.plan(limits, now)
+        refunds, planned = self.batches.plan(limits, now)
         for refund in refunds:
             yield Send(refund, False)
-        if local is not None:
-            return local
+        if isinstance(planned, Decision):
+            return planned
+        asked = planned
         try:
-            extras = plan.extras
-            decision = Decision.from_reply((yield Send(plan.command(extras), True)))
-            if not decision.allowed and any(extras):
-                # Denied with extra units asked: the request itself may fit.
-                extras = [0] * len(extras)
-                decision = Decision.from_reply((yield Send(plan.command(extras), True)))
-            return self.batches.answer(plan, decision, extras, now)
+            decision = Decision.from_reply((yield Send(asked.command(limits), True)))
+            if not decision.allowed and any(asked.extras):
+                # The batch did not fit; the request itself may.
+                asked = asked.without_extras()
+                decision = Decision.from_reply((yield Send(asked.command(limits), True)))
+            return self.batches.answer(limits, asked, decision, now)
         finally:
-            self.batches.done(plan)
+            self.batches.done(limits, planned)
 
     def release_all(self, now: int) -> list[list[Arg]]:
         """The refunds of every unit held (`close()`)."""
