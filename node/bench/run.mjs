@@ -1,7 +1,9 @@
 // The Node.js bench (`scripts/node.sh bench`, in `make bench`): writes docs/bench-node.md.
 // One redis-server with the module (the library loaded into it too: every variant on the same Redis),
 // each variant's Express app in a process of its own (on a core of its own), wrk (or autocannon) as the
-// load: ROUNDS interleaved rounds of SECONDS per variant, the median round's req/s and p99 reported.
+// load: ROUNDS interleaved rounds of SECONDS per variant, the median round's req/s and p99 reported. Then
+// the high-volume bench (bench/volume.mjs: the pre-check and batched units beside per-call checks) on
+// the app's core, its section at the page's end.
 import { spawn, fork, execFileSync } from "node:child_process";
 import { createServer } from "node:net";
 import { writeFileSync, readFileSync, mkdtempSync, rmSync } from "node:fs";
@@ -85,6 +87,13 @@ for (let i = 0; i < ROUNDS; i++) {
   }
 }
 admin.disconnect();
+const volume = await new Promise((ok, fail) => {
+  const p = spawn(process.execPath, [join(HERE, "volume.mjs"), String(port)], { stdio: ["ignore", "pipe", "inherit"] });
+  pin(APP_CPU, p.pid);
+  let out = "";
+  p.stdout.on("data", (d) => (out += d));
+  p.on("exit", (c) => (c === 0 ? ok(out) : fail(new Error(`volume.mjs exited ${c}`))));
+});
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const row = (v) => ({ rps: median(results[v].map((r) => r.rps)), p99: median(results[v].map((r) => r.p99)), p50: median(results[v].map((r) => r.p50)) });
 const m = Object.fromEntries(VARIANTS.map((v) => [v, row(v)]));
@@ -147,7 +156,8 @@ ${VARIANTS.map((v) => `| ${NAMES[v]} | ${m[v].rps.toFixed(0)} | ${m[v].p50} | ${
   are within a few per cent of each other.
 - Every round's numbers (req/s, p99 ms):
 ${VARIANTS.map((v) => `  - ${v}: ${results[v].map((r) => `${r.rps.toFixed(0)}/${r.p99}`).join(", ")}`).join("\n")}
-`;
+
+${volume}`;
 function LIMIT_TEXT() { return "10^9"; }
 writeFileSync(join(ROOT, "docs/bench-node.md"), page);
 console.log(page);

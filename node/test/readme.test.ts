@@ -1,4 +1,4 @@
-// The README's quick start, run as written (against a real module server), from the built package.
+// The README's examples, run as written (against a real module server), from the built package.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync, rmSync } from "node:fs";
@@ -6,10 +6,11 @@ import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { ROOT, Server } from "./servers.ts";
 
-test("README quick start", async () => {
+/** The output lines of the README's js block under `heading`, run on a module server. */
+async function run(heading: string): Promise<string[]> {
   const readme = readFileSync(join(ROOT, "node", "README.md"), "utf8");
-  const block = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readme)![1]!;
-  const file = join(ROOT, "node", ".quickstart.mjs");
+  const block = new RegExp(`## ${heading}\\n\\n[\\s\\S]*?\`\`\`js\\n([\\s\\S]*?)\`\`\``).exec(readme)![1]!;
+  const file = join(ROOT, "node", `.readme-${heading.replace(/\W/g, "")}.mjs`);
   const server = await Server.start({ module: true });
   try {
     execFileSync("node", [join(ROOT, "node", "scripts", "embed.mjs")]);
@@ -18,12 +19,20 @@ test("README quick start", async () => {
       env: { ...process.env, REDIS_URL: `redis://127.0.0.1:${server.port}`, NODE_OPTIONS: "--conditions=development" },
       cwd: join(ROOT, "node"),
     }).toString();
-    const lines = out.trim().split("\n");
-    assert.equal(lines.length, 11);
-    for (const l of lines.slice(0, 10)) assert.match(l, / allowed /);
-    assert.match(lines[10]!, /^11 denied, retry in 1 s 0$/);
+    return out.trim().split("\n");
   } finally {
     rmSync(file, { force: true });
     await server.close();
   }
+}
+
+test("README quick start", async () => {
+  const lines = await run("Quick start");
+  assert.equal(lines.length, 11);
+  for (const l of lines.slice(0, 10)) assert.match(l, / allowed /);
+  assert.match(lines[10]!, /^11 denied, retry in 1 s 0$/);
+});
+
+test("README high volume", async () => {
+  assert.deepEqual(await run("High volume"), ["90 of 100 decided here, 11 tokens held"]);
 });
