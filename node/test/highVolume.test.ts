@@ -1,22 +1,15 @@
 // Decisions without a round trip (docs/high-volume.md) on real servers: the module, and a stock server
 // with the library through FCALL. Several limiters (each its own connection, as app instances) share
 // keys; what Redis holds is read with RL.INSPECT, the calls it served with INFO commandstats.
-import { test, before, after, describe } from "node:test";
+import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { Server, LONG_DEADLINE_MS } from "./servers.ts";
+import { LONG_DEADLINE_MS, moduleAndStock } from "./servers.ts";
 import {
   Concurrency, FixedWindow, Limiter, PolicyError, RateLimitCore, SlidingCounter, SlidingLog, TokenBucket, type Policy,
 } from "../src/index.ts";
 
-let module: Server;
-let stock: Server;
-before(async () => {
-  [module, stock] = await Promise.all([Server.start({ module: true }), Server.start()]);
-});
-after(async () => {
-  await Promise.all([module?.close(), stock?.close()]);
-});
+const servers = moduleAndStock();
 
 let n = 0;
 const key = (what: string) => `rl:{hv${++n}}:${what}`;
@@ -32,8 +25,8 @@ async function instance(port: number, opts: { localPrecheck?: boolean } = {}): P
 }
 
 const SETUPS = [
-  { name: "module", server: () => module, command: "rl\\.token" },
-  { name: "library (FCALL)", server: () => stock, command: "fcall" },
+  { name: "module", server: () => servers.module, command: "rl\\.token" },
+  { name: "library (FCALL)", server: () => servers.stock, command: "fcall" },
 ];
 
 for (const s of SETUPS) {

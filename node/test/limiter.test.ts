@@ -2,26 +2,19 @@
 // EVALSHA), on each client with its default options.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Server, LONG_DEADLINE_MS } from "./servers.ts";
+import { LONG_DEADLINE_MS, moduleAndStock, type Server } from "./servers.ts";
 import { FACTORIES, type Made } from "./clients.ts";
 import {
   Limiter, TokenBucket, FixedWindow, SlidingLog, SlidingCounter, Concurrency, ConfigurationError, ConflictError, UsageError, CONTRACT,
   type EngineName,
 } from "../src/index.ts";
 
-let module: Server;
-let stock: Server;
-before(async () => {
-  [module, stock] = await Promise.all([Server.start({ module: true }), Server.start()]);
-});
-after(async () => {
-  await Promise.all([module?.close(), stock?.close()]);
-});
+const servers = moduleAndStock();
 
 const SETUPS: { name: string; server: () => Server; engine: EngineName; expect: string }[] = [
-  { name: "module", server: () => module, engine: "auto", expect: "module" },
-  { name: "library (auto: FCALL)", server: () => stock, engine: "auto", expect: "fcall" },
-  { name: "library (EVALSHA)", server: () => stock, engine: "evalsha", expect: "evalsha" },
+  { name: "module", server: () => servers.module, engine: "auto", expect: "module" },
+  { name: "library (auto: FCALL)", server: () => servers.stock, engine: "auto", expect: "fcall" },
+  { name: "library (EVALSHA)", server: () => servers.stock, engine: "evalsha", expect: "evalsha" },
 ];
 
 let n = 0;
@@ -126,7 +119,7 @@ for (const f of FACTORIES) {
   }
 
   test(`${f.name}: the module asked for on a stock server is misconfigured: degraded, logged once, flagged, no outage nor breaker`, async () => {
-    const made = await f.make(stock.port);
+    const made = await f.make(servers.stock.port);
     try {
       const lines: string[] = [];
       const rl = new Limiter(made.client, { failure: "closed", engine: "module", deadlineMs: LONG_DEADLINE_MS, logger: { error: (l) => lines.push(l) } });
@@ -153,10 +146,10 @@ for (const f of FACTORIES) {
 
 test("a user whose ACL key patterns leave out the limiter's keys: misconfigured, the line says to give it the keys, the engine stays unknown", async () => {
   const { Redis } = await import("ioredis");
-  const admin = new Redis(module.port, "127.0.0.1");
+  const admin = new Redis(servers.module.port, "127.0.0.1");
   admin.on("error", () => {});
   await admin.call("ACL", "SETUSER", "keyless", "on", ">pw", "+@all", "~other:*");
-  const client = new Redis({ port: module.port, host: "127.0.0.1", username: "keyless", password: "pw" });
+  const client = new Redis({ port: servers.module.port, host: "127.0.0.1", username: "keyless", password: "pw" });
   client.on("error", () => {});
   try {
     const lines: string[] = [];
@@ -176,7 +169,7 @@ test("a user whose ACL key patterns leave out the limiter's keys: misconfigured,
 
 test("a stock server under auto: the engine settles on FCALL and stays there through Function not found (one load, no return to the module)", async () => {
   const { Redis } = await import("ioredis");
-  const client = new Redis(stock.port, "127.0.0.1");
+  const client = new Redis(servers.stock.port, "127.0.0.1");
   client.on("error", () => {});
   try {
     const rl = new Limiter(client, { failure: "closed", deadlineMs: LONG_DEADLINE_MS });
@@ -203,7 +196,7 @@ describe("refused before sending, and the answers that are not outages", () => {
   let rl: Limiter;
   const lines: string[] = [];
   before(async () => {
-    made = await FACTORIES[0]!.make(module.port);
+    made = await FACTORIES[0]!.make(servers.module.port);
     rl = new Limiter(made.client, { failure: "open", deadlineMs: LONG_DEADLINE_MS, logger: { error: (l) => lines.push(l) } });
   });
   after(async () => made.close());

@@ -6,6 +6,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { before, after } from "node:test";
 
 export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 export const MODULE = join(ROOT, "target", "release", "libredis_ratelimit.so");
@@ -171,6 +172,18 @@ export class Server {
     await this.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** A test file's module server and stock server: started before its tests, closed after them. */
+export function moduleAndStock(): { module: Server; stock: Server } {
+  const servers = {} as { module: Server; stock: Server };
+  before(async () => {
+    [servers.module, servers.stock] = await Promise.all([Server.start({ module: true }), Server.start()]);
+  });
+  after(async () => {
+    await Promise.all([servers.module?.close(), servers.stock?.close()]);
+  });
+  return servers;
 }
 
 /** A cluster of `n` primaries (no replicas) on free ports, slots split evenly. */
