@@ -24,11 +24,11 @@ export interface CommandSpec {
 /** How batched units behave (docs/high-volume.md): the adaptive size's start, growth and share of what
  * is left, the margin before a window's end past which units are dropped rather than refunded, how
  * often a check gives back other keys' expired units, the most states and pre-check denials kept, the
- * default lease, the kinds that batch and how their window end is found from an answer (`none`: no
+ * default lease, `ahead` (a local decision leaving fewer than size / ahead units takes the next batch), the kinds that batch and how their window end is found from an answer (`none`: no
  * window; `reset`: now + reset_after; `reset_minus_window`: that minus the window), the refusals. */
 export interface BatchingRules {
   start: number; grow: number; share: number; refund_margin_ms: number; sweep_ms: number; max_keys: number;
-  precheck_max_keys: number; lease_ms: number; kinds: Record<string, "none" | "reset" | "reset_minus_window">;
+  precheck_max_keys: number; lease_ms: number; ahead: number; kinds: Record<string, "none" | "reset" | "reset_minus_window">;
   errors: { batch: string; kind: string; lease: string };
 }
 export interface Contract {

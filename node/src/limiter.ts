@@ -268,6 +268,8 @@ export class Limiter extends EventEmitter {
   private batches: Batches | undefined;
   /** Refunds sent and not yet answered (`close` waits for them). */
   private readonly refunding = new Set<Promise<unknown>>();
+  /** Batch calls in flight, which may bring units (`close` waits for them). */
+  private readonly calling = new Set<Promise<unknown>>();
   private closed = false;
   private readonly now: () => number;
 
@@ -550,36 +552,51 @@ export class Limiter extends EventEmitter {
   }
 
   /** A check of batched limits: expired units given back (not waited for), then decided with the units
-   * held here, or after another check's call that brings units, or with one call (twice when a call
-   * asking extras is denied). Waits for other checks' calls only within the deadline. */
+   * held here (taking the next batch ahead, off the caller's path), or after the batch call in flight
+   * of a key lacking units (each call is bounded by the deadline), or with one call (twice when a call
+   * asking extras is denied). */
   private async batched(limits: readonly Limit[], now: number): Promise<Decision> {
     const batches = (this.batches ??= new Batches(BATCHING));
-    const giveUp = now + this.deadlineMs;
     let plan: Plan;
     for (;;) {
-      plan = batches.plan(limits, now, now < giveUp);
+      plan = batches.plan(limits, now);
       this.giveBack(plan.refunds);
-      if (plan.local) return plan.local;
+      if (plan.local) {
+        for (const a of plan.ahead) this.takeAhead(a);
+        return plan.local;
+      }
       if (!plan.behind) break;
-      await plan.behind.then(ignore, ignore);
+      await plan.behind.landed;
+      // Closing: units taken now would be held after close gave them back.
+      if (this.closed) return this.decided(limits, command.decide(limits));
       now = this.now();
     }
     let call = plan.call;
     for (;;) {
       // The failure policy decides the whole check (its costs, not the extras asked).
       const sent = this.decided(limits, command.decide(call));
-      plan.flying(sent);
+      this.pending(this.calling, sent);
       let d: Decision;
       try {
         d = await sent;
       } catch (e) {
-        plan.abandon();
+        plan.failed();
         throw e;
       }
       const next = plan.answer(d, this.now());
       if (next instanceof Decision) return next;
       call = next;
     }
+  }
+
+  /** Sends a batch taken ahead: no decision of its own, its answer read for the units it brings (no
+   * answer: nothing taken; no failure policy, no `degraded` event). */
+  private takeAhead(plan: Plan): void {
+    const p = this.call(command.decide(plan.call)).then(
+      (reply) => void plan.answer(Decision.fromReply(reply), this.now()),
+      () => plan.failed(),
+    ).catch(() => plan.failed());
+    this.pending(this.calling, p);
   }
 
   /** Sends `refunds` without making the check that found them wait; `close` waits for them. */
@@ -590,9 +607,15 @@ export class Limiter extends EventEmitter {
   /** Gives held units back (RL.REFUND); resolves with how many (0: Redis did not take them). */
   private refundHeld(r: Refund): Promise<number> {
     const p = this.call(command.refund(r.key, r.policy, r.units)).then(() => r.units, () => 0);
-    this.refunding.add(p);
-    void p.then(() => this.refunding.delete(p));
+    this.pending(this.refunding, p);
     return p;
+  }
+
+  /** Keeps `p` in `set` until it settles. */
+  private pending(set: Set<Promise<unknown>>, p: Promise<unknown>): void {
+    set.add(p);
+    const done = () => void set.delete(p);
+    p.then(done, done);
   }
 
   /** Units held in this process for `key` under a batched `policy` (docs/high-volume.md). */
@@ -606,6 +629,8 @@ export class Limiter extends EventEmitter {
    * killed: at most batch - 1 units per key). */
   async close(): Promise<number> {
     this.closed = true;
+    // The calls in flight may bring units (or ask again without extras): their answers first.
+    while (this.calling.size) await Promise.all([...this.calling].map((p) => p.then(ignore, ignore)));
     const given = this.batches ? await Promise.all(this.batches.drain(this.now()).map((r) => this.refundHeld(r))) : [];
     while (this.refunding.size) await Promise.all([...this.refunding]);
     return given.reduce((a, b) => a + b, 0);

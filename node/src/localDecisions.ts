@@ -7,8 +7,8 @@
  * - `Denials`, the pre-check: a check Redis denied stays denied here until the `retry_after` Redis
  *   gave, for the same keys at the same or a larger cost. Safe: other instances can only consume more.
  * - `Batches`, batched units: a check takes up to its policy's `batch` units in one call and spends the
- *   rest here until their lease ends. Every unit spent here was taken from Redis first, so nothing is
- *   admitted beyond the limit.
+ *   rest here until their lease ends; a hot key's next batch is taken ahead, off the caller's path.
+ *   Every unit spent here was taken from Redis first, so nothing is admitted beyond the limit.
  */
 import type { Limit } from "./command.js";
 import type { BatchingRules } from "./contract.js";
@@ -70,6 +70,17 @@ export class Denials {
   }
 }
 
+/** A batch call in flight (one per key at a time): landed when its answer (or its failure) is in. */
+export class Flight {
+  private done!: () => void;
+  /** Resolves when the call has landed. */
+  readonly landed = new Promise<void>((resolve) => (this.done = resolve));
+
+  land(): void {
+    this.done();
+  }
+}
+
 /** The batched units of one (key, policy). */
 interface State {
   readonly key: string;
@@ -86,14 +97,15 @@ interface State {
   windowEnd: number;
   /** Redis' answer that gave them. */
   last: Decision;
-  /** Extra units asked by calls in flight (Node's own: concurrent checks keep to the idle bound). */
-  pending: number;
-  /** The latest call in flight that asks extra units, which a check lacking units may wait for. */
-  flight: Promise<unknown> | undefined;
+  /** This key's batch call in flight: checks lacking units wait for it. */
+  flight: Flight | undefined;
 }
 
 /** The state's id: the key, the kind and its parameters. */
 const idOf = (key: string, policy: Policy): string => `${key}\n${policy.kind.group}\n${policy.params[0]}\n${policy.params[1]}`;
+
+/** Sorted by their ids. */
+const byId = <T>(entries: [string, T][]): [string, T][] => entries.sort((a, b) => (a[0] < b[0] ? -1 : 1));
 
 /** Batched units per (key, policy) of one limiter, at most `rules.max_keys` states. */
 export class Batches {
@@ -110,10 +122,19 @@ export class Batches {
     s.held = 0;
   }
 
+  /** The next size of a state's batch: doubled while hot (its units ran out in use), halved when
+   * cool, never more than a share of what Redis said was left nor more than the batch. */
+  private next(s: State, hot: boolean): number {
+    const r = this.rules;
+    const size = hot ? s.size * r.grow : Math.max(1, Math.floor(s.size / r.grow));
+    return Math.max(1, Math.min(size, Math.max(1, Math.floor(s.last.remaining / r.share)), s.policy.batching!.batch));
+  }
+
   /** What a check of `limits` does at `now`: give expired units back (every `sweep_ms` the expired
-   * states of other keys too), then decide here when every limit holds its cost, or wait for a call in
-   * flight that brings units (`wait`: it may), or make one call asking extras. */
-  plan(limits: readonly Limit[], now: number, wait: boolean): Plan {
+   * states of other keys too), then decide here when every limit holds its cost (and take the next
+   * batch ahead where that leaves a key low), or wait for the batch call in flight of a key lacking
+   * units, or make one call asking extras. */
+  plan(limits: readonly Limit[], now: number): Plan {
     const ids = limits.map(([key, policy]) => idOf(key, policy));
     const refunds = this.sweep(ids, now);
     const states = ids.map((id) => this.states.get(id));
@@ -124,17 +145,24 @@ export class Batches {
     });
     if (holding.every(Boolean)) {
       let best: Decision | undefined;
+      const ahead: Plan[] = [];
       for (let j = 0; j < limits.length; j++) {
         const s = states[j]!;
         s.held -= limits[j]![2];
+        const a = this.ahead(s, ids[j]!, now);
+        if (a) ahead.push(a);
         const d = s.last.with({ remaining: s.last.remaining + s.held, resetAfterMs: aged(s.last, now - s.since), retryAfterMs: 0, limiting: j, local: true });
         // All allowed: the most restrictive has the fewest left (the first on ties).
         if (best === undefined || d.remaining < best.remaining) best = d;
       }
-      return new Plan(this, limits, ids, refunds, best);
+      return new Plan(this, limits, ids, refunds, best, undefined, ahead);
+    }
+    for (let j = 0; j < limits.length; j++) {
+      const flight = states[j]?.flight;
+      if (limits[j]![1].batching && !holding[j] && flight) return new Plan(this, limits, ids, refunds, undefined, flight);
     }
     const n = limits.length;
-    const asks: [j: number, size: number, extra: number, s: State | undefined][] = [];
+    const plan = new Plan(this, limits, ids, refunds, undefined);
     for (let j = 0; j < n; j++) {
       const policy = limits[j]![1];
       const batching = policy.batching;
@@ -142,23 +170,25 @@ export class Batches {
       // answer about that limit alone.
       if (!batching || holding[j] || (n > 1 && !(policy instanceof TokenBucket))) continue;
       const s = states[j];
-      let size: number;
-      if (s === undefined) {
-        if (this.states.size >= this.rules.max_keys) continue;
-        size = this.rules.start;
-      } else {
-        // Another check's call brings units: wait for it rather than ask more (Node's own).
-        if (wait && s.pending > 0 && s.flight) return new Plan(this, limits, ids, refunds, undefined, s.flight);
-        // Hot (units still in use ran out): grow; cool: shrink; never more than a share of what is left.
-        size = now < s.until ? s.size * this.rules.grow : Math.max(1, Math.floor(s.size / this.rules.grow));
-        size = Math.min(size, Math.max(1, Math.floor(s.last.remaining / this.rules.share)));
-      }
-      size = Math.max(1, Math.min(size, batching.batch));
-      // Extras asked by calls in flight count against the batch: held units stay within batch - 1.
-      asks.push([j, size, Math.max(0, Math.min(size - 1, batching.batch - 1 - (s?.pending ?? 0))), s]);
+      if (s === undefined && this.states.size >= this.rules.max_keys) continue;
+      const size = s === undefined ? Math.min(this.rules.start, batching.batch) : this.next(s, now < s.until);
+      // One batch call per key at a time keeps held and in-flight units per key below the batch.
+      plan.ask(j, size, size - 1, s && size > 1 ? (s.flight = new Flight()) : undefined);
     }
-    const plan = new Plan(this, limits, ids, refunds, undefined);
-    for (const [j, size, extra, s] of asks) plan.ask(j, size, extra, s);
+    return plan;
+  }
+
+  /** The batch to take ahead for `s` after a local decision at `now` left its held units below
+   * `size / ahead`, none in flight and its lease going on: the next size, at most what keeps held and
+   * in flight below the batch; its call is the limit alone at cost 0 asking the units. */
+  private ahead(s: State, id: string, now: number): Plan | undefined {
+    if (s.flight || s.held * this.rules.ahead >= s.size || now >= s.until) return undefined;
+    const batch = s.policy.batching!.batch;
+    const size = this.next(s, true);
+    const units = Math.min(size, batch - 1 - Math.min(s.held, batch - 1));
+    if (units === 0) return undefined;
+    const plan = new Plan(this, [[s.key, s.policy, 0]], [id], [], undefined, undefined, [], false);
+    plan.ask(0, size, units, (s.flight = new Flight()));
     return plan;
   }
 
@@ -169,29 +199,29 @@ export class Batches {
     if (now < this.nextSweep) return [];
     this.nextSweep = now + this.rules.sweep_ms;
     const out: Refund[] = [];
-    const expired = [...this.states].filter(([id, s]) => now >= s.until && s.pending === 0 && !ids.includes(id));
-    for (const [id, s] of expired.sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    for (const [id, s] of byId([...this.states].filter(([id, s]) => now >= s.until && !ids.includes(id)))) {
       this.states.delete(id);
       this.expire(s, now, out);
     }
     return out;
   }
 
-  /** Redis' allowed answer `d` at `now` gave limit `j` of `limits` `extra` units more than its cost:
-   * they are held until the lease ends (a window's: at most its end less the margin). Returns the
-   * units held now. */
+  /** Redis allowed limit `j` of `limits` at `now` with `d`, taking `extra` units beyond its cost from a
+   * batch of `size`: held until the lease ends (a window's: at most its end less the margin; units
+   * of a window that has ended meanwhile are dropped). Returns the units held now. */
   took(limits: readonly Limit[], j: number, id: string, size: number, extra: number, d: Decision, now: number): number {
     const [key, policy] = limits[j]!;
-    const batching = policy.batching!;
+    const margin = this.rules.refund_margin_ms;
     const rule = this.rules.kinds[policy.kind.name] ?? "none";
     const windowEnd = rule === "none" ? Infinity : now + Math.max(0, d.resetAfterMs - (rule === "reset_minus_window" ? policy.periodMs : 0));
-    const until = Math.min(now + batching.leaseMs, Math.max(now, windowEnd - this.rules.refund_margin_ms));
+    const until = Math.min(now + policy.batching!.leaseMs, windowEnd - margin);
     let s = this.states.get(id);
     if (s === undefined) {
-      s = { key, policy, held: 0, size, since: now, until, windowEnd, last: d, pending: 0, flight: undefined };
+      s = { key, policy, held: 0, size, since: now, until, windowEnd, last: d, flight: undefined };
       this.states.set(id, s);
     }
-    Object.assign(s, { held: s.held + extra, size, since: now, until, windowEnd, last: d });
+    const held = windowEnd > s.windowEnd + margin ? 0 : s.held;
+    Object.assign(s, { held: held + extra, size, since: now, until, windowEnd, last: d });
     return s.held;
   }
 
@@ -201,11 +231,18 @@ export class Batches {
     if (s) s.size = this.rules.start;
   }
 
+  /** `flight` landed: the state whose call it was has none in flight now. */
+  landed(id: string, flight: Flight): void {
+    const s = this.states.get(id);
+    if (s?.flight === flight) s.flight = undefined;
+    flight.land();
+  }
+
   /** Every held unit whose window lasts at `now`, to give back (the limiter is closing), in the order
    * of their ids; the states are forgotten. */
   drain(now: number): Refund[] {
     const out: Refund[] = [];
-    for (const [, s] of [...this.states].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    for (const [, s] of byId([...this.states])) {
       if (s.held > 0 && now + this.rules.refund_margin_ms < s.windowEnd) out.push({ key: s.key, policy: s.policy, units: s.held });
     }
     this.states.clear();
@@ -216,22 +253,15 @@ export class Batches {
   held(key: string, policy: Policy): number {
     return this.states.get(idOf(key, policy))?.held ?? 0;
   }
-
-  /** Units held here in all. */
-  heldInAll(): number {
-    let n = 0;
-    for (const s of this.states.values()) n += s.held;
-    return n;
-  }
 }
 
-/** One check's plan: the units to give back first (not waited for), then a local decision, a call in
- * flight to wait for (`behind`, then plan again), or the call to make (`call`) whose answers `answer`
- * reads. */
+/** One call's plan (a check's, or a batch taken ahead): the units to give back first (not waited
+ * for), then a local decision (and the batches to take ahead), a batch call in flight to wait for
+ * (`behind`, then plan again), or the call to make (`call`) whose answer `answer` reads. */
 export class Plan {
   /** Per limit, the size asked and the extra units beyond its cost (none: the limit keeps no state
-   * from this call), and the state whose pending extras they are. */
-  private readonly asked: ({ size: number; extra: number; state: State | undefined } | undefined)[];
+   * from this call), and the flight it is for its key. */
+  private readonly asked: ({ size: number; extra: number; flight: Flight | undefined } | undefined)[];
   private retried = false;
 
   constructor(
@@ -241,15 +271,19 @@ export class Plan {
     readonly refunds: Refund[],
     /** Decided here: no call. */
     readonly local: Decision | undefined,
-    /** Another check's call to wait for, then plan again. */
-    readonly behind?: Promise<unknown>,
+    /** Another call's flight to wait for, then plan again. */
+    readonly behind?: Flight,
+    /** Batches to take ahead, off the caller's path (after a local decision). */
+    readonly ahead: readonly Plan[] = [],
+    /** A denied call asking extras is asked again without them (a check's; not a batch taken ahead). */
+    private readonly retries = true,
   ) {
     this.asked = limits.map(() => undefined);
   }
 
-  ask(j: number, size: number, extra: number, state: State | undefined): void {
-    this.asked[j] = { size, extra, state };
-    if (state) state.pending += extra;
+  /** Limit `j` asks `extra` units beyond its cost, from a batch of `size`; `flight`: its key's. */
+  ask(j: number, size: number, extra: number, flight: Flight | undefined): void {
+    this.asked[j] = { size, extra, flight };
   }
 
   /** The limits to send, each asking its cost plus its extra. */
@@ -260,36 +294,32 @@ export class Plan {
     });
   }
 
-  /** Marks `flight` as this plan's call in flight, for checks lacking units to wait for. */
-  flying(flight: Promise<unknown>): void {
-    for (const a of this.asked) if (a?.state && a.extra > 0) a.state.flight = flight;
-  }
-
-  /** The extras of the call ended are no longer in flight. */
-  private landed(): void {
-    for (const a of this.asked) {
-      if (a?.state) a.state.pending -= a.extra;
+  /** The call is over: its keys' flights land (their waiters plan again). */
+  private land(): void {
+    for (let j = 0; j < this.asked.length; j++) {
+      const flight = this.asked[j]?.flight;
+      if (flight) this.batches.landed(this.ids[j]!, flight);
     }
   }
 
   /** The call ended without an answer to read (its error goes to the caller): nothing taken. */
-  abandon(): void {
-    this.landed();
-    for (let j = 0; j < this.asked.length; j++) this.asked[j] = undefined;
+  failed(): void {
+    this.land();
   }
 
   /** Reads Redis' answer `d` to `call` at `now`: the check's decision (its remaining counts the units
-   * held here), or the call to send once more without extras when a call asking extras was denied
-   * (the request itself may fit). */
+   * held here), or, once, the call to send again without extras when a check's call asking extras was
+   * denied (the request itself may fit); its keys' flights land with the decision. */
   answer(d: Decision, now: number): Decision | Limit[] {
-    this.landed();
-    if (!d.degraded && !d.allowed && !this.retried && this.asked.some((a) => a && a.extra > 0)) {
+    const extras = this.asked.some((a) => a && a.extra > 0);
+    if (!d.degraded && !d.allowed && extras && this.retries && !this.retried) {
       this.retried = true;
-      for (let j = 0; j < this.asked.length; j++) {
-        if (this.asked[j]) this.asked[j] = { size: this.batches.rules.start, extra: 0, state: undefined };
+      for (const a of this.asked) {
+        if (a) Object.assign(a, { size: this.batches.rules.start, extra: 0 });
       }
       return this.limits as Limit[];
     }
+    this.land();
     if (d.degraded) return d;
     let remaining = d.remaining;
     for (let j = 0; j < this.limits.length; j++) {

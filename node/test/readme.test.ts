@@ -34,5 +34,5 @@ test("README quick start", async () => {
 });
 
 test("README high volume", async () => {
-  assert.deepEqual(await run("High volume"), ["90 of 100 decided here, 11 tokens held"]);
+  assert.deepEqual(await run("High volume"), ["98 of 100 decided here", "13 tokens given back"]);
 });
