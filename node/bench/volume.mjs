@@ -114,10 +114,11 @@ could give over the run (its capacity plus its rate times the run's length): nev
 ${rows.join("\n")}
 
 - Local: the checks decided in the process (\`Decision.local\`): the pre-check's denials, and batched
-  units spent here, including by checks that waited for another check's call bringing units (a check
-  lacking units waits for a call in flight that asks extras rather than asking more itself, which
-  keeps each instance within batch - 1 held units under concurrency). Their time is that wait and the
-  event loop's queue of ${2 * WORKERS} callers in one process, not the decision's own work.
+  units spent here, by checks that found them held or that waited for their key's batch call in flight
+  (one batch call per key at a time, which keeps each instance within batch - 1 units; a hot key's next
+  batch is taken ahead when a quarter of it is left). Their time is that wait and the event loop's queue
+  of ${2 * WORKERS} callers in one process, not the decision's own work: with many callers on one key,
+  batches trade a check's latency for Redis' calls and throughput.
 - Batches alone do not spare a denied key its round trips (each denial is a call, and a batch denied is
   asked again alone); the pre-check does. Batches spare an allowed hot key its round trips.
 `);

@@ -1,5 +1,5 @@
 export { Limiter, Permit, type LimiterOptions, type FailurePolicy, type OutageEvent, type Logger } from "./limiter.js";
-export { Policy, TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, type Whole } from "./policy.js";
+export { Policy, TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, type Whole, type BatchOptions, type Batching } from "./policy.js";
 export { LocalLimiter, MAX_KEYS } from "./fallback.js";
 export { Decision, type Taken, type Inspection } from "./decision.js";
 export { Breaker, type BreakerOptions } from "./breaker.js";

@@ -26,7 +26,7 @@ export type Whole = number | bigint;
 export interface BatchOptions {
   /** The most units one call takes, a whole number from 1 to the policy's limit. */
   batch?: number;
-  /** How long units taken may be held, whole ms > 0. */
+  /** How long units taken may be held, whole ms (at least 1). */
   leaseMs?: number;
 }
 
