@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from redis_ratelimit import Decision, FixedWindow, PolicyError, SlidingCounter, SlidingLog, TokenBucket
 from redis_ratelimit.contract import BATCHING
 from redis_ratelimit.policy import Concurrency
-from redis_ratelimit.volume import Send, Volume
+from redis_ratelimit.volume import AHEAD, Ahead, Send, Volume, Wait, Woken
 
 MS = 1_000_000
 LEASE_MS = 1000
@@ -50,8 +50,13 @@ def run(volume: Volume, bucket: Bucket, limits: list[Any], now_ms: int) -> tuple
     try:
         send = next(steps)
         while True:
+            assert not isinstance(send, Wait), "nothing in flight between checks"
             sent.append(send.cmd)
-            send = steps.send(bucket.answer(send.cmd))
+            reply = bucket.answer(send.cmd)
+            if isinstance(send, Ahead):  # a batch taken ahead, landed at once here
+                send.landed(reply)
+                reply = None
+            send = steps.send(reply)
     except StopIteration as done:
         return done.value, sent
 
@@ -86,25 +91,11 @@ def test_a_hot_key_grows_its_batch_and_spends_locally() -> None:
     policy = TokenBucket(10_000, 0.001, batch=16)
     decisions = [run(volume, bucket, [("k", policy, 1)], 0)[0] for _ in range(1000)]
     assert all(d.allowed for d in decisions)
-    assert bucket.calls <= 1000 / 16 + math.log2(16) + 2, bucket.calls
-    assert sum(d.local for d in decisions) == 1000 - bucket.calls
-    # Every decision's remaining counts the units this instance holds: as one call per check would say.
-    assert [d.remaining for d in decisions] == list(range(9999, 8999, -1))
-    assert bucket.tokens + volume.batches.held("k", policy) == 9000
-
-
-def test_the_size_is_capped_at_half_of_what_redis_has_left() -> None:
-    volume, bucket = Volume(precheck=False), Bucket(20)
-    policy = TokenBucket(20, 0.001, batch=16)
-    asked = []
-    for _ in range(20):
-        _, sent = run(volume, bucket, [("k", policy, 1)], 0)
-        asked += [int(cmd[-1]) for cmd in sent]
-    assert sum(d for d in asked) == 20 and bucket.tokens == 0
-    remaining = 20
-    for cost in asked:  # never more than one more than half of what was left
-        assert cost - 1 <= max(0, (remaining - 1) // 2), asked
-        remaining -= cost
+    # Batches grow to 16, then are taken ahead when a quarter is left: batch - batch / AHEAD at a time.
+    assert bucket.calls <= 1000 / (16 - 16 // AHEAD) + math.log2(16) + 3, bucket.calls
+    assert sum(d.local for d in decisions) >= 1000 - bucket.calls
+    held = volume.batches.held("k", policy)
+    assert bucket.tokens + held + 1000 == 10_000 and held <= 16 - 1
 
 
 def test_expired_units_go_back_before_the_check_s_own_call() -> None:
@@ -132,33 +123,40 @@ def test_a_denial_with_extras_asks_again_for_the_request_alone() -> None:
     assert decision.allowed and [int(c[-1]) for c in sent] == [int(sent[0][-1]), 1] and int(sent[0][-1]) > 1
 
 
-def test_a_call_that_fails_leaves_the_units_held_and_lets_the_next_call_ask_extras() -> None:
+def test_a_batch_in_flight_is_waited_for_and_one_that_fails_is_asked_again() -> None:
     volume, bucket = Volume(precheck=False), Bucket(100)
     policy = TokenBucket(100, 0.001, batch=8)
-    for _ in range(3):  # asked 1, then 2 (one held), then spent locally
+    for _ in range(2):  # asked 1, then 2: one held
         run(volume, bucket, [("k", policy, 1)], 0)
-    steps = volume.check([("k", policy, 1)], 0)
-    assert int(next(steps).cmd[-1]) > 1
-    steps.close()  # no answer: the failure policy decides
+    spending = volume.check([("k", policy, 1)], 0)
+    ahead = next(spending)
+    assert isinstance(ahead, Ahead) and int(ahead.cmd[-1]) > 0, "the last unit spent: the next batch taken ahead"
+    with pytest.raises(StopIteration) as spent:
+        spending.send(None)
+    assert spent.value.value.local
+    waiting = volume.check([("k", policy, 1)], 0)
+    wait = next(waiting)
+    assert isinstance(wait, Wait), "no units, a batch in flight: wait for it"
+    woken: list[bool] = []
+    assert wait.subscribe(lambda: woken.append(True))
+    ahead.landed(bucket.answer(ahead.cmd))
+    assert woken == [True]
+    with pytest.raises(StopIteration) as spent:
+        waiting.send(Woken(0, True))
+    assert spent.value.value.local, "it spent what the batch brought"
+    # A batch taken ahead that fails: nothing held, and the next check asks a batch itself.
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    for _ in range(2):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    spending = volume.check([("k", policy, 1)], 0)
+    failed = next(spending)
+    assert isinstance(failed, Ahead)
+    failed.landed(None)
+    with pytest.raises(StopIteration):
+        spending.send(None)
     assert volume.batches.held("k", policy) == 0
     _, sent = run(volume, bucket, [("k", policy, 1)], 0)
-    assert int(sent[0][-1]) > 1, "the failed call asks extras no more"
-
-
-def test_one_call_at_a_time_asks_for_extra_units() -> None:
-    volume, bucket = Volume(precheck=False), Bucket(100)
-    policy = TokenBucket(100, 0.001, batch=16)
-    for _ in range(6):
-        run(volume, bucket, [("k", policy, 1)], 0)
-    while volume.batches.held("k", policy):
-        run(volume, bucket, [("k", policy, 1)], 0)
-    first, second = volume.check([("k", policy, 1)], 0), volume.check([("k", policy, 1)], 0)
-    a, b = next(first), next(second)
-    assert int(a.cmd[-1]) > 1 and int(b.cmd[-1]) == 1
-    for steps, send in ((second, b), (first, a)):
-        with pytest.raises(StopIteration):
-            steps.send(bucket.answer(send.cmd))
-    assert volume.batches.held("k", policy) == int(a.cmd[-1]) - 1
+    assert int(sent[0][-1]) > 1, sent
 
 
 def test_the_precheck_repeats_redis_denial_until_its_retry_after() -> None:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from typing import Any, Sequence, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -15,6 +18,7 @@ from .engine import module_command
 from .errors import CallError
 from .permit import AsyncAcquireMixin
 from .policy import Policy
+from .volume import Ahead, Wait, Woken
 from .wait import AsyncWaitMixin
 
 __all__ = ["AsyncLimiter"]
@@ -29,6 +33,7 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
     def _bind(self, client: AsyncClient) -> None:
         self._cluster = isinstance(client, AsyncRedisCluster)
         self._driver = AsyncDriver(client)
+        self._aheads: set[asyncio.Future[None]] = set()  # batches taken ahead, in flight
 
     async def check(self, key: str, policy: Policy, cost: int = 1) -> Decision:
         return await self._decide(self._check_all([(key, policy, cost)], strict=False))
@@ -62,7 +67,9 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
         return self._verified(inspected, await self._send(self.VERIFY_PEEK))
 
     async def aclose(self) -> int:
-        """`Limiter.close`: every unit held given back; the units given back."""
+        """`Limiter.close`: every unit held given back (after the batches taken ahead landed); the
+        units given back."""
+        await asyncio.gather(*self._aheads, return_exceptions=True)
         given: list[list[Arg] | CallError] = []
         for refund in self.volume.release_all(self.clock()):
             try:
@@ -78,7 +85,22 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
             return await self._run(plan)
         try:
             send = next(steps)
+            waited_until = 0.0  # the end of this check's waits for calls bringing units (its deadline)
             while True:
+                if isinstance(send, Wait):  # for a call bringing units for this key
+                    waited_until = waited_until or time.monotonic() + self.deadline
+                    woken = asyncio.Event()
+                    if send.subscribe(woken.set):
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(woken.wait(), max(0.0, waited_until - time.monotonic()))
+                    send = steps.send(Woken(self.clock(), time.monotonic() < waited_until))
+                    continue
+                if isinstance(send, Ahead):  # off the caller's path
+                    task = asyncio.ensure_future(self._take_ahead(send))
+                    self._aheads.add(task)
+                    task.add_done_callback(self._aheads.discard)
+                    send = steps.send(None)
+                    continue
                 try:
                     reply = await self._send(send.cmd)
                 except CallError:
@@ -94,6 +116,16 @@ class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
             return plan.degrade(error)
         finally:
             steps.close()
+
+    async def _take_ahead(self, ahead: Ahead) -> None:
+        """Sends a batch taken ahead; its units are held when it lands (lost if it fails)."""
+        reply = None
+        try:
+            reply = await self._send(ahead.cmd)
+        except CallError:
+            pass
+        finally:
+            ahead.landed(reply)
 
     async def _run(self, plan: Plan[T]) -> T:
         try:

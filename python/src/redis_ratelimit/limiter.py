@@ -5,6 +5,8 @@ same on `redis.asyncio`; both are `LimiterBase` (base.py) plus their I/O."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any, Sequence, TypeVar
 
 from redis.cluster import RedisCluster
@@ -17,6 +19,7 @@ from .engine import module_command
 from .errors import CallError
 from .permit import AcquireMixin
 from .policy import Policy
+from .volume import Ahead, Wait, Woken
 from .wait import WaitMixin
 
 __all__ = ["Limiter"]
@@ -99,7 +102,19 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
             return self._run(plan)
         try:
             send = next(steps)
+            waited_until = 0.0  # the end of this check's waits for calls bringing units (its deadline)
             while True:
+                if isinstance(send, Wait):  # for a call bringing units for this key
+                    waited_until = waited_until or time.monotonic() + self.deadline
+                    woken = threading.Event()
+                    if send.subscribe(woken.set):
+                        woken.wait(max(0.0, waited_until - time.monotonic()))
+                    send = steps.send(Woken(self.clock(), time.monotonic() < waited_until))
+                    continue
+                if isinstance(send, Ahead):  # no background here: right after the decision
+                    self._take_ahead(send)
+                    send = steps.send(None)
+                    continue
                 try:
                     reply = self._send(send.cmd)
                 except CallError:
@@ -115,6 +130,14 @@ class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
             return plan.degrade(error)
         finally:
             steps.close()
+
+    def _take_ahead(self, ahead: Ahead) -> None:
+        """Sends a batch taken ahead; its units are held when it lands (lost if it fails)."""
+        try:
+            reply = self._send(ahead.cmd)
+        except CallError:
+            reply = None
+        ahead.landed(reply)
 
     def _run(self, plan: Plan[T]) -> T:
         try:

@@ -7,23 +7,25 @@ vectors (contract/vectors/volume.json) drive it. The numbers are the contract's 
 rules are the Rust reference's (client/src/batch.rs, precheck.rs).
 
 Never above the limit: every unit spent here was taken from Redis first. One call at a time asks a
-state's extra units (the others meanwhile ask their cost alone), so with requests of cost 1 an
-instance holds at most ``batch - 1`` units of a key, also under concurrency.
+state's extra units, so with requests of cost 1 an instance holds at most ``batch - 1`` units of a key,
+also under concurrency; a check that finds such a call under way waits for it (`Wait`, within the
+limiter's deadline) and then spends what it brought, or asks itself.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from typing import Any, Generator, NamedTuple, Sequence
+from typing import Any, Callable, Generator, NamedTuple, Sequence, Union
 
 from . import command
 from .command import Arg, Limit
 from .contract import BATCHING
 from .decision import Decision
+from .errors import CallError
 from .policy import Policy
 
-__all__ = ["Volume", "Send", "Denials", "Batches", "Asked"]
+__all__ = ["Volume", "Send", "Wait", "Woken", "Ahead", "Denials", "Batches", "Asked"]
 
 NS_PER_MS = 1_000_000
 NS_PER_SEC = 1_000_000_000
@@ -34,6 +36,8 @@ MARGIN_NS: int = BATCHING["refund_margin_ms"] * NS_PER_MS
 SWEEP_NS: int = BATCHING["sweep_ms"] * NS_PER_MS
 MAX_KEYS: int = BATCHING["max_keys"]
 PRECHECK_MAX_KEYS: int = BATCHING["precheck_max_keys"]
+#: A batch is taken ahead when a local decision leaves fewer than ``size / AHEAD`` units held.
+AHEAD: int = BATCHING["ahead"]
 #: Per kind that batches, where its held units end: ``none`` (a bucket: the lease alone), ``reset``
 #: (a fixed window: its reset_after after the answer), ``reset_minus_window`` (a sliding counter).
 WINDOW_END: dict[str, str] = dict(BATCHING["kinds"])
@@ -48,7 +52,30 @@ class Send(NamedTuple):
     required: bool
 
 
-Steps = Generator[Send, Any, Decision]
+class Wait(NamedTuple):
+    """A call asking extra units for this check's key is under way: the runner waits until
+    ``subscribe(wake)`` calls ``wake`` (when it returns False the call is over already), then sends
+    back `Woken`."""
+
+    subscribe: Callable[[Callable[[], None]], bool]
+
+
+class Ahead(NamedTuple):
+    """A batch taken ahead for one key (a local decision left its units low): ``cmd`` to send off the
+    caller's path, then ``landed(reply)`` with Redis' reply, or None when it failed."""
+
+    cmd: list[Arg]
+    landed: Callable[[Any], None]
+
+
+class Woken(NamedTuple):
+    """After a `Wait`: the runner's clock, and whether the check may wait again (within its deadline)."""
+
+    now: int
+    may_wait: bool
+
+
+Steps = Generator[Union[Send, Wait, Ahead], Any, Decision]
 
 
 def _ns(seconds: float) -> int:
@@ -154,7 +181,8 @@ class Batches:
 
     def __init__(self) -> None:
         self._states: dict[str, _State] = {}
-        self._asking: set[str] = set()  # the states a call asking extras is under way for
+        self._asking: dict[str, list[Callable[[], None]]] = {}  # states a call asking extras is under
+        # way for, and what to wake when it is over
         self._lock = threading.Lock()
         self._next_sweep: int | None = None
 
@@ -163,9 +191,12 @@ class Batches:
         state = self._states.get(_id(key, policy))
         return state.held if state is not None else 0
 
-    def plan(self, limits: Sequence[Limit], now: int) -> tuple[list[list[Arg]], Decision | Asked]:
+    def plan(self, limits: Sequence[Limit], now: int, may_wait: bool = False
+             ) -> tuple[list[list[Arg]], Decision | Asked | Wait, list[Ahead]]:
         """What a check of `limits` does at `now`: the refunds to send first (expired units), then the
-        local decision when every limit is batched and holds its cost, else the call's batch."""
+        local decision when every limit is batched and holds its cost (with the batches to take
+        ahead), else (`may_wait`) a `Wait` when a batch call for one of them is under way, else the
+        call's batch."""
         n = len(limits)
         ids = [_id(key, policy) for key, policy, _ in limits]
         with self._lock:
@@ -182,7 +213,11 @@ class Batches:
                 holding.append(policy.batch is not None and state is not None and now < state.until
                                and state.held >= cost)
             if all(holding):
-                return refunds, self._spend(ids, limits, now)
+                decision, ahead = self._spend(ids, limits, now)
+                return refunds, decision, ahead
+            waiting = [i for i, h in zip(ids, holding) if not h and i in self._asking]
+            if may_wait and waiting:
+                return refunds, Wait(lambda wake: self._subscribe(waiting[0], wake)), []
             asked = Asked([0] * n, [None] * n)
             for j, (i, (_, policy, _)) in enumerate(zip(ids, limits)):
                 # In a call of several limits only a bucket batches: a window's end is known only
@@ -201,9 +236,9 @@ class Batches:
                     size = min(size, max(1, state.last.remaining // SHARE))
                 size = max(1, min(size, policy.batch))
                 asked.extras[j], asked.sizes[j] = size - 1, size
-                if size > 1:
-                    self._asking.add(i)
-        return refunds, asked
+                if size > 1 and state is not None:
+                    self._asking[i] = []
+        return refunds, asked, []
 
     def answer(self, limits: Sequence[Limit], asked: Asked, decision: Decision, now: int) -> Decision:
         """Redis' answer to the call `asked`: the units held and the sizes change; the decision for the
@@ -225,18 +260,32 @@ class Batches:
                 until = now + policy.lease_ns
                 if window_end is not None:
                     until = min(until, max(now, window_end - MARGIN_NS))
-                held = (state.held if state is not None else 0) + asked.extras[j]
+                # Units held from a window that has ended meanwhile do not carry into the next one.
+                ended = (state is not None and state.window_end is not None and window_end is not None
+                         and window_end > state.window_end + MARGIN_NS)
+                held = (state.held if state is not None and not ended else 0) + asked.extras[j]
                 self._states[i] = _State(key, policy, held, size, now, until, window_end, decision)
                 if len(limits) == 1 or decision.limiting == j:
                     held_here = held
         return replace(decision, remaining=decision.remaining + held_here) if held_here else decision
 
     def done(self, limits: Sequence[Limit], asked: Asked) -> None:
-        """The call that asked `asked` is over, however it ended."""
+        """The call that asked `asked` is over, however it ended: the checks waiting for it go on."""
+        woken: list[Callable[[], None]] = []
         with self._lock:
             for (key, policy, _), extra in zip(limits, asked.extras):
                 if extra > 0:
-                    self._asking.discard(_id(key, policy))
+                    woken += self._asking.pop(_id(key, policy), [])
+        for wake in woken:
+            wake()
+
+    def _subscribe(self, i: str, wake: Callable[[], None]) -> bool:
+        with self._lock:
+            waiters = self._asking.get(i)
+            if waiters is None:
+                return False
+            waiters.append(wake)
+            return True
 
     def release_all(self, now: int) -> list[list[Arg]]:
         """Every unit held, as refunds (those of a window that is over are gone); no state is left."""
@@ -253,20 +302,49 @@ class Batches:
 
     # Under the lock.
 
-    def _spend(self, ids: list[str], limits: Sequence[Limit], now: int) -> Decision:
+    def _spend(self, ids: list[str], limits: Sequence[Limit], now: int) -> tuple[Decision, list[Ahead]]:
         """Decided here: each limit's cost taken from its units. The decision describes the limit with
         the fewest left (the first of those): Redis' last answer with the units held counted and its
-        reset shorter by the time since."""
-        local = []
+        reset shorter by the time since. A limit left with fewer than ``size / AHEAD`` units, none
+        asked for and its lease going on, takes its next batch ahead."""
+        local, ahead = [], []
         for i, (_, _, cost) in zip(ids, limits):
             state = self._states[i]
             state.held -= cost
+            taken = self._ahead(i, state, now)
+            if taken is not None:
+                ahead.append(taken)
             last = state.last
             local.append(replace(last, allowed=True, remaining=last.remaining + state.held, retry_after=0.0,
                                  reset_after=max(0, _ns(last.reset_after) - (now - state.since)) / NS_PER_SEC,
                                  local=True))
         limiting = min(range(len(local)), key=lambda j: local[j].remaining)
-        return replace(local[limiting], limiting=limiting)
+        return replace(local[limiting], limiting=limiting), ahead
+
+    def _ahead(self, i: str, state: _State, now: int) -> Ahead | None:
+        """The batch to take ahead for `state`: its next size, at most what keeps the units held and
+        asked for below ``batch``; asked as a call of that limit alone with no request of its own."""
+        batch = state.policy.batch
+        if batch is None or i in self._asking or state.held * AHEAD >= state.size or now >= state.until:
+            return None
+        size = min(state.size * GROW, batch, max(1, state.last.remaining // SHARE))
+        units = min(size, batch - 1 - min(state.held, batch - 1))
+        if units == 0:
+            return None
+        self._asking[i] = []
+        limits = [(state.key, state.policy, 0)]
+        asked = Asked([units], [size])
+
+        def landed(reply: Any) -> None:
+            try:
+                if reply is not None:
+                    self.answer(limits, asked, Decision.from_reply(reply), now)
+            except CallError:
+                pass  # not a decision: whatever it took is lost, as a failed call's
+            finally:
+                self.done(limits, asked)
+
+        return Ahead(asked.command(limits), landed)
 
     def _sweep(self, ids: list[str], now: int) -> list[list[Arg]]:
         """Every `SWEEP_NS`, the expired states of keys other than this check's: their units given
@@ -314,10 +392,18 @@ class Volume:
         return decision
 
     def _batched(self, limits: Sequence[Limit], now: int) -> Steps:
-        refunds, planned = self.batches.plan(limits, now)
+        refunds, planned, ahead = self.batches.plan(limits, now, may_wait=True)
         for refund in refunds:
             yield Send(refund, False)
+        while isinstance(planned, Wait):
+            woken: Woken = yield planned
+            now = woken.now
+            refunds, planned, ahead = self.batches.plan(limits, now, may_wait=woken.may_wait)
+            for refund in refunds:
+                yield Send(refund, False)
         if isinstance(planned, Decision):
+            for batch in ahead:
+                yield batch
             return planned
         asked = planned
         try:
