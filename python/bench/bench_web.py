@@ -2,7 +2,8 @@
 in one run: no limiter; RateLimitMiddleware on the module; RateLimitMiddleware on the Lua library
 (a stock redis-server); slowapi on `limits`' own redis storage; slowapi on this package's `limits`
 storage (on the module, and on the library). Then where the middleware's time goes, measured in
-process (no HTTP) with cProfile. Writes docs/bench-python.md.
+process (no HTTP) with cProfile, and high volume on one hot key (bench_volume.py: one call per
+check, the pre-check, batched units). Writes docs/bench-python.md.
 
     RL_MODULE=target/release/libredis_ratelimit.so python python/bench/bench_web.py [--seconds 8] [--rounds 3]
 
@@ -32,6 +33,7 @@ PYTHON_DIR = HERE.parent
 REPO = PYTHON_DIR.parent
 sys.path.insert(0, str(PYTHON_DIR / "tests"))
 
+import bench_volume  # noqa: E402
 from servers import HOST, Server, free_port, module_path  # noqa: E402
 
 
@@ -236,7 +238,7 @@ def _stack() -> str:
 
 
 def write(rows: list[Row], timings: dict[str, float], profile: str, seconds: int, connections: int,
-          rounds: int) -> Path:
+          rounds: int, volume: list[str]) -> Path:
     by = {r.label: r for r in rows}
     base = by["no limiter"].rps
     mw_module = by["RateLimitMiddleware, module"].rps
@@ -324,6 +326,7 @@ def write(rows: list[Row], timings: dict[str, float], profile: str, seconds: int
         profile.strip(),
         "```",
         "",
+        *volume,
     ]
     path = REPO / "docs" / "bench-python.md"
     path.write_text("\n".join(lines))
@@ -336,6 +339,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--profile-requests", type=int, default=3000)
+    parser.add_argument("--volume-checks", type=int, default=8000)
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is missing: scripts/ensure-deps.sh wrk")
@@ -352,12 +356,15 @@ def main() -> None:
         for row in ROWS:
             row.settle()
         timings, profile = asyncio.run(in_process(module.port, args.profile_requests))
+        with module.client() as r:
+            r.flushall()
+        volume = bench_volume.table(bench_volume.measure(module, args.volume_checks))
     finally:
         module.cleanup()
         stock.cleanup()
     for name, us in timings.items():
         print(f"{name}: {us:.1f} µs")
-    print(f"wrote {write(ROWS, timings, profile, args.seconds, args.connections, args.rounds)}")
+    print(f"wrote {write(ROWS, timings, profile, args.seconds, args.connections, args.rounds, volume)}")
 
 
 if __name__ == "__main__":
