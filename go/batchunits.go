@@ -24,9 +24,22 @@ type unitState struct {
 	until     int64    // the end of the held units' use
 	windowEnd int64    // the end of the window they belong to; 0: the kind has none (a token bucket)
 	last      Decision // Redis' last answer
-	// asking: a call taking extra units is in flight. One at a time keeps what this instance holds
-	// at most batch - 1 under concurrent checks of one key.
-	asking bool
+	// fetching is closed when the call in flight taking this key's extra units is answered (nil:
+	// none). Concurrent checks that lack units wait for it rather than each asking their own:
+	// one batch at a time keeps what this instance holds at most batch - 1, and the calls few.
+	fetching chan struct{}
+	// waiting: the checks waiting for it; kept: units of its answer kept for them (a check that
+	// waited is served before the checks that did not).
+	waiting, kept uint64
+}
+
+// free is what a check can spend of s: every held unit for a check that waited on s, else those
+// not kept for them.
+func (s *unitState) free(waited bool) uint64 {
+	if waited {
+		return s.held
+	}
+	return s.held - s.kept
 }
 
 // expire takes s's units at now when its lease is over: to give back while their window lasts
@@ -36,7 +49,7 @@ func (s *unitState) expire(now int64) []string {
 		return nil
 	}
 	held := s.held
-	s.held = 0
+	s.held, s.kept = 0, 0
 	margin := contract.Batching.RefundMarginMs * int64(time.Millisecond)
 	if s.windowEnd != 0 && now+margin >= s.windowEnd {
 		return nil
@@ -60,20 +73,39 @@ type unitBook struct {
 
 func newUnitBook() *unitBook { return &unitBook{states: map[string]*unitState{}} }
 
-// unitIO is what the rules send: refunds (not waited for) and one check's call.
+// unitIO is what the rules send: refunds (not waited for), one check's call, and batches taken
+// ahead (off the caller's path: answered calls back when the answer is in).
 type unitIO struct {
 	refund func(cmd []string)
 	call   func(cmd []string) (Decision, error)
+	ahead  func(cmd []string, answered func(Decision, error))
+}
+
+// unitPlan is what a check does now: the units to give back first (expired), then a call, or the
+// decision made here from held units (call nil) with the batches to take ahead, or the answer to
+// wait for of a call in flight taking units it lacks (on the state waitedOn).
+type unitPlan struct {
+	refunds  [][]string
+	call     *unitCall
+	local    Decision
+	aheads   []*unitCall
+	wait     <-chan struct{}
+	waitedOn *unitState
 }
 
 // unitCall is a check's call: per limit, the extra units asked and the size they come from (0:
-// the limit keeps nothing from this call).
+// the limit keeps nothing from this call), and the channel its answer closes for the checks
+// waiting for those units.
 type unitCall struct {
-	now    int64
-	limits []Limit
-	extras []uint64
-	sizes  []uint64
+	now      int64
+	limits   []Limit
+	extras   []uint64
+	sizes    []uint64
+	fetching []chan struct{}
 }
+
+// waitsAtMost is how many batches in flight a check waits for before it asks alone.
+const waitsAtMost = 4
 
 func usesUnits(limits []Limit) bool {
 	for _, l := range limits {
@@ -84,16 +116,27 @@ func usesUnits(limits []Limit) bool {
 	return false
 }
 
-// check decides limits at now: locally when every limit holds its cost, else with one call (two
-// when the extras were denied: the request itself may fit).
-func (b *unitBook) check(now int64, limits []Limit, io unitIO) (Decision, error) {
-	c, local, refunds := b.plan(now, limits)
-	for _, r := range refunds {
-		io.refund(r)
+// check decides limits at clock(): locally when every limit holds its cost, else with one call
+// (two when the extras were denied: the request itself may fit). A check that lacks units a
+// call in flight is taking waits for its answer, then plans again.
+func (b *unitBook) check(clock func() int64, limits []Limit, io unitIO) (Decision, error) {
+	var p unitPlan
+	for waits := 0; p.call == nil; waits++ {
+		p = b.plan(clock(), limits, p.waitedOn, waits < waitsAtMost)
+		for _, r := range p.refunds {
+			io.refund(r)
+		}
+		switch {
+		case p.wait != nil:
+			<-p.wait // bounded: the call in flight ends within the limiter's deadline
+		case p.call == nil:
+			for _, a := range p.aheads {
+				io.ahead(a.command(), func(d Decision, err error) { b.answer(a, d, err) })
+			}
+			return p.local, nil
+		}
 	}
-	if c == nil {
-		return local, nil
-	}
+	c := p.call
 	d, err := io.call(c.command())
 	if err == nil && !d.Allowed && c.asked() {
 		b.withoutExtras(c)
@@ -102,9 +145,9 @@ func (b *unitBook) check(now int64, limits []Limit, io unitIO) (Decision, error)
 	return b.answer(c, d, err), err
 }
 
-// plan is what a check of limits does at now: the units to give back first (expired), and the
-// call to make, or (nil) the decision made here from held units.
-func (b *unitBook) plan(now int64, limits []Limit) (*unitCall, Decision, [][]string) {
+// plan is what a check of limits does at now. waited is the state this check waited on before
+// (nil: none); mayWait false: it has waited enough, and asks alone.
+func (b *unitBook) plan(now int64, limits []Limit, waited *unitState, mayWait bool) unitPlan {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := len(limits)
@@ -124,49 +167,101 @@ func (b *unitBook) plan(now int64, limits []Limit) (*unitCall, Decision, [][]str
 	all := true
 	for i, l := range limits {
 		s := b.states[ids[i]]
-		holding[i] = l.Policy.batch > 0 && s != nil && now < s.until && s.held >= l.Cost
+		holding[i] = l.Policy.batch > 0 && s != nil && now < s.until && s.free(s == waited) >= l.Cost
 		all = all && holding[i]
 	}
 	if all {
-		return nil, b.spend(now, limits, ids), refunds
+		local := b.spend(now, limits, ids, waited)
+		var aheads []*unitCall
+		for _, id := range ids {
+			if a := b.ahead(b.states[id], now); a != nil {
+				aheads = append(aheads, a)
+			}
+		}
+		return unitPlan{refunds: refunds, local: local, aheads: aheads}
 	}
-	c := &unitCall{now: now, limits: limits, extras: make([]uint64, n), sizes: make([]uint64, n)}
-	c2 := &contract.Batching
+	for i, id := range ids {
+		if s := b.states[id]; mayWait && !holding[i] && s != nil && s.fetching != nil {
+			s.waiting++
+			return unitPlan{refunds: refunds, wait: s.fetching, waitedOn: s}
+		}
+	}
+	c := &unitCall{now: now, limits: limits, extras: make([]uint64, n), sizes: make([]uint64, n), fetching: make([]chan struct{}, n)}
+	cfg := &contract.Batching
 	for i, l := range limits {
 		// In a call of several limits only a bucket batches: a window's end is known only from an
 		// answer about that limit alone.
-		if l.Policy.batch == 0 || holding[i] || (n > 1 && l.Policy.kind.Name != "token_bucket") {
+		if b.closed || l.Policy.batch == 0 || holding[i] || (n > 1 && l.Policy.kind.Name != "token_bucket") {
 			continue
 		}
 		s := b.states[ids[i]]
-		size := c2.Start
+		size := cfg.Start
 		switch {
-		case s == nil && (b.closed || len(b.states) >= c2.MaxKeys):
+		case s == nil && len(b.states) >= cfg.MaxKeys:
 			continue // no room: decided without batching
-		case s != nil && s.asking:
+		case s != nil && s.fetching != nil:
 			continue // another check is taking this key's batch
 		case s != nil && now < s.until: // hot here: its units ran out before their lease ended
-			size = min(s.size*c2.Grow, max(1, s.last.Remaining/c2.Share))
+			size = min(s.size*cfg.Grow, max(1, s.last.Remaining/cfg.Share))
 		case s != nil: // cool
-			size = min(max(1, s.size/c2.Grow), max(1, s.last.Remaining/c2.Share))
+			size = min(max(1, s.size/cfg.Grow), max(1, s.last.Remaining/cfg.Share))
 		}
 		size = max(1, min(size, l.Policy.batch))
 		c.extras[i], c.sizes[i] = size-1, size
-		if s != nil {
-			s.asking = size > 1
+		if s != nil && size > 1 {
+			s.fetching = make(chan struct{})
+			c.fetching[i] = s.fetching
 		}
 	}
-	return c, Decision{}, refunds
+	return unitPlan{refunds: refunds, call: c}
+}
+
+// ahead is the batch to take ahead for s after a local decision: when it holds less than a
+// quarter (batching.ahead) of its size, no batch call of it is in flight and its lease goes on;
+// the next size, at most what keeps held and in flight below batch. Its call asks for those
+// units alone (no request of its own).
+func (b *unitBook) ahead(s *unitState, now int64) *unitCall {
+	cfg := &contract.Batching
+	if b.closed || s.fetching != nil || s.held*cfg.Ahead >= s.size || now >= s.until {
+		return nil
+	}
+	batch := s.policy.batch
+	size := max(1, min(s.size*cfg.Grow, batch, s.last.Remaining/cfg.Share))
+	units := min(size, batch-1-min(s.held, batch-1))
+	if units == 0 {
+		return nil
+	}
+	s.fetching = make(chan struct{})
+	return &unitCall{now: now, limits: []Limit{{Key: s.key, Policy: s.policy}}, extras: []uint64{units},
+		sizes: []uint64{size}, fetching: []chan struct{}{s.fetching}}
+}
+
+// fetched: c's call taking limit i's extra units was answered; the checks waiting for it go on.
+func (b *unitBook) fetched(c *unitCall, i int) {
+	ch := c.fetching[i]
+	if ch == nil {
+		return
+	}
+	if s := b.states[unitID(c.limits[i])]; s != nil && s.fetching == ch {
+		s.fetching = nil
+		s.kept, s.waiting = min(s.held, s.waiting), 0
+	}
+	c.fetching[i] = nil
+	close(ch)
 }
 
 // spend takes each limit's cost from its held units: the decision is each one's last answer with
 // what is still held in its remaining and its reset shorter by the time since; the most
 // restrictive (the fewest left, the first of equals, as RL.ALL picks among allowed ones).
-func (b *unitBook) spend(now int64, limits []Limit, ids []string) Decision {
+func (b *unitBook) spend(now int64, limits []Limit, ids []string, waited *unitState) Decision {
 	var out Decision
 	for i, l := range limits {
 		s := b.states[ids[i]]
 		s.held -= l.Cost
+		if s == waited {
+			s.kept -= min(s.kept, l.Cost)
+		}
+		s.kept = min(s.kept, s.held)
 		d := s.last
 		d.Remaining += s.held
 		d.ResetAfter = max(0, d.ResetAfter-time.Duration(now-s.since))
@@ -192,7 +287,7 @@ func (b *unitBook) sweep(now int64, ids []string) [][]string {
 	b.nextSweep = now + every
 	var expired []string
 	for id, s := range b.states {
-		if now >= s.until && !s.asking && !slices.Contains(ids, id) {
+		if now >= s.until && s.fetching == nil && !slices.Contains(ids, id) {
 			expired = append(expired, id)
 		}
 	}
@@ -207,7 +302,9 @@ func (b *unitBook) sweep(now int64, ids []string) [][]string {
 	return refunds
 }
 
-func (c *unitCall) asked() bool { return slices.ContainsFunc(c.extras, func(e uint64) bool { return e > 0 }) }
+func (c *unitCall) asked() bool {
+	return slices.ContainsFunc(c.extras, func(e uint64) bool { return e > 0 })
+}
 
 // command is the call: each limit asking its cost and its extra.
 func (c *unitCall) command() []string {
@@ -223,12 +320,8 @@ func (c *unitCall) command() []string {
 func (b *unitBook) withoutExtras(c *unitCall) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, l := range c.limits {
-		if c.extras[i] > 0 {
-			if s := b.states[unitID(l)]; s != nil {
-				s.asking = false
-			}
-		}
+	for i := range c.limits {
+		b.fetched(c, i)
 		if c.sizes[i] > 0 {
 			c.extras[i], c.sizes[i] = 0, contract.Batching.Start
 		}
@@ -247,9 +340,6 @@ func (b *unitBook) answer(c *unitCall, d Decision, err error) Decision {
 		}
 		id := unitID(l)
 		s := b.states[id]
-		if s != nil && c.extras[i] > 0 {
-			s.asking = false
-		}
 		if err != nil || d.Degraded {
 			continue
 		}
@@ -266,33 +356,54 @@ func (b *unitBook) answer(c *unitCall, d Decision, err error) Decision {
 			s = &unitState{key: l.Key, policy: l.Policy}
 			b.states[id] = s
 		}
-		s.policy = l.Policy
-		s.held += c.extras[i]
-		s.size, s.since, s.last = c.sizes[i], c.now, d
-		s.until = c.now + int64(l.Policy.lease)
-		s.windowEnd = 0
+		margin := batching.RefundMarginMs * int64(time.Millisecond)
+		var end int64 // the window the units belong to ends (0: no window)
 		switch batching.Kinds[l.Policy.kind.Name] {
 		case "reset":
-			s.windowEnd = c.now + int64(d.ResetAfter)
+			end = c.now + int64(d.ResetAfter)
 		case "reset_minus_window":
-			s.windowEnd = c.now + max(0, int64(d.ResetAfter)-int64(l.Policy.period))
+			end = c.now + max(0, int64(d.ResetAfter)-int64(l.Policy.period))
 		}
-		if s.windowEnd != 0 {
-			s.until = min(s.until, max(c.now, s.windowEnd-batching.RefundMarginMs*int64(time.Millisecond)))
+		if s.windowEnd != 0 && end > s.windowEnd+margin {
+			s.held, s.kept = 0, 0 // units of a window that has ended do not carry into the next
+		}
+		s.policy = l.Policy
+		s.held += c.extras[i]
+		s.size, s.since, s.last, s.windowEnd = c.sizes[i], c.now, d, end
+		s.until = c.now + int64(l.Policy.lease)
+		if end != 0 {
+			s.until = min(s.until, max(c.now, end-margin))
 		}
 		if len(c.limits) == 1 || d.Limiting == i {
 			d.Remaining += s.held
 		}
 	}
+	for i := range c.limits { // after the units are held: the waiting checks spend them
+		b.fetched(c, i)
+	}
 	return d
 }
 
-// close returns every held unit (while its window lasts, in the order of their names) and stops
-// batching.
-func (b *unitBook) close(now int64) [][]string {
+// stop ends batching (Close): no call takes extra units any more; the batch calls in flight, to
+// wait for before drain.
+func (b *unitBook) stop() []chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
+	var flights []chan struct{}
+	for _, s := range b.states {
+		if s.fetching != nil {
+			flights = append(flights, s.fetching)
+		}
+	}
+	return flights
+}
+
+// drain returns every held unit (while its window lasts, in the order of their names) and forgets
+// the states.
+func (b *unitBook) drain(now int64) [][]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	ids := make([]string, 0, len(b.states))
 	for id := range b.states {
 		ids = append(ids, id)

@@ -124,6 +124,7 @@ type contractDoc struct {
 // ("none", "reset", "reset_minus_window"; a kind missing here cannot batch).
 type batchingDecl struct {
 	Start          uint64            `json:"start"`
+	Ahead          uint64            `json:"ahead"`
 	Grow           uint64            `json:"grow"`
 	Share          uint64            `json:"share"`
 	RefundMarginMs int64             `json:"refund_margin_ms"`

@@ -10,8 +10,12 @@ import (
 // (batchunits.go, the rules) with their round trips: a check's call, refunds sent without the
 // caller waiting, and Close giving every unit back.
 
-// decideAt is a check at now (Unix ns): the pre-check's denial, else batched units or cmd's one call.
-func (l *Limiter) decideAt(now int64, limits []Limit, cmd []string, io unitIO) (Decision, error) {
+// unixNow is the limiter's clock (Unix ns); the vectors give theirs.
+func unixNow() int64 { return time.Now().UnixNano() }
+
+// decideAt is a check at clock(): the pre-check's denial, else batched units or cmd's one call.
+func (l *Limiter) decideAt(clock func() int64, limits []Limit, cmd []string, io unitIO) (Decision, error) {
+	now := clock()
 	var key string
 	var cost uint64
 	if l.denials != nil {
@@ -23,12 +27,12 @@ func (l *Limiter) decideAt(now int64, limits []Limit, cmd []string, io unitIO) (
 	var d Decision
 	var err error
 	if usesUnits(limits) {
-		d, err = l.units.check(now, limits, io)
+		d, err = l.units.check(clock, limits, io)
 	} else {
 		d, err = io.call(cmd)
 	}
 	if err == nil && l.denials != nil {
-		l.denials.remember(key, cost, d, now)
+		l.denials.remember(key, cost, d, clock()) // from the answer: retry_after counts from it
 	}
 	return d, err
 }
@@ -44,10 +48,22 @@ func (l *Limiter) unitIO(ctx context.Context) unitIO {
 			return DecisionOfReply(v)
 		},
 		refund: func(cmd []string) {
-			l.refunding.Add(1)
+			l.background.Add(1)
 			go func() {
-				defer l.refunding.Done()
+				defer l.background.Done()
 				_ = l.refund(context.Background(), cmd) // lost in an outage: units a bucket refills, a window forgets
+			}()
+		},
+		ahead: func(cmd []string, answered func(Decision, error)) {
+			l.background.Add(1)
+			go func() {
+				defer l.background.Done()
+				v, err := l.call(context.Background(), cmd)
+				var d Decision
+				if err == nil {
+					d, err = DecisionOfReply(v)
+				}
+				answered(d, err) // no decision of the limiter's: a batch for the checks to come
 			}()
 		},
 	}
@@ -59,9 +75,13 @@ func (l *Limiter) refund(ctx context.Context, cmd []string) error {
 	return err
 }
 
-// returnUnits gives every held unit back (Close), waiting for them and for refunds in flight.
+// returnUnits gives every held unit back (Close): batching stops, the batch calls in flight land,
+// then every held unit goes back; it waits for those refunds and the ones in flight.
 func (l *Limiter) returnUnits() error {
-	refunds := l.units.close(time.Now().UnixNano())
+	for _, flight := range l.units.stop() {
+		<-flight // bounded: every call ends within the deadline
+	}
+	refunds := l.units.drain(time.Now().UnixNano())
 	errs := make(chan error, len(refunds))
 	for _, cmd := range refunds {
 		go func() { errs <- l.refund(context.Background(), cmd) }()
@@ -70,7 +90,7 @@ func (l *Limiter) returnUnits() error {
 	for range refunds {
 		all = append(all, <-errs)
 	}
-	l.refunding.Wait()
+	l.background.Wait()
 	return errors.Join(all...)
 }
 

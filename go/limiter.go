@@ -151,7 +151,7 @@ type Limiter struct {
 	denials        *denialCache // nil without Options.LocalPrecheck
 	units          *unitBook    // batched policies' units
 	localDecisions atomic.Uint64
-	refunding      sync.WaitGroup // refunds in flight (Close waits for them)
+	background     sync.WaitGroup // refunds and batches taken ahead in flight (Close waits for them)
 
 	probing atomic.Bool
 	closed  chan struct{}
@@ -544,7 +544,7 @@ func (l *Limiter) CheckAllStrict(ctx context.Context, limits ...Limit) (Decision
 	if err != nil {
 		return Decision{}, l.refused(err)
 	}
-	d, err := l.decideAt(time.Now().UnixNano(), limits, cmd, l.unitIO(ctx))
+	d, err := l.decideAt(unixNow, limits, cmd, l.unitIO(ctx))
 	if err != nil {
 		return Decision{}, err
 	}

@@ -38,8 +38,9 @@ func TestVectorsVolume(t *testing.T) {
 			Precheck bool       `json:"precheck"`
 			Policy   *batchSpec `json:"policy"`
 			Steps    []struct {
-				AtMs   int64 `json:"at_ms"`
-				Limits []struct {
+				AtMs     int64 `json:"at_ms"`
+				Instance int   `json:"instance"` // another limiter on the same server
+				Limits   []struct {
 					Key    string    `json:"key"`
 					Cost   uint64    `json:"cost"`
 					Policy batchSpec `json:"policy"`
@@ -70,11 +71,16 @@ func TestVectorsVolume(t *testing.T) {
 				}
 				return
 			}
-			l := &Limiter{units: newUnitBook()}
-			if in.Precheck {
-				l.denials = newDenialCache()
-			}
+			instances := map[int]*Limiter{}
 			for j, step := range in.Steps {
+				l := instances[step.Instance]
+				if l == nil {
+					l = &Limiter{units: newUnitBook()}
+					if in.Precheck {
+						l.denials = newDenialCache()
+					}
+					instances[step.Instance] = l
+				}
 				var limits []Limit
 				for _, sl := range step.Limits {
 					p, err := sl.Policy.build()
@@ -98,10 +104,13 @@ func TestVectorsVolume(t *testing.T) {
 				io := unitIO{
 					refund: func(cmd []string) { next(cmd) },
 					call:   func(cmd []string) (Decision, error) { return DecisionOfReply(next(cmd)) },
+					// Batches taken ahead: answered before the next step (as the reference's vectors).
+					ahead: func(cmd []string, answered func(Decision, error)) { answered(DecisionOfReply(next(cmd))) },
 				}
 				cmd, err := buildDecide(limits)
 				must(t, err)
-				d, err := l.decideAt(t0+step.AtMs*int64(time.Millisecond), limits, cmd, io)
+				now := int64(t0 + step.AtMs*int64(time.Millisecond))
+				d, err := l.decideAt(func() int64 { return now }, limits, cmd, io)
 				must(t, err)
 				want := out.Steps[j]
 				got := vectorFields(d)

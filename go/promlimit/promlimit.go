@@ -7,6 +7,7 @@
 //	ratelimit_configuration_faults_total{limiter}        calls answered that the limiter is misconfigured
 //	ratelimit_conflicts_total{limiter}                   calls whose key held another limiter's state
 //	ratelimit_usage_errors_total{limiter}                calls refused as the caller's mistake (ErrUsage)
+//	ratelimit_local_decisions_total{limiter}             decisions made without a round trip (pre-check, batched units)
 //	ratelimit_breaker_opened_total{limiter}, ratelimit_breaker_rejected_total{limiter}
 //	ratelimit_breaker_open{limiter}                      1 while calls are kept from Redis
 //	ratelimit_http_requests_total{route, limit, outcome} the middleware's decisions (HTTPRecorder)
@@ -22,7 +23,7 @@ import (
 type collector struct {
 	l                                                     *ratelimit.Limiter
 	decisions, outages, outageDecisions, faults           *prometheus.Desc
-	conflicts, usageErrors                                *prometheus.Desc
+	conflicts, usageErrors, local                         *prometheus.Desc
 	breakerOpened, breakerRejected, breakerOpen, engineOn *prometheus.Desc
 }
 
@@ -41,6 +42,7 @@ func NewCollector(name string, l *ratelimit.Limiter) prometheus.Collector {
 		faults:          desc("ratelimit_configuration_faults_total", "Calls answered that the limiter is misconfigured: no engine, NOPERM, an unknown reply (not an outage)."),
 		conflicts:       desc("ratelimit_conflicts_total", "Calls whose key held another limiter's state or another type (not an outage)."),
 		usageErrors:     desc("ratelimit_usage_errors_total", "Calls refused as the caller's mistake (ErrUsage)."),
+		local:           desc("ratelimit_local_decisions_total", "Decisions made in this process without a round trip (pre-check denials, batched units; counted in the decisions too)."),
 		breakerOpened:   desc("ratelimit_breaker_opened_total", "Times the circuit breaker opened."),
 		breakerRejected: desc("ratelimit_breaker_rejected_total", "Calls kept from Redis by the open breaker."),
 		breakerOpen:     desc("ratelimit_breaker_open", "1 while the breaker keeps calls from Redis."),
@@ -49,7 +51,7 @@ func NewCollector(name string, l *ratelimit.Limiter) prometheus.Collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decisions, c.outages, c.outageDecisions, c.faults, c.conflicts, c.usageErrors,
+	for _, d := range []*prometheus.Desc{c.decisions, c.outages, c.outageDecisions, c.faults, c.conflicts, c.usageErrors, c.local,
 		c.breakerOpened, c.breakerRejected, c.breakerOpen, c.engineOn} {
 		ch <- d
 	}
@@ -72,6 +74,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.faults, n.Misconfigurations)
 	counter(c.conflicts, n.Conflicts)
 	counter(c.usageErrors, n.UsageErrors)
+	counter(c.local, n.Local)
 	counter(c.breakerOpened, n.BreakerOpened)
 	counter(c.breakerRejected, n.BreakerRejected)
 	open := 0.0

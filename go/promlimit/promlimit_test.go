@@ -30,19 +30,25 @@ func must(t testing.TB, err error) {
 }
 
 func limiter(t *testing.T, addr string, failure ratelimit.FailurePolicy) *ratelimit.Limiter {
+	return limiterWith(t, addr, ratelimit.Options{Failure: failure})
+}
+
+func limiterWith(t *testing.T, addr string, opts ratelimit.Options) *ratelimit.Limiter {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := ratelimit.New(c, ratelimit.Options{Failure: failure, Logger: quiet, Deadline: 5 * time.Second}) // not about deadlines: a long one
+	opts.Logger, opts.Deadline = quiet, 5*time.Second // not about deadlines: a long one
+	l, err := ratelimit.New(c, opts)
 	must(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
 
-// Over real sockets: a middleware on the module (3 allowed, 2 denied, a denylisted caller) and a
-// limiter on a stopped server (failing open), scraped from /metrics as Prometheus would.
+// Over real sockets: a middleware on the module (3 allowed, 2 denied, the second by the pre-check,
+// a denylisted caller) and a limiter on a stopped server (failing open), scraped from /metrics as
+// Prometheus would.
 func TestMetricsOverHTTP(t *testing.T) {
 	srv := redistest.Start(t, true)
-	api := limiter(t, srv.Addr, ratelimit.FailClosed())
+	api := limiterWith(t, srv.Addr, ratelimit.Options{Failure: ratelimit.FailClosed(), LocalPrecheck: true})
 	down := limiter(t, "127.0.0.1:1", ratelimit.FailOpen())
 	keys := limiter(t, srv.Addr, ratelimit.FailClosed())
 	reg := prometheus.NewRegistry()
@@ -108,6 +114,8 @@ func TestMetricsOverHTTP(t *testing.T) {
 		`ratelimit_usage_errors_total{limiter="keys"} 1`,
 		`ratelimit_outages_total{limiter="keys"} 0`,
 		`ratelimit_conflicts_total{limiter="api"} 0`,
+		`ratelimit_local_decisions_total{limiter="api"} 1`,
+		`ratelimit_local_decisions_total{limiter="keys"} 0`,
 	} {
 		if !strings.Contains(text, line+"\n") {
 			t.Errorf("no %s in\n%s", line, text)

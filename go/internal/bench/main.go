@@ -6,7 +6,9 @@
 //   - httplimit on the module (RL.TOKEN) and on the Lua library (FCALL rl_token);
 //   - redisrate, this package's drop-in for redis_rate, on the module;
 //   - go-redis/redis_rate v10 (its own GCRA script) behind the same middleware shape;
-//   - the seed's token-bucket Lua script (EVALSHA) behind the same middleware shape.
+//   - the seed's token-bucket Lua script (EVALSHA) behind the same middleware shape;
+//   - and, in process, one hot key checked by 2 limiters per call, with the pre-check and with
+//     batched units (volume.go).
 //
 // The hand-written middlewares do what httplimit does for one route: the caller from the peer's
 // address, one call with a deadline, the same headers (httplimit.ServedHeaders) and 429 answer
@@ -197,6 +199,7 @@ func main() {
 	conns := flag.Int("connections", 32, "wrk's connections")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process over the rounds")
 	only := flag.String("only", "", "run only the rows whose name contains this")
+	volumeOnly := flag.Bool("volume-only", false, "run only the high-volume rows, and print their table")
 	flag.Parse()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -210,6 +213,12 @@ func main() {
 		log.Fatal(err)
 	}
 	probe.Close()
+	if *volumeOnly {
+		var b strings.Builder
+		renderVolume(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }, runVolume(ctx, *addr, quiet))
+		fmt.Print(b.String())
+		return
+	}
 
 	policy := ratelimit.Must(ratelimit.TokenBucket(capacity, perSec))
 	var made *ratelimit.Limiter
@@ -361,7 +370,8 @@ func main() {
 			r.notDecided = r.failedOpen.Load()
 		}
 	}
-	page := render(rows, *seconds, *rounds, *conns, redisVersion)
+	volume := runVolume(ctx, *addr, quiet)
+	page := render(rows, volume, *seconds, *rounds, *conns, redisVersion)
 	if *out == "" {
 		fmt.Print(page)
 		return
@@ -442,7 +452,7 @@ func find(rows []*row, prefix string) *row {
 	return nil
 }
 
-func render(rows []*row, seconds, rounds, conns int, redisVersion string) string {
+func render(rows []*row, volume []volumeRow, seconds, rounds, conns int, redisVersion string) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	dep := map[string]string{}
@@ -510,6 +520,7 @@ func render(rows []*row, seconds, rounds, conns int, redisVersion string) string
 		}
 		w("\n")
 	}
+	renderVolume(w, volume)
 	w("## Where the time goes\n\n")
 	w("A CPU profile of this program on the module row (`-cpuprofile`, `go tool pprof -top`; issue 34)\n")
 	w("showed the Go process using about one of the two cores, 40%% of it in system calls (the HTTP\n")
