@@ -61,6 +61,15 @@ def run(volume: Volume, bucket: Bucket, limits: list[Any], now_ms: int) -> tuple
         return done.value, sent
 
 
+def warmed(batch: int, checks: int) -> tuple[Volume, Bucket, TokenBucket]:
+    """An instance that made `checks` checks of cost 1 on key ``k`` of a bucket of 100 at time 0."""
+    volume, bucket = Volume(precheck=False), Bucket(100)
+    policy = TokenBucket(100, 0.001, batch=batch)
+    for _ in range(checks):
+        run(volume, bucket, [("k", policy, 1)], 0)
+    return volume, bucket, policy
+
+
 def test_the_batch_option_is_refused_where_a_kind_takes_no_refunds_or_out_of_range() -> None:
     for make in (lambda: SlidingLog(10, 1, batch=2), lambda: Concurrency(3, 1, batch=1)):
         with pytest.raises(PolicyError, match="cannot batch: it takes no refunds") as e:
@@ -99,10 +108,7 @@ def test_a_hot_key_grows_its_batch_and_spends_locally() -> None:
 
 
 def test_expired_units_go_back_before_the_check_s_own_call() -> None:
-    volume, bucket = Volume(precheck=False), Bucket(100)
-    policy = TokenBucket(100, 0.001, batch=4)
-    for _ in range(5):  # sizes 1, 1, 2 (one held, spent), 4
-        run(volume, bucket, [("k", policy, 1)], 0)
+    volume, bucket, policy = warmed(batch=4, checks=5)  # sizes 1, 1, 2 (one held, spent), 4
     held = volume.batches.held("k", policy)
     assert held > 0
     _, sent = run(volume, bucket, [("k", policy, 1)], LEASE_MS)
@@ -111,10 +117,7 @@ def test_expired_units_go_back_before_the_check_s_own_call() -> None:
 
 
 def test_a_denial_with_extras_asks_again_for_the_request_alone() -> None:
-    volume, bucket = Volume(precheck=False), Bucket(100)
-    policy = TokenBucket(100, 0.001, batch=16)
-    for _ in range(8):
-        run(volume, bucket, [("k", policy, 1)], 0)
+    volume, bucket, policy = warmed(batch=16, checks=8)
     held = volume.batches.held("k", policy)
     bucket.tokens = 1  # other instances took the rest
     for _ in range(held):
@@ -124,10 +127,7 @@ def test_a_denial_with_extras_asks_again_for_the_request_alone() -> None:
 
 
 def test_a_batch_in_flight_is_waited_for_and_one_that_fails_is_asked_again() -> None:
-    volume, bucket = Volume(precheck=False), Bucket(100)
-    policy = TokenBucket(100, 0.001, batch=8)
-    for _ in range(2):  # asked 1, then 2: one held
-        run(volume, bucket, [("k", policy, 1)], 0)
+    volume, bucket, policy = warmed(batch=8, checks=2)  # asked 1, then 2: one held
     spending = volume.check([("k", policy, 1)], 0)
     ahead = next(spending)
     assert isinstance(ahead, Ahead) and int(ahead.cmd[-1]) > 0, "the last unit spent: the next batch taken ahead"
@@ -159,6 +159,34 @@ def test_a_batch_in_flight_is_waited_for_and_one_that_fails_is_asked_again() -> 
     assert int(sent[0][-1]) > 1, sent
 
 
+def test_one_call_at_a_time_asks_for_extra_units_and_the_others_wait_for_it() -> None:
+    volume, bucket, policy = warmed(batch=16, checks=2)
+    spending = volume.check([("k", policy, 1)], 0)
+    ahead = next(spending)
+    assert isinstance(ahead, Ahead)
+    ahead.landed(None)  # failed: nothing held, nothing in flight
+    with pytest.raises(StopIteration):
+        spending.send(None)
+    first, second, third = (volume.check([("k", policy, 1)], 0) for _ in range(3))
+    asking = next(first)
+    assert isinstance(asking, Send) and int(asking.cmd[-1]) > 1
+    waiting, impatient = next(second), next(third)
+    assert isinstance(waiting, Wait) and isinstance(impatient, Wait)
+    woken: list[str] = []
+    assert waiting.subscribe(lambda: woken.append("second"))
+    with pytest.raises(StopIteration):
+        first.send(bucket.answer(asking.cmd))
+    assert woken == ["second"], "woken when the call is over"
+    assert not impatient.subscribe(lambda: None), "the call is over: no wait"
+    with pytest.raises(StopIteration) as spent:
+        second.send(Woken(0, True))
+    assert spent.value.value.local, "it spent what the call brought"
+    with pytest.raises(StopIteration) as spent:
+        third.send(Woken(0, False))
+    assert spent.value.value.local
+    assert volume.batches.held("k", policy) == int(asking.cmd[-1]) - 3
+
+
 def test_the_precheck_repeats_redis_denial_until_its_retry_after() -> None:
     volume, bucket = Volume(precheck=True), Bucket(2)
     policy = TokenBucket(2, 0.001)
@@ -181,10 +209,7 @@ def test_a_never_fitting_request_is_not_remembered() -> None:
 
 
 def test_close_gives_every_unit_back() -> None:
-    volume, bucket = Volume(precheck=False), Bucket(100)
-    policy = TokenBucket(100, 0.001, batch=8)
-    for _ in range(5):
-        run(volume, bucket, [("k", policy, 1)], 0)
+    volume, bucket, policy = warmed(batch=8, checks=5)
     held = volume.batches.held("k", policy)
     assert volume.release_all(0) == [["RL.REFUND", "TOKEN", "k", "100", "0.001", held]]
     assert volume.batches.held("k", policy) == 0 and volume.release_all(0) == []
