@@ -13,6 +13,7 @@ mod memory;
 mod peers;
 mod peers_twin;
 mod replicas;
+mod volume;
 mod workers;
 
 use loadgen::{Load, Measured};
@@ -254,6 +255,13 @@ fn main() {
         write_doc("bench-replicas.md", &report);
         return;
     }
+    // `rl-bench volume`: only the pre-check and batched units.
+    if std::env::args().nth(1).as_deref() == Some("volume") {
+        let report = volume::report(scale);
+        println!("{report}");
+        write_doc("bench-volume.md", &report);
+        return;
+    }
     // `rl-bench peers`: only the side-by-side table.
     if std::env::args().nth(1).as_deref() == Some("peers") {
         let report = peers::run(scale);
@@ -363,6 +371,9 @@ fn main() {
     let engines = engines::run(scale);
     println!("{engines}");
     write_doc("bench-engines.md", &engines);
+    let volume = volume::report(scale);
+    println!("{volume}");
+    write_doc("bench-volume.md", &volume);
 }
 
 fn report(rows: &[Row], memory: &[memory::Memory], version: &str) -> String {

@@ -9,7 +9,8 @@ use crate::decision::Decision;
 use crate::policy::Policy;
 use ratelimit_core::kind::LimiterKind;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A key's first batch (a quiet key costs one call per check, as without batching).
@@ -18,6 +19,8 @@ pub(crate) const START: u64 = 1;
 pub(crate) const GROW: u64 = 2;
 /// One call takes at most `remaining / SHARE` (of Redis' last answer): half of what was left.
 pub(crate) const SHARE: u64 = 2;
+/// A batch is taken ahead when a local decision leaves fewer than `size / AHEAD` units held.
+pub(crate) const AHEAD: u64 = 4;
 /// Held window units end this long before their window does; expired ones are given back only
 /// while that much of the window is left.
 pub(crate) const REFUND_MARGIN: Duration = Duration::from_millis(100);
@@ -76,6 +79,18 @@ pub(crate) struct Plan {
     /// Held units to give back first (expired).
     pub refunds: Vec<Refund>,
     pub action: Action,
+    /// Batches to take ahead, off the caller's path (a local decision left a key's units below a
+    /// quarter of its batch).
+    pub ahead: Vec<Ahead>,
+}
+
+/// A batch taken ahead for one limit: `RL.* key ... units` with no request of its own; its answer
+/// goes to [`Batches::answer`] as a call of that one limit at cost 0 with `asked`.
+#[derive(Debug)]
+pub(crate) struct Ahead {
+    pub key: String,
+    pub policy: Policy,
+    pub asked: Asked,
 }
 
 #[derive(Debug)]
@@ -84,6 +99,28 @@ pub(crate) enum Action {
     Local(Decision),
     /// One call, each limit asking its cost plus `extras[i]`.
     Call(Asked),
+    /// A call asking a batch for one of these limits is in flight in this process: wait for its
+    /// answer (it brings units), then plan again. One batch call per key at a time keeps the
+    /// units held and in flight per key at most `batch - 1`.
+    Wait(Arc<Flight>),
+}
+
+/// A batch call in flight: done when its answer (or its failure) is in.
+#[derive(Debug, Default)]
+pub(crate) struct Flight {
+    done: AtomicBool,
+    pub(crate) notify: tokio::sync::Notify,
+}
+
+impl Flight {
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    fn land(&self) {
+        self.done.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
 }
 
 /// A call's batch: per limit, the extra units asked and the batch size they came from (None: the
@@ -123,9 +160,32 @@ struct State {
     until: Instant,
     window_end: Option<Instant>,
     last: Decision,
+    /// This state's batch call in flight.
+    flight: Option<Arc<Flight>>,
 }
 
 impl State {
+    /// A batch to take ahead when the units held fell below a quarter of the size, none is in
+    /// flight and the lease goes on: the next size, at most what keeps held and in flight below
+    /// `batch`.
+    fn ahead(&mut self, now: Instant) -> Option<Ahead> {
+        let batch = self.policy.batch()?;
+        if self.flight.is_some() || self.held * AHEAD >= self.size || now >= self.until {
+            return None;
+        }
+        let size = self.size.saturating_mul(GROW).min(batch.max).min((self.last.remaining / SHARE).max(1));
+        let units = size.min(batch.max - 1 - self.held.min(batch.max - 1));
+        if units == 0 {
+            return None;
+        }
+        self.flight = Some(Arc::default());
+        Some(Ahead {
+            key: self.key.clone(),
+            policy: self.policy.clone(),
+            asked: Asked { extras: vec![units], sizes: vec![Some(size)] },
+        })
+    }
+
     /// The expired units to give back at `now`, if they still belong to a window that is going on.
     fn expire(&mut self, now: Instant) -> Option<Refund> {
         if now < self.until || self.held == 0 {
@@ -164,7 +224,7 @@ impl Batches {
         let n = limits.len();
         let unbatched = || Action::Call(Asked { extras: vec![0; n], sizes: vec![None; n] });
         if limits.iter().all(|l| l.policy.batch().is_none()) {
-            return Plan { refunds: vec![], action: unbatched() };
+            return Plan { refunds: vec![], action: unbatched(), ahead: vec![] };
         }
         let mut t = self.lock();
         let ids: Vec<String> = limits.iter().map(id).collect();
@@ -184,21 +244,30 @@ impl Batches {
             .collect();
         if holding.iter().all(|h| *h) {
             let mut local: Vec<Decision> = vec![];
+            let mut ahead = vec![];
             for (l, i) in limits.iter().zip(&ids) {
                 let s = t.states.get_mut(i).expect("held");
                 s.held -= l.cost;
+                ahead.extend(s.ahead(now));
                 local.push(Decision {
                     remaining: s.last.remaining + s.held,
                     reset_after: s.last.reset_after.saturating_sub(now - s.since),
                     retry_after: Some(Duration::ZERO),
                     limiting: 0,
+                    local: true,
                     ..s.last.clone()
                 });
             }
             // All allowed: the most restrictive is the one with the fewest left (first on ties).
             let limiting = (0..local.len()).min_by_key(|j| local[*j].remaining).unwrap_or(0);
             let decision = Decision { limiting, ..local[limiting].clone() };
-            return Plan { refunds, action: Action::Local(decision) };
+            return Plan { refunds, action: Action::Local(decision), ahead };
+        }
+        let flying = limits.iter().zip(&ids).zip(&holding).find_map(|((l, i), holds)| {
+            (l.policy.batch().is_some() && !holds).then(|| t.states.get(i)?.flight.clone()).flatten()
+        });
+        if let Some(flight) = flying {
+            return Plan { refunds, action: Action::Wait(flight), ahead: vec![] };
         }
         let mut asked = Asked { extras: vec![0; n], sizes: vec![None; n] };
         for (j, (l, i)) in limits.iter().zip(&ids).enumerate() {
@@ -220,8 +289,11 @@ impl Batches {
             let size = size.min(batch.max).max(1);
             asked.extras[j] = size - 1;
             asked.sizes[j] = Some(size);
+            if let Some(s) = t.states.get_mut(i).filter(|_| size > 1) {
+                s.flight = Some(Arc::default());
+            }
         }
-        Plan { refunds, action: Action::Call(asked) }
+        Plan { refunds, action: Action::Call(asked), ahead: vec![] }
     }
 
     /// Redis' `answer` to the call `asked` for `limits` at `now`: the held units and sizes change;
@@ -233,10 +305,14 @@ impl Batches {
         answer: Decision,
         now: Instant,
     ) -> Decision {
-        if answer.degraded || asked.sizes.iter().all(Option::is_none) {
+        if asked.sizes.iter().all(Option::is_none) {
             return answer;
         }
         let mut t = self.lock();
+        land(&mut t, limits, asked);
+        if answer.degraded {
+            return answer;
+        }
         let mut decision = answer.clone();
         for (j, l) in limits.iter().enumerate() {
             let (Some(size), Some(batch)) = (asked.sizes[j], l.policy.batch()) else { continue };
@@ -256,7 +332,9 @@ impl Batches {
             };
             let lease_end = now + batch.lease;
             let until = end.map_or(lease_end, |e| lease_end.min(e.checked_sub(REFUND_MARGIN).unwrap_or(now)));
-            let held_before = t.states.get(&i).map_or(0, |s| s.held);
+            // Units held from a window that has ended meanwhile do not carry into the next one.
+            let ended = |s: &State| s.window_end.zip(end).is_some_and(|(old, new)| new > old + REFUND_MARGIN);
+            let held_before = t.states.get(&i).map_or(0, |s| if ended(s) { 0 } else { s.held });
             let s = State {
                 key: l.key.to_string(),
                 policy: l.policy.clone(),
@@ -266,6 +344,7 @@ impl Batches {
                 until,
                 window_end: end,
                 last: answer.clone(),
+                flight: None,
             };
             if n_is_limiting(limits.len(), answer.limiting, j) {
                 decision.remaining += s.held;
@@ -273,6 +352,29 @@ impl Batches {
             t.states.insert(i, s);
         }
         decision
+    }
+
+    /// The batch calls in flight now.
+    pub(crate) fn flights(&self) -> Vec<Arc<Flight>> {
+        self.lock().states.values().filter_map(|s| s.flight.clone()).collect()
+    }
+
+    /// A flight that did not land within a deadline (its caller gave up: a dropped future) is
+    /// forgotten, so that the next check asks again.
+    pub(crate) fn abandon(&self, flight: &Arc<Flight>) {
+        for s in self.lock().states.values_mut() {
+            if s.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
+                s.flight = None;
+            }
+        }
+        flight.land();
+    }
+
+    /// The call `asked` for `limits` failed (no answer): its waiters plan again.
+    pub(crate) fn failed(&self, limits: &[Limit<'_>], asked: &Asked) {
+        if asked.sizes.iter().any(Option::is_some) {
+            land(&mut self.lock(), limits, asked);
+        }
     }
 
     /// Every held unit, to give back (the limiter is closing); the states are forgotten.
@@ -291,6 +393,17 @@ impl Batches {
     /// Units held now for the limit (tests and vectors).
     pub(crate) fn held(&self, limit: &Limit<'_>) -> u64 {
         self.lock().states.get(&id(limit)).map_or(0, |s| s.held)
+    }
+}
+
+/// The batch calls of `asked` are in: their waiters wake.
+fn land(t: &mut Table, limits: &[Limit<'_>], asked: &Asked) {
+    for (l, size) in limits.iter().zip(&asked.sizes) {
+        if size.is_some() {
+            if let Some(f) = t.states.get_mut(&id(l)).and_then(|s| s.flight.take()) {
+                f.land();
+            }
+        }
     }
 }
 

@@ -23,6 +23,9 @@ pub struct Decision {
     pub limiting: usize,
     /// True when Redis did not decide (unreachable, too slow, breaker open) and the failure policy did.
     pub degraded: bool,
+    /// True when decided in this process without a round trip: the pre-check's denial, or units a
+    /// batched policy held here (docs/high-volume.md).
+    pub local: bool,
 }
 
 impl Decision {
@@ -56,6 +59,7 @@ impl Decision {
             reset_after: ms(*reset_ms),
             limiting: rest.first().map_or(0, |p| usize::try_from(p - 1).unwrap_or(0)),
             degraded: false,
+            local: false,
         })
     }
 }

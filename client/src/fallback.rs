@@ -180,6 +180,7 @@ fn decision(v: Verdict, limiting: usize, degraded: bool) -> Decision {
         reset_after: ms(v.reset_after_ns),
         limiting,
         degraded,
+        local: false,
     }
 }
 

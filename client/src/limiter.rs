@@ -1,7 +1,7 @@
 //! The limiter: sends one RL.* call per check under a deadline, and when Redis cannot decide, lets the
 //! failure policy decide, visibly (`degraded`), behind a circuit breaker.
 
-use crate::batch::{Action, Batches, Refund};
+use crate::batch::{Action, Ahead, Batches, Refund};
 use crate::breaker::{self, Admission, Breaker};
 use crate::command::{self, Limit};
 use crate::connection::Transport;
@@ -263,23 +263,46 @@ impl Limiter {
                 return held;
             }
         }
-        let plan = inner.batches.plan(limits, Instant::now());
-        self.return_expired(plan.refunds);
-        let decision = match plan.action {
-            Action::Local(decision) => {
-                inner.counters.local(&inner.name);
-                inner.counters.record(&inner.name, &decision, false);
-                decision
-            }
-            Action::Call(mut asked) => {
-                let mut result = self.call(&asked.with_extras(limits)).await;
-                if asked.any_extra() && matches!(&result, Ok(d) if !d.allowed) {
-                    // The batch did not fit; the request itself may.
-                    asked = asked.without_extras();
-                    result = self.call(limits).await;
+        // A check that waited for another's batch call shared that round trip: not local.
+        let mut waited = false;
+        let decision = loop {
+            let plan = inner.batches.plan(limits, Instant::now());
+            self.return_expired(plan.refunds);
+            match plan.action {
+                Action::Local(mut decision) => {
+                    self.take_ahead(plan.ahead);
+                    decision.local = !waited;
+                    if !waited {
+                        inner.counters.local(&inner.name);
+                    }
+                    inner.counters.record(&inner.name, &decision, false);
+                    break decision;
                 }
-                let result = result.map(|d| inner.batches.answer(limits, &asked, d, Instant::now()));
-                self.settle(limits, result)
+                // Another check's batch call for these keys is in flight (bounded by its deadline):
+                // its answer brings units; then plan again.
+                Action::Wait(flight) => {
+                    waited = true;
+                    let landed = flight.notify.notified();
+                    if !flight.is_done() && tokio::time::timeout(inner.deadline, landed).await.is_err() {
+                        inner.batches.abandon(&flight);
+                    }
+                }
+                Action::Call(mut asked) => {
+                    let mut result = self.call(&asked.with_extras(limits)).await;
+                    if asked.any_extra() && matches!(&result, Ok(d) if !d.allowed) {
+                        // The batch did not fit; the request itself may.
+                        asked = asked.without_extras();
+                        result = self.call(limits).await;
+                    }
+                    let result = match result {
+                        Ok(d) => Ok(inner.batches.answer(limits, &asked, d, Instant::now())),
+                        Err(e) => {
+                            inner.batches.failed(limits, &asked);
+                            Err(e)
+                        }
+                    };
+                    break self.settle(limits, result);
+                }
             }
         };
         if let (Some(cache), Some(key)) = (&inner.precheck, &precheck_key) {
@@ -323,6 +346,13 @@ impl Limiter {
     /// Gives back every unit that batched policies hold in this process (call before the process
     /// stops; docs/high-volume.md): the units given back, or the first error (every refund is tried).
     pub async fn close(&self) -> Result<u64, CallError> {
+        // Batches in flight first (each bounded by the deadline): their units are held too.
+        for flight in self.inner.batches.flights() {
+            let landed = flight.notify.notified();
+            if !flight.is_done() {
+                let _ = tokio::time::timeout(self.inner.deadline, landed).await;
+            }
+        }
         let mut given = 0;
         let mut first_error = None;
         for r in self.inner.batches.drain(Instant::now()) {
@@ -347,6 +377,21 @@ impl Limiter {
                 }
             }
         });
+    }
+
+    /// Batches taken ahead, off the caller's path (docs/high-volume.md).
+    fn take_ahead(&self, ahead: Vec<Ahead>) {
+        for a in ahead {
+            let limiter = self.clone();
+            tokio::spawn(async move {
+                let batches = &limiter.inner.batches;
+                let limit = [Limit::new(&a.key, &a.policy, 0)];
+                match limiter.call(&a.asked.with_extras(&limit)).await {
+                    Ok(d) => drop(batches.answer(&limit, &a.asked, d, Instant::now())),
+                    Err(_) => batches.failed(&limit, &a.asked),
+                }
+            });
+        }
     }
 
     async fn refund_units(&self, r: &Refund) -> Result<(), CallError> {
@@ -598,6 +643,7 @@ impl Limiter {
             reset_after: Duration::ZERO,
             limiting: 0,
             degraded: false,
+            local: false,
         }
     }
 
@@ -615,6 +661,7 @@ impl Limiter {
             reset_after: Duration::ZERO,
             limiting: 0,
             degraded: true,
+            local: false,
         };
         let decision = match (inner.failure, &inner.fallback) {
             (FailurePolicy::LocalFallback { .. }, Some(local)) => local.check(limits, now_ns()),

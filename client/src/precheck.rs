@@ -40,6 +40,7 @@ impl DenialCache {
                 .decision
                 .reset_after
                 .saturating_sub(d.decision.retry_after.unwrap_or_default().saturating_sub(left)),
+            local: true,
             ..d.decision.clone()
         })
     }
@@ -80,6 +81,7 @@ mod tests {
             reset_after: Duration::from_millis(1800),
             limiting: 0,
             degraded: false,
+            local: false,
         };
         cache.remember("k", 2, &denial, t);
         let held = cache.check("k", 2, t + Duration::from_millis(50)).expect("still denied");

@@ -26,14 +26,15 @@ async fn a_hot_key_grows_its_batch_and_close_gives_back_what_was_not_used() {
         let d = limiter.check(&key, &policy, 1).await;
         assert!(d.allowed && !d.degraded, "request {i}: {d:?}");
     }
-    // Batches of 1, 2, 4, 8, 16 (31 units), then 16 at a time: 100 requests in 10 calls.
-    assert_eq!(calls(&server, "rl.token") - before, 10);
-    assert_eq!(limiter.counts().local, 90);
-    assert_eq!(limiter.held(&key, &policy), 11);
+    // Batches of 1, 2, 4, 8, then 16 taken ahead 12 at a time (below a quarter of the batch held):
+    // about 100 / 12 + 4 calls; one call per check would be 100.
+    let made = calls(&server, "rl.token") - before;
+    assert!(made <= 16, "{made} calls for 100 checks");
+    assert!(limiter.counts().local >= 100 - made);
+    assert!(limiter.held(&key, &policy) <= 15);
     let plain = still_bucket(1000);
-    assert_eq!(limiter.check(&key, &plain, 0).await.remaining, 889, "111 taken from Redis");
-    assert_eq!(limiter.close().await.unwrap(), 11);
-    assert_eq!(limiter.check(&key, &plain, 0).await.remaining, 900, "the 11 unused units are back");
+    limiter.close().await.unwrap();
+    assert_eq!(limiter.check(&key, &plain, 0).await.remaining, 900, "every unit not admitted is back");
     assert_eq!(limiter.held(&key, &policy), 0);
 }
 
@@ -53,38 +54,48 @@ async fn a_quiet_key_costs_one_call_per_check() {
     assert_eq!(limiter.held(&key, &policy), 0, "a cool key asks no extra");
 }
 
-/// `instances` limiters on one server hammer one key with `per_instance` concurrent checks each:
-/// (admitted, units still held by the instances, Redis' remaining).
+/// `instances` limiters on one server hammer one key with `per_instance` concurrent tasks each, each
+/// making `rounds` checks one after the other:
+/// (admitted, units taken from Redis and not admitted when the load ended: held or in flight).
+/// Closing the limiters then gives every one of those back.
 async fn hammer(
     server: &Server,
     policy: &Policy,
     plain: &Policy,
     instances: usize,
     per_instance: usize,
-) -> (u64, u64, u64) {
+    rounds: usize,
+) -> (u64, u64) {
     let key = unique_key("shared");
     let limiters: Vec<Limiter> = (0..instances).map(|_| limiter(server, FailurePolicy::Closed)).collect();
     let mut tasks = vec![];
     for l in &limiters {
         for _ in 0..per_instance {
             let (l, key, policy) = (l.clone(), key.clone(), policy.clone());
-            tasks.push(tokio::spawn(async move { l.check(&key, &policy, 1).await }));
+            tasks.push(tokio::spawn(async move {
+                let mut decisions = vec![];
+                for _ in 0..rounds {
+                    decisions.push(l.check(&key, &policy, 1).await);
+                }
+                decisions
+            }));
         }
     }
     let mut admitted = 0;
     for t in tasks {
-        let d = t.await.unwrap();
-        assert!(!d.degraded, "{d:?}");
-        admitted += u64::from(d.allowed);
+        for d in t.await.unwrap() {
+            assert!(!d.degraded, "{d:?}");
+            admitted += u64::from(d.allowed);
+        }
     }
-    let held: u64 = limiters.iter().map(|l| l.held(&key, policy)).sum();
-    let remaining = limiters[0].check(&key, plain, 0).await.remaining;
+    let limit = plain.limit();
+    let idle = limit - admitted - limiters[0].check(&key, plain, 0).await.remaining;
     for l in &limiters {
         l.close().await.unwrap();
     }
     let after = limiters[0].check(&key, plain, 0).await.remaining;
-    assert_eq!(after, remaining + held, "close gave every held unit back");
-    (admitted, held, remaining)
+    assert_eq!(after, limit - admitted, "close gave every unit not admitted back");
+    (admitted, idle)
 }
 
 #[tokio::test]
@@ -92,11 +103,24 @@ async fn several_instances_on_one_bucket_never_admit_beyond_it_and_idle_at_most_
     let server = Server::builder().single();
     let (capacity, batch, instances) = (100, 8, 3);
     let policy = still_bucket(capacity).batched(batch, Duration::from_secs(60)).unwrap();
-    let (admitted, held, remaining) = hammer(&server, &policy, &still_bucket(capacity), instances, 80).await;
-    assert_eq!(admitted + held + remaining, capacity, "every unit is admitted, held or in Redis");
+    let (admitted, idle) = hammer(&server, &policy, &still_bucket(capacity), instances, 80, 1).await;
     assert!(admitted <= capacity);
-    assert!(held <= instances as u64 * (batch - 1), "idle bound: {held} held");
-    assert_eq!(remaining, 0, "240 requests for 100 tokens spend the bucket");
+    assert!(idle <= instances as u64 * (batch - 1), "idle bound: {idle} held");
+    assert!(admitted >= capacity - instances as u64 * (batch - 1), "240 requests for 100 tokens: {admitted}");
+}
+
+#[tokio::test]
+async fn concurrent_checks_of_one_key_share_one_batch_call_so_the_idle_bound_holds_under_load() {
+    // A bucket far from empty: without one batch call per key at a time, each of the 80 concurrent
+    // checks of an instance would ask a batch of its own (hundreds of units idle).
+    let server = Server::builder().single();
+    let (capacity, batch, instances) = (10_000, 8, 3);
+    let policy = still_bucket(capacity).batched(batch, Duration::from_secs(60)).unwrap();
+    for _ in 0..3 {
+        let (admitted, idle) = hammer(&server, &policy, &still_bucket(capacity), instances, 40, 10).await;
+        assert_eq!(admitted, 1200);
+        assert!(idle <= instances as u64 * (batch - 1), "idle bound: {idle} held or in flight");
+    }
 }
 
 #[tokio::test]
@@ -104,9 +128,9 @@ async fn several_instances_on_one_fixed_window_never_admit_beyond_it() {
     let server = Server::builder().single();
     let plain = Policy::fixed_window(50, Duration::from_secs(600)).unwrap();
     let policy = plain.clone().batched(8, Duration::from_secs(60)).unwrap();
-    let (admitted, held, remaining) = hammer(&server, &policy, &plain, 2, 60).await;
-    assert_eq!(admitted + held + remaining, 50);
-    assert!(held <= 2 * 7, "idle bound: {held} held");
+    let (admitted, idle) = hammer(&server, &policy, &plain, 2, 20, 3).await;
+    assert!((50 - 2 * 7..=50).contains(&admitted), "{admitted}");
+    assert!(idle <= 2 * 7, "idle bound: {idle} held");
 }
 
 #[tokio::test]
@@ -146,7 +170,7 @@ async fn a_denied_batch_still_lets_the_request_itself_through() {
         assert!(b.check(&key, &plain, 1).await.allowed);
     }
     assert!(a.check(&key, &policy, 1).await.allowed, "the held unit");
-    // a's next batch (3: half of the 7 it last saw) does not fit the 1 left: the request alone does.
+    // a's next batches (the one taken ahead, then its own) do not fit the 1 left: the request alone does.
     assert!(a.check(&key, &policy, 1).await.allowed);
     assert!(!a.check(&key, &policy, 1).await.allowed, "then the bucket is empty");
     assert_eq!(a.held(&key, &policy), 0);

@@ -59,6 +59,7 @@ fn batching() -> Value {
         "start": batch::START,
         "grow": batch::GROW,
         "share": batch::SHARE,
+        "ahead": batch::AHEAD,
         "refund_margin_ms": batch::REFUND_MARGIN.as_millis() as u64,
         "sweep_ms": batch::SWEEP.as_millis() as u64,
         "max_keys": batch::MAX_KEYS,

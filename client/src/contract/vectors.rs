@@ -569,6 +569,7 @@ fn http() -> Vec<(Value, Value)> {
             reset_after: Duration::from_millis(reset_ms),
             limiting: 0,
             degraded,
+            local: false,
         };
     let decisions = [
         decision(true, 9, Some(0), 200, false),

@@ -52,7 +52,8 @@ fn reply(d: &Decision, several: bool) -> Value {
         json!(d.reset_after.as_millis() as u64),
     ];
     if several {
-        fields.push(json!(d.limiting));
+        // The module's sixth field is the limiting limit's 1-based position.
+        fields.push(json!(d.limiting + 1));
     }
     Value::Array(fields)
 }
@@ -192,18 +193,17 @@ fn run(precheck: bool, steps: &[Value]) -> Vec<Value> {
             })
             .collect();
         let limits: Vec<Limit<'_>> = owned.iter().map(|(k, p, c)| Limit::new(k, p, *c)).collect();
-        let several = limits.len() > 1;
         let (mut sent, mut replies) = (vec![], vec![]);
         let send = |limits: &[Limit<'_>], sent: &mut Vec<Value>, replies: &mut Vec<Value>| {
             sent.push(json!(words(&command::decide(limits).unwrap(), false)));
             let d = server.decide(limits, now_ns, false);
-            replies.push(reply(&d, several));
+            replies.push(reply(&d, limits.len() > 1));
             d
         };
         let cost = limits.iter().map(|l| l.cost).max().unwrap();
         let pre = precheck.then(|| denials.check(&cache_key(&limits), cost, now)).flatten();
-        let (decision, local) = if let Some(held) = pre {
-            (held, true)
+        let decision = if let Some(held) = pre {
+            held
         } else {
             let plan = batches.plan(&limits, now);
             let mut refunds = vec![];
@@ -214,21 +214,30 @@ fn run(precheck: bool, steps: &[Value]) -> Vec<Value> {
                 replies.push(reply(&peeked, false));
             }
             sent.extend(refunds);
-            match plan.action {
-                Action::Local(d) => (d, true),
+            let decision = match plan.action {
+                Action::Local(d) => d,
+                Action::Wait(_) => unreachable!("one check at a time: no call is in flight"),
                 Action::Call(mut asked) => {
                     let mut d = send(&asked.with_extras(&limits), &mut sent, &mut replies);
                     if asked.any_extra() && !d.allowed {
                         asked = asked.without_extras();
                         d = send(&limits, &mut sent, &mut replies);
                     }
-                    (batches.answer(&limits, &asked, d, now), false)
+                    batches.answer(&limits, &asked, d, now)
                 }
+            };
+            // Batches taken ahead: answered before the next step (in a client, off the caller's path).
+            for a in plan.ahead {
+                let limit = [Limit::new(&a.key, &a.policy, 0)];
+                let d = send(&a.asked.with_extras(&limit), &mut sent, &mut replies);
+                batches.answer(&limit, &a.asked, d, now);
             }
+            decision
         };
-        if precheck && !local {
+        if precheck && !decision.local {
             denials.remember(&cache_key(&limits), cost, &decision, now);
         }
+        let local = decision.local;
         let mut decision = decided(&decision);
         decision["local"] = json!(local);
         let held: serde_json::Map<String, Value> = limits
