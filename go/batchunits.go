@@ -133,7 +133,10 @@ func (b *unitBook) check(clock func() int64, limits []Limit, io unitIO) (Decisio
 			for _, a := range p.aheads {
 				io.ahead(a.command(), func(d Decision, err error) { b.answer(a, d, err) })
 			}
-			return p.local, nil
+			d := p.local
+			// A check that waited for another's batch call shared that round trip: not local.
+			d.Local = waits == 0
+			return d, nil
 		}
 	}
 	c := p.call

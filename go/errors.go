@@ -25,7 +25,8 @@ func (e *PolicyError) Is(target error) bool { return target == ErrUsage }
 // sending or answered so by Redis (the contract's class "usage"): no limits, an empty or duplicate
 // key, keys of one call in different cluster slots (CROSSSLOT), an argument out of bounds, a
 // sliding log with a cost other than 1, a concurrency limit in a check, a refund of a kind that
-// takes none. Never decided by the failure policy, never a failure for the breaker (one that Redis
+// takes none, a policy that cannot be built (*PolicyError: a batch its kind cannot take, say).
+// Never decided by the failure policy, never a failure for the breaker (one that Redis
 // answered is a success, as a decision is).
 var ErrUsage = errors.New("redis-ratelimit: invalid call")
 

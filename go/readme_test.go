@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,17 +15,38 @@ import (
 // The README's quick start, as written, in a fresh module outside the repository that requires
 // this one through a replace: nothing depends on the repository's layout.
 func TestReadmeQuickStart(t *testing.T) {
+	out := runReadmeProgram(t, "<!-- quickstart")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 11 || lines[0] != "true 9 0s" || !strings.HasPrefix(lines[10], "false 0 ") {
+		t.Fatalf("quick start printed:\n%s", out)
+	}
+}
+
+// The README's high-volume example, the same way: 100 checks, most of them local, and Close gives
+// the held tokens back.
+func TestReadmeHighVolume(t *testing.T) {
+	out := runReadmeProgram(t, "<!-- highvolume")
+	var decisions, local, held, back int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "%d decisions, %d local; %d tokens held; %d given back",
+		&decisions, &local, &held, &back); err != nil || decisions != 100 || local < 80 || back != held {
+		t.Fatalf("the high-volume example printed:\n%s", out)
+	}
+}
+
+// runReadmeProgram runs the Go block after marker in README.md in a fresh module (with a
+// module-enabled server at REDIS_ADDR) and returns what it printed.
+func runReadmeProgram(t *testing.T, marker string) string {
 	readme, err := os.ReadFile("README.md")
 	must(t, err)
-	_, rest, ok := strings.Cut(string(readme), "<!-- quickstart")
+	_, rest, ok := strings.Cut(string(readme), marker)
 	if !ok {
-		t.Fatal("no quick start in README.md")
+		t.Fatalf("no %s in README.md", marker)
 	}
 	_, rest, _ = strings.Cut(rest, "```go\n")
 	code, _, _ := strings.Cut(rest, "```")
 	dir := t.TempDir()
 	here, _ := os.Getwd()
-	mod := "module quickstart\n\ngo 1.23\n\nrequire github.com/redis-ratelimit/redis-ratelimit/go v0.0.0\n\n" +
+	mod := "module readme\n\ngo 1.23\n\nrequire github.com/redis-ratelimit/redis-ratelimit/go v0.0.0\n\n" +
 		"replace github.com/redis-ratelimit/redis-ratelimit/go => " + here + "\n"
 	must(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644))
@@ -44,8 +66,5 @@ func TestReadmeQuickStart(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 11 || lines[0] != "true 9 0s" || !strings.HasPrefix(lines[10], "false 0 ") {
-		t.Fatalf("quick start printed:\n%s", out.String())
-	}
+	return out.String()
 }

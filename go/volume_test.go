@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -132,4 +134,80 @@ func TestVectorsVolume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A check lacking units while its key's batch call is in flight waits for that call and is then
+// decided from the units it brought: it shared a round trip, so it is not local (as the reference
+// counts it); a later check spending held units is.
+func TestAWaitedDecisionIsNotLocal(t *testing.T) {
+	p, err := TokenBucket(1000, 1000)
+	must(t, err)
+	p, err = p.WithBatch(16, time.Second)
+	must(t, err)
+	limits := []Limit{{"k", p, 1}}
+	book := newUnitBook()
+	var mu sync.Mutex
+	ms, remaining := int64(0), int64(1000)
+	now := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return 1_700_000_000_000_000_000 + ms*int64(time.Millisecond)
+	}
+	// Redis' bucket: every call takes its cost (the request and the extras asked).
+	reply := func(cmd []string) (Decision, error) {
+		cost, _ := strconv.ParseInt(cmd[len(cmd)-1], 10, 64)
+		mu.Lock()
+		remaining -= cost
+		r := remaining
+		mu.Unlock()
+		return DecisionOfReply([]any{int64(1), int64(1000), r, int64(0), int64(10)})
+	}
+	var gate chan struct{} // when set, the next call blocks until it is closed
+	calling := make(chan struct{}, 8)
+	io := unitIO{
+		refund: func([]string) {},
+		call: func(cmd []string) (Decision, error) {
+			mu.Lock()
+			g := gate
+			gate = nil
+			mu.Unlock()
+			if g != nil {
+				calling <- struct{}{}
+				<-g
+			}
+			return reply(cmd)
+		},
+		ahead: func(cmd []string, answered func(Decision, error)) { answered(reply(cmd)) },
+	}
+	if d, err := book.check(now, limits, io); err != nil || d.Local { // the key's first call
+		t.Fatalf("the first check: %+v, %v", d, err)
+	}
+	release := make(chan struct{})
+	mu.Lock()
+	ms, gate = 1, release // a hot key: this call asks extra units
+	mu.Unlock()
+	first, second := make(chan Decision, 1), make(chan Decision, 1)
+	go func() { d, _ := book.check(now, limits, io); first <- d }()
+	<-calling // the call is in flight: the next check lacks units and waits for it
+	go func() { d, _ := book.check(now, limits, io); second <- d }()
+	time.Sleep(50 * time.Millisecond)
+	if len(calling) != 0 {
+		t.Fatal("the second check called instead of waiting for the batch call in flight")
+	}
+	close(release)
+	if d := <-first; d.Local || !d.Allowed {
+		t.Fatalf("the check that called: %+v", d)
+	}
+	if d := <-second; d.Local || !d.Allowed {
+		t.Fatalf("the check that waited for the call: %+v (want allowed, not local)", d)
+	}
+	for i := int64(0); i < 8; i++ {
+		mu.Lock()
+		ms = 2 + i
+		mu.Unlock()
+		if d, err := book.check(now, limits, io); err == nil && d.Local && d.Allowed {
+			return // a check spending units held without waiting is local
+		}
+	}
+	t.Fatal("no later check was decided from held units")
 }
