@@ -395,7 +395,9 @@ class Volume:
         refunds, planned, ahead = self.batches.plan(limits, now, may_wait=True)
         for refund in refunds:
             yield Send(refund, False)
+        waited = False
         while isinstance(planned, Wait):
+            waited = True
             woken: Woken = yield planned
             now = woken.now
             refunds, planned, ahead = self.batches.plan(limits, now, may_wait=woken.may_wait)
@@ -404,7 +406,8 @@ class Volume:
         if isinstance(planned, Decision):
             for batch in ahead:
                 yield batch
-            return planned
+            # A check that waited for another's batch call shared that round trip: not local.
+            return replace(planned, local=False) if waited else planned
         asked = planned
         try:
             decision = Decision.from_reply((yield Send(asked.command(limits), True)))
