@@ -113,12 +113,13 @@ could give over the run (its capacity plus its rate times the run's length): nev
 |---|---|---:|---:|---:|---:|---:|---:|---|
 ${rows.join("\n")}
 
-- Local: the checks decided in the process (\`Decision.local\`): the pre-check's denials, and batched
-  units spent here, by checks that found them held or that waited for their key's batch call in flight
+- Local: the checks decided in the process without a round trip (\`Decision.local\`): the pre-check's
+  denials, and batched units found held. A check that lacks units waits for its key's batch call in flight
   (one batch call per key at a time, which keeps each instance within batch - 1 units; a hot key's next
-  batch is taken ahead when a quarter of it is left). Their time is that wait and the event loop's queue
-  of ${2 * WORKERS} callers in one process, not the decision's own work: with many callers on one key,
-  batches trade a check's latency for Redis' calls and throughput.
+  batch is taken ahead when a quarter of it is left) and shares that round trip: not local, as in the
+  Rust reference. A local check's time is the event loop's queue of ${2 * WORKERS} callers in one process,
+  not the decision's own work: with many callers on one key, batches trade a check's latency for Redis'
+  calls and throughput.
 - Batches alone do not spare a denied key its round trips (each denial is a call, and a batch denied is
   asked again alone); the pre-check does. Batches spare an allowed hot key its round trips.
 `);

@@ -558,14 +558,17 @@ export class Limiter extends EventEmitter {
   private async batched(limits: readonly Limit[], now: number): Promise<Decision> {
     const batches = (this.batches ??= new Batches(BATCHING));
     let plan: Plan;
+    let waited = false;
     for (;;) {
       plan = batches.plan(limits, now);
       this.giveBack(plan.refunds);
       if (plan.local) {
         for (const a of plan.ahead) this.takeAhead(a);
-        return plan.local;
+        // A check that waited for another's batch call shared that round trip: not local.
+        return waited ? plan.local.with({ local: false }) : plan.local;
       }
       if (!plan.behind) break;
+      waited = true;
       await plan.behind.landed;
       // Closing: units taken now would be held after close gave them back.
       if (this.closed) return this.decided(limits, command.decide(limits));

@@ -80,7 +80,6 @@ for (const s of SETUPS) {
           const left = await remaining(k, policy);
           assert.equal(200 - left, total + held.reduce((a, b) => a + b, 0), `admitted ${admitted}, held ${held}, Redis has ${left}`);
           assert.ok(total >= 200 - 3 * 7, `admitted ${total}: only the idle units may be missing`);
-          assert.ok(apps.some(({ rl }) => rl.counters["local"]! > 0), "some decisions were local");
           await Promise.all(apps.map(({ rl }) => rl.close()));
           assert.equal(await remaining(k, policy), 200 - total, "closed: every held unit back");
         } finally {
@@ -146,7 +145,9 @@ for (const s of SETUPS) {
         const perCall = 16 - 16 / CONTRACT.batching.ahead;
         assert.ok(used <= 1000 / perCall + Math.log2(16) + 3, `${used} calls for 1,000 checks`);
         assert.equal(rl.counters["local"], local);
-        assert.ok(local >= 1000 - used, `${local} local`);
+        // Not local: the checks that called, and those that waited for a batch taken ahead (one at
+        // most per such call here, the checks running one after the other).
+        assert.ok(local >= 1000 - 2 * used, `${local} local`);
         // A quiet key: each check after the last one's lease ended takes its cost only.
         const quiet = new TokenBucket({ capacity: 100, perSecond: 1, batch: 16, leaseMs: 20 });
         const q = key("quiet");

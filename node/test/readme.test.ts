@@ -34,5 +34,10 @@ test("README quick start", async () => {
 });
 
 test("README high volume", async () => {
-  assert.deepEqual(await run("High volume"), ["98 of 100 decided here", "13 tokens given back"]);
+  const [local, back] = await run("High volume");
+  // Checks that waited for a batch taken ahead still in flight are not local: how many did depends on
+  // timing; the tokens given back do not.
+  const n = Number(/^(\d+) of 100 decided here$/.exec(local!)?.[1]);
+  assert.ok(n >= 75 && n <= 98, local);
+  assert.equal(back, "13 tokens given back");
 });

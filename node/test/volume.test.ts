@@ -10,10 +10,6 @@ import { Decision, Limiter, PolicyError, type Adapter, type Limit } from "../src
 /** Cases not run, and why. */
 const SKIPPED: Record<string, string> = {};
 
-/** A vector's reply as the module gives it: the generator writes a reply's sixth field (the limiting
- * limit) 0-based (client/src/contract/volume.rs `reply` pushes `d.limiting`); the module's is 1-based. */
-const moduleReply = (r: number[]): number[] => (r.length > 5 ? [...r.slice(0, 5), r[5]! + 1] : r);
-
 const fields = (d: Decision) => ({
   allowed: d.allowed, limit: d.limit, limiting: d.limiting, local: d.local, remaining: d.remaining,
   reset_after_ms: d.resetAfterMs, retry_after_ms: d.retryAfterMs,
@@ -27,7 +23,7 @@ function replaying(sent: string[][], replies: number[][]): Adapter {
     send: (args) => {
       sent.push([...args]);
       const reply = replies.shift();
-      return reply ? Promise.resolve(moduleReply(reply)) : Promise.reject(new Error(`no reply left for ${args.join(" ")}`));
+      return reply ? Promise.resolve(reply) : Promise.reject(new Error(`no reply left for ${args.join(" ")}`));
     },
   };
 }
