@@ -31,6 +31,7 @@
 
 mod admin;
 mod batch;
+mod batching;
 mod breaker;
 mod command;
 mod connection;
@@ -58,7 +59,7 @@ mod verify;
 mod wait;
 
 pub use admin::{DeniedKey, Inspection};
-pub use batch::{Batch, DEFAULT_LEASE};
+pub use batching::{Batch, DEFAULT_LEASE};
 pub use command::Limit;
 pub use counters::Counts;
 pub use decision::Decision;

@@ -4,7 +4,7 @@
 //! exactly when the module would accept it, and an invalid one names the field in core's words:
 //! `Policy::token_bucket(0, 5.0)` is an error that names `capacity`.
 
-use crate::batch::{self, Batch};
+use crate::batching::{self, Batch};
 use crate::error::PolicyError;
 use ratelimit_core::args::seconds;
 use ratelimit_core::error::ParamError;
@@ -100,14 +100,17 @@ impl Policy {
     /// in each instance (docs/high-volume.md). Token buckets, fixed windows and sliding counters;
     /// the kinds that take no refunds (a sliding log, a concurrency limit) refuse it.
     pub fn batched(self, max: u64, lease: Duration) -> Result<Policy, PolicyError> {
-        if batch::window_end(self.kind()).is_none() {
-            return Err(PolicyError::new("batch", batch::BATCH_KIND.replace("{kind}", self.kind().name())));
+        if batching::window_end(self.kind()).is_none() {
+            return Err(PolicyError::new(
+                "batch",
+                batching::BATCH_KIND.replace("{kind}", self.kind().name()),
+            ));
         }
         if max == 0 || max > self.limit() {
-            return Err(PolicyError::new("batch", batch::BATCH_SIZE));
+            return Err(PolicyError::new("batch", batching::BATCH_SIZE));
         }
         if lease.as_millis() == 0 || !lease.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(PolicyError::new("lease", batch::BATCH_LEASE));
+            return Err(PolicyError::new("lease", batching::BATCH_LEASE));
         }
         Ok(Policy { batch: Some(Batch { max, lease }), ..self })
     }

@@ -37,9 +37,6 @@ fn quoted(s: &str) -> String {
     format!("{s:?}")
 }
 
-/// The library's version: the client's, which ships it.
-pub(super) const VERSION: &str = env!("CARGO_PKG_VERSION");
-
 /// The block, from its first line to its last, naming `source_hash` as the library's.
 fn block(source_hash: &str) -> String {
     let functions: Vec<String> =
@@ -59,7 +56,7 @@ fn block(source_hash: &str) -> String {
     out += "local CONTRACT_DATA = nil\n";
     out += "local function contract()\n";
     out += "  CONTRACT_DATA = CONTRACT_DATA or {\n";
-    out += &format!("  version = {},\n", quoted(VERSION));
+    out += &format!("  version = {},\n", quoted(super::VERSION));
     // The SHA-1 of the library with this value empty: what `rl_version` replies, so that a client can
     // tell the library on a server from its own.
     out += &format!("  source_hash = {},\n", quoted(source_hash));
@@ -172,9 +169,4 @@ pub(super) fn with_block(library: &str) -> String {
     let with = |hash: &str| format!("{}{}{}", &library[..start], block(hash), &library[end..]);
     let hash = redis::Script::new(&with("")).get_hash().to_string();
     with(&hash)
-}
-
-/// The `source_hash` a library's block names (its `rl_version`'s).
-pub(super) fn source_hash(library: &str) -> &str {
-    crate::engine::library_hash(library)
 }

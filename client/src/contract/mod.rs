@@ -13,6 +13,9 @@ use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The library's version: the client's, which ships it.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// What every generated file's first line says.
 const GENERATED: &str =
     "GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit";
@@ -73,7 +76,9 @@ fn files() -> Vec<(PathBuf, String)> {
             }
         }
     }
-    for (name, value) in vectors::all(&library) {
+    for (name, value) in
+        vectors::all(&library).into_iter().chain([("volume", vectors::cases(volume::volume()))])
+    {
         files.push((root().join(format!("contract/vectors/{name}.json")), render(&value)));
     }
     files

@@ -43,11 +43,11 @@ pub(super) fn contract(library_source: &str) -> Value {
 
 /// Batched units and the pre-check (`batch.rs`, `precheck.rs`; docs/high-volume.md).
 fn batching() -> Value {
-    use crate::batch::{self, WindowEnd};
+    use crate::batching::{self, WindowEnd};
     let kinds: serde_json::Map<String, Value> = LimiterKind::ALL
         .iter()
         .filter_map(|k| {
-            let end = match batch::window_end(*k)? {
+            let end = match batching::window_end(*k)? {
                 WindowEnd::None => "none",
                 WindowEnd::Reset => "reset",
                 WindowEnd::ResetMinusWindow => "reset_minus_window",
@@ -56,21 +56,21 @@ fn batching() -> Value {
         })
         .collect();
     json!({
-        "start": batch::START,
-        "grow": batch::GROW,
-        "share": batch::SHARE,
-        "ahead": batch::AHEAD,
-        "refund_margin_ms": batch::REFUND_MARGIN.as_millis() as u64,
-        "sweep_ms": batch::SWEEP.as_millis() as u64,
-        "max_keys": batch::MAX_KEYS,
-        "lease_ms": batch::DEFAULT_LEASE.as_millis() as u64,
+        "start": batching::START,
+        "grow": batching::GROW,
+        "share": batching::SHARE,
+        "ahead": batching::AHEAD,
+        "refund_margin_ms": batching::REFUND_MARGIN.as_millis() as u64,
+        "sweep_ms": batching::SWEEP.as_millis() as u64,
+        "max_keys": batching::MAX_KEYS,
+        "lease_ms": batching::DEFAULT_LEASE.as_millis() as u64,
         "kinds": kinds,
         "kinds_mean": "the kinds that batch and where their held units end: `none` (a bucket: the lease alone), `reset` (a fixed window: reset_after after the answer), `reset_minus_window` (a sliding counter: reset_after minus the window); the others refuse a batch",
         "precheck_max_keys": crate::precheck::MAX_KEYS,
         "errors": {
-            "batch": batch::BATCH_SIZE,
-            "lease": batch::BATCH_LEASE,
-            "kind": batch::BATCH_KIND,
+            "batch": batching::BATCH_SIZE,
+            "lease": batching::BATCH_LEASE,
+            "kind": batching::BATCH_KIND,
         },
     })
 }
@@ -300,8 +300,8 @@ fn library(source: &str) -> Value {
     }));
     json!({
         "name": "ratelimit",
-        "version": super::lua::VERSION,
-        "source_hash": super::lua::source_hash(source),
+        "version": super::VERSION,
+        "source_hash": crate::engine::library_hash(source), // its `rl_version`'s
         "source": "lua/ratelimit.lua",
         "source_sha1": redis::Script::new(source).get_hash(),
         "functions": functions,
