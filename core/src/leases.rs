@@ -30,15 +30,18 @@ use crate::window::window_ns;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
-/// The largest concurrency limit: each held lease costs an entry of the key's value.
-pub const MAX_LIMIT: u64 = 100_000;
+/// The largest concurrency limit: [`MAX_LEASE_LIMIT`](crate::limits::MAX_LEASE_LIMIT).
+pub const MAX_LIMIT: u64 = crate::limits::MAX_LEASE_LIMIT;
 /// A limit outside 1 to `MAX_LIMIT`.
-pub const LIMIT: ParamError = ParamError::new("limit", "must be a whole number from 1 to 100000");
+pub const LIMIT: ParamError =
+    ParamError::new("limit", concat!("must be a whole number from 1 to ", crate::limits::max_lease_limit!()));
 /// A lease that is not a positive number of whole milliseconds within the horizon.
-pub const LEASE: ParamError =
-    ParamError::new("lease", "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)");
+pub const LEASE: ParamError = ParamError::new("lease", crate::limits::SECONDS_EXPECTED);
 /// A weight of zero, or above what any limit allows.
-pub const WEIGHT: ParamError = ParamError::new("weight", "must be a whole number from 1 to 100000");
+pub const WEIGHT: ParamError = ParamError::new(
+    "weight",
+    concat!("must be a whole number from 1 to ", crate::limits::max_lease_limit!()),
+);
 
 const ENTRY: usize = LEASE_RECORD;
 

@@ -37,7 +37,11 @@ pub const MAX_LIMIT: u64 = MAX_LOG_LIMIT;
 /// A limit of zero, or above what a log holds.
 pub const LIMIT: ParamError = ParamError::new(
     "limit",
-    "must be a whole number from 1 to 1000000 (use RL.SLIDECOUNT for larger limits)",
+    concat!(
+        "must be a whole number from 1 to ",
+        crate::limits::max_log_limit!(),
+        " (use RL.SLIDECOUNT for larger limits)"
+    ),
 );
 /// The key lives up to this much past the instant its newest entry leaves the window, so most
 /// requests leave the expiry alone.

@@ -42,11 +42,15 @@ pub const CAPACITY: ParamError = ParamError::new("capacity", "must be a whole nu
 /// The rate is zero, negative or not a number.
 pub const RATE: ParamError = ParamError::new("rate", "must be a number > 0 (tokens per second)");
 /// The rate is above one token per nanosecond, which the integer clock cannot express.
-pub const RATE_TOO_LARGE: ParamError =
-    ParamError::new("rate", "must be at most 1000000000 tokens per second");
+pub const RATE_TOO_LARGE: ParamError = ParamError::new(
+    "rate",
+    concat!("must be at most ", crate::limits::max_rate_per_sec!(), " tokens per second"),
+);
 /// Filling the bucket would take longer than the horizon (`limits::MAX_HORIZON_SECS`).
-pub const REFILL_TOO_LONG: ParamError =
-    ParamError::new("capacity", "capacity / rate must be at most 3000000000 seconds");
+pub const REFILL_TOO_LONG: ParamError = ParamError::new(
+    "capacity",
+    concat!("capacity / rate must be at most ", crate::limits::max_horizon_secs!(), " seconds"),
+);
 
 /// Valid token bucket parameters: a capacity of at least one token and a refill interval of at least
 /// one nanosecond, with a full refill that fits in the clock's range.

@@ -16,8 +16,7 @@ use std::marker::PhantomData;
 /// A limit of zero never admits anything.
 pub const LIMIT: ParamError = ParamError::new("limit", "must be a whole number >= 1");
 /// What every window (and lease) length must be.
-pub const WINDOW: ParamError =
-    ParamError::new("window", "must be a number of seconds > 0, in whole milliseconds (0.001 to 3000000000)");
+pub const WINDOW: ParamError = ParamError::new("window", crate::limits::SECONDS_EXPECTED);
 
 /// The window parameter (also a lease's length, with its own name and error).
 pub const WINDOW_PARAM: Param = Param {

@@ -73,7 +73,7 @@ fn block(source_hash: &str) -> String {
     );
     out += &format!("  max_rate_per_sec = {},\n", limits::MAX_RATE_PER_SEC);
     out += &format!("  max_log_limit = {},\n", limits::MAX_LOG_LIMIT);
-    out += &format!("  max_lease_limit = {},\n", leases::MAX_LIMIT);
+    out += &format!("  max_lease_limit = {},\n", limits::MAX_LEASE_LIMIT);
     out += "  kinds = {\n";
     for k in LimiterKind::ALL {
         out += &format!(

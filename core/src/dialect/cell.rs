@@ -55,9 +55,11 @@ impl std::fmt::Display for ThrottleError {
             }
             ThrottleError::Negative { field } => write!(f, "Negative values are not supported: {field}"),
             ThrottleError::ZeroRate => f.write_str("Zero rates are not supported"),
-            ThrottleError::TooSlow => f.write_str(
-                "Rates this slow are not supported: a full burst must refill within 3000000000 seconds",
-            ),
+            ThrottleError::TooSlow => f.write_str(concat!(
+                "Rates this slow are not supported: a full burst must refill within ",
+                crate::limits::max_horizon_secs!(),
+                " seconds"
+            )),
         }
     }
 }
