@@ -24,7 +24,7 @@ impl<'a> Limit<'a> {
 /// A key that is empty: refused before sending (docs/errors.md), in every client with this text.
 pub(crate) const EMPTY_KEY: &str = "ERR invalid key: must be a non-empty string";
 /// A key given twice in one call: the module's own reply, which every client also refuses before sending.
-pub(crate) const DUPLICATE_KEY: &str = "ERR the same key appears more than once";
+pub(crate) const DUPLICATE_KEY: &str = ratelimit_core::error::DUPLICATE_KEY;
 /// Keys of one call in different hash slots: Redis' own reply, which cluster clients refuse before sending
 /// (the Rust cluster client sends, and the server's reply is the same usage error).
 #[cfg(test)]

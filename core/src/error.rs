@@ -30,6 +30,16 @@ impl std::error::Error for ParamError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateError;
 
+/// The module's error replies that are not a parameter's, each written once: the module
+/// (`src/server/error.rs`) sends them and the contract's generator reads them.
+pub const WRONG_ARITY: &str = "ERR wrong number of arguments";
+/// A key that holds another Redis type (Redis' own text).
+pub const WRONG_TYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+/// A key given twice in one call.
+pub const DUPLICATE_KEY: &str = "ERR the same key appears more than once";
+/// An unknown option or kind.
+pub const SYNTAX: &str = "ERR syntax error";
+
 impl fmt::Display for StateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("the key holds a value that is not this limiter's state")

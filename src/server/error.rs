@@ -3,7 +3,7 @@
 
 use ratelimit_core::args::ArgError;
 use ratelimit_core::dialect::cell::ThrottleError;
-use ratelimit_core::error::{ParamError, StateError};
+use ratelimit_core::error::{self, ParamError, StateError};
 use redis_module::{raw, Context};
 use std::ffi::CString;
 use std::fmt;
@@ -64,14 +64,12 @@ impl From<StateError> for RlError {
 impl fmt::Display for RlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RlError::WrongArity => f.write_str("ERR wrong number of arguments"),
-            RlError::WrongType => {
-                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
-            }
+            RlError::WrongArity => f.write_str(error::WRONG_ARITY),
+            RlError::WrongType => f.write_str(error::WRONG_TYPE),
             RlError::InvalidArg { arg, expected } => write!(f, "ERR invalid {arg}: {expected}"),
-            RlError::DuplicateKey => f.write_str("ERR the same key appears more than once"),
-            RlError::Syntax => f.write_str("ERR syntax error"),
-            RlError::BadState => f.write_str("ERR the key holds a value that is not this limiter's state"),
+            RlError::DuplicateKey => f.write_str(error::DUPLICATE_KEY),
+            RlError::Syntax => f.write_str(error::SYNTAX),
+            RlError::BadState => write!(f, "ERR {StateError}"),
             RlError::Internal(what) => write!(f, "ERR internal error: {what}"),
             RlError::Dialect(DialectError::Cell(e)) => e.fmt(f),
             RlError::Dialect(DialectError::Text(text)) => f.write_str(text),

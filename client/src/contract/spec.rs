@@ -272,16 +272,16 @@ fn errors() -> Value {
         "syntax": SYNTAX_REPLY,
         "state": format!("ERR {StateError}"),
         "duplicate_key": command::DUPLICATE_KEY,
-        "wrong_type": "WRONGTYPE Operation against a key holding the wrong kind of value",
+        "wrong_type": ratelimit_core::error::WRONG_TYPE,
     })
 }
 
 /// Where each function's EVALSHA script is, `{function}` its name.
 pub(super) const SCRIPTS: &str = "lua/scripts/{function}.lua";
 
-/// The module's reply for an unknown option or kind (src/server/error.rs; `tests/lua_module.rs`
-/// holds the library's to the module's). A key given twice: `command::DUPLICATE_KEY`.
-pub(super) const SYNTAX_REPLY: &str = "ERR syntax error";
+/// The module's reply for an unknown option or kind (core's, which src/server/error.rs sends;
+/// `tests/lua_module.rs` holds the library's to the module's). A key given twice: `command::DUPLICATE_KEY`.
+pub(super) const SYNTAX_REPLY: &str = ratelimit_core::error::SYNTAX;
 
 fn library(source: &str) -> Value {
     let functions: Vec<Value> = CommandInfo::in_library()
