@@ -6,7 +6,6 @@ use crate::config::{self, ConfigError, Watched};
 use crate::metrics::Metrics;
 use crate::service::ConfigHandle;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,12 +56,12 @@ impl Reloader {
                 self.seen = seen;
                 let domains = config.domains().count();
                 self.handle.replace(config);
-                self.metrics.config_load_success.fetch_add(1, Relaxed);
+                self.metrics.config_load_success.inc();
                 tracing::info!(dir = %self.dir.display(), domains, "configuration reloaded");
                 Reloaded::Loaded
             }
             Err(e) => {
-                self.metrics.config_load_error.fetch_add(1, Relaxed);
+                self.metrics.config_load_error.inc();
                 tracing::error!(error = %e, "configuration refused: the previous one keeps serving");
                 Reloaded::Refused(e)
             }

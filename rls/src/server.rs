@@ -6,7 +6,6 @@ use crate::reload::{self, Reloader};
 use crate::service::Service;
 use crate::settings::Settings;
 use std::future::Future;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -28,8 +27,8 @@ pub async fn serve(
 pub async fn start(settings: &Settings) -> Result<Service, String> {
     let (handle, seen) =
         reload::first(&settings.config_dir, settings.merge_domains).map_err(|e| e.to_string())?;
-    let metrics = Arc::new(Metrics::new(settings.near_limit_ratio));
-    metrics.config_load_success.fetch_add(1, Relaxed);
+    let metrics = Arc::new(Metrics::new(settings.near_limit_ratio, settings.max_metric_keys));
+    metrics.config_load_success.inc();
     let limiter = settings.limiter().await?;
     let service = Service::new(limiter, handle.clone(), settings.options.clone(), metrics.clone());
     let reloader = Reloader::new(settings.config_dir.clone(), settings.merge_domains, handle, seen, metrics);

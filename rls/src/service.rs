@@ -157,11 +157,11 @@ impl Service {
     /// Decides a request: the reply, or the reason there is none (Redis down with `OnFailure::Error`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         if request.domain.is_empty() {
-            self.metrics.service_error.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics.service_error.inc();
             return Err(Status::invalid_argument("rate limit domain must not be empty"));
         }
         if request.descriptors.is_empty() {
-            self.metrics.service_error.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics.service_error.inc();
             return Err(Status::invalid_argument("rate limit descriptor list must not be empty"));
         }
         let config = self.config.current();
@@ -190,7 +190,7 @@ impl Service {
                 })
             });
         if let Some(reason) = refused {
-            self.metrics.service_error.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics.service_error.inc();
             return Err(Status::invalid_argument(reason));
         }
         self.release(&slots).await;
@@ -369,7 +369,7 @@ impl Service {
         }
         if !self.one_slot(slots, &enforced) || !self.one_slot(slots, &shadow) {
             // Cannot be one RL.ALL (CROSSSLOT): each descriptor on its own.
-            self.metrics.cross_slot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics.cross_slot.inc();
             tracing::debug!(
                 "the request's keys are in different cluster slots: decided descriptor by descriptor"
             );

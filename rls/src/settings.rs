@@ -30,6 +30,9 @@ pub struct Settings {
     pub metrics_path: String,
     /// `NEAR_LIMIT_RATIO` (0.8).
     pub near_limit_ratio: f64,
+    /// `RLS_MAX_METRIC_KEYS` (1,000): descriptor keys with series of their own; the rest share one
+    /// overflow series (crate::metrics).
+    pub max_metric_keys: usize,
     /// `LOG_FORMAT=json`: one JSON object a line (envoyproxy/ratelimit's `LOG_FORMAT`), else text.
     pub log_json: bool,
     pub redis: RedisTarget,
@@ -113,6 +116,9 @@ impl Settings {
                 .filter(|r| (0.0..=1.0).contains(r))
                 .ok_or_else(|| format!("NEAR_LIMIT_RATIO={v}: expected a number from 0 to 1"))?,
         };
+        let max_metric_keys =
+            usize::try_from(number("RLS_MAX_METRIC_KEYS", crate::metrics::DEFAULT_MAX_KEYS as u64)?)
+                .unwrap_or(usize::MAX);
         let log_json = match get("LOG_FORMAT").map(str::to_ascii_lowercase).as_deref() {
             None | Some("text") => false,
             Some("json") => true,
@@ -195,6 +201,7 @@ impl Settings {
             prometheus_listen,
             metrics_path,
             near_limit_ratio,
+            max_metric_keys,
             log_json,
             redis,
             config_dir,
@@ -256,9 +263,11 @@ mod tests {
         assert_eq!(s.listen, "0.0.0.0:8081".parse().unwrap());
         assert_eq!((s.http_listen, s.prometheus_listen), ("0.0.0.0:8080".parse().unwrap(), None));
         assert_eq!((s.metrics_path.as_str(), s.near_limit_ratio, s.log_json), ("/metrics", 0.8, false));
+        assert_eq!(s.max_metric_keys, 1000);
         let s = Settings::from_vars(&vars(&[
             ("PROMETHEUS_ADDR", ":9090"),
             ("PORT", "7000"),
+            ("RLS_MAX_METRIC_KEYS", "50"),
             ("LOG_FORMAT", "JSON"),
         ]))
         .unwrap();
@@ -266,6 +275,7 @@ mod tests {
             (s.prometheus_listen, s.http_listen.port(), s.log_json),
             (Some("0.0.0.0:9090".parse().unwrap()), 7000, true)
         );
+        assert_eq!(s.max_metric_keys, 50);
         assert_eq!(s.redis, RedisTarget::Single("redis://localhost:6379/".into()));
         assert_eq!(s.config_dir, PathBuf::from("/srv/runtime_data/current/config"));
         assert_eq!(
@@ -308,6 +318,7 @@ mod tests {
             ("LOG_FORMAT", "xml"),
             ("PROMETHEUS_PATH", "/json"),
             ("PROMETHEUS_ADDR", "x:y"),
+            ("RLS_MAX_METRIC_KEYS", "-1"),
         ] {
             let e = Settings::from_vars(&vars(&[(name, value)])).unwrap_err();
             assert!(e.starts_with(&format!("{name}={value}")), "{e}");

@@ -169,6 +169,68 @@ async fn json_healthcheck_metrics_and_logs() {
     binary_logs_json(&server).await;
 }
 
+/// `detailed_metric` keys come from the request's values: past the cap of distinct keys a new key's
+/// counts go to one overflow series (`domain="",key1="overflow"`) and are counted, so a caller sending
+/// distinct values grows neither the page nor the memory without bound. Nothing is lost: the totals
+/// over every series are the hits sent.
+#[tokio::test]
+async fn detailed_metric_series_are_bounded() {
+    let Some(server) = Server::builder().own() else { return };
+    let d = domain("bounded");
+    let mut rls = Rls::start(server.url(), &CONFIG.replace("{D}", &d), &[]).await;
+    let http = reqwest::Client::new();
+    let cap = redis_ratelimit_rls::metrics::DEFAULT_MAX_KEYS; // RLS_MAX_METRIC_KEYS unset
+                                                              // A configured key first: it takes a place under the cap like any other. Then distinct users, 500
+                                                              // more than the cap; then a user that has its series, and one past the cap, with costs.
+    rls.ask(&d, &[&[("tenant", "t")]], 0).await.unwrap();
+    let users = cap + 500;
+    for i in 0..users {
+        assert!(rls.ask(&d, &[&[("user", &format!("u{i}"))]], 0).await.unwrap().ok());
+    }
+    rls.ask(&d, &[&[("user", "u0")]], 3).await.unwrap();
+    rls.ask(&d, &[&[("user", &format!("u{}", users - 1))]], 2).await.unwrap();
+    let m = page(&http, &rls).await;
+    let family = |stat: &str| -> Vec<(String, u64)> {
+        let prefix = format!("ratelimit_service_rate_limit_{stat}{{");
+        m.lines()
+            .filter(|l| l.starts_with(&prefix))
+            .map(|l| {
+                let (series, value) = l.rsplit_once(' ').unwrap();
+                (series.to_string(), value.parse().unwrap())
+            })
+            .collect()
+    };
+    let overflow = |stat: &str| {
+        sample(&m, &format!("ratelimit_service_rate_limit_{stat}{{domain=\"\",key1=\"overflow\"}}"))
+    };
+    for stat in ["total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"] {
+        let series = family(stat);
+        assert!(series.len() <= cap + 1, "{stat}: {} series", series.len());
+    }
+    // The tenant and 999 users have their own series; the other 501 users are the overflow's: 501 hits
+    // and 2 more, in 502 descriptors.
+    let total = family("total_hits");
+    assert_eq!(total.len(), cap + 1, "every place taken, and the overflow");
+    assert_eq!(series_of(&m, &d, "key1=\"tenant\""), 1);
+    assert_eq!(series_of(&m, &d, "key1=\"user_u0\""), 4);
+    assert_eq!(series_of(&m, &d, "key1=\"user_u998\""), 1);
+    assert_eq!(series_of(&m, &d, "key1=\"user_u999\""), 0, "past the cap: no series of its own");
+    assert_eq!(
+        (overflow("total_hits"), overflow("within_limit"), overflow("over_limit")),
+        (503, 503, 0),
+        "{m}"
+    );
+    assert_eq!(sample(&m, "ratelimit_service_metric_overflow_total"), 502);
+    // The totals are the hits sent: 1 + 1,500 + 3 + 2.
+    assert_eq!(total.iter().map(|(_, v)| v).sum::<u64>(), 1 + users as u64 + 3 + 2);
+    assert_eq!(family("within_limit").iter().map(|(_, v)| v).sum::<u64>(), 1 + users as u64 + 3 + 2);
+}
+
+/// `total_hits` of `domain="d",<labels>`.
+fn series_of(page: &str, d: &str, labels: &str) -> u64 {
+    sample(page, &format!("ratelimit_service_rate_limit_total_hits{{domain=\"{d}\",{labels}}}"))
+}
+
 async fn wait<F: std::future::Future<Output = bool>>(mut done: impl FnMut() -> F) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !done().await {
