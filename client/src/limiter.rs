@@ -1,7 +1,7 @@
 //! The limiter: sends one RL.* call per check under a deadline, and when Redis cannot decide, lets the
 //! failure policy decide, visibly (`degraded`), behind a circuit breaker.
 
-use crate::batch::{Action, Ahead, Batches, Refund};
+use crate::batch::{Action, Ahead, Batches, Flight, Refund};
 use crate::breaker::{self, Admission, Breaker};
 use crate::command::{self, Limit};
 use crate::connection::Transport;
@@ -282,8 +282,7 @@ impl Limiter {
                 // its answer brings units; then plan again.
                 Action::Wait(flight) => {
                     waited = true;
-                    let landed = flight.notify.notified();
-                    if !flight.is_done() && tokio::time::timeout(inner.deadline, landed).await.is_err() {
+                    if !self.landed(&flight).await {
                         inner.batches.abandon(&flight);
                     }
                 }
@@ -348,10 +347,7 @@ impl Limiter {
     pub async fn close(&self) -> Result<u64, CallError> {
         // Batches in flight first (each bounded by the deadline): their units are held too.
         for flight in self.inner.batches.flights() {
-            let landed = flight.notify.notified();
-            if !flight.is_done() {
-                let _ = tokio::time::timeout(self.inner.deadline, landed).await;
-            }
+            self.landed(&flight).await;
         }
         let mut given = 0;
         let mut first_error = None;
@@ -377,6 +373,12 @@ impl Limiter {
                 }
             }
         });
+    }
+
+    /// Waits for a batch call in flight to land, at most the deadline: whether it did.
+    async fn landed(&self, flight: &Flight) -> bool {
+        let landed = flight.notify.notified();
+        flight.is_done() || tokio::time::timeout(self.inner.deadline, landed).await.is_ok()
     }
 
     /// Batches taken ahead, off the caller's path (docs/high-volume.md).
