@@ -424,11 +424,9 @@ pub(crate) fn is_connection_failure(e: &RedisError) -> bool {
 /// command unknown (the module not loaded, the command renamed) or refused to this user (NOPERM).
 /// Not an outage: waiting does not fix it.
 pub(crate) fn is_configuration_fault(e: &RedisError) -> bool {
-    match e.code() {
-        Some("NOPERM") => true,
-        Some("ERR") => e.detail().is_some_and(|d| d.contains("unknown command")),
-        _ => false,
-    }
+    let text = crate::reply_class::reply_text(e);
+    e.code() == Some("NOPERM")
+        || text.strip_prefix("ERR ").is_some_and(|d| d.starts_with(crate::reply_class::UNKNOWN_COMMAND))
 }
 
 #[cfg(test)]

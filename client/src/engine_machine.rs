@@ -7,7 +7,7 @@
 //! the module was already asked), then to EVALSHA where FCALL or FUNCTION LOAD is unknown or refused.
 //! An outage goes back to the start: after a failover the server may be another kind of server.
 
-use crate::reply_class::ReplyClass;
+use crate::reply_class::{self, ReplyClass};
 
 /// Where a limiter's engine is: what its next call sends first, and what it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub(crate) const ANSWERS: [(Answer, &str, Option<&str>); 6] = [
     (Answer::Error, "NOPERM", Some("no permissions to access")),
     (Answer::Error, "NOPERM", Some("this user has no permissions to access")),
     (Answer::Noperm, "NOPERM", None),
-    (Answer::UnknownCommand, "ERR", Some("unknown command")),
+    (Answer::UnknownCommand, "ERR", Some(reply_class::UNKNOWN_COMMAND)),
     (Answer::FunctionMissing, "ERR", Some("function not found")),
     (Answer::Noscript, "NOSCRIPT", None),
 ];

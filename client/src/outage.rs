@@ -178,7 +178,7 @@ fn what_to_fix(command: &str, error: &CallError) -> String {
             "this Redis user may not run {command}: grant it the module's commands, e.g. \
              ACL SETUSER <user> ~rl:* +@ratelimit"
         )
-    } else if !text.to_ascii_lowercase().contains("unknown command") {
+    } else if !text.to_ascii_lowercase().contains(crate::reply_class::UNKNOWN_COMMAND) {
         format!("Redis answered {command} with an error the limiter cannot work with ({text})")
     } else {
         format!(

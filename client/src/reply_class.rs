@@ -79,6 +79,9 @@ const fn rule(code: &'static str, starts: Option<&'static str>, class: ReplyClas
 
 use ReplyClass::*;
 
+/// The start of Redis' answer to a command it does not know (after `ERR `).
+pub(crate) const UNKNOWN_COMMAND: &str = "unknown command";
+
 /// Tried in order; the first that matches decides.
 pub(crate) const RULES: &[Rule] = &[
     // The server cannot serve now; waiting helps.
@@ -107,7 +110,7 @@ pub(crate) const RULES: &[Rule] = &[
     rule("NOAUTH", None, Misconfigured),
     rule("WRONGPASS", None, Misconfigured),
     rule("NOSCRIPT", None, Misconfigured),
-    rule("ERR", Some("unknown command"), Misconfigured),
+    rule("ERR", Some(UNKNOWN_COMMAND), Misconfigured),
     rule("ERR", Some("function not found"), Misconfigured),
 ];
 
@@ -170,11 +173,22 @@ fn is_transport_failure(e: &redis::RedisError) -> bool {
 
 /// An error reply as the server wrote it: `CODE detail`.
 pub(crate) fn reply_text(e: &redis::RedisError) -> String {
+    if is_unreadable_error_line(e) {
+        return format!("ERR {UNKNOWN_COMMAND} (a reply that is not UTF-8, unread: {e})");
+    }
     match (e.code(), e.detail()) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_string(),
         _ => e.to_string(),
     }
+}
+
+/// redis-rs cannot read a reply line that is not UTF-8 (a parse error, the reply lost). The one such
+/// line Redis writes to a limiter's call is its "unknown command" answer, which echoes the call's first
+/// 128 bytes of arguments: a key with a character across that cut (or a command on Redis 6.2, which has
+/// no FCALL) makes one. Read as what it is: the command is unknown there.
+fn is_unreadable_error_line(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Parse && e.to_string().to_ascii_lowercase().contains("utf-8")
 }
 
 fn starts_with_ignoring_case(text: &str, start: &str) -> bool {

@@ -50,6 +50,19 @@ async fn on_a_stock_server_auto_loads_the_library_and_uses_fcall() {
     assert!(top.to_string().contains("module"), "RL.TOP names what it needs: {top}");
 }
 
+/// A stock server's "unknown command" echoes the call's first 128 bytes of arguments: a key with a
+/// character across that cut makes a line that is not UTF-8, which redis-rs cannot read. It is still the
+/// answer that the module is not there (found by the hostile keys' property on the library engine: the
+/// first call was decided by the failure policy as "misconfigured").
+#[tokio::test]
+async fn a_key_cut_mid_character_by_the_unknown_command_echo_still_finds_the_library() {
+    let Some(server) = Server::builder().stock().own() else { return };
+    let prefix = unique_key("cut");
+    let key = format!("{prefix}{}\u{e9}", "a".repeat(127 - prefix.len()));
+    assert_eq!(key.len(), 129, "the cut at byte 128 falls inside the last character");
+    assert_limits(&limiter(server.url(), Backend::Auto), &key).await;
+}
+
 #[tokio::test]
 async fn verify_replaces_an_older_library_and_says_which_it_found() {
     let Some(server) = Server::builder().stock().own() else { return };
