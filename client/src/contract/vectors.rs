@@ -242,7 +242,12 @@ fn errors() -> Vec<(Value, Value)> {
         "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
         "OOM command not allowed when used memory > 'maxmemory'.",
         "ERR max number of clients reached",
+        "NOREPLICAS Not enough good replicas to write.",
+        "MOVED 3999 127.0.0.1:6381",
+        "ASK 3999 127.0.0.1:6381",
         "NOPERM User app has no permissions to run the 'rl.token' command",
+        "NOPERM No permissions to access a key",
+        "WRONGPASS invalid username-password pair or user is disabled.",
         "ERR unknown command 'RL.TOKEN', with args beginning with: 'k' '10' '5' '1' ",
         "NOAUTH Authentication required.",
         "ERR Function not found",
@@ -258,13 +263,24 @@ fn errors() -> Vec<(Value, Value)> {
         "ERR Error running script (call to f_0123): @user_script:1: something failed",
         "SOMENEWCODE a reply no rule knows",
     ];
-    let outcome = |class: ReplyClass, text: Option<&str>, failure: &str| match (class, text) {
-        (ReplyClass::Usage, Some(text)) => json!({ "class": class.name(), "raise": usage(text) }),
-        _ => json!({
-            "class": class.name(),
-            "decision": { "allowed": failure == "open", "degraded": true },
-        }),
+    use crate::reply_class::BEHAVIOURS;
+    let outcome = |class: ReplyClass, text: Option<&str>, failure: &str| {
+        let b = BEHAVIOURS.iter().find(|b| b.class == class).expect("every class has a behaviour");
+        let mut out = match (class, text) {
+            (ReplyClass::Usage, Some(text)) => json!({ "class": class.name(), "raise": usage(text) }),
+            _ => json!({
+                "class": class.name(),
+                "decision": { "allowed": failure == "open", "degraded": true },
+            }),
+        };
+        out["breaker"] = b.breaker.into();
+        out["log"] = b.log.into();
+        out["counter"] = b.counter.into();
+        out
     };
+    // The call that got each answer: one limit's check (a bucket of 10, 5 a second, cost 1 on key `k`),
+    // which every client sends as RL.TOKEN or its library function.
+    let call = json!({ "method": "check", "key": "k", "policy": bucket(10, 5.0), "cost": 1 });
     let mut cases = vec![];
     for failure in ["open", "closed"] {
         for text in replies {
@@ -275,13 +291,18 @@ fn errors() -> Vec<(Value, Value)> {
             } else {
                 format!("-{text}\r\n")
             };
-            let input =
-                json!({ "reply": text, "resp2": format!("-{text}\r\n"), "resp3": resp3, "failure": failure });
+            let input = json!({
+                "call": call,
+                "reply": text,
+                "resp2": format!("-{text}\r\n"),
+                "resp3": resp3,
+                "failure": failure,
+            });
             cases.push((input, outcome(class, Some(text), failure)));
         }
         for transport in TRANSPORT {
             cases.push((
-                json!({ "transport": transport, "failure": failure }),
+                json!({ "call": call, "transport": transport, "failure": failure }),
                 outcome(ReplyClass::Outage, None, failure),
             ));
         }
