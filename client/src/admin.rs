@@ -100,7 +100,7 @@ impl Limiter {
     /// `RL.TOP count`: the most denied keys, most first. Needs the module (its statistics): with the
     /// Lua library as the engine, an error that says so, without a call.
     pub async fn top_denied(&self, count: usize) -> Result<Vec<DeniedKey>, CallError> {
-        if matches!(self.engine().0, crate::Backend::Functions | crate::Backend::Scripts) {
+        if matches!(self.chosen_engine().0, crate::Backend::Functions | crate::Backend::Scripts) {
             return Err(CallError::Usage(
                 "RL.TOP needs the ratelimit module: the Lua library keeps no statistics of denied keys",
             ));

@@ -25,10 +25,19 @@ impl<'a> Limit<'a> {
 pub(crate) const EMPTY_KEY: &str = "ERR invalid key: must be a non-empty string";
 /// A key given twice in one call: the module's own reply, which every client also refuses before sending.
 pub(crate) const DUPLICATE_KEY: &str = ratelimit_core::error::DUPLICATE_KEY;
-/// Keys of one call in different hash slots: Redis' own reply, which cluster clients refuse before sending
-/// (the Rust cluster client sends, and the server's reply is the same usage error).
-#[cfg(test)]
+/// Keys of one call in different hash slots: Redis' own reply, which cluster clients refuse before sending.
 pub(crate) const CROSS_SLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// On a cluster, keys of one call in different hash slots: refused before sending, as Redis Cluster
+/// would answer them.
+pub(crate) fn check_slots(limits: &[Limit<'_>]) -> Result<(), CallError> {
+    use redis::cluster_routing::Slot;
+    let mut slots = limits.iter().map(|l| Slot::for_key(l.key));
+    match slots.next() {
+        Some(first) if slots.any(|s| s != first) => Err(CallError::Usage(CROSS_SLOT)),
+        _ => Ok(()),
+    }
+}
 
 /// The caller's mistakes in `limits`' keys that a client refuses before sending: an empty key, a key twice.
 pub(crate) fn check_keys(limits: &[Limit<'_>]) -> Result<(), CallError> {

@@ -91,6 +91,12 @@ impl Engine {
         state_of(self.state.load(Ordering::Relaxed))
     }
 
+    /// The engine in use as the engine machine reports it ("not yet known", "the ratelimit module", ...).
+    pub(crate) fn reports(&self) -> &'static str {
+        let state = self.state();
+        machine::STATES.iter().find(|s| s.0 == state).map_or(machine::STATES[0].3, |s| s.3)
+    }
+
     /// The engine in use (`Auto` while not yet known) and the reason it was chosen.
     pub(crate) fn chosen(&self) -> (Backend, String) {
         let why = self.why.lock().map(|w| w.clone()).unwrap_or_default();

@@ -164,6 +164,7 @@ impl LimiterBuilder {
                 batches: Batches::default(),
                 counters: Counters::default(),
                 log: LogThrottle::new(Duration::from_secs(10)),
+                usage_log: LogThrottle::new(Duration::from_secs(60)),
                 outages: Outages::new(),
                 probe: Probe::default(),
                 name: self.name.into(),
@@ -205,6 +206,8 @@ struct Inner {
     counters: Counters,
     /// Replica-wait warnings.
     log: LogThrottle,
+    /// The refusals of `check`, which cannot return the caller's mistake: one line a minute.
+    usage_log: LogThrottle,
     outages: Outages,
     /// The breaker's background probe (aborted when the limiter is dropped).
     probe: Probe,
@@ -328,7 +331,11 @@ impl Limiter {
     /// Like [`check_all`](Self::check_all) without the failure policy: Redis' decision or the reason
     /// there is none. The breaker and the deadline still apply.
     pub async fn check_strict(&self, limits: &[Limit<'_>]) -> Result<Decision, CallError> {
-        self.call(limits).await
+        let result = self.call(limits).await;
+        if matches!(&result, Err(e) if ReplyClass::of(e) == ReplyClass::Usage) {
+            self.inner.counters.usage_error(&self.inner.name);
+        }
+        result
     }
 
     /// Gives `tokens` back to a token bucket (`RL.REFUND TOKEN`): a request that turned out not to count.
@@ -480,15 +487,16 @@ impl Limiter {
         };
         let outcome = match ReplyClass::of(e) {
             ReplyClass::Outage => {
+                let engine = inner.engine.reports();
                 // A failover may land on another server: the engine is chosen anew.
                 if matches!(e, CallError::Redis(_)) {
                     inner.engine.forget();
                 }
-                inner.outages.failed(&inner.name, e, inner.failure, now);
+                inner.outages.failed(&inner.name, e, inner.failure, engine, now);
                 breaker::Outcome::Failed
             }
             ReplyClass::Misconfigured => {
-                inner.outages.fault(&inner.name, &command_name(cmd), e, now);
+                inner.outages.fault(&inner.name, &command_name(cmd), e, inner.engine.reports(), now);
                 breaker::Outcome::Answered
             }
             class => {
@@ -525,6 +533,9 @@ impl Limiter {
         cmd: &redis::Cmd,
         limits: &[Limit<'_>],
     ) -> Result<Decision, CallError> {
+        if let Transport::Cluster(_) = &self.inner.backend {
+            command::check_slots(limits)?;
+        }
         match (&self.inner.wait, limits.first()) {
             (Some(wait), Some(first)) => self.send_waited(cmd, first.key, wait).await,
             _ => self.send(cmd).await,
@@ -562,8 +573,16 @@ impl Limiter {
     }
 
     /// The engine in use and why it was chosen.
-    pub(crate) fn engine(&self) -> (Backend, String) {
+    pub(crate) fn chosen_engine(&self) -> (Backend, String) {
         self.inner.engine.chosen()
+    }
+
+    /// The engine in use, as the contract's engine machine reports it: "not yet known" before a call
+    /// is decided (and again after an outage, until one is: a failover may land on another server),
+    /// then "the ratelimit module", "the Lua library through FCALL" or "the Lua library through EVALSHA
+    /// scripts". [`verify`](Self::verify) asks the server and says why.
+    pub fn engine(&self) -> &'static str {
+        self.inner.engine.reports()
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -635,8 +654,13 @@ impl Limiter {
     /// The caller's mistake (a call that cannot be built, or that Redis answered as one): refused,
     /// whatever the failure policy (not an outage), counted.
     pub(crate) fn refuse(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
-        self.inner.counters.usage_error(&self.inner.name);
-        tracing::error!(limiter = %self.inner.name, %error, "rate limit check refused: the caller's mistake (docs/errors.md)");
+        let inner = &*self.inner;
+        inner.counters.usage_error(&inner.name);
+        inner.usage_log.maybe(Instant::now(), |suppressed| {
+            tracing::error!(limiter = %inner.name, %error, suppressed,
+                "rate limit check refused: the caller's mistake (docs/errors.md); at most one line a minute, \
+                 every refusal counted in usage_errors");
+        });
         Decision {
             allowed: false,
             limit: limits.first().map_or(0, |l| l.policy.limit()),

@@ -42,6 +42,8 @@ struct Outage {
     since: Instant,
     decisions: u64,
     allowed: u64,
+    /// The engine in use when it began.
+    engine: &'static str,
 }
 
 impl Outages {
@@ -62,17 +64,25 @@ impl Outages {
     }
 
     /// A call got no answer (`error`): the start of an outage, unless one is under way.
-    pub(crate) fn failed(&self, limiter: &Arc<str>, error: &CallError, policy: FailurePolicy, now: Instant) {
+    /// `engine`: the engine in use when it began, as the engine machine reports it.
+    pub(crate) fn failed(
+        &self,
+        limiter: &Arc<str>,
+        error: &CallError,
+        policy: FailurePolicy,
+        engine: &'static str,
+        now: Instant,
+    ) {
         let mut current = self.current();
         if current.is_some() {
             return;
         }
-        *current = Some(Outage { since: now, decisions: 0, allowed: 0 });
+        *current = Some(Outage { since: now, decisions: 0, allowed: 0, engine });
         self.under_way.store(true, Relaxed);
         drop(current);
         self.reminder.restart(now);
         counters::outage_started(limiter);
-        tracing::warn!(limiter = %limiter, %error, ?policy,
+        tracing::warn!(limiter = %limiter, %error, ?policy, engine,
             "Redis outage: no answer from Redis; the failure policy decides until it answers again");
     }
 
@@ -91,7 +101,7 @@ impl Outages {
         drop(current);
         let lasted = now.saturating_duration_since(outage.since);
         tracing::warn!(limiter = %limiter, ?lasted, decisions = outage.decisions, allowed = outage.allowed,
-            "Redis outage over: Redis answers again and decides");
+            engine = outage.engine, "Redis outage over: Redis answers again and decides");
     }
 
     /// An answer that says a key of the call (`keys`) holds another limiter's state or another type:
@@ -116,7 +126,14 @@ impl Outages {
     }
 
     /// An answer that says the limiter cannot work with this server as configured.
-    pub(crate) fn fault(&self, limiter: &Arc<str>, command: &str, error: &CallError, now: Instant) {
+    pub(crate) fn fault(
+        &self,
+        limiter: &Arc<str>,
+        command: &str,
+        error: &CallError,
+        engine: &'static str,
+        now: Instant,
+    ) {
         self.misconfigured.store(true, Relaxed);
         counters::configuration_fault(limiter);
         let cause = format!("{command} {}", crate::reply_class::cause(error));
@@ -124,7 +141,7 @@ impl Outages {
         let log = logs.entry(cause).or_insert_with(|| LogThrottle::new(Duration::from_secs(60)));
         log.maybe(now, |suppressed| {
             let fix = what_to_fix(command, error);
-            tracing::error!(limiter = %limiter, %error, suppressed,
+            tracing::error!(limiter = %limiter, %error, suppressed, engine,
                 "rate limiter misconfigured (Redis answers: this is no outage); {fix}; meanwhile the failure policy decides");
         });
     }
@@ -142,11 +159,11 @@ impl Outages {
         if let Some(outage) = current.as_mut() {
             outage.decisions += 1;
             outage.allowed += u64::from(allowed);
-            let (decisions, since) = (outage.decisions, outage.since);
+            let (decisions, since, engine) = (outage.decisions, outage.since, outage.engine);
             drop(current);
             counters::outage_decision(limiter, allowed);
             self.reminder.maybe(Instant::now(), |suppressed| {
-                tracing::warn!(limiter = %limiter, %error, ?policy, decisions, lasting = ?since.elapsed(),
+                tracing::warn!(limiter = %limiter, %error, ?policy, decisions, lasting = ?since.elapsed(), engine,
                     suppressed, "Redis outage goes on: degraded decisions by the failure policy");
             });
             return;

@@ -112,7 +112,7 @@ impl Limiter {
             Ok(other) => return Err(unexpected("RL.TOKEN", &other)),
             Err(e) => return Err(classify("RL.TOKEN", e)),
         }
-        let (engine, why) = self.engine();
+        let (engine, why) = self.chosen_engine();
         let version = match engine {
             Backend::Module => self.module_version().await,
             _ => None,

@@ -66,7 +66,7 @@ async fn the_callers_mistakes_are_refused_before_sending_and_never_degraded() {
         }
     }
     assert!(!limiter.breaker_open());
-    assert_eq!(limiter.counts().usage_errors, 3);
+    assert_eq!(limiter.counts().usage_errors, 6, "every refusal counted, check_strict's too");
     assert_eq!(limiter.counts().degraded, 0);
     // Nothing was written: the key was never sent.
     let exists: bool = testkit::redis::cmd("EXISTS").arg(&key).query(&mut server.conn()).unwrap();
@@ -85,7 +85,14 @@ async fn keys_in_several_slots_of_a_cluster_are_the_callers_mistake() {
     assert!(!d.allowed && !d.degraded, "refused, not allowed by fail open: {d:?}");
     let strict = limiter.check_strict(&[Limit::new(&a, &b, 1), Limit::new(&z, &b, 1)]).await.unwrap_err();
     assert_eq!(ReplyClass::of(&strict), ReplyClass::Usage, "{strict}");
-    assert!(strict.to_string().to_ascii_uppercase().contains("CROSSSLOT"), "{strict}");
+    // Refused before sending, with Redis' own text: no node ran a limiter's command.
+    match &strict {
+        CallError::Usage(text) => assert!(text.starts_with("CROSSSLOT "), "{text}"),
+        other => panic!("not refused before sending: {other:?}"),
+    }
+    let sent: u64 = cluster.nodes.iter().map(|n| support::calls(n, "rl.token")).sum();
+    assert_eq!(sent, 0, "nothing sent");
+    assert_eq!(limiter.counts().usage_errors, 2);
 }
 
 #[tokio::test]

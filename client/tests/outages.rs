@@ -71,7 +71,10 @@ async fn a_pause_ends_and_the_next_decision_is_redis_logged_and_counted_as_one_o
     let name = "paused";
     let limiter = builder(name).connect(server.url()).unwrap();
     let key = unique_key("rl:paused");
+    assert_eq!(limiter.engine(), "not yet known", "no call decided yet");
     assert!(!limiter.check(&key, &bucket(), 1).await.degraded);
+    let engine = if testkit::lua_engine() { "the Lua library through FCALL" } else { "the ratelimit module" };
+    assert_eq!(limiter.engine(), engine);
     let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE").query(&mut server.conn()).unwrap();
     let mut degraded = until_open(&limiter, &key).await;
     for _ in 0..5 {
@@ -88,10 +91,11 @@ async fn a_pause_ends_and_the_next_decision_is_redis_logged_and_counted_as_one_o
     let start = lines(name, "Redis outage:");
     assert_eq!(start.len(), 1, "{start:?}");
     assert!(start[0].contains("policy=Closed") && start[0].contains("deadline"), "what failed: {start:?}");
+    assert!(start[0].contains(&format!("engine=\"{engine}\"")), "the engine it began on: {start:?}");
     let end = lines(name, "Redis outage over");
     assert_eq!(end.len(), 1, "one line when it ends: {end:?}");
     assert!(end[0].contains(&format!("decisions={degraded} allowed=0")), "{end:?}");
-    assert!(end[0].contains("lasted="), "{end:?}");
+    assert!(end[0].contains("lasted=") && end[0].contains(&format!("engine=\"{engine}\"")), "{end:?}");
     assert_eq!(series(&format!(r#"ratelimit_outages_total{{limiter="{name}"}}"#)), 1.0);
     assert_eq!(
         series(&format!(r#"ratelimit_outage_decisions_total{{limiter="{name}",allowed="false"}}"#)),
