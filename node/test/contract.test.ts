@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./servers.ts";
-import { cases, policyOf, VECTORS, type Any } from "./vectors.ts";
+import { callOf, cases, policyOf, VECTORS, type Any } from "./vectors.ts";
 import {
   Call, CONTRACT, Decision, Engine, EngineGaveUp, Limiter, PolicyError, RedisErrorReply, TokenBucket, UsageError, classOfReply,
   classOfTransport, commands, moduleCommand, script, type Adapter, type Limit, type Send,
@@ -236,10 +236,12 @@ test("fallback.json: the in-process fallback's timed sequences, at each instance
   assert.ok(n >= 10);
 });
 
-// An adapter that answers every command as a vector says (an error reply, or a transport failure as
-// ioredis and node-redis report one): the vectors test the outcome of an answer, not a server.
-function answering(input: Any): Adapter {
+// An adapter that answers every command as `answer()` says at the time (a vector's error reply, or a
+// transport failure as ioredis and node-redis report one): the vectors test the outcome of an answer,
+// not a server.
+function answering(answer: () => Any): Adapter {
   const send = (): Promise<unknown> => {
+    const input = answer();
     if (input.reply !== undefined) return Promise.reject(new RedisErrorReply(input.reply));
     switch (input.transport) {
       case "timeout": return new Promise(() => {});
@@ -252,27 +254,132 @@ function answering(input: Any): Adapter {
   return { name: "vector", cluster: false, send };
 }
 
-test("errors.json: each answer's class and outcome (a degraded decision, or the UsageError raised)", async () => {
-  const policy = new TokenBucket({ capacity: 10, perSecond: 5 });
+/** An outage between the cases' calls (a reset connection). */
+const RESET = { transport: "reset" };
+
+/** A limiter answered by `answer()`, with a breaker of `failures` on a clock the test moves, its lines
+ * and events recorded. */
+function vectorLimiter(failure: string, answer: () => Any, failures = 3) {
+  const clock = { ms: 0 };
+  const lines: string[] = [];
+  const events: Record<string, number> = { outage: 0, recovered: 0, misconfigured: 0, conflict: 0, degraded: 0 };
+  const conflictKeys: string[][] = [];
+  const rl = new Limiter(answering(answer), {
+    failure: failure as "open" | "closed", engine: "module", deadlineMs: 20,
+    breaker: { failures, cooldownMs: 1000, now: () => clock.ms },
+    logger: { error: (m) => void lines.push(m) },
+  });
+  for (const e of Object.keys(events)) rl.on(e, (ev: Any) => {
+    events[e]!++;
+    if (e === "conflict") conflictKeys.push([...ev.keys]);
+  });
+  return { rl, clock, lines, events, conflictKeys };
+}
+
+type Outcome = { d: Decision } | { e: unknown };
+
+function settle(p: Promise<Decision>): Promise<Outcome> {
+  return p.then((d) => ({ d }), (e: unknown) => ({ e }));
+}
+
+/** The vector's outcome: the failure policy's decision (degraded, with the answer as its error), or the
+ * UsageError raised. */
+function assertOutcome(got: Outcome, input: Any, output: Any, what: string): void {
+  if (output.raise) {
+    assert.ok("e" in got && got.e instanceof UsageError, `${what}: ${JSON.stringify(got)}`);
+    assert.deepEqual({ code: got.e.code, message: got.e.message }, output.raise, what);
+  } else {
+    assert.ok("d" in got, `${what}: ${"e" in got ? got.e : ""}`);
+    assert.deepEqual({ allowed: got.d.allowed, degraded: got.d.degraded }, output.decision, what);
+    if (input.reply !== undefined) assert.equal(got.d.error?.message, input.reply, what);
+  }
+}
+
+test("errors.json: each answer's class and outcome, its breaker effect, counter and log", async () => {
   const classes = new Set<string>();
+  let n = 0;
   for (const { input, output } of cases("errors")) {
     const what = JSON.stringify(input);
-    const rl = new Limiter(answering(input), { failure: input.failure, engine: "module", deadlineMs: 20, breaker: false, logger: false });
+    const [key, policy, cost] = callOf(input.call);
     const cls = input.reply !== undefined ? classOfReply(input.reply) : classOfTransport(input.transport);
-    assert.equal(cls.name, output.class, what);
+    assert.deepEqual(
+      { class: cls.name, breaker: cls.breaker, log: cls.log, counter: cls.counter },
+      { class: output.class, breaker: output.breaker, log: output.log, counter: output.counter },
+      what,
+    );
     classes.add(cls.name);
-    const got = await rl.check("rl:{v}:k", policy).then((d) => ({ d }), (e: unknown) => ({ e }));
-    if (output.raise) {
-      assert.ok("e" in got && got.e instanceof UsageError, `${what}: ${JSON.stringify(got)}`);
-      assert.deepEqual({ code: got.e.code, message: got.e.message }, output.raise, what);
-      assert.equal(rl.counters["usage_errors"], 1, what);
-    } else {
-      assert.ok("d" in got, `${what}: ${"e" in got ? got.e : ""}`);
-      assert.deepEqual({ allowed: got.d.allowed, degraded: got.d.degraded }, output.decision, what);
-      assert.equal(rl.counters[cls.counter], 1, what);
+
+    // The outcome, the counter named by the vector up by one (no other), the log.
+    {
+      const { rl, lines, events, conflictKeys } = vectorLimiter(input.failure, () => input);
+      const before = { ...rl.counters };
+      assertOutcome(await settle(rl.check(key, policy, cost)), input, output, what);
+      const moved = Object.keys(rl.counters).filter((c) => rl.counters[c] !== before[c]);
+      assert.deepEqual(moved, [output.counter], `${what}: counters ${JSON.stringify(rl.counters)}`);
+      assert.equal(rl.counters[output.counter], 1, what);
+      assert.equal(rl.misconfigured, output.class === "misconfigured", what);
+      assert.equal(events.degraded, output.raise ? 0 : 1, what);
+      // Once more: the log is once per outage, per cause, per key (the counters count calls, the
+      // outage counter outages).
+      assertOutcome(await settle(rl.check(key, policy, cost)), input, output, what);
+      assert.equal(rl.counters[output.counter], output.log === "outage" ? 1 : 2, what);
+      const log = { lines: lines.length, outage: events.outage, misconfigured: events.misconfigured, conflict: events.conflict };
+      const want = { lines: 0, outage: 0, misconfigured: 0, conflict: 0 };
+      if (output.log === "outage") want.outage = 1;
+      else if (output.log === "once_per_cause") Object.assign(want, { lines: 1, misconfigured: 1 });
+      else if (output.log === "once_per_key") Object.assign(want, { lines: 1, conflict: 1 });
+      else assert.equal(output.log, "none", what);
+      assert.deepEqual(log, want, `${what}: ${lines.join(" | ")}`);
+      if (output.log === "once_per_cause") assert.ok(lines[0]!.includes(input.reply), `${what}: ${lines[0]}`);
+      if (output.log === "once_per_key") {
+        assert.deepEqual(conflictKeys, [[key]], what);
+        assert.ok(lines[0]!.includes(`conflict on ${key}:`), `${what}: ${lines[0]}`);
+      }
     }
-    assert.equal(rl.misconfigured, output.class === "misconfigured", what);
+
+    // The breaker (3 failures open it): after 2 outages, this answer. `failure`: the third failure in
+    // a row, open. `answered`: a success as a decision is: the outage ends, the count starts again,
+    // and 2 more outages leave it closed.
+    {
+      let answer: Any = RESET;
+      const { rl, events } = vectorLimiter(input.failure, () => answer);
+      for (let i = 0; i < 2; i++) await rl.check(key, policy, cost);
+      assert.equal(rl.breaker!.isOpen, false, what);
+      answer = input;
+      assertOutcome(await settle(rl.check(key, policy, cost)), input, output, what);
+      answer = RESET;
+      if (output.breaker === "failure") {
+        assert.equal(rl.breaker!.isOpen, true, `${what}: the third failure opens the breaker`);
+        assert.equal(events.recovered, 0, what);
+      } else {
+        assert.equal(output.breaker, "answered", what);
+        assert.equal(rl.breaker!.isOpen, false, `${what}: an answer leaves the breaker closed`);
+        assert.equal(events.recovered, 1, `${what}: an answer ends the outage`);
+        for (let i = 0; i < 2; i++) await rl.check(key, policy, cost);
+        assert.equal(rl.breaker!.isOpen, false, `${what}: the failures in a row started again after the answer`);
+        await rl.check(key, policy, cost);
+        assert.equal(rl.breaker!.isOpen, true, what);
+      }
+    }
+
+    // The probe after a cool-down meets this answer: `answered` closes the breaker, `failure` opens it
+    // again.
+    {
+      let answer: Any = RESET;
+      const { rl, clock, events } = vectorLimiter(input.failure, () => answer);
+      for (let i = 0; i < 3; i++) await rl.check(key, policy, cost);
+      assert.equal(rl.breaker!.isOpen, true, what);
+      answer = input;
+      const turnedAway = await rl.check(key, policy, cost);
+      assert.equal(turnedAway.error?.name, "BreakerOpenError", what);
+      clock.ms += 1000;
+      assertOutcome(await settle(rl.check(key, policy, cost)), input, output, what);
+      assert.equal(rl.breaker!.isOpen, output.breaker === "failure", `${what}: the probe`);
+      assert.equal(events.recovered, output.breaker === "answered" ? 1 : 0, what);
+    }
+    n++;
   }
+  assert.equal(n, cases("errors").length);
   assert.deepEqual([...classes].sort(), CONTRACT_CLASSES, "every class has vectors");
 });
 

@@ -1,15 +1,16 @@
 // errors.json over real sockets: a TCP server on loopback that answers every limiter command with a
 // vector's RESP2 bytes (RESP3's to a client that said HELLO 3) (or fails the way its transport says: no answer, a reset, a closed connection, a
 // refused port), read by ioredis and node-redis with their own protocol parsers. Each answer's outcome
-// is the vector's: the failure policy's decision with its class, or the UsageError raised.
+// is the vector's: the failure policy's decision with its class (the reply as the server wrote it), or
+// the UsageError raised; its breaker effect, counter and log event too.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import { cases, type Any } from "./vectors.ts";
+import { callOf, cases, type Any } from "./vectors.ts";
 import { freePort } from "./servers.ts";
-import { Limiter, TokenBucket, UsageError, classOfReply, classOfTransport } from "../src/index.ts";
+import { Limiter, UsageError, classOfReply, classOfTransport } from "../src/index.ts";
 
 /** The commands in `buf` (RESP arrays of bulk strings), and what is left of it. */
 function commandsIn(buf: Buffer): [string[][], Buffer] {
@@ -108,30 +109,45 @@ after(async () => {
   for (const s of servers) await s.close();
 });
 
+/** The event each log kind of the contract is observable by on a limiter (`none`: none of them). */
+const LOG_EVENTS: Record<string, string | undefined> = { outage: "outage", once_per_cause: "misconfigured", once_per_key: "conflict", none: undefined };
+
 for (const made of CLIENTS) {
-  test(`errors.json on the wire, ${made.name}: each answer's class and outcome`, async () => {
-    const policy = new TokenBucket({ capacity: 10, perSecond: 5 });
+  test(`errors.json on the wire, ${made.name}: each answer's class, outcome, breaker, counter and log`, async () => {
     let n = 0;
     for (const { input, output } of cases("errors")) {
-      const what = `${made.name} ${JSON.stringify(input).slice(0, 120)}`;
+      const what = `${made.name} ${JSON.stringify(input).slice(0, 160)}`;
+      const [key, policy, cost] = callOf(input.call);
       const server = await answering(input);
       servers.push(server);
       const { client, close } = await made.make(server.port);
       try {
-        const rl = new Limiter(client, { failure: input.failure, engine: "module", deadlineMs: 300, breaker: false, logger: false });
+        // A breaker that one failure opens: the answer's breaker effect is whether it is open after.
+        const rl = new Limiter(client, {
+          failure: input.failure, engine: "module", deadlineMs: 300, breaker: { failures: 1, cooldownMs: 60_000 }, logger: false,
+        });
+        const events: Record<string, number> = { outage: 0, misconfigured: 0, conflict: 0 };
+        for (const e of Object.keys(events)) rl.on(e, () => void events[e]!++);
         const cls = input.reply !== undefined ? classOfReply(input.reply) : classOfTransport(input.transport);
-        const got = await rl.check("rl:{w}:k", policy).then((d) => ({ d }), (e: unknown) => ({ e }));
+        assert.equal(cls.name, output.class, what);
+        const got = await rl.check(key, policy, cost).then((d) => ({ d }), (e: unknown) => ({ e }));
         if (output.raise) {
           assert.ok("e" in got && got.e instanceof UsageError, `${what}: ${JSON.stringify(got)}`);
           assert.deepEqual({ code: got.e.code, message: got.e.message }, output.raise, what);
         } else {
           assert.ok("d" in got, `${what}: ${"e" in got ? got.e : ""}`);
           assert.deepEqual({ allowed: got.d.allowed, degraded: got.d.degraded }, output.decision, what);
-          // A transport failure may reach the limiter as its deadline (a client that queues and retries):
-          // an outage either way.
-          const counted = input.transport ? rl.counters["outage"] : rl.counters[cls.counter];
-          assert.equal(counted, 1, what);
+          // The driver handed the reply over as the server wrote it (MOVED and ASK included: neither
+          // driver follows them on a standalone client), not a deadline nor a closed connection.
+          if (input.reply !== undefined) assert.equal(got.d.error?.message, input.reply, what);
         }
+        // A transport failure may reach the limiter as its deadline (a client that queues and retries):
+        // an outage either way, counted as one.
+        assert.deepEqual(Object.keys(rl.counters).filter((c) => rl.counters[c] !== 0), [output.counter], `${what}: ${JSON.stringify(rl.counters)}`);
+        assert.equal(rl.counters[output.counter], 1, what);
+        assert.equal(rl.breaker!.isOpen, output.breaker === "failure", `${what}: breaker ${output.breaker}`);
+        const event = LOG_EVENTS[output.log];
+        assert.deepEqual(events, { outage: 0, misconfigured: 0, conflict: 0, ...(event && { [event]: 1 }) }, what);
         n++;
       } finally {
         await close();

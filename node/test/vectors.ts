@@ -28,3 +28,9 @@ export function policyOf(spec: Any): Policy {
   if (!Cls) throw new Error(`no policy for ${kind}`);
   return new Cls({ limit: spec.limit, windowMs: ms, ...batched });
 }
+
+/** The call an errors.json case's answer was got by (`input.call`: a check of one limit), as a limit. */
+export function callOf(call: Any): readonly [string, Policy, number] {
+  if (call?.method !== "check") throw new Error(`no call ${JSON.stringify(call)}`);
+  return [call.key, policyOf(call.policy), call.cost];
+}
