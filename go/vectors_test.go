@@ -4,17 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The contract's vectors (contract/vectors/*.json, written by the Rust reference): every case this
@@ -373,83 +367,7 @@ func TestVectorsFallback(t *testing.T) {
 	}
 }
 
-// contract/vectors/errors.json: an error reply (or a failure without one) and the failure policy
-// -> its class, and the decision (the failure policy's) or the usage error raised, through the
-// limiter's own path from an error to what Check returns.
-func TestVectorsErrors(t *testing.T) {
-	transport := map[string]error{
-		"timeout": &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded},
-		"refused": &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}},
-		"reset":   &net.OpError{Op: "read", Net: "tcp", Err: &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}},
-		"closed":  io.EOF,
-	}
-	classes := map[Class]bool{}
-	for i, c := range vectorCases(t, "errors.json") {
-		var in struct {
-			Reply, Resp2, Resp3, Transport, Failure string
-		}
-		var out struct {
-			Class    Class `json:"class"`
-			Decision *struct {
-				Allowed, Degraded bool
-			} `json:"decision"`
-			Raise *UsageError `json:"raise"`
-		}
-		must(t, json.Unmarshal(c.Input, &in))
-		must(t, json.Unmarshal(c.Output, &out))
-		classes[out.Class] = true
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			var err error
-			if in.Transport != "" {
-				err = transport[in.Transport]
-				if got := transportOf(err); got != in.Transport {
-					t.Fatalf("%v is read as %s, not %s", err, got, in.Transport)
-				}
-			} else {
-				// The bytes carry the text: RESP2's simple error, RESP3's simple or blob error.
-				if in.Resp2 != "-"+in.Reply+"\r\n" || (in.Resp3 != in.Resp2 && in.Resp3 != fmt.Sprintf("!%d\r\n%s\r\n", len(in.Reply), in.Reply)) {
-					t.Fatalf("the vector's bytes do not carry %q: %q %q", in.Reply, in.Resp2, in.Resp3)
-				}
-				err = replyErr(in.Reply)
-			}
-			if got := classOf(err); got != out.Class {
-				t.Fatalf("%q: class %s, want %s", in.Reply+in.Transport, got, out.Class)
-			}
-			failure := map[string]FailurePolicy{"open": FailOpen(), "closed": FailClosed()}[in.Failure]
-			l, _ := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{Failure: failure,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			defer l.Close()
-			limits := []Limit{{Key: "k", Policy: Must(TokenBucket(10, 5)), Cost: 1}}
-			got := l.settle(err, []string{"k"})
-			var ce *CallError
-			var u *UsageError
-			switch {
-			case out.Raise != nil:
-				if !errors.As(got, &u) || !errors.Is(got, ErrUsage) || u.Code != out.Raise.Code || u.Message != out.Raise.Message {
-					t.Fatalf("%q: got %v, want the usage error %+v", in.Reply, got, out.Raise)
-				}
-			case errors.As(got, &ce):
-				d := l.degrade(limits, ce)
-				if ce.Class != out.Class || d.Allowed != out.Decision.Allowed || d.Degraded != out.Decision.Degraded {
-					t.Fatalf("%q: %s %+v, want %s", in.Reply+in.Transport, ce.Class, d, c.Output)
-				}
-			default:
-				t.Fatalf("%q: got %v, want a decision of the failure policy", in.Reply+in.Transport, got)
-			}
-		})
-	}
-	for _, class := range contract.Replies.Classes {
-		if !classes[class.Name] {
-			t.Errorf("errors.json has no case of the class %s", class.Name)
-		}
-	}
-}
-
-// replyErr is an error reply as go-redis gives one (a redis.Error).
-type replyErr string
-
-func (e replyErr) Error() string { return string(e) }
-func (replyErr) RedisError()     {}
+// contract/vectors/errors.json runs over a socket, through go-redis: errorswire_test.go.
 
 // contract/vectors/engines.json: the answers a limiter meets, call after call -> what each call
 // sends, its outcome, the machine's state and what Engine() reports.
