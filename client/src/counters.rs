@@ -20,6 +20,11 @@ pub struct Counts {
     pub degraded: u64,
     /// Calls that never reached Redis because the breaker was open (included in degraded).
     pub short_circuited: u64,
+    /// Outages started (calls that got no answer while none was under way; docs/errors.md).
+    pub outages: u64,
+    /// Calls answered with a configuration fault (NOPERM, an unknown command; decided by the failure
+    /// policy).
+    pub misconfigured: u64,
     /// Calls whose key held another limiter's state or another type (decided by the failure policy).
     pub conflicts: u64,
     /// Calls refused as the caller's mistake (no decision; docs/errors.md).
@@ -35,12 +40,26 @@ pub(crate) struct Counters {
     denied: AtomicU64,
     degraded: AtomicU64,
     short_circuited: AtomicU64,
+    outages: AtomicU64,
+    misconfigured: AtomicU64,
     conflicts: AtomicU64,
     usage_errors: AtomicU64,
     local: AtomicU64,
 }
 
 impl Counters {
+    /// An outage started (`outage.rs` logs it).
+    pub(crate) fn outage(&self, limiter: &Arc<str>) {
+        self.outages.fetch_add(1, Relaxed);
+        outage_started(limiter);
+    }
+
+    /// A call was answered with a configuration fault (`outage.rs` logs it).
+    pub(crate) fn misconfigured(&self, limiter: &Arc<str>) {
+        self.misconfigured.fetch_add(1, Relaxed);
+        configuration_fault(limiter);
+    }
+
     /// A call met a conflict (`outage.rs` logs it).
     pub(crate) fn conflict(&self, limiter: &Arc<str>) {
         self.conflicts.fetch_add(1, Relaxed);
@@ -85,6 +104,8 @@ impl Counters {
             denied: self.denied.load(Relaxed),
             degraded: self.degraded.load(Relaxed),
             short_circuited: self.short_circuited.load(Relaxed),
+            outages: self.outages.load(Relaxed),
+            misconfigured: self.misconfigured.load(Relaxed),
             conflicts: self.conflicts.load(Relaxed),
             usage_errors: self.usage_errors.load(Relaxed),
             local: self.local.load(Relaxed),
@@ -97,7 +118,7 @@ fn label(limiter: &Arc<str>) -> metrics::SharedString {
 }
 
 /// An outage started.
-pub(crate) fn outage_started(limiter: &Arc<str>) {
+fn outage_started(limiter: &Arc<str>) {
     metrics::counter!("ratelimit_outages_total", "limiter" => label(limiter)).increment(1);
 }
 
@@ -119,6 +140,6 @@ pub(crate) fn usage_error(limiter: &Arc<str>) {
 }
 
 /// A call was answered with a configuration fault.
-pub(crate) fn configuration_fault(limiter: &Arc<str>) {
+fn configuration_fault(limiter: &Arc<str>) {
     metrics::counter!("ratelimit_configuration_faults_total", "limiter" => label(limiter)).increment(1);
 }

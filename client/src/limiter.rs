@@ -492,10 +492,13 @@ impl Limiter {
                 if matches!(e, CallError::Redis(_)) {
                     inner.engine.forget();
                 }
-                inner.outages.failed(&inner.name, e, inner.failure, engine, now);
+                if inner.outages.failed(&inner.name, e, inner.failure, engine, now) {
+                    inner.counters.outage(&inner.name);
+                }
                 breaker::Outcome::Failed
             }
             ReplyClass::Misconfigured => {
+                inner.counters.misconfigured(&inner.name);
                 inner.outages.fault(&inner.name, &command_name(cmd), e, inner.engine.reports(), now);
                 breaker::Outcome::Answered
             }

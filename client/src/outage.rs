@@ -64,7 +64,8 @@ impl Outages {
     }
 
     /// A call got no answer (`error`): the start of an outage, unless one is under way.
-    /// `engine`: the engine in use when it began, as the engine machine reports it.
+    /// `engine`: the engine in use when it began, as the engine machine reports it. True when this
+    /// call began one.
     pub(crate) fn failed(
         &self,
         limiter: &Arc<str>,
@@ -72,18 +73,18 @@ impl Outages {
         policy: FailurePolicy,
         engine: &'static str,
         now: Instant,
-    ) {
+    ) -> bool {
         let mut current = self.current();
         if current.is_some() {
-            return;
+            return false;
         }
         *current = Some(Outage { since: now, decisions: 0, allowed: 0, engine });
         self.under_way.store(true, Relaxed);
         drop(current);
         self.reminder.restart(now);
-        counters::outage_started(limiter);
         tracing::warn!(limiter = %limiter, %error, ?policy, engine,
             "Redis outage: no answer from Redis; the failure policy decides until it answers again");
+        true
     }
 
     /// A call was answered: the end of the outage under way, if any, and of a configuration fault.
@@ -135,7 +136,6 @@ impl Outages {
         now: Instant,
     ) {
         self.misconfigured.store(true, Relaxed);
-        counters::configuration_fault(limiter);
         let cause = format!("{command} {}", crate::reply_class::cause(error));
         let mut logs = self.fault_logs.lock().unwrap_or_else(|e| e.into_inner());
         let log = logs.entry(cause).or_insert_with(|| LogThrottle::new(Duration::from_secs(60)));
