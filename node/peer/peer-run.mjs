@@ -1,14 +1,15 @@
 // What the peer suites share (erl-suite.mjs, frl-suite.mjs, flexible-suite.mjs): a snapshot of a peer's
 // repository (a git directory named by an environment variable; the suite is skipped with the reason
 // when it is absent), a temporary directory its files are copied into at run time and its test tools
-// installed in from npm, a module-enabled redis-server on a free loopback port, both removed and
-// stopped when the process exits (even on failure), and the list of what is excluded.
+// installed in from npm, a module-enabled redis-server on a free loopback port (started as the tests
+// start theirs: test/redis-start.mjs), both removed and stopped when the process exits (even on
+// failure), and the list of what is excluded.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createServer, connect } from "node:net";
+import { onFreePort, spawnReady } from "../test/redis-start.mjs";
 
 export const HERE = dirname(fileURLToPath(import.meta.url));
 export const NODE = resolve(HERE, "..");
@@ -59,18 +60,20 @@ export function npmInstall(dir, deps) {
   execFileSync("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...deps], { cwd: dir, stdio: "inherit" });
 }
 
-/** Starts redis-server (REDIS_SERVER) with the module on a free loopback port; resolves with the port
- * once it accepts connections. Killed at exit. */
-export async function startRedis(dir) {
-  const port = await new Promise((ok) => { const s = createServer(); s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => ok(p)); }); });
-  const server = spawn(process.env.REDIS_SERVER ?? "/usr/bin/redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--loadmodule", join(ROOT, "target/release/libredis_ratelimit.so")], { stdio: "ignore" });
-  servers.push(server);
-  for (let i = 0; ; i++) {
-    const up = await new Promise((ok) => { const c = connect(port, "127.0.0.1", () => { c.destroy(); ok(true); }); c.on("error", () => ok(false)); });
-    if (up) return port;
-    if (i > 100 || server.exitCode !== null) throw new Error(`redis-server did not start on port ${port}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** Starts redis-server (REDIS_SERVER) with the module on a free loopback port, by testkit's rule (the
+ * tests' own start, test/redis-start.mjs): ready when INFO shows the process_id of the server spawned
+ * here (never another process that took the port) and loading:0, and started again on another port
+ * when the port was taken before it bound it. Resolves with the port; its directory and log are
+ * `<dir>/.redis` (`server-<port>.log`). `port`: the first attempt's (default: a free one). Killed at exit. */
+export async function startRedis(dir, { port } = {}) {
+  const module = join(ROOT, "target/release/libredis_ratelimit.so");
+  const own = join(dir, ".redis");
+  mkdirSync(own, { recursive: true });
+  return onFreePort(async (p) => {
+    const args = ["--port", String(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", own, "--loadmodule", module];
+    await spawnReady(process.env.REDIS_SERVER ?? "/usr/bin/redis-server", args, p, join(own, `server-${p}.log`), { spawned: (s) => servers.push(s) });
+    return p;
+  }, { port });
 }
 
 /** The environment the stand-ins read: the test server's port, this package's build and ioredis. */

@@ -1,12 +1,14 @@
 // Real redis-server processes on free loopback ports, killed when the test file ends (also on failure:
-// an exit hook kills whatever is still running).
-import { spawn, type ChildProcess } from "node:child_process";
-import { createServer, connect } from "node:net";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+// an exit hook kills whatever is still running). Each is started by testkit's rule (redis-start.mjs,
+// shared with the peer suites): ready when INFO shows its own process_id and loading:0, a port another
+// process took first retried with another.
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { before, after } from "node:test";
+import { freePort, info, onFreePort, spawnReady } from "./redis-start.mjs";
 
 export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 export const MODULE = join(ROOT, "target", "release", "libredis_ratelimit.so");
@@ -26,70 +28,7 @@ process.on("exit", () => {
   }
 });
 
-export function freePort(): Promise<number> {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.once("error", fail);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-  });
-}
-
-/** Whether `port` can be bound on loopback now. */
-function bindable(port: number): Promise<boolean> {
-  return new Promise((ok) => {
-    const s = createServer();
-    s.once("error", () => ok(false));
-    s.listen(port, "127.0.0.1", () => s.close(() => ok(true)));
-  });
-}
-
-/** A free port whose cluster bus port (10,000 higher, at most 65535) is free too (testkit's rule). */
-async function freeClusterPort(): Promise<number> {
-  for (;;) {
-    const port = await freePort();
-    if (port <= 55535 && (await bindable(port + 10000))) return port;
-  }
-}
-
-/** The INFO text of the server on `port`, or undefined when it does not answer within `timeoutMs`. */
-export function info(port: number, timeoutMs = 1000): Promise<string | undefined> {
-  return new Promise((ok) => {
-    const sock = connect(port, "127.0.0.1");
-    let got = Buffer.alloc(0);
-    const done = (text: string | undefined) => (clearTimeout(t), sock.destroy(), ok(text));
-    const t = setTimeout(() => done(undefined), timeoutMs);
-    sock.once("error", () => done(undefined));
-    sock.once("connect", () => sock.write("INFO\r\n"));
-    sock.on("data", (d) => {
-      got = Buffer.concat([got, d]);
-      const head = got.indexOf("\r\n");
-      if (head < 0) return;
-      if (got[0] !== 0x24) return done(undefined); // an error reply (-LOADING in old servers, -NOAUTH)
-      const len = Number(got.subarray(1, head).toString());
-      if (got.length >= head + 2 + len) done(got.subarray(head + 2, head + 2 + len).toString());
-    });
-  });
-}
-
-/** testkit's rule: a server is ready when INFO shows this child's process_id (not another server that
- * took the port) and `loading:0` (INFO is answered while an AOF or RDB loads). A sentinel has no
- * loading field: its process_id is enough. */
-async function ready(port: number, pid: number | undefined): Promise<boolean> {
-  const text = await info(port);
-  if (!text || pid === undefined) return false;
-  const lines = new Set(text.split("\r\n").map((l) => l.trim()));
-  return lines.has(`process_id:${pid}`) && (lines.has("loading:0") || lines.has("redis_mode:sentinel"));
-}
-
-/** A server that exited before it was ready, with its log. */
-class NotStarted extends Error {
-  constructor(port: number, readonly log: string) {
-    super(`redis-server on port ${port} exited before it answered; its log:\n${log}`);
-  }
-}
+export { freePort, info };
 
 export class Server {
   proc: ChildProcess | undefined;
@@ -102,9 +41,7 @@ export class Server {
   static async start(opts: { module?: boolean; args?: string[]; binary?: string; port?: number } = {}): Promise<Server> {
     const cluster = (opts.args ?? []).includes("--cluster-enabled");
     const extra = [...(opts.args ?? []), ...(opts.module ? ["--loadmodule", MODULE] : [])];
-    for (let attempt = 1; ; attempt++) {
-      // `opts.port`: the first attempt's (a test of this retry gives one already taken).
-      const port = attempt === 1 && opts.port ? opts.port : cluster ? await freeClusterPort() : await freePort();
+    return onFreePort(async (port) => {
       const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...extra];
       const s = new Server(port, args, opts.binary);
       try {
@@ -112,10 +49,9 @@ export class Server {
         return s;
       } catch (e) {
         await s.close();
-        if (attempt < 5 && e instanceof NotStarted && e.log.includes("already in use")) continue;
         throw e;
       }
-    }
+    }, { cluster, ...(opts.port !== undefined && { port: opts.port }) });
   }
 
   /** The server's log (its stdout and stderr), where a server that exits says why. */
@@ -134,22 +70,13 @@ export class Server {
   }
 
   private async spawn(args: string[]): Promise<void> {
-    const log = openSync(this.logFile, "a");
-    const proc = spawn(this.binary, args, { stdio: ["ignore", log, log] });
-    closeSync(log);
-    this.proc = proc;
-    running.add(proc);
-    let exited = false;
-    proc.once("exit", () => {
-      exited = true;
-      running.delete(proc);
+    await spawnReady(this.binary, args, this.port, this.logFile, {
+      spawned: (proc) => {
+        this.proc = proc;
+        running.add(proc);
+        proc.once("exit", () => running.delete(proc));
+      },
     });
-    const end = Date.now() + 20_000;
-    while (!(await ready(this.port, proc.pid))) {
-      if (exited) throw new NotStarted(this.port, readFileSync(this.logFile, "utf8"));
-      if (Date.now() > end) throw new Error(`redis-server on ${this.port} did not start; see ${this.logFile}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
   }
 
   async stop(): Promise<void> {
