@@ -15,16 +15,17 @@ import pytest
 import redis
 from redis._parsers.base import BaseParser
 
-from redis_ratelimit import Backend, FailurePolicy, Limiter, ReplyClass, command, engine, wait_steps
+from redis_ratelimit import Backend, ReplyClass, command, engine, wait_steps
 from redis_ratelimit.contract import CONTRACT, LIBRARY_FUNCTIONS
 from redis_ratelimit.decision import Decision
-from redis_ratelimit.errors import CallError, ConfigurationError, PolicyError, ReplyError, UsageError, from_redis
+from redis_ratelimit.errors import ConfigurationError, PolicyError, ReplyError, UsageError, from_redis
 from redis_ratelimit.local_fallback import LocalLimiter
 from redis_ratelimit.volume import Ahead, Volume
 from redis_ratelimit.policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
 from redis_ratelimit.web import response
 from redis_ratelimit.web.caller import Caller, caller_tag, group_ip
 from redis_ratelimit.web.forwarded import TrustedProxies
+from redis_ratelimit.web.plan import limit_key
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "contract" / "vectors"
@@ -59,7 +60,8 @@ def policy_of(spec: dict[str, Any]) -> Policy:
     return POLICIES[kind](limit=spec["limit"], window=length, **batched)  # type: ignore[call-arg]
 
 
-#: The vector files this suite runs (each has its test below); any other file must be in SKIPPED_FILES.
+#: The vector files this suite runs (each has its test below; errors.json's, on the wire, is in
+#: test_errors_wire.py); any other file must be in SKIPPED_FILES.
 RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines", "volume"}
 #: Vector files this package does not run, and why.
 SKIPPED_FILES: dict[str, str] = {}
@@ -205,6 +207,11 @@ def test_callers(case: dict[str, Any]) -> None:
     assert caller.key_part() == expected["key_part"]
     assert caller_tag(spec["prefix"], caller) == expected["tag"]
     assert str(caller) == expected["display"]
+    if "policy" in spec:  # the key a limit of this name and policy gets: the one the web layers write
+        assert limit_key(caller_tag(spec["prefix"], caller), spec["name"], policy_of(spec["policy"])) == \
+            expected["limit_key"]
+    else:
+        assert "limit_key" not in expected
 
 
 @pytest.mark.parametrize("case", cases("forwarded"), ids=lambda c: json.dumps(c["input"])[:100])
@@ -282,55 +289,6 @@ def test_fallback(case: dict[str, Any]) -> None:
             local.refund(key, policy, cost, now=now)
             got.append({})
     assert got == case["output"]["steps"]
-
-
-def _reply_of(resp: str) -> str:
-    """The text of an error reply as RESP2 (``-CODE text``) or RESP3 (the same, or ``!<len>`` bulk) writes it."""
-    if resp.startswith("!"):
-        length, _, rest = resp[1:].partition("\r\n")
-        assert rest.endswith("\r\n") and len(rest) == int(length) + 2, resp
-        return rest[:-2]
-    assert resp.startswith("-") and resp.endswith("\r\n"), resp
-    return resp[1:-2]
-
-
-#: A transport failure as redis-py raises it, for each name of the contract's.
-TRANSPORT: dict[str, BaseException] = {
-    "timeout": redis.exceptions.TimeoutError("Timeout reading from socket"),
-    "refused": redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused."),
-    "reset": redis.exceptions.ConnectionError("Error while reading from 127.0.0.1:6379 : (104, 'Connection reset by peer')"),
-    "closed": redis.exceptions.ConnectionError("Connection closed by server."),
-}
-
-
-@pytest.mark.parametrize("case", cases("errors"), ids=lambda c: json.dumps(c["input"])[:100])
-def test_errors(case: dict[str, Any]) -> None:
-    """Each reply, as redis-py raises it from its RESP2 and its RESP3 bytes, through the limiter's own
-    handling of a failed call (no I/O): its class, then the failure policy's decision or the error raised."""
-    spec, expected = case["input"], case["output"]
-    failure = FailurePolicy.open() if spec["failure"] == "open" else FailurePolicy.closed()
-    if "transport" in spec:
-        raised: list[BaseException] = [TRANSPORT[spec["transport"]]]
-    else:
-        texts = {_reply_of(spec["resp2"]), _reply_of(spec["resp3"])}
-        assert texts == {spec["reply"]}
-        raised = [BaseParser.parse_error(spec["reply"])]
-    for exc in raised:
-        error = from_redis(exc, 1.0, spec.get("transport") == "timeout")
-        if "transport" in spec:
-            assert getattr(error, "transport") == spec["transport"]
-        assert error.reply_class.value == expected["class"]
-        limiter = Limiter(redis.Redis(host="127.0.0.1", port=1), failure, name="vectors")
-        plan = limiter._check_all([("rl:vector", TokenBucket(10, 1.0), 1)], strict=False)
-        outcome = limiter._failed(error, plan.cmd)
-        if "raise" in expected:
-            assert isinstance(outcome, UsageError)
-            assert (outcome.code, outcome.message) == (expected["raise"]["code"], expected["raise"]["message"])
-            assert limiter.counts.usage_errors == 1
-            continue
-        assert isinstance(outcome, CallError) and plan.degrade is not None
-        decision = plan.degrade(outcome)
-        assert {"allowed": decision.allowed, "degraded": decision.degraded} == expected["decision"]
 
 
 #: An answer of the engine machine, as redis-py raises it (None: a reply that is not an error).

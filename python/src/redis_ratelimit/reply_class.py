@@ -105,15 +105,16 @@ def _parser_table() -> Mapping[str, Any]:
     return table
 
 
+_TABLE: Mapping[str, Any] = _parser_table()
 _BY_CLASS: dict[type, str] = {}
 _ERR_TEXTS: dict[tuple[type, str], str] = {}
-for _code, _found in _parser_table().items():
+for _code, _found in _TABLE.items():
     if isinstance(_found, dict):
         for _text, _cls in _found.items():
             _ERR_TEXTS[(_cls, _text)] = _code
     else:
         _BY_CLASS.setdefault(_found, _code)  # the first code of a class (NOAUTH, WRONGPASS: the same class)
-_STRIPPED = {code for code in _parser_table()}  # codes redis-py takes off the text
+_STRIPPED = set(_TABLE)  # codes redis-py takes off the text
 _CODE = re.compile(r"^[A-Z][A-Z0-9_-]+$")  # a code: a word in capitals
 
 
@@ -126,6 +127,11 @@ def reply_text(error: BaseException) -> str | None:
         return f"{err} {text}"
     code = _BY_CLASS.get(cls)
     if code is not None and code != "ERR":  # LOADING, NOPERM, READONLY, ...: redis-py took the code off
+        # A class of several codes (NOAUTH and WRONGPASS): the code it took off, where redis-py keeps it
+        # (`status_code`, redis-py 8); the table's first code otherwise.
+        status = getattr(error, "status_code", None)
+        if isinstance(status, str) and _TABLE.get(status) is cls:
+            code = status
         return f"{code} {text}" if text else code
     if not isinstance(error, redis.exceptions.ResponseError):
         return None  # a ConnectionError, a TimeoutError, an OSError: no reply
