@@ -328,6 +328,13 @@ impl Limiter {
         decision
     }
 
+    /// The decision over `limits` for a call Redis did not decide (`error`, from
+    /// [`check_strict`](Self::check_strict)): the failure policy's, degraded, as `check_all` would have
+    /// made it; a usage error refused (denied, never degraded). Counted; logged as its class says.
+    pub fn decide_failed(&self, limits: &[Limit<'_>], error: CallError) -> Decision {
+        self.settle(limits, Err(error))
+    }
+
     /// Like [`check_all`](Self::check_all) without the failure policy: Redis' decision or the reason
     /// there is none. The breaker and the deadline still apply.
     pub async fn check_strict(&self, limits: &[Limit<'_>]) -> Result<Decision, CallError> {

@@ -11,7 +11,7 @@ use crate::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use crate::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use crate::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use redis_ratelimit_client::{CallError, Decision, FailurePolicy, Limiter};
+use redis_ratelimit_client::{CallError, Decision, FailurePolicy, Limiter, ReplyClass};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -199,6 +199,11 @@ impl Service {
             Combine::PerDescriptor => self.per_descriptor(&slots).await,
         }
         .map_err(|e| {
+            if ReplyClass::of(&e) == ReplyClass::Usage {
+                self.metrics.service_error.inc();
+                tracing::warn!(domain = %request.domain, error = %e, "a request the limiter refuses: answering INVALID_ARGUMENT");
+                return Status::invalid_argument(format!("the rate limiter refused the request: {e}"));
+            }
             tracing::warn!(domain = %request.domain, error = %e, "Redis did not decide: answering UNAVAILABLE");
             Status::unavailable(format!("the rate limiter could not decide: {e}"))
         })?;
@@ -276,9 +281,9 @@ impl Service {
                 self.metrics.redis_answered();
                 Ok(Ok(d))
             }
-            Err(CallError::Usage(reason)) => Err(CallError::Usage(reason)),
+            Err(e) if ReplyClass::of(&e) == ReplyClass::Usage => Err(e),
             Err(e) => {
-                self.metrics.redis_failed();
+                self.observe_failed(&e);
                 match self.options.on_failure {
                     OnFailure::Error => Err(e),
                     OnFailure::Policy => Ok(Err(self.limiter.failure_policy() != FailurePolicy::Closed)),
@@ -287,18 +292,33 @@ impl Service {
         }
     }
 
+    /// Redis' decision over `limits`; a call it did not decide is the failure policy's (`Policy`) or
+    /// the error (`Error`); the caller's mistake (a usage error) is always the error.
     async fn check(&self, limits: &[redis_ratelimit_client::Limit<'_>]) -> Result<Decision, CallError> {
-        let result = match self.options.on_failure {
-            OnFailure::Policy => Ok(self.limiter.check_all(limits).await),
-            OnFailure::Error => self.limiter.check_strict(limits).await,
-        };
-        match &result {
-            Ok(d) if d.degraded => self.metrics.redis_failed(),
-            Ok(_) => self.metrics.redis_answered(),
-            Err(CallError::Usage(_)) => {}
-            Err(_) => self.metrics.redis_failed(),
+        match self.limiter.check_strict(limits).await {
+            Ok(d) => {
+                self.metrics.redis_answered();
+                Ok(d)
+            }
+            Err(e) if ReplyClass::of(&e) == ReplyClass::Usage => Err(e),
+            Err(e) => {
+                self.observe_failed(&e);
+                match self.options.on_failure {
+                    OnFailure::Policy => Ok(self.limiter.decide_failed(limits, e)),
+                    OnFailure::Error => Err(e),
+                }
+            }
         }
-        result
+    }
+
+    /// A call Redis did not decide: an outage when it got no answer (or one of an outage's replies);
+    /// a key that holds another limiter's state, or a server that cannot run the limiter, is Redis
+    /// answering (docs/errors.md): not an outage.
+    fn observe_failed(&self, e: &CallError) {
+        match ReplyClass::of(e) {
+            ReplyClass::Outage => self.metrics.redis_failed(),
+            _ => self.metrics.redis_answered(),
+        }
     }
 
     /// One call over `members` (indices of limited slots): their keys merged (a key twice is charged

@@ -322,3 +322,30 @@ async fn binary_logs_json(server: &Server) {
         }
     }
 }
+
+/// A descriptor's key that holds something else (another program's string) is Redis answering, not an
+/// outage (docs/errors.md): the failure mode answers for that descriptor, but no outage and no Redis
+/// error is counted, the service stays healthy, and other descriptors are decided by Redis.
+#[tokio::test]
+async fn a_conflicting_key_is_no_outage() {
+    let Some(server) = Server::builder().own() else { return };
+    let d = domain("conflict");
+    let mut rls = Rls::start(server.url(), &CONFIG.replace("{D}", &d), &[("RLS_FAILURE_MODE", "ok")]).await;
+    let http = reqwest::Client::new();
+    let ip: &[(&str, &str)] = &[("remote_address", "10.0.0.9")];
+    assert!(!rls.ask(&d, &[ip], 0).await.unwrap().over());
+    let keys: Vec<String> = testkit::redis::cmd("KEYS").arg("*").query(&mut server.conn()).unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let _: () = testkit::redis::cmd("SET").arg(&keys[0]).arg("x").query(&mut server.conn()).unwrap();
+    for _ in 0..3 {
+        assert!(!rls.ask(&d, &[ip], 0).await.unwrap().over(), "RLS_FAILURE_MODE=ok decides it");
+    }
+    let tenant: &[(&str, &str)] = &[("tenant", "t")];
+    assert!(!rls.ask(&d, &[tenant], 0).await.unwrap().over());
+    let m = page(&http, &rls).await;
+    assert_eq!(sample(&m, "ratelimit_redis_outages_total"), 0, "{m}");
+    assert_eq!(sample(&m, "ratelimit_service_should_rate_limit_error{err_type=\"redis_error\"}"), 0, "{m}");
+    assert_eq!(sample(&m, "ratelimit_redis_degraded_decisions_total"), 3, "{m}");
+    let r = http.get(format!("{}/healthcheck", rls.http)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
