@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use testkit::redis::{self, Connection, Value};
 use testkit::{unique_key, Server};
@@ -146,48 +146,13 @@ fn gcra_replies_as_cores_command_call_for_call() {
     }
 }
 
-/// A redis-server with only redis-cell loaded, in `dir`, until dropped.
-struct CellOnly(Child, u16);
-
-impl CellOnly {
-    fn start(cell: &Path, dir: &Path, extra: &[&str]) -> CellOnly {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(testkit::server_binary())
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--dir"])
-            .arg(dir)
-            .arg("--loadmodule")
-            .arg(cell)
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = CellOnly(child, port);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while server.try_conn().is_err() {
-            assert!(Instant::now() < deadline, "redis-cell's server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn try_conn(&self) -> redis::RedisResult<Connection> {
-        let mut con = redis::Client::open(format!("redis://127.0.0.1:{}/", self.1))?.get_connection()?;
-        redis::cmd("PING").query::<String>(&mut con)?;
-        Ok(con)
-    }
-
-    /// SHUTDOWN SAVE, and wait for the process.
-    fn shutdown(mut self) {
-        let _ = redis::cmd("SHUTDOWN").arg("SAVE").exec(&mut self.try_conn().unwrap());
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for CellOnly {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A redis-server with only redis-cell loaded, its data in `dir`: testkit's server (ready by its rule),
+/// stock, with redis-cell preloaded and `dir` as its `--dir`. Killed on drop.
+fn cell_only(cell: &Path, dir: &Path, extra: &[&str]) -> Server {
+    let dir = dir.display().to_string();
+    let mut args = vec!["--dir", dir.as_str()];
+    args.extend_from_slice(extra);
+    Server::builder().stock().preload(&[cell]).args(&args).start()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -210,8 +175,8 @@ fn a_dataset_that_redis_cell_wrote_carries_on_under_this_module() {
     {
         let dir = scratch(&format!("cell-{persistence}"));
         // redis-cell alone: 10 of a bucket of 20 (1 per 10 s) taken on each of 50 keys.
-        let before = CellOnly::start(&cell, &dir, extra);
-        let mut con = before.try_conn().unwrap();
+        let mut before = cell_only(&cell, &dir, extra);
+        let mut con = before.conn();
         for k in 0..50 {
             let key = format!("user:{k}");
             let r: Vec<i64> =
@@ -229,7 +194,7 @@ fn a_dataset_that_redis_cell_wrote_carries_on_under_this_module() {
                         == Some("0")
             });
         }
-        before.shutdown();
+        before.shutdown("SAVE");
         // The same data directory, this module instead of redis-cell.
         let dir_arg = dir.display().to_string();
         let mut args = vec!["--dir", dir_arg.as_str()];
@@ -245,14 +210,9 @@ fn a_dataset_that_redis_cell_wrote_carries_on_under_this_module() {
         }
         // And back: the keys are still redis-cell's format, which redis-cell reads.
         drop(after);
-        let back = CellOnly::start(&cell, &dir, extra);
-        let r: Vec<i64> = redis::cmd("CL.THROTTLE")
-            .arg("user:0")
-            .arg(19)
-            .arg(1)
-            .arg(10)
-            .query(&mut back.try_conn().unwrap())
-            .unwrap();
+        let back = cell_only(&cell, &dir, extra);
+        let r: Vec<i64> =
+            redis::cmd("CL.THROTTLE").arg("user:0").arg(19).arg(1).arg(10).query(&mut back.conn()).unwrap();
         if persistence == "rdb" {
             // SHUTDOWN of the testkit server does not save (it is killed): the RDB is redis-cell's.
             assert_eq!(r[..3], [0, 20, 9], "rolled back to the RDB redis-cell saved: {r:?}");

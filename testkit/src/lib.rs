@@ -339,7 +339,24 @@ impl Server {
         self.shutdown("NOSAVE");
     }
 
-    fn shutdown(&mut self, mode: &str) {
+    /// The port it listens on (the same after [`Server::start_again`]).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Whether the next [`Server::start_again`] loads the module: a failover to a server of the other
+    /// kind.
+    pub fn load_module_next(&mut self, module: bool) {
+        let path = module_path().display().to_string();
+        self.preload.retain(|m| *m != path);
+        if module {
+            self.preload.push(path);
+        }
+        self.stock = !module;
+    }
+
+    /// Stops the server with SHUTDOWN `mode` ("SAVE", "NOSAVE") and waits for its process.
+    pub fn shutdown(&mut self, mode: &str) {
         if let Some(mut child) = self.child.take() {
             let _ = redis::cmd("SHUTDOWN").arg(mode).exec(&mut self.conn());
             let _ = child.wait();

@@ -72,97 +72,53 @@ pub async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
 pub const DEADLINE: Duration = Duration::from_millis(100);
 pub const MARGIN: Duration = Duration::from_millis(150);
 
-/// A redis-server with the module on a fixed loopback port that a test can SIGKILL and start again
-/// on the same port (testkit's servers stop with SHUTDOWN; a crash is a different thing). Killed on drop.
+/// A redis-server with the module that a test can SIGKILL and start again on the same port, empty
+/// (a crash, where `Server::stop` is a SHUTDOWN), or as a server of the other kind: testkit's server,
+/// ready by its rule. Killed on drop.
 pub struct Killable {
     pub port: u16,
-    child: Option<std::process::Child>,
-    dir: std::path::PathBuf,
-    module: bool,
+    server: Server,
 }
 
 impl Killable {
     /// None, with a message, when `RL_TEST_REDIS_URL` says to use an external server.
     /// Stock on the Lua library (`RL_TEST_ENGINE=lua`), as testkit's servers are.
     pub fn start() -> Option<Killable> {
-        Self::start_with(!testkit::lua_engine())
+        Self::start_with(Server::builder())
     }
 
     /// A plain redis-server, without the module.
     pub fn start_plain() -> Option<Killable> {
-        Self::start_with(false)
+        Self::start_with(Server::builder().stock())
     }
 
-    fn start_with(module: bool) -> Option<Killable> {
-        if testkit::skip_when_external() {
-            return None;
-        }
-        let dir = std::env::temp_dir().join(format!("rl-killable-{}-{}", std::process::id(), closed_port()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut server = Killable { port: closed_port(), child: None, dir, module };
-        server.start_again();
-        Some(server)
+    fn start_with(builder: testkit::Builder) -> Option<Killable> {
+        let server = builder.own()?;
+        Some(Killable { port: server.port(), server })
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.server.url().to_string()
     }
 
     /// Whether the next start loads the module (a failover to a server of the other kind).
     pub fn with_module(&mut self, module: bool) {
-        self.module = module;
+        self.server.load_module_next(module);
     }
 
     /// SIGKILL: no shutdown, the sockets of its clients are simply gone.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
+        self.server.kill();
     }
 
-    /// Starts the server (again) on the same port, empty, and waits until it answers.
+    /// Starts the server (again) on the same port, empty, and waits until it is ready.
     pub fn start_again(&mut self) {
-        self.kill();
-        let child = std::process::Command::new(testkit::server_binary())
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(if self.module { vec!["--loadmodule".into(), testkit::module_path()] } else { vec![] })
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("cannot start redis-server");
-        self.child = Some(child);
-        let url = self.url();
-        testkit::wait_until("the server to answer", || {
-            redis::Client::open(url.as_str())
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                .is_ok()
-        });
+        self.server.start_again();
     }
 
     /// How many times the server ran `command` since it started, from INFO commandstats.
     pub fn calls(&self, command: &str) -> u64 {
-        let mut con = redis::Client::open(self.url().as_str()).unwrap().get_connection().unwrap();
-        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
-        count_calls(&info, command)
-    }
-}
-
-impl Drop for Killable {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        calls(&self.server, command)
     }
 }
 
