@@ -2,7 +2,7 @@
 // headers and 429 bodies as the contract's http vectors write them, a global limit in the same call,
 // skips, shadow limits, deny/allow lists, callers by header and through trusted proxies, an outage,
 // concurrency limits (a permit held while the response is in flight, released when it is finished or
-// when the client hangs up).
+// when the client hangs up), a cost function's wrong cost reaching the framework as a UsageError.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
@@ -11,7 +11,7 @@ import express4 from "express4";
 import Fastify from "fastify";
 import { Redis } from "ioredis";
 import { Server, freePort, LONG_DEADLINE_MS } from "./servers.ts";
-import { Limiter, TokenBucket, FixedWindow, Concurrency, rateLimit, rateLimitPlugin, type RateLimitOptions } from "../src/index.ts";
+import { Limiter, TokenBucket, FixedWindow, Concurrency, UsageError, rateLimit, rateLimitPlugin, type RateLimitOptions } from "../src/index.ts";
 
 let server: Server;
 let redis: Redis;
@@ -49,13 +49,15 @@ function open(url: string): { response: Promise<Response>; abort(): void } {
   return { response: fetch(url, { signal: c.signal }), abort: () => c.abort() };
 }
 
-const FRAMEWORKS: { name: string; serve(o: RateLimitOptions): Promise<App> }[] = [
+// Each app's error handler records what reached the framework (`caught`) and answers 500.
+const FRAMEWORKS: { name: string; serve(o: RateLimitOptions, caught?: unknown[]): Promise<App> }[] = [
   ...[["Express 5", express5], ["Express 4", express4]].map(([name, express]: any) => ({
     name,
-    async serve(o: RateLimitOptions): Promise<App> {
+    async serve(o: RateLimitOptions, caught: unknown[] = []): Promise<App> {
       const app = express();
       app.use(rateLimit(o));
       app.use((req: any, res: any) => void held(req.url).then(() => res.send("ok")));
+      app.use((err: unknown, _req: any, res: any, _next: any) => void (caught.push(err), res.status(500).send("error")));
       const s = app.listen(0, "127.0.0.1");
       await new Promise((r) => s.once("listening", r));
       return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, close: () => new Promise((r) => (s.close(() => r(undefined)), s.closeAllConnections())) };
@@ -63,8 +65,9 @@ const FRAMEWORKS: { name: string; serve(o: RateLimitOptions): Promise<App> }[] =
   })),
   {
     name: "Fastify",
-    async serve(o: RateLimitOptions): Promise<App> {
+    async serve(o: RateLimitOptions, caught: unknown[] = []): Promise<App> {
       const app = Fastify({ forceCloseConnections: true });
+      app.setErrorHandler((err: unknown, _req: any, reply: any) => void (caught.push(err), reply.code(500).send("error")));
       await app.register(rateLimitPlugin, o);
       app.get("/*", async (req: any) => (await held(req.url), "ok"));
       await app.listen({ port: 0, host: "127.0.0.1" });
@@ -283,6 +286,45 @@ for (const fw of FRAMEWORKS) {
         await app.close();
         dead.disconnect();
       }
+    });
+
+    test("a route's cost of 1.5 or 2^64 reaches the framework as a UsageError (a 500): no degraded decision, no breaker", async () => {
+      // Fails open, and one failure would open its breaker: a cost refused as an outage would be served
+      // (degraded) and open it.
+      const rl = new Limiter(redis, { failure: "open", deadlineMs: LONG_DEADLINE_MS, breaker: { failures: 1, cooldownMs: 60_000 } });
+      const degraded: unknown[] = [];
+      rl.on("degraded", (e) => degraded.push(e));
+      const costs: [unknown, string][] = [
+        [1.5, "ERR invalid cost: must be a whole number >= 0"],
+        [2 ** 64, "ERR invalid cost: too large"],
+        [2n ** 64n, "ERR invalid cost: too large"],
+      ];
+      for (const [cost, message] of costs) {
+        const caught: unknown[] = [];
+        const usage = rl.counters["usage_errors"]!;
+        const app = await fw.serve({
+          limiter: rl, prefix: `rl${++run}`,
+          routes: [{ name: "api", prefix: "/", policy: new TokenBucket({ capacity: 5, perSecond: 1 }), cost: () => cost as number }],
+          global: { policy: new FixedWindow({ limit: 100, windowMs: 60_000 }) },
+        }, caught);
+        try {
+          const r = await fetch(`${app.url}/x`);
+          assert.equal(r.status, 500, `cost ${cost}`);
+          assert.equal(await r.text(), "error", "the framework's error handler answered, not the handler nor the limiter");
+          assert.equal(r.headers.get("x-ratelimit-degraded"), null);
+          assert.equal(caught.length, 1);
+          const e = caught[0] as UsageError;
+          assert.ok(e instanceof UsageError, String(e));
+          assert.deepEqual({ code: e.code, message: e.message }, { code: "ERR", message }, `cost ${cost}`);
+          assert.equal(rl.counters["usage_errors"], usage + 1);
+        } finally {
+          await app.close();
+        }
+      }
+      assert.deepEqual(degraded, [], "never the failure policy's decision");
+      assert.equal(rl.breaker!.isOpen, false);
+      assert.equal(rl.counters["outage"], 0);
+      assert.equal(rl.counters["misconfigured"], 0);
     });
 
     test("an outage with the closed policy: the unavailable answer, within the deadline", async () => {
