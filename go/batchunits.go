@@ -79,6 +79,9 @@ type unitIO struct {
 	refund func(cmd []string)
 	call   func(cmd []string) (Decision, error)
 	ahead  func(cmd []string, answered func(Decision, error))
+	// waitsWithin: all of a check's waits for batch calls in flight take at most this (the
+	// limiter's deadline); then the check asks alone. Zero: no bound (the rules' own tests).
+	waitsWithin time.Duration
 }
 
 // unitPlan is what a check does now: the units to give back first (expired), then a call, or the
@@ -104,9 +107,6 @@ type unitCall struct {
 	fetching []chan struct{}
 }
 
-// waitsAtMost is how many batches in flight a check waits for before it asks alone.
-const waitsAtMost = 4
-
 func usesUnits(limits []Limit) bool {
 	for _, l := range limits {
 		if l.Policy.batch > 0 {
@@ -121,14 +121,26 @@ func usesUnits(limits []Limit) bool {
 // call in flight is taking waits for its answer, then plans again.
 func (b *unitBook) check(clock func() int64, limits []Limit, io unitIO) (Decision, error) {
 	var p unitPlan
+	// All of a check's waits together take at most io.waitsWithin; then it asks alone.
+	var waitsEnd <-chan time.Time
+	if io.waitsWithin > 0 {
+		t := time.NewTimer(io.waitsWithin)
+		defer t.Stop()
+		waitsEnd = t.C
+	}
+	mayWait := true
 	for waits := 0; p.call == nil; waits++ {
-		p = b.plan(clock(), limits, p.waitedOn, waits < waitsAtMost)
+		p = b.plan(clock(), limits, p.waitedOn, mayWait)
 		for _, r := range p.refunds {
 			io.refund(r)
 		}
 		switch {
 		case p.wait != nil:
-			<-p.wait // bounded: the call in flight ends within the limiter's deadline
+			select {
+			case <-p.wait:
+			case <-waitsEnd:
+				mayWait = false
+			}
 		case p.call == nil:
 			for _, a := range p.aheads {
 				io.ahead(a.command(), func(d Decision, err error) { b.answer(a, d, err) })

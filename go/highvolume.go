@@ -40,6 +40,7 @@ func (l *Limiter) decideAt(clock func() int64, limits []Limit, cmd []string, io 
 // unitIO sends a check's calls within ctx, and its refunds in the background.
 func (l *Limiter) unitIO(ctx context.Context) unitIO {
 	return unitIO{
+		waitsWithin: l.deadline,
 		call: func(cmd []string) (Decision, error) {
 			v, err := l.call(ctx, cmd)
 			if err != nil {

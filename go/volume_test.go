@@ -211,3 +211,72 @@ func TestAWaitedDecisionIsNotLocal(t *testing.T) {
 	}
 	t.Fatal("no later check was decided from held units")
 }
+
+// TestWaitsTakeAtMostTheDeadlineInAll: a check lacking units waits for its key's batch call in
+// flight, but all of its waits together take at most io.waitsWithin (the limiter's deadline); then
+// it sends its own call (docs/high-volume.md's Wait). The batch call here never lands while the
+// check runs: before, the check waited for it however long it took.
+func TestWaitsTakeAtMostTheDeadlineInAll(t *testing.T) {
+	p, err := TokenBucket(1000, 1000)
+	must(t, err)
+	p, err = p.WithBatch(16, time.Second)
+	must(t, err)
+	limits := []Limit{{"k", p, 1}}
+	book := newUnitBook()
+	var mu sync.Mutex
+	ms, remaining, calls := int64(0), int64(1000), 0
+	now := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return 1_700_000_000_000_000_000 + ms*int64(time.Millisecond)
+	}
+	var gate chan struct{} // when set, the next call blocks until it is closed
+	calling := make(chan struct{}, 8)
+	io := unitIO{
+		refund: func([]string) {},
+		call: func(cmd []string) (Decision, error) {
+			cost, _ := strconv.ParseInt(cmd[len(cmd)-1], 10, 64)
+			mu.Lock()
+			g := gate
+			gate = nil
+			calls++
+			mu.Unlock()
+			if g != nil {
+				calling <- struct{}{}
+				<-g
+			}
+			mu.Lock()
+			remaining -= cost
+			r := remaining
+			mu.Unlock()
+			return DecisionOfReply([]any{int64(1), int64(1000), r, int64(0), int64(10)})
+		},
+		ahead:       func(cmd []string, answered func(Decision, error)) {},
+		waitsWithin: 200 * time.Millisecond,
+	}
+	if _, err := book.check(now, limits, io); err != nil { // the key's first call
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	mu.Lock()
+	ms, gate = 1, release // a hot key: this call asks extra units, and stays in flight
+	mu.Unlock()
+	go func() { _, _ = book.check(now, limits, io) }()
+	<-calling
+	waiting := make(chan Decision, 1)
+	go func() { d, _ := book.check(now, limits, io); waiting <- d }()
+	select {
+	case d := <-waiting:
+		if !d.Allowed || d.Local {
+			t.Fatalf("the check that stopped waiting: %+v (want its own call's decision)", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the check still waits for the batch call in flight")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 3 {
+		t.Fatalf("%d calls, want 3 (the first, the batch in flight, the waiting check's own)", calls)
+	}
+}
