@@ -268,6 +268,8 @@ impl Limiter {
         }
         // A check that waited for another's batch call shared that round trip: not local.
         let mut waited = false;
+        // All of a check's waits for batch calls in flight take at most the deadline; then it asks alone.
+        let waits_end = Instant::now() + inner.deadline;
         let decision = loop {
             let plan = inner.batches.plan(limits, Instant::now());
             self.return_expired(plan.refunds);
@@ -285,7 +287,11 @@ impl Limiter {
                 // its answer brings units; then plan again.
                 Action::Wait(flight) => {
                     waited = true;
-                    if !self.landed(&flight).await {
+                    let left = waits_end.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break self.settle(limits, self.call(limits).await);
+                    }
+                    if !self.landed(&flight, left).await {
                         inner.batches.abandon(&flight);
                     }
                 }
@@ -361,7 +367,7 @@ impl Limiter {
     pub async fn close(&self) -> Result<u64, CallError> {
         // Batches in flight first (each bounded by the deadline): their units are held too.
         for flight in self.inner.batches.flights() {
-            self.landed(&flight).await;
+            self.landed(&flight, self.inner.deadline).await;
         }
         let mut given = 0;
         let mut first_error = None;
@@ -389,10 +395,10 @@ impl Limiter {
         });
     }
 
-    /// Waits for a batch call in flight to land, at most the deadline: whether it did.
-    async fn landed(&self, flight: &Flight) -> bool {
+    /// Waits for a batch call in flight to land, at most `within`: whether it did.
+    async fn landed(&self, flight: &Flight, within: Duration) -> bool {
         let landed = flight.notify.notified();
-        flight.is_done() || tokio::time::timeout(self.inner.deadline, landed).await.is_ok()
+        flight.is_done() || tokio::time::timeout(within, landed).await.is_ok()
     }
 
     /// Batches taken ahead, off the caller's path (docs/high-volume.md).
