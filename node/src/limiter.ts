@@ -553,12 +553,13 @@ export class Limiter extends EventEmitter {
 
   /** A check of batched limits: expired units given back (not waited for), then decided with the units
    * held here (taking the next batch ahead, off the caller's path), or after the batch call in flight
-   * of a key lacking units (each call is bounded by the deadline), or with one call (twice when a call
-   * asking extras is denied). */
+   * of a key lacking units (all of a check's waits together take at most the deadline; then it asks
+   * alone), or with one call (twice when a call asking extras is denied). */
   private async batched(limits: readonly Limit[], now: number): Promise<Decision> {
     const batches = (this.batches ??= new Batches(BATCHING));
     let plan: Plan;
     let waited = false;
+    const waitsEnd = performance.now() + this.deadlineMs;
     for (;;) {
       plan = batches.plan(limits, now);
       this.giveBack(plan.refunds);
@@ -569,7 +570,11 @@ export class Limiter extends EventEmitter {
       }
       if (!plan.behind) break;
       waited = true;
-      await plan.behind.landed;
+      const left = waitsEnd - performance.now();
+      if (left <= 0 || !(await landedWithin(plan.behind.landed, left))) {
+        // Waited the whole deadline: this check asks alone (its own call, without extras).
+        return this.decided(limits, command.decide(limits));
+      }
       // Closing: units taken now would be held after close gave them back.
       if (this.closed) return this.decided(limits, command.decide(limits));
       now = this.now();
@@ -783,4 +788,15 @@ export class Limiter extends EventEmitter {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Whether `landed` settles within `ms` (its timer cleared either way). */
+async function landedWithin(landed: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<false>((done) => (timer = setTimeout(() => done(false), ms)));
+  try {
+    return await Promise.race([landed.then(() => true as const, () => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
