@@ -15,12 +15,9 @@ module=${RL_MODULE:-$target/release/libredis_ratelimit.so}
 shown=$(awk '/^<!-- cli-example/{on=1; next} /^<!-- \/cli-example -->/{on=0} on && !/^```/' "$page")
 [ -n "$shown" ] || { echo "$page has no <!-- cli-example --> block" >&2; exit 1; }
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-dir=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --save "" --dir "$dir" --loadmodule "$module" >"$dir/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+# shellcheck source=scripts/module-server.sh
+. scripts/module-server.sh
+start_server "$module"
 
 # The block again, with each command's reply as this server gives it.
 printed=$(while IFS= read -r line; do

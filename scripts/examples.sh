@@ -13,14 +13,10 @@ mkdir -p "$cache"
 module=$root/target/release/libredis_ratelimit.so
 [ -f "$module" ] || { echo "missing $module: run make build" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
+# shellcheck source=scripts/module-server.sh
+. scripts/module-server.sh
+start_server "$module"
 closed=$(free_port)   # nothing listens there: "Redis unreachable"
-dir=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --save "" --dir "$dir" --loadmodule "$module" >"$dir/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
 
 passed=() failed=() skipped=()
 run() { # name expected-line command...

@@ -55,10 +55,7 @@ case "${1:-test}" in
     stop_server
     check_lab "$work/lab-module.txt" "engine: the ratelimit module"
     # The same without the module: RL_REDIS_SERVER's server with an empty module list.
-    port=$(free_port)
-    "${RL_REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
-    server_pid=$!
-    for _ in $(seq 400); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    start_server -
     echo "Go (go/examples/lab) on redis-server without the module, 127.0.0.1:$port"
     REDIS_ADDR=127.0.0.1:$port "${TMPDIR:-/tmp}/rl-go-lab" | tee "$work/lab-stock.txt"
     kill "$server_pid" 2>/dev/null || true
