@@ -37,11 +37,11 @@ async function stalling(deadlineMs: number): Promise<{ rl: Limiter; delays: (num
   const adapter: Adapter = {
     name: "stalling",
     cluster: false,
-    send: (args) => {
+    send: (args, route) => {
       const d = delays.shift();
-      if (d === undefined) return real.send(args);
+      if (d === undefined) return real.send(args, route);
       if (d === "never") return new Promise((_, reject) => never.push(reject));
-      return sleep(d).then(() => real.send(args));
+      return sleep(d).then(() => real.send(args, route));
     },
   };
   const rl = new Limiter(adapter, { failure: "closed", engine: "module", breaker: false, logger: false, deadlineMs });
