@@ -117,6 +117,9 @@ type contractDoc struct {
 	} `json:"library"`
 	HTTP     HTTPContract `json:"http"`
 	Batching batchingDecl `json:"batching"`
+	Fallback struct {
+		MaxKeys int `json:"max_keys"`
+	} `json:"fallback"`
 }
 
 // batchingDecl is the contract's "batching": the adaptive size's numbers, the refund margin, the
@@ -146,6 +149,12 @@ type HTTPContract struct {
 		Escapes           map[string]string `json:"escapes"`
 		IPv6PrefixDefault int               `json:"ipv6_prefix_default"`
 		MaxPartBytes      int               `json:"max_part_bytes"`
+		// Markers: what follows the kind in a key part ("plain", "escaped", "hashed").
+		Markers struct {
+			Plain   string `json:"plain"`
+			Escaped string `json:"escaped"`
+			Hashed  string `json:"hashed"`
+		} `json:"markers"`
 	} `json:"caller"`
 	DegradedValue string `json:"degraded_value"`
 	// LimitKey is the key of a limit an HTTP layer or adapter names: "{tag}:{name}:{owner}", the

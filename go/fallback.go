@@ -15,10 +15,11 @@ import (
 // both by contract/vectors/fallback.json.
 //
 // The sliding log, which keeps every request, is approximated by the sliding counter (O(1) memory
-// per key). Memory is bounded: past maxLocalKeys keys, expired state goes first, then everything
+// per key). Memory is bounded: past maxLocalKeys() keys, expired state goes first, then everything
 // (a fresh start errs towards allowing, as failing open does).
 
-const maxLocalKeys = 100_000
+// maxLocalKeys is the contract's fallback.max_keys (read after the contract's init).
+func maxLocalKeys() int { return contract.Fallback.MaxKeys }
 
 // verdict is core's: durations in ns; retry < 0 is "never fits".
 type verdict struct {
@@ -92,7 +93,7 @@ func (l *localLimiter) store(key string, o outcome, now int64) {
 }
 
 func (l *localLimiter) makeRoom(more int, now int64) {
-	if len(l.entries)+more <= maxLocalKeys {
+	if len(l.entries)+more <= maxLocalKeys() {
 		return
 	}
 	for k, e := range l.entries {
@@ -100,7 +101,7 @@ func (l *localLimiter) makeRoom(more int, now int64) {
 			delete(l.entries, k)
 		}
 	}
-	if len(l.entries)+more > maxLocalKeys {
+	if len(l.entries)+more > maxLocalKeys() {
 		clear(l.entries)
 	}
 }

@@ -104,10 +104,10 @@ func TestLocalTake(t *testing.T) {
 func TestLocalMemoryIsBounded(t *testing.T) {
 	local := newLocalLimiter(1)
 	p := Must(FixedWindow(5, time.Second))
-	for i := 0; i < maxLocalKeys+10; i++ {
+	for i := 0; i < maxLocalKeys()+10; i++ {
 		local.decide([]Limit{{strconv.Itoa(i), p, 1}}, nil, t0, true)
 	}
-	if n := len(local.entries); n > maxLocalKeys {
+	if n := len(local.entries); n > maxLocalKeys() {
 		t.Fatalf("%d keys held", n)
 	}
 }

@@ -42,16 +42,16 @@ func (c Caller) KeyPart() string {
 	if c.Kind != "user" && c.Kind != "tenant" {
 		return c.String()
 	}
-	maxBytes := names.Caller.MaxPartBytes
-	if len(c.Kind)+1+len(c.ID) <= maxBytes {
+	maxBytes, markers := names.Caller.MaxPartBytes, names.Caller.Markers
+	if len(c.Kind)+len(markers.Plain)+len(c.ID) <= maxBytes {
 		if !strings.ContainsAny(c.ID, "{}") {
-			return c.Kind + ":" + c.ID
+			return c.Kind + markers.Plain + c.ID
 		}
 		extra := 0
 		for from, to := range names.Caller.Escapes {
 			extra += strings.Count(c.ID, from) * (len(to) - len(from))
 		}
-		if len(c.Kind)+len(".esc:")+len(c.ID)+extra <= maxBytes {
+		if len(c.Kind)+len(markers.Escaped)+len(c.ID)+extra <= maxBytes {
 			// % first, so the escapes' own % are not escaped again.
 			escaped := strings.ReplaceAll(c.ID, "%", names.Caller.Escapes["%"])
 			for from, to := range names.Caller.Escapes {
@@ -59,11 +59,11 @@ func (c Caller) KeyPart() string {
 					escaped = strings.ReplaceAll(escaped, from, to)
 				}
 			}
-			return c.Kind + ".esc:" + escaped
+			return c.Kind + markers.Escaped + escaped
 		}
 	}
 	sum := sha256.Sum256([]byte(c.ID))
-	return c.Kind + ".sha256:" + hex.EncodeToString(sum[:])
+	return c.Kind + markers.Hashed + hex.EncodeToString(sum[:])
 }
 
 // Tag is <prefix>:{<key part>}, the start of every key of the caller.

@@ -53,12 +53,18 @@ export interface Contract {
     headers: Record<"content_type" | "degraded" | "limit" | "policy" | "remaining" | "reset" | "retry_after" | "state", string>;
     problem_types: Record<"concurrency_limited" | "cost_exceeds_limit" | "denied" | "misconfigured" | "rate_limited" | "unavailable", string>;
     degraded_value: string;
-    caller: { escapes: Record<string, string>; forms: string[]; ipv6_prefix_default: number; key: string; max_part_bytes: number };
+    caller: {
+      escapes: Record<string, string>; forms: string[]; ipv6_prefix_default: number; key: string; max_part_bytes: number;
+      /** What follows the kind in a caller's key part: the id as it is, escaped, or hashed. */
+      markers: Record<"plain" | "escaped" | "hashed", string>;
+    };
     /** An HTTP layer's or adapter's key of a limit: `{tag}:{name}:{owner}`. */
     limit_key: string;
     forwarded: { max_hops: number; max_node_bytes: number };
     structured: { name_drops: string[]; policy: string; state: string };
   };
+  /** The in-process limiter's bound: past `max_keys`, expired state goes first, then everything. */
+  fallback: { max_keys: number };
 }
 
 export const CONTRACT: Contract = JSON.parse(CONTRACT_TEXT) as Contract;

@@ -15,9 +15,11 @@
 import type { Limit } from "./command.js";
 import { Decision } from "./decision.js";
 import { UsageError } from "./errors.js";
+import { CONTRACT } from "./contract.js";
 import { Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket } from "./policy.js";
 
-export const MAX_KEYS = 100_000;
+/** The most keys kept (the contract's `fallback.max_keys`): past it, expired state goes first, then everything. */
+export const MAX_KEYS: number = CONTRACT.fallback.max_keys;
 const MS = 1_000_000n;
 
 type Kind = "token_bucket" | "fixed_window" | "sliding_counter" | "concurrency";

@@ -8,6 +8,7 @@ import { formatIp, type Ip } from "./ip.js";
 
 const MAX = HTTP.caller.max_part_bytes;
 const ESCAPES = HTTP.caller.escapes;
+const MARKERS = HTTP.caller.markers;
 
 export class Caller {
   private constructor(readonly kind: "user" | "tenant" | "ip" | "unknown", readonly id = "") {}
@@ -35,17 +36,17 @@ export class Caller {
 
 export function idPart(kind: string, id: string): string {
   const raw = Buffer.from(id, "utf8");
-  if (kind.length + 1 + raw.length <= MAX) {
-    if (!id.includes("{") && !id.includes("}")) return `${kind}:${id}`;
+  if (kind.length + MARKERS.plain.length + raw.length <= MAX) {
+    if (!id.includes("{") && !id.includes("}")) return `${kind}${MARKERS.plain}${id}`;
     let escapes = 0;
     for (const ch of id) if (ch in ESCAPES) escapes += ESCAPES[ch]!.length - 1;
-    if (kind.length + ".esc:".length + raw.length + escapes <= MAX) {
+    if (kind.length + MARKERS.escaped.length + raw.length + escapes <= MAX) {
       let escaped = "";
       for (const ch of id) escaped += ESCAPES[ch] ?? ch;
-      return `${kind}.esc:${escaped}`;
+      return `${kind}${MARKERS.escaped}${escaped}`;
     }
   }
-  return `${kind}.sha256:${createHash("sha256").update(raw).digest("hex")}`;
+  return `${kind}${MARKERS.hashed}${createHash("sha256").update(raw).digest("hex")}`;
 }
 
 /** `<prefix>:{<caller's key part>}`, the start of every key of the caller (the contract's `key`). */

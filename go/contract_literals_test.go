@@ -1,0 +1,249 @@
+package ratelimit
+
+import (
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// No contract literal is re-typed in the module: the header names, the problem types, the error
+// texts the contract holds, the caller key's markers and the bounds' digits are read from the
+// contract (contract.go), never written out in another file. A string literal (not a comment)
+// anywhere else in the module's library source that holds one, or an integer literal that is one
+// of the bounds, fails this test, naming the file and line.
+
+// literalReaders are the files that read the contract (and so may name its members).
+var literalReaders = map[string]bool{"contract.go": true}
+
+// literalSkipped are the directories that are no library: the benchmark and the examples.
+var literalSkipped = map[string]bool{"internal/bench": true, "examples": true, "testdata": true}
+
+// contractLiterals is every contract value a file could re-type: long enough to mean something on
+// its own. The contract is the module's copy (contract.json), read as plain JSON so that this test
+// does not lean on contract.go's structs.
+func contractLiterals(t testing.TB) (words []string, bounds []uint64) {
+	t.Helper()
+	var doc struct {
+		HTTP struct {
+			Headers      map[string]string `json:"headers"`
+			ProblemTypes map[string]string `json:"problem_types"`
+			Caller       struct {
+				Markers map[string]string `json:"markers"`
+				Forms   []string          `json:"forms"`
+			} `json:"caller"`
+		} `json:"http"`
+		Errors struct {
+			Render       map[string]string `json:"render"`
+			DuplicateKey string            `json:"duplicate_key"`
+			Syntax       string            `json:"syntax"`
+			State        string            `json:"state"`
+			WrongType    string            `json:"wrong_type"`
+		} `json:"errors"`
+		Kinds []struct {
+			Params []struct {
+				Errors []struct {
+					Reply string `json:"reply"`
+				} `json:"errors"`
+			} `json:"params"`
+		} `json:"kinds"`
+		Batching struct {
+			Errors map[string]string `json:"errors"`
+		} `json:"batching"`
+		Bounds struct {
+			MaxHorizonSecs *uint64 `json:"max_horizon_secs"`
+			MaxLeaseLimit  *uint64 `json:"max_lease_limit"`
+		} `json:"bounds"`
+		Fallback struct {
+			MaxKeys *uint64 `json:"max_keys"`
+		} `json:"fallback"`
+	}
+	if err := json.Unmarshal(contractJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for name, header := range doc.HTTP.Headers {
+		if name != "state" {
+			found = append(found, header)
+		}
+	}
+	for _, problem := range doc.HTTP.ProblemTypes {
+		found = append(found, problem)
+	}
+	markers := doc.HTTP.Caller.Markers
+	if len(markers) == 0 {
+		// A contract from before http.caller.markers: the markers are what its forms write
+		// between "{kind}" and the id ("{kind}.esc:{escaped id}").
+		markers = map[string]string{}
+		for i, form := range doc.HTTP.Caller.Forms {
+			if rest, ok := strings.CutPrefix(form, "{kind}"); ok {
+				marker, _, _ := strings.Cut(rest, "{")
+				markers[strconv.Itoa(i)] = marker
+			}
+		}
+	}
+	for _, marker := range markers {
+		if len(marker) > 1 {
+			found = append(found, marker)
+		}
+	}
+	for _, text := range doc.Errors.Render {
+		found = append(found, text)
+	}
+	found = append(found, doc.Errors.DuplicateKey, doc.Errors.Syntax, doc.Errors.State, doc.Errors.WrongType)
+	for _, kind := range doc.Kinds {
+		for _, param := range kind.Params {
+			for _, e := range param.Errors {
+				found = append(found, e.Reply)
+			}
+		}
+	}
+	for _, text := range doc.Batching.Errors {
+		found = append(found, text)
+	}
+	seen := map[string]bool{}
+	for _, f := range found {
+		if len(f) >= 5 && !seen[f] {
+			seen[f] = true
+			words = append(words, f)
+		}
+	}
+	sort.Strings(words)
+	// The bounds a file could re-type as a number (those no unit conversion shares). A contract
+	// from before fallback.max_keys lacks that one.
+	for _, bound := range []*uint64{doc.Bounds.MaxHorizonSecs, doc.Fallback.MaxKeys, doc.Bounds.MaxLeaseLimit} {
+		if bound != nil && !slices.Contains(bounds, *bound) {
+			bounds = append(bounds, *bound)
+		}
+	}
+	if len(words) < 20 || len(bounds) < 2 {
+		t.Fatalf("the contract gave %d literals and %d bounds: its shape changed under this test", len(words), len(bounds))
+	}
+	return words, bounds
+}
+
+// retypedLiterals lists a parsed file's string literals that hold one of words (case-insensitively)
+// and its integer literals (underscores allowed) that are one of bounds, as "file:line: ...".
+// Comments are no literals: prose may name the contract's values.
+func retypedLiterals(fset *token.FileSet, file *ast.File, words []string, bounds []uint64) []string {
+	var found []string
+	ast.Inspect(file, func(n ast.Node) bool {
+		lit, ok := n.(*ast.BasicLit)
+		if !ok {
+			return true
+		}
+		at := fset.Position(lit.Pos())
+		where := fmt.Sprintf("%s:%d", filepath.ToSlash(at.Filename), at.Line)
+		switch lit.Kind {
+		case token.STRING:
+			text, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				text = lit.Value
+			}
+			lower := strings.ToLower(text)
+			for _, w := range words {
+				if strings.Contains(lower, strings.ToLower(w)) {
+					found = append(found, fmt.Sprintf("%s: %.80s holds %q", where, lit.Value, w))
+				}
+			}
+		case token.INT:
+			value, err := strconv.ParseUint(lit.Value, 0, 64)
+			if err != nil {
+				return true
+			}
+			for _, b := range bounds {
+				if value == b {
+					found = append(found, fmt.Sprintf("%s: the bound %s", where, lit.Value))
+				}
+			}
+		}
+		return true
+	})
+	return found
+}
+
+// literalSources is the module's library source: every non-test .go file but the readers',
+// the skipped directories' and generated ones (GENERATED in the first line).
+func literalSources(t testing.TB) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		slashed := filepath.ToSlash(path)
+		if d.IsDir() {
+			if literalSkipped[slashed] || (path != "." && strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || literalReaders[slashed] {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		first, _, _ := strings.Cut(string(text), "\n")
+		if strings.Contains(first, "GENERATED") {
+			return nil
+		}
+		paths = append(paths, path)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
+}
+
+func TestNoContractLiteralIsRetyped(t *testing.T) {
+	words, bounds := contractLiterals(t)
+	paths := literalSources(t)
+	if len(paths) < 10 {
+		t.Fatalf("only %d source files found: %v", len(paths), paths)
+	}
+	var found []string
+	fset := token.NewFileSet()
+	for _, path := range paths {
+		file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = append(found, retypedLiterals(fset, file, words, bounds)...)
+	}
+	if len(found) > 0 {
+		t.Fatalf("read these from the contract (contract.go):\n%s", strings.Join(found, "\n"))
+	}
+}
+
+// The guard itself: a file that writes a header name and a bound is caught; a comment is not.
+func TestTheGuardSeesARetypedLiteral(t *testing.T) {
+	words, bounds := contractLiterals(t)
+	const bad = "package bad\n\n// Writes ratelimit-remaining in prose, and 100_000.\nconst name = \"RateLimit-Remaining\"\n\nconst max = 100_000\n\nvar raw = `x-ratelimit-degraded`\n"
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "bad.go", bad, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := retypedLiterals(fset, file, words, bounds)
+	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:"}
+	if len(found) != len(want) {
+		t.Fatalf("found %q, want one hit at each of %q", found, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(found[i], w) {
+			t.Fatalf("found %q, want one hit at each of %q", found, want)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+// No contract literal is re-typed in the package: the header names, the problem types, the error texts
+// the contract holds, the caller key's markers and the bounds' digits are read from the contract
+// (src/contract.ts), never written out in another module. A string or template literal (not a comment)
+// anywhere else in src/ that holds one, or a number that is one of the bounds, fails this test, naming
+// the file and line.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import { join, relative } from "node:path";
+import ts from "typescript";
+import { ROOT } from "./servers.ts";
+import type { Any } from "./vectors.ts";
+
+const NODE = join(ROOT, "node");
+const SRC = join(NODE, "src");
+/** The modules that read the contract (and so may name its members). Generated ones (`GENERATED` in
+ * their first line, as src/assets.ts) are skipped too. */
+const READERS = new Set(["contract.ts"]);
+
+const CONTRACT: Any = JSON.parse(readFileSync(join(NODE, "contract.json"), "utf8"));
+
+/** Every contract value a module could re-type: long enough to mean something on its own. */
+function literals(): string[] {
+  const http = CONTRACT.http;
+  const found: string[] = Object.entries(http.headers as Record<string, string>).filter(([k]) => k !== "state").map(([, v]) => v);
+  found.push(...Object.values(http.problem_types as Record<string, string>));
+  // A contract from before http.caller.markers: the markers are what its forms write between
+  // "{kind}" and the id ("{kind}.esc:{escaped id}").
+  const markers: string[] = http.caller.markers
+    ? Object.values(http.caller.markers as Record<string, string>)
+    : (http.caller.forms as string[]).filter((f) => f.startsWith("{kind}")).map((f) => f.slice("{kind}".length).split("{")[0]!);
+  found.push(...markers.filter((m) => m.length > 1));
+  const errors = CONTRACT.errors;
+  found.push(...Object.values(errors.render as Record<string, string>));
+  found.push(...["duplicate_key", "syntax", "state", "wrong_type"].map((k) => errors[k] as string));
+  for (const kind of CONTRACT.kinds) for (const p of kind.params) for (const e of p.errors) found.push(e.reply as string);
+  found.push(...Object.values(CONTRACT.batching.errors as Record<string, string>));
+  return [...new Set(found.filter((f) => f.length >= 5))].sort();
+}
+
+/** The bounds a module could re-type as a number (those no unit conversion shares). A contract from
+ * before fallback.max_keys lacks that one. */
+function bounds(): bigint[] {
+  const values = [CONTRACT.bounds.max_horizon_secs, CONTRACT.fallback?.max_keys, CONTRACT.bounds.max_lease_limit];
+  return [...new Set(values.filter((v): v is number => typeof v === "number"))].map(BigInt);
+}
+
+/** A literal's value as a number, or null: `100_000`, `0x186a0`, `100_000n`. */
+function numberOf(text: string): bigint | null {
+  const digits = text.replace(/_/g, "").replace(/n$/, "");
+  try {
+    return BigInt(digits);
+  } catch {
+    return null; // a fraction or an exponent: no bound is written that way
+  }
+}
+
+/** The re-typed literals of a module's source, as `file:line: ...`. Comments and JSDoc are no nodes: prose
+ * may name the contract's values. */
+function retyped(file: string, text: string, words: string[], numbers: bigint[]): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const where = (node: ts.Node) => `${file}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}`;
+  const visit = (node: ts.Node): void => {
+    if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node)
+      || ts.isTemplateMiddle(node) || ts.isTemplateTail(node)) {
+      const lower = node.text.toLowerCase();
+      for (const w of words) {
+        if (lower.includes(w.toLowerCase())) found.push(`${where(node)}: ${node.getText(source).slice(0, 80)} holds ${JSON.stringify(w)}`);
+      }
+    } else if (ts.isNumericLiteral(node) || ts.isBigIntLiteral(node)) {
+      const value = numberOf(node.getText(source));
+      if (value !== null && numbers.includes(value)) found.push(`${where(node)}: the bound ${node.getText(source)}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** The package's source: every .ts file under src/ but the readers' and generated ones. */
+function sources(dir = SRC): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) found.push(...sources(path));
+    else if (entry.name.endsWith(".ts") && !(dir === SRC && READERS.has(entry.name))
+      && !readFileSync(path, "utf8").split("\n", 1)[0]!.includes("GENERATED")) found.push(path);
+  }
+  return found.sort();
+}
+
+test("no contract literal is re-typed outside src/contract.ts", () => {
+  const words = literals();
+  const numbers = bounds();
+  assert.ok(words.length >= 20 && numbers.length >= 2, `the contract gave ${words.length} literals and ${numbers.length} bounds`);
+  const files = sources();
+  assert.ok(files.length >= 10, `only ${files.length} source files found`);
+  const found = files.flatMap((path) => retyped(relative(SRC, path), readFileSync(path, "utf8"), words, numbers));
+  assert.deepEqual(found, [], "read these from the contract (src/contract.ts):\n" + found.join("\n"));
+});
+
+test("the guard sees a re-typed literal, and not prose", () => {
+  const bad = [
+    "/** Writes ratelimit-remaining in prose, and 100_000. */",
+    'export const NAME = "RateLimit-Remaining";',
+    "export const MAX = 100_000;",
+    "// x-ratelimit-degraded in a comment",
+    "export const part = (kind: string, id: string) => `${kind}.sha256:${id}`;",
+    "export const BIG = 3_000_000_000n;",
+  ].join("\n");
+  const found = retyped("bad.ts", bad, literals(), bounds());
+  assert.deepEqual(found.map((f) => f.split(": ")[0]), ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6"], found.join("\n"));
+});
