@@ -380,12 +380,14 @@ func (l *Limiter) settle(err error, keys []string) error {
 		l.logMisconfigured(ce)
 	case "once_per_key":
 		l.logConflict(ce, keys)
-	} // "outage": countDegraded logs where an outage starts and heard where it ends
+	case "outage": // whichever call meets it (strict ones too); heard ends it
+		l.startOutage(ce)
+	}
 	return err
 }
 
 // counterOf is the counter a class counts each call in (nil for outage: Outages counts outages
-// started, when the failure policy decides).
+// started, in startOutage).
 func (l *Limiter) counterOf(name string) *atomic.Uint64 {
 	return map[string]*atomic.Uint64{"misconfigured": &l.misconfigured, "conflicts": &l.conflicts, "usage_errors": &l.usageErrors}[name]
 }
@@ -489,18 +491,31 @@ func (l *Limiter) countDegraded(d Decision, cause *CallError) Decision {
 		return d // counted; no outage (the caller left, or Redis answered: logged by settle)
 	}
 	l.outageMu.Lock()
+	if l.inOutage { // started by settle (or the breaker, open since); a degraded decision in it
+		l.outageCount++
+	}
+	l.outageMu.Unlock()
+	return d
+}
+
+// startOutage: a call met an outage (settle: whatever the call, strict ones too). The first
+// such call since Redis last answered starts it: one WARN line and one count per outage, not
+// per call; heard ends it (one INFO line).
+func (l *Limiter) startOutage(cause *CallError) {
+	if cause == nil || cause.callerGone {
+		return
+	}
+	l.outageMu.Lock()
 	started := !l.inOutage
 	if started {
 		l.inOutage, l.outageSince = true, time.Now()
 	}
-	l.outageCount++
 	l.outageMu.Unlock()
 	if started {
 		l.outages.Add(1)
-		l.log.Warn("redis-ratelimit: Redis does not decide (an outage); the failure policy decides", "cause", cause.Error(),
-			"policy", l.failure.String(), "engine", l.engine.used().String())
+		l.log.Warn("redis-ratelimit: Redis does not decide (an outage); checks get the failure policy's decision, strict calls the error",
+			"cause", cause.Error(), "policy", l.failure.String(), "engine", l.engine.used().String())
 	}
-	return d
 }
 
 func (l *Limiter) decided(d Decision) Decision {

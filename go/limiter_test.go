@@ -554,3 +554,65 @@ func TestACancelledCallIsNoOutage(t *testing.T) {
 		t.Fatalf("after: %+v %v", d, err)
 	}
 }
+
+// A user of the strict calls alone (CheckAllStrict, Peek, Refund) meets an outage as a check's
+// user does: one WARN line and one count when it starts, whatever the number of calls in it, and
+// one line when Redis answers again (the probe's PING with the breaker open, else the next call).
+func TestStrictCallsStartAndEndAnOutage(t *testing.T) {
+	for _, failures := range []int{3, 100} {
+		t.Run(fmt.Sprintf("BreakerFailures=%d", failures), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t, true)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			defer c.Close()
+			var logs logBuffer
+			l := newLimiter(t, c, ratelimit.Options{Failure: ratelimit.FailOpen(), Deadline: 100 * time.Millisecond,
+				BreakerFailures: failures, BreakerCooldown: 10 * time.Second, Logger: logs.logger()})
+			ctx := context.Background()
+			bucket := ratelimit.Must(ratelimit.TokenBucket(10, 5))
+			limit := ratelimit.Limit{Key: "rl:{strict}", Policy: bucket, Cost: 1}
+			if d, err := l.CheckAllStrict(ctx, limit); err != nil || !d.Allowed {
+				t.Fatalf("before: %+v %v", d, err)
+			}
+			srv.Pause()
+			for i := 0; i < 5; i++ {
+				if _, err := l.CheckAllStrict(ctx, limit); !errors.Is(err, ratelimit.ErrDeadline) && !errors.Is(err, ratelimit.ErrBreakerOpen) {
+					t.Fatalf("paused, call %d: %v", i, err)
+				}
+			}
+			if _, err := l.Peek(ctx, limit.Key, bucket); err == nil {
+				t.Fatal("Peek answered while paused")
+			}
+			if err := l.Refund(ctx, limit.Key, bucket, 1); err == nil {
+				t.Fatal("Refund answered while paused")
+			}
+			if n := l.Counts(); n.Outages != 1 || n.Degraded != 0 || n.Decisions != 1 {
+				t.Fatalf("during: counts %+v", n)
+			}
+			if out := logs.String(); strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, "an outage") ||
+				strings.Contains(out, "outage over") {
+				t.Fatalf("during: logs\n%s", out)
+			}
+			srv.Resume()
+			var err error
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				if _, err = l.CheckAllStrict(ctx, limit); err == nil {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatalf("after the pause: %v", err)
+			}
+			if _, err := l.Peek(ctx, limit.Key, bucket); err != nil {
+				t.Fatalf("Peek after: %v", err)
+			}
+			if n := l.Counts(); n.Outages != 1 || n.Degraded != 0 {
+				t.Fatalf("after: counts %+v", n)
+			}
+			out := logs.String()
+			if strings.Count(out, "level=WARN") != 1 || strings.Count(out, "outage over") != 1 || !strings.Contains(out, "degraded_decisions=0") {
+				t.Fatalf("after: logs\n%s", out)
+			}
+		})
+	}
+}

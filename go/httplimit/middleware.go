@@ -21,6 +21,8 @@ import (
 // Route is a limit on the paths under Prefix (by whole segments: /api covers /api and /api/x, not
 // /apiary; a prefix ending in / covers what is below it).
 type Route struct {
+	// Name is the limit's name in its key, headers and metrics: one route's own among Routes (and
+	// among Concurrency), and never the global limit's (New refuses both).
 	Name   string
 	Prefix string
 	// Policy is the route's limit, per caller; PolicyFor, when set, picks it per caller instead.
@@ -123,22 +125,38 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 		}
 		return nil
 	}
-	for _, r := range cfg.Routes {
-		if err := check(r, false); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range cfg.Concurrency {
-		if err := check(r, true); err != nil {
-			return nil, err
-		}
-	}
+	// A name is a limit's key (<prefix>:{<caller>}:<name>:<kind>): two rate limits of one name
+	// would send one key twice in one call, a usage error at every request. Refused here, as the
+	// Rust, Python and Node.js layers do. A concurrency limit may share a rate route's name (its
+	// key ends with "concurrency", and it is acquired in a call of its own).
+	global := ""
 	if cfg.Global != nil {
 		if cfg.Global.Name == "" {
-			cfg.Global.Name = "all"
+			g := *cfg.Global // the caller's Route is not changed
+			g.Name = "all"
+			cfg.Global = &g
 		}
 		if err := check(*cfg.Global, false); err != nil {
 			return nil, err
+		}
+		global = cfg.Global.Name
+	}
+	for _, list := range []struct {
+		routes      []Route
+		concurrency bool
+	}{{cfg.Routes, false}, {cfg.Concurrency, true}} {
+		seen := map[string]bool{}
+		for _, r := range list.routes {
+			if err := check(r, list.concurrency); err != nil {
+				return nil, err
+			}
+			if seen[r.Name] {
+				return nil, fmt.Errorf("httplimit: route %q is given twice: a name is a limit's key; give each route its own", r.Name)
+			}
+			seen[r.Name] = true
+			if !list.concurrency && r.Name == global {
+				return nil, fmt.Errorf("httplimit: route %q: the name is the global limit's (Global.Name): one key twice in every call; give the route another", r.Name)
+			}
 		}
 	}
 	if cfg.IPv6Prefix == 0 {

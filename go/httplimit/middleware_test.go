@@ -289,3 +289,46 @@ func TestAUsageErrorIsAnswered500(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A route named like the global limit, or two routes of one name, would send one key twice in
+// every call (a 500 at each request): New refuses them, as the Rust, Python and Node.js layers do.
+// A concurrency limit may share a rate route's name (another key, another call).
+func TestNewRefusesANameGivenTwice(t *testing.T) {
+	l := newLimiter(t, "127.0.0.1:1", ratelimit.FailOpen()) // New sends nothing
+	bucket := ratelimit.Must(ratelimit.TokenBucket(10, 1))
+	window := ratelimit.Must(ratelimit.FixedWindow(100, time.Hour))
+	slots := ratelimit.Must(ratelimit.Concurrency(2, time.Minute))
+	refused := []struct {
+		name string
+		cfg  httplimit.Config
+		want string
+	}{
+		{"the default global name", httplimit.Config{Routes: []httplimit.Route{{Name: "all", Prefix: "/all", Policy: window}},
+			Global: &httplimit.Route{Policy: window}},
+			`httplimit: route "all": the name is the global limit's (Global.Name): one key twice in every call; give the route another`},
+		{"a global limit named", httplimit.Config{Routes: []httplimit.Route{{Name: "api", Prefix: "/api", Policy: bucket}},
+			Global: &httplimit.Route{Name: "api", Policy: bucket}},
+			`httplimit: route "api": the name is the global limit's (Global.Name): one key twice in every call; give the route another`},
+		{"two routes", httplimit.Config{Routes: []httplimit.Route{{Name: "api", Prefix: "/api", Policy: bucket},
+			{Name: "api", Prefix: "/v2", Policy: bucket}}},
+			`httplimit: route "api" is given twice: a name is a limit's key; give each route its own`},
+		{"two concurrency limits", httplimit.Config{Concurrency: []httplimit.Route{{Name: "up", Prefix: "/up", Policy: slots},
+			{Name: "up", Prefix: "/upload", Policy: slots}}},
+			`httplimit: route "up" is given twice: a name is a limit's key; give each route its own`},
+	}
+	for _, c := range refused {
+		c.cfg.Limiter = l
+		if _, err := httplimit.New(c.cfg); err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	global := &httplimit.Route{Policy: window}
+	if _, err := httplimit.New(httplimit.Config{Limiter: l, Global: global,
+		Routes:      []httplimit.Route{{Name: "api", Prefix: "/api", Policy: bucket}},
+		Concurrency: []httplimit.Route{{Name: "api", Prefix: "/api", Policy: slots}, {Name: "all", Prefix: "/", Policy: slots}}}); err != nil {
+		t.Fatalf("a concurrency limit sharing a rate limit's name: %v", err)
+	}
+	if global.Name != "" {
+		t.Fatalf("New changed the caller's Global: %q", global.Name)
+	}
+}
