@@ -20,7 +20,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-const MAX_KEYS: usize = 100_000;
+/// The most keys the in-process limiter keeps: past it, expired state goes first, then everything.
+pub(crate) const MAX_KEYS: usize = 100_000;
 
 /// A stored value, as the module would store it, and when it stops mattering (Unix ns).
 struct Entry {

@@ -4,7 +4,8 @@
 use crate::command;
 use crate::engine::script_of;
 use crate::engine_machine as machine;
-use crate::http::caller::MAX_CALLER_KEY_BYTES;
+use crate::http::caller::{ESCAPED, ESCAPES, HASHED, MAX_CALLER_KEY_BYTES, PLAIN};
+use crate::http::config::DEFAULT_IPV6_PREFIX;
 use crate::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
 use crate::http::response::*;
 use crate::reply_class::{ReplyClass, BEHAVIOURS, OTHERWISE, RULES, TRANSPORT};
@@ -38,6 +39,10 @@ pub(super) fn contract(library_source: &str) -> Value {
         "library": library(library_source),
         "http": http(),
         "batching": batching(),
+        "fallback": {
+            "max_keys": crate::fallback::MAX_KEYS,
+            "max_keys_means": "the most keys the in-process limiter keeps: past it, expired state goes first, then everything",
+        },
     })
 }
 
@@ -350,9 +355,14 @@ fn http() -> Value {
         "caller": {
             "key": "{prefix}:{{{part}}}",
             "max_part_bytes": MAX_CALLER_KEY_BYTES,
-            "forms": ["{kind}:{id}", "{kind}.esc:{escaped id}", "{kind}.sha256:{hex of the id's SHA-256}"],
-            "escapes": { "%": "%25", "{": "%7B", "}": "%7D" },
-            "ipv6_prefix_default": 64,
+            "forms": [
+                format!("{{kind}}{PLAIN}{{id}}"),
+                format!("{{kind}}{ESCAPED}{{escaped id}}"),
+                format!("{{kind}}{HASHED}{{hex of the id's SHA-256}}"),
+            ],
+            "markers": { "plain": PLAIN, "escaped": ESCAPED, "hashed": HASHED },
+            "escapes": ESCAPES.iter().map(|(c, to)| (c.to_string(), Value::from(*to))).collect::<serde_json::Map<_, _>>(),
+            "ipv6_prefix_default": DEFAULT_IPV6_PREFIX,
         },
         "forwarded": { "max_hops": MAX_HOPS, "max_node_bytes": MAX_NODE_BYTES },
     })

@@ -16,6 +16,12 @@ use std::net::{IpAddr, SocketAddr};
 /// The most bytes of a caller's part of a key, the content of its hash tag (`user:ada` in
 /// `rl:{user:ada}:api`). Longer ids are hashed ([`Caller::key_part`]).
 pub const MAX_CALLER_KEY_BYTES: usize = 128;
+/// What follows a caller's kind in its key part: the id as it is, escaped, or hashed.
+pub(crate) const PLAIN: &str = ":";
+pub(crate) const ESCAPED: &str = ".esc:";
+pub(crate) const HASHED: &str = ".sha256:";
+/// The escaped form's escapes: `%` first (it starts every escape), then the braces.
+pub(crate) const ESCAPES: [(char, &str); 3] = [('%', "%25"), ('{', "%7B"), ('}', "%7D")];
 
 /// The authenticated principal (user or API key id). Your authentication layer inserts it into the
 /// request's extensions; the rate limit layer then limits by it.
@@ -68,25 +74,24 @@ impl Caller {
 /// `kind:id`, `kind.esc:<escaped id>` or `kind.sha256:<hex>`, as [`Caller::key_part`] says.
 fn id_part(kind: &str, id: &str) -> String {
     // A long id is hashed without being scanned first: its bytes are read once, by the hash.
-    if kind.len() + 1 + id.len() <= MAX_CALLER_KEY_BYTES {
+    if kind.len() + PLAIN.len() + id.len() <= MAX_CALLER_KEY_BYTES {
         if !id.bytes().any(|b| b == b'{' || b == b'}') {
-            return format!("{kind}:{id}");
+            return format!("{kind}{PLAIN}{id}");
         }
-        let escapes = id.bytes().filter(|b| matches!(b, b'{' | b'}' | b'%')).count();
-        if kind.len() + ".esc:".len() + id.len() + 2 * escapes <= MAX_CALLER_KEY_BYTES {
-            let mut part = format!("{kind}.esc:");
+        let escape = |c: char| ESCAPES.iter().find(|(e, _)| *e == c).map(|(_, to)| *to);
+        let grown: usize = id.chars().filter_map(escape).map(|to| to.len() - 1).sum();
+        if kind.len() + ESCAPED.len() + id.len() + grown <= MAX_CALLER_KEY_BYTES {
+            let mut part = format!("{kind}{ESCAPED}");
             for c in id.chars() {
-                match c {
-                    '%' => part.push_str("%25"),
-                    '{' => part.push_str("%7B"),
-                    '}' => part.push_str("%7D"),
-                    c => part.push(c),
+                match escape(c) {
+                    Some(to) => part.push_str(to),
+                    None => part.push(c),
                 }
             }
             return part;
         }
     }
-    let mut part = format!("{kind}.sha256:");
+    let mut part = format!("{kind}{HASHED}");
     for byte in Sha256::digest(id.as_bytes()) {
         part.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
         part.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));

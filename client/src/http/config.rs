@@ -1,6 +1,9 @@
 //! What a [`RateLimitLayer`](super::RateLimitLayer) is configured with, and the checks that refuse a
 //! configuration that cannot work: the builder notes each mistake as it is made, `build` names the first.
 
+/// The bits of an IPv6 address that name one caller unless configured (a /64 is one site's network).
+pub(crate) const DEFAULT_IPV6_PREFIX: u8 = 64;
+
 use super::access::AccessLists;
 use super::caller::Caller;
 use super::denial::DenialFn;
@@ -107,7 +110,7 @@ impl Config {
             structured: false,
             global_name: Arc::from("all"),
             outage_status: StatusCode::TOO_MANY_REQUESTS,
-            ipv6_prefix: 64,
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
             on_denial: None,
             mistakes: vec![],
             shadow: vec![],

@@ -35,7 +35,7 @@ mod access;
 mod body;
 pub(crate) mod caller;
 mod check;
-mod config;
+pub(crate) mod config;
 mod denial;
 mod error;
 pub(crate) mod forwarded;

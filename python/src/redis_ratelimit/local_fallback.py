@@ -18,13 +18,15 @@ import time
 from collections.abc import Sequence
 
 from .command import Limit
+from .contract import CONTRACT
 from .decision import Decision
 from .local_kinds import Outcome, Params, Verdict, decide, lease_op, refund, take
 from .policy import Policy
 
 __all__ = ["LocalLimiter", "MAX_KEYS"]
 
-MAX_KEYS = 100_000
+#: The most keys kept (the contract's `fallback.max_keys`): past it, expired state goes first, then everything.
+MAX_KEYS: int = CONTRACT["fallback"]["max_keys"]
 
 
 

@@ -57,12 +57,13 @@ class Kind:
     request: Literal["cost", "id", "lease"]
     refunds: bool
     owner: str  # the kind whose state it decides on (what the web layers end a limit's key with)
+    peeks: bool  # whether RL.INSPECT can read its state without recording a request
 
     @staticmethod
     def of(name: str) -> Kind:
         """The contract's declaration of the kind `name`."""
         k = contract_kind(name)
-        return Kind(k["name"], k["group"], k["command"], k["request"], k["refunds"], k["owner"])
+        return Kind(k["name"], k["group"], k["command"], k["request"], k["refunds"], k["owner"], k["peeks"])
 
 
 @dataclass(frozen=True)

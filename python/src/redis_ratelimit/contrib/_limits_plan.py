@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
+from ..contract import BOUNDS
+
 T = TypeVar("T")
 Arg = Union[str, bytes, int, float]
 Command = tuple[str, list[str], list[Arg]]
@@ -39,7 +41,7 @@ _LIMIT_IN_KEY = re.compile(r"/(\d+)/(\d+)/(second|minute|hour|day|month|year)\Z"
 COUNTER_LIMIT = 2**53 - 1
 
 #: RL.SLIDE's largest limit (docs/commands.md); above it the moving window cannot be kept as a log.
-SLIDE_MAX_LIMIT = 1_000_000
+SLIDE_MAX_LIMIT: int = BOUNDS["max_log_limit"]
 
 #: The request id RL.SLIDE records. Without DEDUP the id is not stored (two requests with one id count
 #: as two), so one constant id costs nothing and reveals nothing.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, MutableMapping, Union
+from typing import Any, Callable, Literal, Mapping, MutableMapping, Union
 
 from ..contract import HTTP
 
@@ -22,6 +22,8 @@ IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 #: The most bytes of a caller's part of a key, the content of its hash tag (`user:ada` in
 #: `rl:{user:ada}:api`). Longer ids are hashed.
 MAX_CALLER_KEY_BYTES: int = HTTP["caller"]["max_part_bytes"]
+#: The bits of an IPv6 address that name one caller unless configured (the contract's default).
+IPV6_PREFIX_DEFAULT: int = HTTP["caller"]["ipv6_prefix_default"]
 
 #: Where an authentication middleware that runs before the rate limit middleware puts the principal
 #: and the tenant: `scope["state"]` (Starlette's `request.state`), under these names.
@@ -74,17 +76,22 @@ class Caller:
         return str(self)
 
 
+_MARKERS: Mapping[str, str] = HTTP["caller"]["markers"]
+#: The escaped form's escapes, `%` first (it starts every escape).
+_ESCAPES: dict[int, str] = {ord(c): to for c, to in HTTP["caller"]["escapes"].items()}
+
+
 def id_part(kind: str, id: str) -> str:
-    """`kind:id`, `kind.esc:<escaped id>` or `kind.sha256:<hex>`, as `Caller.key_part` says."""
+    """`kind:id`, `kind.esc:<escaped id>` or `kind.sha256:<hex>` (the contract's markers), as
+    `Caller.key_part` says."""
     raw = id.encode("utf-8", "surrogatepass")
-    if len(kind) + 1 + len(raw) <= MAX_CALLER_KEY_BYTES:
+    if len(kind) + len(_MARKERS["plain"]) + len(raw) <= MAX_CALLER_KEY_BYTES:
         if b"{" not in raw and b"}" not in raw:
-            return f"{kind}:{id}"
-        escapes = raw.count(b"{") + raw.count(b"}") + raw.count(b"%")
-        if len(kind) + len(".esc:") + len(raw) + 2 * escapes <= MAX_CALLER_KEY_BYTES:
-            escaped = id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
-            return f"{kind}.esc:{escaped}"
-    return f"{kind}.sha256:{hashlib.sha256(raw).hexdigest()}"
+            return f"{kind}{_MARKERS['plain']}{id}"
+        escaped = id.translate(_ESCAPES)
+        if len(kind) + len(_MARKERS["escaped"]) + len(escaped.encode("utf-8", "surrogatepass")) <= MAX_CALLER_KEY_BYTES:
+            return f"{kind}{_MARKERS['escaped']}{escaped}"
+    return f"{kind}{_MARKERS['hashed']}{hashlib.sha256(raw).hexdigest()}"
 
 
 def caller_tag(prefix: str, caller: Caller) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Muta
 
 from .access import AccessLists
 from .batch import Batcher
-from .caller import Caller, IPAddress
+from .caller import IPV6_PREFIX_DEFAULT, Caller, IPAddress
 from .forwarded import Network, TrustedProxies
 from ..policy import Policy
 from ..rate import parse_rate
@@ -147,7 +147,7 @@ class RateLimitConfig:
     caller: CallerFn | None = None
     structured_headers: bool = False
     key_prefix: str = "rl"
-    ipv6_prefix: int = 64
+    ipv6_prefix: int = IPV6_PREFIX_DEFAULT
     outage_status: int = 429
     on_denial: DenialFn | None = None
     access_lists: AccessLists | None = None

@@ -47,9 +47,9 @@ from ..failure_policy import FailurePolicy
 from ..limiter import Limiter
 from ..policy import Policy, SlidingCounter
 from ..rate import parse_rate
-from .caller import Caller, IPAddress, caller_from_header, default_caller, set_principal
+from .caller import IPV6_PREFIX_DEFAULT, Caller, IPAddress, caller_from_header, default_caller, set_principal
 from .config import ConfigError, Route
-from .response import Answer
+from .response import RATELIMIT_LIMIT, Answer
 from .wsgi import Pass, SyncRateLimitConfig, check, scope_of_environ
 
 __all__ = ["RateLimitMiddleware", "ratelimit", "parse_django_rate", "limiter", "reset"]
@@ -167,7 +167,7 @@ def _config(routes: Iterable[Route], global_limit: Any, key: Any, **overrides: A
         caller=_caller(key),
         structured_headers=bool(_setting("STRUCTURED_HEADERS", False)),
         key_prefix=str(_setting("KEY_PREFIX", "rl")),
-        ipv6_prefix=int(_setting("IPV6_MASK", 64)),
+        ipv6_prefix=int(_setting("IPV6_MASK", IPV6_PREFIX_DEFAULT)),
         outage_status=int(_setting("OUTAGE_STATUS", 429)),
     )
     options.update(overrides)
@@ -191,7 +191,7 @@ def response_of(answer: Answer) -> HttpResponse:
 
 
 def _add_fields(response: HttpResponse, fields: list[tuple[str, str]]) -> HttpResponse:
-    if fields and not response.has_header("RateLimit-Limit"):
+    if fields and not response.has_header(RATELIMIT_LIMIT.decode()):
         for name, value in fields:
             response[name] = value
     return response

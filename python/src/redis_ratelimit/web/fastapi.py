@@ -27,6 +27,7 @@ from starlette.responses import Response as StarletteResponse
 
 from ..command import whole
 from ..decision import Decision
+from .caller import IPV6_PREFIX_DEFAULT
 from .check import Denied, Served, enforce
 from .config import (CONFIG_SCOPE, CallerFn, ConfigError, PolicyInput, RateLimitConfig, Route, from_rate,
                      source_mistake)
@@ -115,7 +116,7 @@ class RateLimit:
         shadow: bool = False,
         trusted_proxies: Iterable[str | Network] | TrustedProxies = (),
         caller: CallerFn | None = None,
-        ipv6_prefix: int = 64,
+        ipv6_prefix: int = IPV6_PREFIX_DEFAULT,
         key_prefix: str = "rl",
         structured_headers: bool | None = None,
         outage_status: int = 429,

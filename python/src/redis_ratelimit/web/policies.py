@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policy import Concurrency, Policy, SlidingLog
+from ..policy import Concurrency, Policy
 
 
 def is_policy(value: Any) -> bool:
@@ -18,8 +18,9 @@ def is_concurrency(policy: Any) -> bool:
 
 
 def is_peekable(policy: Any) -> bool:
-    """A sliding log cannot be peeked without recording a request."""
-    return not isinstance(policy, SlidingLog)
+    """Whether its kind can be peeked without recording a request (the contract's `peeks`: a sliding
+    log cannot)."""
+    return isinstance(policy, Policy) and policy.KIND.peeks
 
 
 def window_secs(policy: Any) -> int:

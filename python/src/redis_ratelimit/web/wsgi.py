@@ -24,7 +24,9 @@ from .check import Denied, RateHeaders, Served, _denied, _shadow_log
 from .config import RateLimitConfig, Scope, outcome_of, record
 from .plan import Allowlisted, Plan, Refused, plan
 from .policies import window_secs
-from .response import Answer, forbidden
+from .response import RATELIMIT_LIMIT, Answer, forbidden
+
+_LIMIT_HEADER = RATELIMIT_LIMIT.decode()
 
 __all__ = ["SyncRateLimitConfig", "RateLimitWSGIMiddleware", "Gate", "Pass", "scope_of_environ", "check"]
 
@@ -160,7 +162,7 @@ class RateLimitWSGIMiddleware:
         fields = gate.fields
 
         def with_fields(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            if not any(name.lower() == "ratelimit-limit" for name, _ in headers):
+            if not any(name.lower() == _LIMIT_HEADER for name, _ in headers):
                 headers = list(headers) + fields
             return start_response(status, headers, exc_info) if exc_info is not None else start_response(status, headers)
 

@@ -1,0 +1,80 @@
+"""No contract literal re-typed in the package: the header names, the problem types, the error texts the
+contract holds, the caller key's markers and the bounds' digits are read from the contract
+(`redis_ratelimit.contract`), never written out in another module. A string literal (not a docstring)
+anywhere else in the package's source that holds one fails this test, naming the file and line."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tokenize
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "redis_ratelimit"
+CONTRACT: dict[str, Any] = json.loads((PACKAGE / "contract.json").read_text())
+#: The modules that read the contract (and so may name its members), and generated copies.
+READERS = {"contract.py"}
+
+
+def literals() -> list[str]:
+    """Every contract value a module could re-type: long enough to mean something on its own."""
+    http = CONTRACT["http"]
+    found = [v for k, v in http["headers"].items() if k != "state"]
+    found += list(http["problem_types"].values())
+    found += [m for m in http["caller"]["markers"].values() if len(m) > 1]
+    errors = CONTRACT["errors"]
+    found += list(errors["render"].values())
+    found += [errors[k] for k in ("duplicate_key", "syntax", "state", "wrong_type")]
+    found += [e["reply"] for k in CONTRACT["kinds"] for p in k["params"] for e in p["errors"]]
+    found += list(CONTRACT["batching"]["errors"].values())
+    return sorted({f for f in found if len(f) >= 5})
+
+
+def digits() -> list[re.Pattern[str]]:
+    """The bounds a module could re-type as a number (those no unit conversion shares)."""
+    values = {CONTRACT["bounds"]["max_horizon_secs"], CONTRACT["fallback"]["max_keys"], CONTRACT["bounds"]["max_lease_limit"]}
+    return [re.compile(r"(?<![\d_])" + "_?".join(str(v)) + r"(?![\d_])") for v in sorted(values)]
+
+
+def strings(path: Path) -> Iterator[tuple[int, str]]:
+    """The string literals of a module, but its docstrings (a string that is a statement of its own)."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
+    for i, tok in enumerate(tokens):
+        if tok.type != tokenize.STRING:
+            continue
+        before = next((t for t in reversed(tokens[:i]) if t.type not in (tokenize.NL, tokenize.COMMENT)), None)
+        statement = before is None or before.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+        if statement and tok.string.lstrip("rbuf").startswith(('"""', "'''")):
+            continue
+        yield tok.start[0], tok.string
+
+
+def numbers(path: Path) -> Iterator[tuple[int, str]]:
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type == tokenize.NUMBER:
+            yield tok.start[0], tok.string
+
+
+def sources() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p.name not in READERS and "lua" not in p.parts)
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_contract_literal_is_retyped(path: Path) -> None:
+    wanted = literals()
+    found = [f"{path.name}:{line}: {text[:80]} holds {w!r}" for line, text in strings(path) for w in wanted
+             if w.lower() in text.lower()]
+    found += [f"{path.name}:{line}: the bound {text}" for line, text in numbers(path) for d in digits() if d.fullmatch(text)]
+    assert not found, "read these from redis_ratelimit.contract:\n" + "\n".join(found)
+
+
+def test_the_guard_sees_a_retyped_literal(tmp_path: Path) -> None:
+    """The guard itself: a module that writes a header name and a bound is caught; a docstring is not."""
+    bad = tmp_path / "bad.py"
+    bad.write_text('"""Writes ratelimit-remaining in prose."""\nNAME = "RateLimit-Remaining"\nMAX = 100_000\n')
+    assert [line for line, _ in strings(bad) if "ratelimit-remaining" in _.lower()] == [2]
+    assert any(d.fullmatch(text) for _, text in numbers(bad) for d in digits())
