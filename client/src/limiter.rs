@@ -494,7 +494,7 @@ impl Limiter {
         let inner = &*self.inner;
         let now = Instant::now();
         let Err(e) = result else {
-            inner.outages.answered(&inner.name, now);
+            inner.outages.answered(&inner.name, true, now);
             self.record_breaker(breaker::Outcome::Answered, now);
             return;
         };
@@ -511,12 +511,15 @@ impl Limiter {
                 breaker::Outcome::Failed
             }
             ReplyClass::Misconfigured => {
+                // Redis answered: an outage under way is over (a failover onto a server without the
+                // module), though nothing was decided.
+                inner.outages.answered(&inner.name, false, now);
                 inner.counters.misconfigured(&inner.name);
                 inner.outages.fault(&inner.name, &command_name(cmd), e, inner.engine.reports(), now);
                 breaker::Outcome::Answered
             }
             class => {
-                inner.outages.answered(&inner.name, now);
+                inner.outages.answered(&inner.name, false, now);
                 if class == ReplyClass::Conflict {
                     inner.counters.conflict(&inner.name);
                     inner.outages.conflict(&inner.name, &keys_of(cmd), e, now);
@@ -635,8 +638,8 @@ impl Limiter {
     /// The failure policy's answer to a partial grant ([`take`](Self::take), and any batch of up
     /// to `max` tokens of the token bucket `policy` at `key`) that Redis did not decide: `Open`
     /// grants all `max`, `Closed` takes none, `LocalFallback` takes as many whole tokens as the
-    /// in-process bucket's share holds, up to `max`. Degraded, logged and counted as an outage's
-    /// decision, like [`degrade`](Self::degrade).
+    /// in-process bucket's share holds, up to `max`. Degraded, logged and counted as its error's class
+    /// says (an outage's decision, a conflict, a fault), like [`degrade`](Self::degrade).
     pub(crate) fn degrade_take(
         &self,
         key: &str,
@@ -691,7 +694,8 @@ impl Limiter {
 
     /// The failure policy's answer to a decision over `limits` that Redis did not make (`error`
     /// says why): `Open` allows, `Closed` denies (retry after 1 s), `LocalFallback` decides in the
-    /// process; degraded, logged and counted as an outage's decision.
+    /// process; degraded, logged and counted as its error's class says (docs/errors.md: an outage's
+    /// decision, a conflict, a fault).
     pub(crate) fn degrade(&self, limits: &[Limit<'_>], error: &CallError) -> Decision {
         let inner = &*self.inner;
         let limit = limits.first().map_or(0, |l| l.policy.limit());

@@ -87,10 +87,12 @@ impl Outages {
         true
     }
 
-    /// A call was answered: the end of the outage under way, if any, and of a configuration fault.
-    pub(crate) fn answered(&self, limiter: &Arc<str>, now: Instant) {
+    /// A call was answered: the end of the outage under way, if any; when Redis `decided` it, the end
+    /// of a configuration fault too (an answer of another class, a conflict or a fault, is Redis
+    /// answering without deciding: the limiter stays misconfigured until one is decided).
+    pub(crate) fn answered(&self, limiter: &Arc<str>, decided: bool, now: Instant) {
         // Reads first: the common answered call writes no shared cache line and takes no lock.
-        if self.misconfigured.load(Relaxed) {
+        if decided && self.misconfigured.load(Relaxed) {
             self.misconfigured.store(false, Relaxed);
         }
         if !self.under_way.load(Relaxed) {

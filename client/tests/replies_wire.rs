@@ -9,6 +9,8 @@ mod support;
 
 use redis_ratelimit_client::{Backend, CallError, FailurePolicy, Limit, Limiter, Policy, ReplyClass};
 use serde_json::Value;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use support::web::logs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -48,8 +50,13 @@ fn commands_in(buf: &[u8]) -> (Vec<Vec<String>>, usize) {
     }
 }
 
-/// Serves one connection: setup commands get +OK (HELLO 3 its map), every limiter command `input`'s answer.
-async fn serve(mut socket: TcpStream, input: Value) {
+/// An outage's answer: what a primed server gives every limiter command but its second.
+const LOADING: &str = "-LOADING Redis is loading the dataset in memory\r\n";
+
+/// Serves one connection: setup commands get +OK (HELLO 3 its map), every limiter command `input`'s
+/// answer; on a primed server (`sent` counts its limiter commands) only the second gets it, the
+/// others an outage's answer.
+async fn serve(mut socket: TcpStream, input: Value, primed: bool, sent: Arc<AtomicU32>) {
     let (mut buf, mut resp3) = (vec![], false);
     let mut chunk = [0u8; 4096];
     loop {
@@ -67,6 +74,8 @@ async fn serve(mut socket: TcpStream, input: Value) {
                 "%1\r\n+proto\r\n:3\r\n".to_string()
             } else if !name.starts_with("RL.") {
                 "+OK\r\n".to_string()
+            } else if primed && sent.fetch_add(1, Ordering::SeqCst) != 1 {
+                LOADING.to_string()
             } else if let Some(reply) = input[if resp3 { "resp3" } else { "resp2" }].as_str() {
                 reply.to_string()
             } else {
@@ -89,20 +98,65 @@ async fn serve(mut socket: TcpStream, input: Value) {
     }
 }
 
-/// A loopback port answering as `input` says (a refused one: nothing listens).
-async fn answering(input: &Value) -> (u16, tokio::task::JoinHandle<()>) {
+/// A loopback port answering as `input` says (a refused one: nothing listens), primed or not.
+async fn answering(input: &Value, primed: bool) -> (u16, tokio::task::JoinHandle<()>) {
     if input["transport"] == "refused" {
         return (support::closed_port(), tokio::spawn(async {}));
     }
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let input = input.clone();
+    let (input, sent) = (input.clone(), Arc::new(AtomicU32::new(0)));
     let task = tokio::spawn(async move {
         while let Ok((socket, _)) = listener.accept().await {
-            tokio::spawn(serve(socket, input.clone()));
+            tokio::spawn(serve(socket, input.clone(), primed, sent.clone()));
         }
     });
     (port, task)
+}
+
+/// A limiter of `failure` on `port`, its breaker opened by `failures` in a row.
+fn limiter_on(port: u16, query: &str, failure: FailurePolicy, name: &str, failures: u32) -> Limiter {
+    Limiter::builder(failure)
+        .name(name)
+        .backend(Backend::Module)
+        .deadline(Duration::from_millis(300))
+        .breaker(failures, Duration::from_secs(60))
+        .connect(&format!("redis://127.0.0.1:{port}/{query}"))
+        .unwrap()
+}
+
+/// The case's call on `limiter`: the strict call for a usage case (its error as Redis wrote it), then
+/// (`then_check`) the check (refused: denied, never degraded); the check's decision otherwise.
+async fn call(limiter: &Limiter, input: &Value, output: &Value, then_check: bool, what: &str) {
+    let call = &input["call"];
+    let policy = &call["policy"];
+    assert_eq!(policy["kind"], "token_bucket", "{what}");
+    let bucket =
+        Policy::token_bucket(policy["limit"].as_u64().unwrap(), policy["rate"].as_f64().unwrap()).unwrap();
+    let (key, cost) = (call["key"].as_str().unwrap(), call["cost"].as_u64().unwrap());
+    let d = if let Some(raise) = output.get("raise") {
+        match limiter.check_strict(&[Limit::new(key, &bucket, cost)]).await {
+            Err(CallError::Redis(e)) => {
+                assert_eq!(e.code(), raise["code"].as_str(), "{what}");
+                let text = format!("{} {}", e.code().unwrap(), e.detail().unwrap_or_default());
+                assert_eq!(text, raise["message"].as_str().unwrap(), "{what}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        if then_check {
+            let d = limiter.check(key, &bucket, cost).await;
+            assert!(!d.allowed && !d.degraded && d.retry_after.is_none(), "{what}: refused {d:?}");
+        }
+        return;
+    } else {
+        limiter.check(key, &bucket, cost).await
+    };
+    let expected = &output["decision"];
+    assert_eq!(
+        (d.allowed, d.degraded),
+        (expected["allowed"] == true, expected["degraded"] == true),
+        "{what}"
+    );
 }
 
 /// The counter each of the contract's counter names is in a limiter's counts.
@@ -138,46 +192,16 @@ async fn run(protocol: &str) {
         if let Some(reply) = input["reply"].as_str() {
             assert_eq!(ReplyClass::of_reply(reply).name(), output["class"], "{what}");
         }
-        let (port, server) = answering(input).await;
+        let (port, server) = answering(input, false).await;
         let failure = if input["failure"] == "open" { FailurePolicy::Open } else { FailurePolicy::Closed };
         let name = format!("wire-{protocol}-{i}");
-        // A breaker that one failure opens: the answer's breaker effect is whether it is open after.
-        let limiter = Limiter::builder(failure)
-            .name(&name)
-            .backend(Backend::Module)
-            .deadline(Duration::from_millis(300))
-            .breaker(1, Duration::from_secs(60))
-            .connect(&format!("redis://127.0.0.1:{port}/{query}"))
-            .unwrap();
-        let call = &input["call"];
-        let policy = &call["policy"];
-        assert_eq!(policy["kind"], "token_bucket", "{what}");
-        let bucket =
-            Policy::token_bucket(policy["limit"].as_u64().unwrap(), policy["rate"].as_f64().unwrap())
-                .unwrap();
-        let (key, cost) = (call["key"].as_str().unwrap(), call["cost"].as_u64().unwrap());
-        if let Some(raise) = output.get("raise") {
-            // The strict call returns the caller's mistake as Redis wrote it.
-            match limiter.check_strict(&[Limit::new(key, &bucket, cost)]).await {
-                Err(CallError::Redis(e)) => {
-                    assert_eq!(e.code(), raise["code"].as_str(), "{what}");
-                    let text = format!("{} {}", e.code().unwrap(), e.detail().unwrap_or_default());
-                    assert_eq!(text, raise["message"].as_str().unwrap(), "{what}");
-                }
-                other => panic!("{what}: {other:?}"),
-            }
-        } else {
-            let d = limiter.check(key, &bucket, cost).await;
-            let expected = &output["decision"];
-            assert_eq!(
-                (d.allowed, d.degraded),
-                (expected["allowed"] == true, expected["degraded"] == true),
-                "{what}"
-            );
-        }
+        let limiter = limiter_on(port, &query, failure, &name, 1_000);
+        call(&limiter, input, output, true, &what).await;
+        // A usage case calls twice (strict, then check): each refusal counted.
+        let times = if output.get("raise").is_some() { 2 } else { 1 };
         assert_eq!(
             counter(&limiter, output["counter"].as_str().unwrap()),
-            1,
+            times,
             "{what}: {:?}",
             limiter.counts()
         );
@@ -186,7 +210,23 @@ async fn run(protocol: &str) {
                 assert_eq!(counter(&limiter, other), 0, "{what}: {other} {:?}", limiter.counts());
             }
         }
-        assert_eq!(limiter.breaker_open(), output["breaker"] == "failure", "{what}: breaker");
+        // The breaker, opened by 2 failures in a row, after one: a failure opens it; Redis answering
+        // ends the row, so one more failure leaves it closed.
+        let (primed_port, primed_server) = answering(input, true).await;
+        let primed = limiter_on(primed_port, &query, failure, &format!("{name}-primed"), 2);
+        assert!(
+            primed.check("k", &Policy::token_bucket(10, 5.0).unwrap(), 1).await.degraded,
+            "{what}: primed"
+        );
+        call(&primed, input, output, false, &what).await;
+        if output["breaker"] == "failure" {
+            assert!(primed.breaker_open(), "{what}: the second failure in a row opens it");
+        } else {
+            assert!(!primed.breaker_open(), "{what}: an answer is no failure");
+            primed.check("k", &Policy::token_bucket(10, 5.0).unwrap(), 1).await;
+            assert!(!primed.breaker_open(), "{what}: the answer ended the failures in a row");
+        }
+        primed_server.abort();
         let lines = logs().lines_with(&format!("limiter={name} "));
         let seen: Vec<&str> = ["outage", "once_per_cause", "once_per_key"]
             .into_iter()

@@ -145,7 +145,11 @@ impl Service {
         }
         match self.limiter.inspect("rl:{rls.health}:probe", None).await {
             Ok(_) => Ok(()),
-            Err(e) => Err(format!("Redis does not answer: {e}")),
+            Err(e) if ReplyClass::of(&e) == ReplyClass::Outage => Err(format!("Redis does not answer: {e}")),
+            Err(e) => Err(format!(
+                "Redis answers, but the limiter cannot work with it ({}): {e}",
+                ReplyClass::of(&e).name()
+            )),
         }
     }
 
@@ -259,7 +263,7 @@ impl Service {
                         tracing::debug!(key = %l.key, id, held, "lease released");
                     }
                     Err(e) => {
-                        self.metrics.redis_failed();
+                        self.observe_failed(&e);
                         tracing::warn!(key = %l.key, error = %e, "a lease could not be released: it ends with its lease time");
                     }
                 }
