@@ -23,12 +23,14 @@ func TestReadmeQuickStart(t *testing.T) {
 }
 
 // The README's high-volume example, the same way: 100 checks, most of them local, and Close gives
-// the held tokens back.
+// the held tokens back: what was held when the program read it, and what a batch taken ahead brought
+// while it read the counts (at most one batch, 16), plus what the bucket refilled meanwhile (one a
+// second). (CI once saw 1 held and 13 given back, at 100 a second, where this said equal.)
 func TestReadmeHighVolume(t *testing.T) {
 	out := runReadmeProgram(t, "<!-- highvolume")
 	var decisions, local, held, back int
 	if _, err := fmt.Sscanf(strings.TrimSpace(out), "%d decisions, %d local; %d tokens held; %d given back",
-		&decisions, &local, &held, &back); err != nil || decisions != 100 || local < 80 || back != held {
+		&decisions, &local, &held, &back); err != nil || decisions != 100 || local < 80 || back < held || back > held+16+5 {
 		t.Fatalf("the high-volume example printed:\n%s", out)
 	}
 }
