@@ -50,9 +50,12 @@ export interface LimiterOptions {
   logger?: Logger | false;
 }
 
-/** What the limiter logs with: `console`, or any logger with an `error` method (pino, winston, ...). */
+/** What the limiter logs with: `console`, or any logger with an `error` method (pino, winston, ...).
+ * With a `warn` method too, an outage is logged: one line when it starts (naming the engine), one when
+ * it ends (how long it lasted, the failure policy's decisions meanwhile). */
 export interface Logger {
   error(message: string): void;
+  warn?(message: string): void;
 }
 
 export interface OutageEvent {
@@ -248,6 +251,9 @@ export class Limiter extends EventEmitter {
   /** The in-process limiter of the `fallback` failure policy (its state lives while the limiter does). */
   readonly local: LocalLimiter | undefined;
   private down = false;
+  /** When the outage under way started (`performance.now()` ms), and the decisions made meanwhile. */
+  private downSince = 0;
+  private downDecisions = 0;
   private misconfiguredNow = false;
   /** The contract's counters: `outage` counts outages started (each `outage` event; the `degraded`
    * event tells each decision made meanwhile), `misconfigured`, `conflicts` and `usage_errors` count
@@ -442,6 +448,8 @@ export class Limiter extends EventEmitter {
     this.breaker?.success();
     if (this.down) {
       this.down = false;
+      const ms = Math.round(performance.now() - this.downSince);
+      this.logger?.warn?.(`redis-ratelimit: Redis answers again; outage over after ${ms} ms, ${this.downDecisions} decisions made by the failure policy (${this.failure}) meanwhile`);
       this.emit("recovered", {});
     }
   }
@@ -453,8 +461,17 @@ export class Limiter extends EventEmitter {
       this.count(counter);
       const engine = this.engine.lastDecided;
       this.engine.forget();
+      this.downSince = performance.now();
+      this.downDecisions = 0;
+      this.logger?.warn?.(`redis-ratelimit: Redis does not decide (an outage; engine: ${engine}): ${error.message}; checks get the failure policy's (${this.failure}) decision meanwhile`);
       this.emit("outage", { error, engine } satisfies OutageEvent);
     }
+  }
+
+  /** The `degraded` event (a decision the outage under way counts). */
+  private toldDegraded(event: { decision: Decision; error: Error }): void {
+    if (this.down) this.downDecisions++;
+    this.emit("degraded", event);
   }
 
   /** The failure policy's decision over `limits`, Redis having not decided because of `error`
@@ -462,13 +479,13 @@ export class Limiter extends EventEmitter {
   degrade(limits: readonly Limit[], error: Error, holder?: string): Decision {
     if (this.local) {
       const d = holder === undefined ? this.local.decide(limits, undefined, true, error) : this.local.acquire(limits, holder, undefined, true, error);
-      this.emit("degraded", { decision: d, error });
+      this.toldDegraded({ decision: d, error });
       return d;
     }
     const limit = limits[0]?.[1].limit ?? 0;
     const allow = this.failure === "open";
     const d = new Decision(allow, limit, allow ? limit : 0, allow ? 0 : 1000, 0, 0, true, error);
-    this.emit("degraded", { decision: d, error });
+    this.toldDegraded({ decision: d, error });
     return d;
   }
 
@@ -681,7 +698,7 @@ export class Limiter extends EventEmitter {
       if (!(e instanceof CallError)) throw e;
       if (this.local) {
         const t = this.local.take(key, policy, max, undefined, true, e);
-        this.emit("degraded", { decision: t.decision, error: e });
+        this.toldDegraded({ decision: t.decision, error: e });
         return t;
       }
       const decision = this.degrade([[key, policy, max]], e);

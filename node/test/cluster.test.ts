@@ -9,12 +9,19 @@ import { FACTORIES } from "./clients.ts";
 import { Limiter, TokenBucket, FixedWindow, Concurrency, UsageError, CONTRACT, slotOf, type EngineName } from "../src/index.ts";
 
 let cluster: ClusterServers;
+/** A stock cluster: no module, the library not loaded. */
+let stock: ClusterServers;
 before(async () => {
   cluster = await ClusterServers.start(3, { module: true });
+  stock = await ClusterServers.start(3, { module: false });
 });
-after(async () => cluster?.close());
+after(async () => {
+  await cluster?.close();
+  await stock?.close();
+});
 
 const cli = REDIS.replace(/redis-server$/, "redis-cli");
+const loads = (port: number) => Number(/cmdstat_function\|load:calls=(\d+)/.exec(redisCli(port, "INFO", "commandstats"))?.[1] ?? 0);
 const redisCli = (port: number, ...args: string[]) => execFileSync(cli, ["-p", String(port), ...args]).toString();
 
 function moved(): number {
@@ -100,6 +107,38 @@ for (const f of FACTORIES) {
         const m = /cmdstat_function\|load:calls=(\d+)/.exec(redisCli(s.port, "INFO", "commandstats"));
         assert.equal(Number(m?.[1] ?? 0), 1, `FUNCTION LOAD on ${s.port}`);
       }
+    } finally {
+      await made.close();
+    }
+  });
+}
+
+for (const f of FACTORIES) {
+  test(`${f.name} stock cluster, engine auto, cold: 120 calls at once over every slot range, each exact, at most one FUNCTION LOAD per node`, async () => {
+    for (const s of stock.nodes) {
+      redisCli(s.port, "FUNCTION", "FLUSH");
+      redisCli(s.port, "SCRIPT", "FLUSH");
+      redisCli(s.port, "CONFIG", "RESETSTAT");
+    }
+    const made = await f.cluster(stock.nodes[0]!.port);
+    try {
+      const rl = new Limiter(made.client, { failure: "closed", deadlineMs: LONG_DEADLINE_MS });
+      assert.equal(rl.describe().description, "not yet known");
+      const tb = new TokenBucket({ capacity: 2, perSecond: 0.001 });
+      // 40 keys, three checks each: the bucket allows two (remaining 1, then 0) and denies the third.
+      const keys = Array.from({ length: 40 }, (_, i) => `rl:{stock-${f.name}-${i}}:tb`);
+      const slots = new Set(keys.map((k) => Math.floor(slotOf(k) / 5462)));
+      assert.equal(slots.size, 3, "keys spread over the three slot thirds");
+      const ds = await Promise.all(keys.flatMap((k) => [0, 1, 2].map(() => rl.check(k, tb).then((d) => [k, d] as const))));
+      assert.equal(ds.length, 120);
+      assert.ok(ds.every(([, d]) => !d.degraded), String(ds.find(([, d]) => d.degraded)?.[1].error));
+      for (const k of keys) {
+        const mine = ds.filter(([kk]) => kk === k).map(([, d]) => [d.allowed, d.remaining] as const);
+        mine.sort((a, b) => b[1] - a[1] || Number(b[0]) - Number(a[0]));
+        assert.deepEqual(mine, [[true, 1], [true, 0], [false, 0]], k);
+      }
+      for (const s of stock.nodes) assert.ok(loads(s.port) <= 1, `FUNCTION LOAD on ${s.port}: ${loads(s.port)}`);
+      assert.equal(rl.describe().description, "the Lua library through FCALL");
     } finally {
       await made.close();
     }

@@ -21,11 +21,16 @@ async function timed(rl: Limiter, key: string): Promise<{ d: Decision; ms: numbe
 
 for (const f of FACTORIES) {
   describe(`${f.name}, default options`, () => {
-    test("a stopped server: degraded within the deadline, the breaker opens, its probe ends the outage", async () => {
+    test("a stopped server: degraded within the deadline, the breaker opens, its probe ends the outage; logger.warn: one line when it starts, one when it ends", async () => {
       const server = await Server.start({ module: true });
       const made = await f.make(server.port);
       try {
-        const rl = new Limiter(made.client, { failure: "open", deadlineMs: DEADLINE, breaker: { failures: 3, cooldownMs: 300 } });
+        const warns: string[] = [];
+        const errors: string[] = [];
+        const logger = { error: (m: string) => void errors.push(m), warn: (m: string) => void warns.push(m) };
+        const rl = new Limiter(made.client, { failure: "open", deadlineMs: DEADLINE, breaker: { failures: 3, cooldownMs: 300 }, logger });
+        let degraded = 0;
+        rl.on("degraded", () => void degraded++);
         const events: string[] = [];
         let engine = "";
         rl.on("outage", (e: OutageEvent) => (events.push("outage"), (engine = e.engine)));
@@ -48,6 +53,8 @@ for (const f of FACTORIES) {
         assert.equal(rl.breaker!.isOpen, true);
         assert.deepEqual(events, ["outage"]);
         assert.equal(engine, "the ratelimit module", "the outage names the engine in use");
+        assert.equal(warns.length, 1, warns.join("\n"));
+        assert.match(warns[0]!, /^redis-ratelimit: Redis does not decide \(an outage; engine: the ratelimit module\): .+; checks get the failure policy's \(open\) decision meanwhile$/);
         await server.run(); // the same port again
         let d: Decision | undefined;
         for (let i = 0; i < 100; i++) {
@@ -58,6 +65,10 @@ for (const f of FACTORIES) {
         assert.equal(d!.degraded, false, `still degraded: ${d!.error}`);
         assert.equal(rl.breaker!.isOpen, false);
         assert.deepEqual(events, ["outage", "recovered"]);
+        assert.equal(warns.length, 2, warns.join("\n"));
+        assert.match(warns[1]!, new RegExp(`^redis-ratelimit: Redis answers again; outage over after \\d+ ms, ${degraded} decisions made by the failure policy \\(open\\) meanwhile$`));
+        assert.ok(degraded >= 60, String(degraded));
+        assert.deepEqual(errors, []);
         console.log(`${f.name} stopped server: worst call ${worst.toFixed(1)} ms (deadline ${DEADLINE} ms)`);
       } finally {
         await made.close();

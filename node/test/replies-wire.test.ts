@@ -41,10 +41,15 @@ function commandsIn(buf: Buffer): [string[][], Buffer] {
 /** Connections that said HELLO 3 (were answered with the vectors' RESP3 bytes). */
 let hello3 = 0;
 
-/** A server whose every RL.* command gets `input`'s answer (the clients' own setup commands get +OK). */
+/** The answer to the first RL.* command on a server: a failure before the vector's answer. */
+const LOADING = "-LOADING Redis is loading the dataset in memory\r\n";
+
+/** A server whose first RL.* command gets LOADING and every other `input`'s answer (the clients' own
+ * setup commands get +OK). */
 async function answering(input: Any): Promise<{ port: number; close(): Promise<void> }> {
   if (input.transport === "refused") return { port: await freePort(), close: async () => {} };
   const sockets = new Set<Socket>();
+  let first = true;
   const server: NetServer = createServer((socket) => {
     sockets.add(socket);
     socket.on("error", () => {});
@@ -60,6 +65,10 @@ async function answering(input: Any): Promise<{ port: number; close(): Promise<v
           hello3++;
           socket.write("%1\r\n+proto\r\n:3\r\n");
         } else if (!name.startsWith("RL.")) socket.write("+OK\r\n");
+        else if (first) {
+          first = false;
+          socket.write(LOADING);
+        }
         else if (input.resp2 !== undefined) socket.write(resp3 ? input.resp3 : input.resp2);
         else if (input.transport === "reset") socket.resetAndDestroy();
         else if (input.transport === "closed") socket.end();
@@ -122,12 +131,17 @@ for (const made of CLIENTS) {
       servers.push(server);
       const { client, close } = await made.make(server.port);
       try {
-        // A breaker that one failure opens: the answer's breaker effect is whether it is open after.
+        // A breaker that two failures in a row open, after one failure (the server's LOADING; a refused
+        // port's refusal): a failure opens it, an answer ends the run (one more failure leaves it closed).
         const rl = new Limiter(client, {
-          failure: input.failure, engine: "module", deadlineMs: 300, breaker: { failures: 1, cooldownMs: 60_000 }, logger: false,
+          failure: input.failure, engine: "module", deadlineMs: 300, breaker: { failures: 2, cooldownMs: 60_000 }, logger: false,
         });
         const events: Record<string, number> = { outage: 0, misconfigured: 0, conflict: 0 };
         for (const e of Object.keys(events)) rl.on(e, () => void events[e]!++);
+        const prior = await rl.check(key, policy, cost).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
+        assert.ok(!(prior instanceof Error) && prior.degraded, `${what}: the prior failure: ${String(prior)}`);
+        assert.equal(rl.breaker!.isOpen, false, `${what}: one failure opened the breaker`);
+        assert.deepEqual([rl.counters["outage"], events.outage], [1, 1], what);
         const cls = input.reply !== undefined ? classOfReply(input.reply) : classOfTransport(input.transport);
         assert.equal(cls.name, output.class, what);
         const got = await rl.check(key, policy, cost).then((d) => ({ d }), (e: unknown) => ({ e }));
@@ -143,11 +157,16 @@ for (const made of CLIENTS) {
         }
         // A transport failure may reach the limiter as its deadline (a client that queues and retries):
         // an outage either way, counted as one.
-        assert.deepEqual(Object.keys(rl.counters).filter((c) => rl.counters[c] !== 0), [output.counter], `${what}: ${JSON.stringify(rl.counters)}`);
-        assert.equal(rl.counters[output.counter], 1, what);
+        // The prior failure's outage is under way: an outage answer continues it (counted and told once).
+        const counted = Object.fromEntries(Object.entries(rl.counters).filter(([, v]) => v !== 0));
+        assert.deepEqual(counted, { outage: 1, [output.counter]: 1 }, `${what}: ${JSON.stringify(rl.counters)}`);
         assert.equal(rl.breaker!.isOpen, output.breaker === "failure", `${what}: breaker ${output.breaker}`);
+        if (output.breaker === "answered") {
+          rl.breaker!.failure();
+          assert.equal(rl.breaker!.isOpen, false, `${what}: the answer ended the failures in a row: one more does not open it`);
+        }
         const event = LOG_EVENTS[output.log];
-        assert.deepEqual(events, { outage: 0, misconfigured: 0, conflict: 0, ...(event && { [event]: 1 }) }, what);
+        assert.deepEqual(events, { outage: 1, misconfigured: 0, conflict: 0, ...(event && { [event]: 1 }) }, what);
         n++;
       } finally {
         await close();
