@@ -6,7 +6,7 @@ never more admitted than the bucket gave, never a unit spent twice, at most ``ba
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -43,8 +43,10 @@ class Bucket:
         return [1, self.capacity, self.tokens, 0, 1000]
 
 
-def run(volume: Volume, bucket: Bucket, limits: list[Any], now_ms: int) -> tuple[Decision, list[list[Any]]]:
-    """One check's steps at `now_ms`, each command answered by `bucket`: the decision and what was sent."""
+def run(volume: Volume, bucket: Bucket, limits: list[Any], now_ms: int,
+        before_ahead: Callable[[], None] | None = None) -> tuple[Decision, list[list[Any]]]:
+    """One check's steps at `now_ms`, each command answered by `bucket`: the decision and what was sent.
+    `before_ahead` runs when a batch taken ahead is about to land (after the decision was made)."""
     steps = volume.check(limits, now_ms * MS)
     sent: list[list[Any]] = []
     try:
@@ -54,6 +56,8 @@ def run(volume: Volume, bucket: Bucket, limits: list[Any], now_ms: int) -> tuple
             sent.append(send.cmd)
             reply = bucket.answer(send.cmd)
             if isinstance(send, Ahead):  # a batch taken ahead, landed at once here
+                if before_ahead is not None:
+                    before_ahead()
                 send.landed(reply)
                 reply = None
             send = steps.send(reply)
@@ -230,14 +234,19 @@ def test_never_more_admitted_than_taken_nor_a_unit_spent_twice(
     admitted, now = 0, 0
     for who, cost, step in seq:
         now += step
-        decision, _ = run(instances[who], bucket, [("k", policy, cost)], now)
+        at_decision: list[int] = []
+        decision, _ = run(instances[who], bucket, [("k", policy, cost)], now,
+                          lambda: at_decision.append(instances[who].batches.held("k", policy)))
         admitted += cost if decision.allowed else 0
         held = [v.batches.held("k", policy) for v in instances]
         assert all(h >= 0 for h in held)
         # Every unit admitted or held was taken from the bucket, once.
         assert admitted + sum(held) + bucket.tokens == capacity
         if cost == 1 and decision.allowed and decision.local:
-            assert decision.remaining >= held[who]
+            # A local decision counts the units held when it was made; a batch taken ahead lands after
+            # it (here at once), so its units are not in it. (Hypothesis found the case in CI: held 1
+            # after the ahead batch, remaining 0 in the decision made before it.)
+            assert decision.remaining >= (at_decision[0] if at_decision else held[who])
     for v in instances:
         for cmd in v.release_all(now):
             bucket.answer(cmd)
