@@ -136,62 +136,86 @@ func TestVectorsVolume(t *testing.T) {
 	}
 }
 
-// A check lacking units while its key's batch call is in flight waits for that call and is then
-// decided from the units it brought: it shared a round trip, so it is not local (as the reference
-// counts it); a later check spending held units is.
-func TestAWaitedDecisionIsNotLocal(t *testing.T) {
+// heldBook is a unit book on one hot key (a bucket of 1,000, batch 16) whose calls a test can hold
+// in flight: Redis' bucket takes every call's cost (the request and the extras asked), the clock is
+// the test's, and the call made after hold() blocks until release is closed.
+type heldBook struct {
+	book    *unitBook
+	limits  []Limit
+	io      unitIO
+	calling chan struct{} // a held call has started
+	mu      sync.Mutex
+	ms      int64
+	left    int64
+	calls   int
+	gate    chan struct{}
+}
+
+func newHeldBook(t *testing.T, waitsWithin time.Duration) *heldBook {
 	p, err := TokenBucket(1000, 1000)
 	must(t, err)
 	p, err = p.WithBatch(16, time.Second)
 	must(t, err)
-	limits := []Limit{{"k", p, 1}}
-	book := newUnitBook()
-	var mu sync.Mutex
-	ms, remaining := int64(0), int64(1000)
-	now := func() int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return 1_700_000_000_000_000_000 + ms*int64(time.Millisecond)
-	}
-	// Redis' bucket: every call takes its cost (the request and the extras asked).
+	h := &heldBook{book: newUnitBook(), limits: []Limit{{"k", p, 1}}, left: 1000, calling: make(chan struct{}, 8)}
 	reply := func(cmd []string) (Decision, error) {
 		cost, _ := strconv.ParseInt(cmd[len(cmd)-1], 10, 64)
-		mu.Lock()
-		remaining -= cost
-		r := remaining
-		mu.Unlock()
+		h.mu.Lock()
+		h.left -= cost
+		r := h.left
+		h.mu.Unlock()
 		return DecisionOfReply([]any{int64(1), int64(1000), r, int64(0), int64(10)})
 	}
-	var gate chan struct{} // when set, the next call blocks until it is closed
-	calling := make(chan struct{}, 8)
-	io := unitIO{
+	h.io = unitIO{
 		refund: func([]string) {},
 		call: func(cmd []string) (Decision, error) {
-			mu.Lock()
-			g := gate
-			gate = nil
-			mu.Unlock()
+			h.mu.Lock()
+			g := h.gate
+			h.gate = nil
+			h.calls++
+			h.mu.Unlock()
 			if g != nil {
-				calling <- struct{}{}
+				h.calling <- struct{}{}
 				<-g
 			}
 			return reply(cmd)
 		},
-		ahead: func(cmd []string, answered func(Decision, error)) { answered(reply(cmd)) },
+		ahead:       func(cmd []string, answered func(Decision, error)) { answered(reply(cmd)) },
+		waitsWithin: waitsWithin,
 	}
-	if d, err := book.check(now, limits, io); err != nil || d.Local { // the key's first call
+	return h
+}
+
+func (h *heldBook) now() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return 1_700_000_000_000_000_000 + h.ms*int64(time.Millisecond)
+}
+
+// at moves the clock to ms; hold, when not nil, holds the next call until it is closed.
+func (h *heldBook) at(ms int64, hold chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ms, h.gate = ms, hold
+}
+
+func (h *heldBook) check() (Decision, error) { return h.book.check(h.now, h.limits, h.io) }
+
+// A check lacking units while its key's batch call is in flight waits for that call and is then
+// decided from the units it brought: it shared a round trip, so it is not local (as the reference
+// counts it); a later check spending held units is.
+func TestAWaitedDecisionIsNotLocal(t *testing.T) {
+	h := newHeldBook(t, 0)
+	if d, err := h.check(); err != nil || d.Local { // the key's first call
 		t.Fatalf("the first check: %+v, %v", d, err)
 	}
 	release := make(chan struct{})
-	mu.Lock()
-	ms, gate = 1, release // a hot key: this call asks extra units
-	mu.Unlock()
+	h.at(1, release) // a hot key: this call asks extra units
 	first, second := make(chan Decision, 1), make(chan Decision, 1)
-	go func() { d, _ := book.check(now, limits, io); first <- d }()
-	<-calling // the call is in flight: the next check lacks units and waits for it
-	go func() { d, _ := book.check(now, limits, io); second <- d }()
+	go func() { d, _ := h.check(); first <- d }()
+	<-h.calling // the call is in flight: the next check lacks units and waits for it
+	go func() { d, _ := h.check(); second <- d }()
 	time.Sleep(50 * time.Millisecond)
-	if len(calling) != 0 {
+	if len(h.calling) != 0 {
 		t.Fatal("the second check called instead of waiting for the batch call in flight")
 	}
 	close(release)
@@ -202,10 +226,8 @@ func TestAWaitedDecisionIsNotLocal(t *testing.T) {
 		t.Fatalf("the check that waited for the call: %+v (want allowed, not local)", d)
 	}
 	for i := int64(0); i < 8; i++ {
-		mu.Lock()
-		ms = 2 + i
-		mu.Unlock()
-		if d, err := book.check(now, limits, io); err == nil && d.Local && d.Allowed {
+		h.at(2+i, nil)
+		if d, err := h.check(); err == nil && d.Local && d.Allowed {
 			return // a check spending units held without waiting is local
 		}
 	}
@@ -217,55 +239,18 @@ func TestAWaitedDecisionIsNotLocal(t *testing.T) {
 // it sends its own call (docs/high-volume.md's Wait). The batch call here never lands while the
 // check runs: before, the check waited for it however long it took.
 func TestWaitsTakeAtMostTheDeadlineInAll(t *testing.T) {
-	p, err := TokenBucket(1000, 1000)
-	must(t, err)
-	p, err = p.WithBatch(16, time.Second)
-	must(t, err)
-	limits := []Limit{{"k", p, 1}}
-	book := newUnitBook()
-	var mu sync.Mutex
-	ms, remaining, calls := int64(0), int64(1000), 0
-	now := func() int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return 1_700_000_000_000_000_000 + ms*int64(time.Millisecond)
-	}
-	var gate chan struct{} // when set, the next call blocks until it is closed
-	calling := make(chan struct{}, 8)
-	io := unitIO{
-		refund: func([]string) {},
-		call: func(cmd []string) (Decision, error) {
-			cost, _ := strconv.ParseInt(cmd[len(cmd)-1], 10, 64)
-			mu.Lock()
-			g := gate
-			gate = nil
-			calls++
-			mu.Unlock()
-			if g != nil {
-				calling <- struct{}{}
-				<-g
-			}
-			mu.Lock()
-			remaining -= cost
-			r := remaining
-			mu.Unlock()
-			return DecisionOfReply([]any{int64(1), int64(1000), r, int64(0), int64(10)})
-		},
-		ahead:       func(cmd []string, answered func(Decision, error)) {},
-		waitsWithin: 200 * time.Millisecond,
-	}
-	if _, err := book.check(now, limits, io); err != nil { // the key's first call
+	h := newHeldBook(t, 200*time.Millisecond)
+	h.io.ahead = func([]string, func(Decision, error)) {} // no batch taken ahead: one call in flight
+	if _, err := h.check(); err != nil {                  // the key's first call
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
 	defer close(release)
-	mu.Lock()
-	ms, gate = 1, release // a hot key: this call asks extra units, and stays in flight
-	mu.Unlock()
-	go func() { _, _ = book.check(now, limits, io) }()
-	<-calling
+	h.at(1, release) // a hot key: this call asks extra units, and stays in flight
+	go func() { _, _ = h.check() }()
+	<-h.calling
 	waiting := make(chan Decision, 1)
-	go func() { d, _ := book.check(now, limits, io); waiting <- d }()
+	go func() { d, _ := h.check(); waiting <- d }()
 	select {
 	case d := <-waiting:
 		if !d.Allowed || d.Local {
@@ -274,9 +259,9 @@ func TestWaitsTakeAtMostTheDeadlineInAll(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the check still waits for the batch call in flight")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if calls != 3 {
-		t.Fatalf("%d calls, want 3 (the first, the batch in flight, the waiting check's own)", calls)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls != 3 {
+		t.Fatalf("%d calls, want 3 (the first, the batch in flight, the waiting check's own)", h.calls)
 	}
 }
