@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./servers.ts";
-import { callOf, cases, policyOf, VECTORS, type Any } from "./vectors.ts";
+import { assertOutcome, callOf, cases, policyOf, settle, VECTORS, type Any } from "./vectors.ts";
 import {
   Call, CONTRACT, Decision, Engine, EngineGaveUp, Limiter, PolicyError, RedisErrorReply, TokenBucket, UsageError, classOfReply,
   classOfTransport, commands, moduleCommand, script, type Adapter, type Limit, type Send,
@@ -274,25 +274,6 @@ function vectorLimiter(failure: string, answer: () => Any, failures = 3) {
     if (e === "conflict") conflictKeys.push([...ev.keys]);
   });
   return { rl, clock, lines, events, conflictKeys };
-}
-
-type Outcome = { d: Decision } | { e: unknown };
-
-function settle(p: Promise<Decision>): Promise<Outcome> {
-  return p.then((d) => ({ d }), (e: unknown) => ({ e }));
-}
-
-/** The vector's outcome: the failure policy's decision (degraded, with the answer as its error), or the
- * UsageError raised. */
-function assertOutcome(got: Outcome, input: Any, output: Any, what: string): void {
-  if (output.raise) {
-    assert.ok("e" in got && got.e instanceof UsageError, `${what}: ${JSON.stringify(got)}`);
-    assert.deepEqual({ code: got.e.code, message: got.e.message }, output.raise, what);
-  } else {
-    assert.ok("d" in got, `${what}: ${"e" in got ? got.e : ""}`);
-    assert.deepEqual({ allowed: got.d.allowed, degraded: got.d.degraded }, output.decision, what);
-    if (input.reply !== undefined) assert.equal(got.d.error?.message, input.reply, what);
-  }
 }
 
 test("errors.json: each answer's class and outcome, its breaker effect, counter and log", async () => {

@@ -2,7 +2,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./servers.ts";
-import { TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, type Policy } from "../src/index.ts";
+import assert from "node:assert/strict";
+import { TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, UsageError, type Decision, type Policy } from "../src/index.ts";
 
 export const VECTORS = join(ROOT, "contract", "vectors");
 
@@ -33,4 +34,23 @@ export function policyOf(spec: Any): Policy {
 export function callOf(call: Any): readonly [string, Policy, number] {
   if (call?.method !== "check") throw new Error(`no call ${JSON.stringify(call)}`);
   return [call.key, policyOf(call.policy), call.cost];
+}
+
+export type Outcome = { d: Decision } | { e: unknown };
+
+export function settle(p: Promise<Decision>): Promise<Outcome> {
+  return p.then((d) => ({ d }), (e: unknown) => ({ e }));
+}
+
+/** errors.json's outcome: the failure policy's decision (degraded, with the answer as its error: the
+ * reply as the server wrote it, which the drivers hand over as written), or the UsageError raised. */
+export function assertOutcome(got: Outcome, input: Any, output: Any, what: string): void {
+  if (output.raise) {
+    assert.ok("e" in got && got.e instanceof UsageError, `${what}: ${JSON.stringify(got)}`);
+    assert.deepEqual({ code: got.e.code, message: got.e.message }, output.raise, what);
+  } else {
+    assert.ok("d" in got, `${what}: ${"e" in got ? got.e : ""}`);
+    assert.deepEqual({ allowed: got.d.allowed, degraded: got.d.degraded }, output.decision, what);
+    if (input.reply !== undefined) assert.equal(got.d.error?.message, input.reply, what);
+  }
 }
