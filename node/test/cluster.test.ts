@@ -24,6 +24,15 @@ const cli = REDIS.replace(/redis-server$/, "redis-cli");
 const loads = (port: number) => Number(/cmdstat_function\|load:calls=(\d+)/.exec(redisCli(port, "INFO", "commandstats"))?.[1] ?? 0);
 const redisCli = (port: number, ...args: string[]) => execFileSync(cli, ["-p", String(port), ...args]).toString();
 
+/** Each node cold: no library, no cached script, its command counts from zero. */
+function cold(nodes: readonly { port: number }[]): void {
+  for (const s of nodes) {
+    redisCli(s.port, "FUNCTION", "FLUSH");
+    redisCli(s.port, "SCRIPT", "FLUSH");
+    redisCli(s.port, "CONFIG", "RESETSTAT");
+  }
+}
+
 function moved(): number {
   let total = 0;
   for (const s of cluster.nodes) {
@@ -36,11 +45,7 @@ function moved(): number {
 for (const f of FACTORIES) {
   for (const engine of ["module", "functions", "scripts"] as EngineName[]) {
     test(`${f.name} cluster, ${engine}: every call on its key's node, no MOVED`, async () => {
-      for (const s of cluster.nodes) {
-        redisCli(s.port, "CONFIG", "RESETSTAT");
-        redisCli(s.port, "FUNCTION", "FLUSH");
-        redisCli(s.port, "SCRIPT", "FLUSH");
-      }
+      cold(cluster.nodes);
       const made = await f.cluster(cluster.nodes[0]!.port);
       try {
         const rl = new Limiter(made.client, { failure: "closed", engine, deadlineMs: LONG_DEADLINE_MS });
@@ -93,20 +98,14 @@ for (const f of FACTORIES) {
 
 for (const f of FACTORIES) {
   test(`${f.name} cluster, FCALL, cold: 90 calls at once find the library missing; one FUNCTION LOAD per node, every call decided`, async () => {
-    for (const s of cluster.nodes) {
-      redisCli(s.port, "FUNCTION", "FLUSH");
-      redisCli(s.port, "CONFIG", "RESETSTAT");
-    }
+    cold(cluster.nodes);
     const made = await f.cluster(cluster.nodes[0]!.port);
     try {
       const rl = new Limiter(made.client, { failure: "closed", engine: "fcall", deadlineMs: LONG_DEADLINE_MS });
       const tb = new TokenBucket({ capacity: 2, perSecond: 1 });
       const ds = await Promise.all(Array.from({ length: 90 }, (_, i) => rl.check(`rl:{cold-${f.name}-${i}}:tb`, tb)));
       assert.ok(ds.every((d) => !d.degraded), String(ds.find((d) => d.degraded)?.error));
-      for (const s of cluster.nodes) {
-        const m = /cmdstat_function\|load:calls=(\d+)/.exec(redisCli(s.port, "INFO", "commandstats"));
-        assert.equal(Number(m?.[1] ?? 0), 1, `FUNCTION LOAD on ${s.port}`);
-      }
+      for (const s of cluster.nodes) assert.equal(loads(s.port), 1, `FUNCTION LOAD on ${s.port}`);
     } finally {
       await made.close();
     }
@@ -115,11 +114,7 @@ for (const f of FACTORIES) {
 
 for (const f of FACTORIES) {
   test(`${f.name} stock cluster, engine auto, cold: 120 calls at once over every slot range, each exact, at most one FUNCTION LOAD per node`, async () => {
-    for (const s of stock.nodes) {
-      redisCli(s.port, "FUNCTION", "FLUSH");
-      redisCli(s.port, "SCRIPT", "FLUSH");
-      redisCli(s.port, "CONFIG", "RESETSTAT");
-    }
+    cold(stock.nodes);
     const made = await f.cluster(stock.nodes[0]!.port);
     try {
       const rl = new Limiter(made.client, { failure: "closed", deadlineMs: LONG_DEADLINE_MS });
