@@ -50,32 +50,27 @@ pub(crate) struct Counters {
 impl Counters {
     /// An outage started (`outage.rs` logs it).
     pub(crate) fn outage(&self, limiter: &Arc<str>) {
-        self.outages.fetch_add(1, Relaxed);
-        outage_started(limiter);
+        count(&self.outages, "ratelimit_outages_total", limiter);
     }
 
     /// A call was answered with a configuration fault (`outage.rs` logs it).
     pub(crate) fn misconfigured(&self, limiter: &Arc<str>) {
-        self.misconfigured.fetch_add(1, Relaxed);
-        configuration_fault(limiter);
+        count(&self.misconfigured, "ratelimit_configuration_faults_total", limiter);
     }
 
-    /// A call met a conflict (`outage.rs` logs it).
+    /// A call's key held another limiter's state or another type (`outage.rs` logs it).
     pub(crate) fn conflict(&self, limiter: &Arc<str>) {
-        self.conflicts.fetch_add(1, Relaxed);
-        conflict(limiter);
+        count(&self.conflicts, "ratelimit_conflicts_total", limiter);
     }
 
-    /// A call was the caller's mistake.
+    /// A call was the caller's mistake (refused before sending, or answered as one).
     pub(crate) fn usage_error(&self, limiter: &Arc<str>) {
-        self.usage_errors.fetch_add(1, Relaxed);
-        usage_error(limiter);
+        count(&self.usage_errors, "ratelimit_usage_errors_total", limiter);
     }
 
     /// A decision was made here, without a round trip (recorded as well).
     pub(crate) fn local(&self, limiter: &Arc<str>) {
-        self.local.fetch_add(1, Relaxed);
-        metrics::counter!("ratelimit_local_decisions_total", "limiter" => label(limiter)).increment(1);
+        count(&self.local, "ratelimit_local_decisions_total", limiter);
     }
 
     pub(crate) fn record(&self, limiter: &Arc<str>, d: &Decision, short_circuited: bool) {
@@ -117,9 +112,10 @@ fn label(limiter: &Arc<str>) -> metrics::SharedString {
     metrics::SharedString::from(Arc::clone(limiter))
 }
 
-/// An outage started.
-fn outage_started(limiter: &Arc<str>) {
-    metrics::counter!("ratelimit_outages_total", "limiter" => label(limiter)).increment(1);
+/// One more of `counter`, and of the `metrics` counter `metric{limiter}`.
+fn count(counter: &AtomicU64, metric: &'static str, limiter: &Arc<str>) {
+    counter.fetch_add(1, Relaxed);
+    metrics::counter!(metric, "limiter" => label(limiter)).increment(1);
 }
 
 /// The failure policy decided during an outage.
@@ -127,19 +123,4 @@ pub(crate) fn outage_decision(limiter: &Arc<str>, allowed: bool) {
     let allowed = if allowed { "true" } else { "false" };
     metrics::counter!("ratelimit_outage_decisions_total", "limiter" => label(limiter), "allowed" => allowed)
         .increment(1);
-}
-
-/// A key of a call held another limiter's state or another type.
-pub(crate) fn conflict(limiter: &Arc<str>) {
-    metrics::counter!("ratelimit_conflicts_total", "limiter" => label(limiter)).increment(1);
-}
-
-/// A call was the caller's mistake (refused before sending, or answered as one).
-pub(crate) fn usage_error(limiter: &Arc<str>) {
-    metrics::counter!("ratelimit_usage_errors_total", "limiter" => label(limiter)).increment(1);
-}
-
-/// A call was answered with a configuration fault.
-fn configuration_fault(limiter: &Arc<str>) {
-    metrics::counter!("ratelimit_configuration_faults_total", "limiter" => label(limiter)).increment(1);
 }
