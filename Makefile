@@ -2,7 +2,7 @@
 CARGO ?= cargo
 MODULE := target/release/libredis_ratelimit.so
 
-.PHONY: all deps build demo test test-matrix test-gcra-harness bench check fmt clippy clean docker docker-test compose-test examples install
+.PHONY: all deps build demo test test-matrix test-gcra-harness bench check fmt clippy contract clean docker docker-test compose-test examples install
 
 all: build
 
@@ -85,6 +85,11 @@ install: build
 
 fmt:
 	$(CARGO) fmt --all -- --check
+
+# Writes every generated file again (contract/, its vectors, the Lua library's block and scripts, the
+# packages' copies): after a change to core, the client or lua/src/.
+contract: deps
+	$(CARGO) run --release -q -p contract-gen
 
 clippy: deps
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings

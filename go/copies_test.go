@@ -29,7 +29,7 @@ func TestCopiesAreTheRepositorys(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("go/%s differs from %s: run go generate ./... in go/ (or RL_BLESS=1 cargo test -p redis-ratelimit-client contract)", copyName, source)
+			t.Errorf("go/%s differs from %s: run go generate ./... in go/ (or cargo run -p contract-gen)", copyName, source)
 		}
 	}
 }

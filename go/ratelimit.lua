@@ -1,5 +1,5 @@
 #!lua name=ratelimit
--- GENERATED from lua/src/ (library.lua and its parts) by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit; change lua/src/
+-- GENERATED from lua/src/ (library.lua and its parts) by `cargo run -p contract-gen`: do not edit; change lua/src/
 --[[
 redis-ratelimit's limiters as one Lua library, for servers that cannot load the module (managed Redis).
 
@@ -23,14 +23,14 @@ core/src/sliding_log.rs); this file (lua/src/library.lua) names them in order, e
 standing for lua/src/<part>.lua, and the contract writer assembles lua/ratelimit.lua from them.
 ]]
 
--- CONTRACT: GENERATED from the Rust reference by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit (contract/contract.json's library, bounds and errors)
+-- CONTRACT: GENERATED from the Rust reference by `cargo run -p contract-gen`: do not edit (contract/contract.json's library, bounds and errors)
 local MAX_RATE_PER_SEC = 1000000000
 local MAX_LOG_LIMIT = 1000000
 local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "8e88b2e46e81aac8b5c0df5f1d21b4f5757ea995",
+  source_hash = "bc1fca536010051ab3bf3aba2e59d8a25a2da7db",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// Units to give back with RL.REFUND.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Refund {
+pub struct Refund {
     pub key: String,
     pub policy: Policy,
     pub units: u64,
@@ -24,7 +24,7 @@ pub(crate) struct Refund {
 
 /// What a check does.
 #[derive(Debug)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// Held units to give back first (expired).
     pub refunds: Vec<Refund>,
     pub action: Action,
@@ -36,14 +36,14 @@ pub(crate) struct Plan {
 /// A batch taken ahead for one limit: `RL.* key ... units` with no request of its own; its answer
 /// goes to [`Batches::answer`] as a call of that one limit at cost 0 with `asked`.
 #[derive(Debug)]
-pub(crate) struct Ahead {
+pub struct Ahead {
     pub key: String,
     pub policy: Policy,
     pub asked: Asked,
 }
 
 #[derive(Debug)]
-pub(crate) enum Action {
+pub enum Action {
     /// Decided here from held units.
     Local(Decision),
     /// One call, each limit asking its cost plus `extras[i]`.
@@ -56,13 +56,13 @@ pub(crate) enum Action {
 
 /// A batch call in flight: done when its answer (or its failure) is in.
 #[derive(Debug, Default)]
-pub(crate) struct Flight {
+pub struct Flight {
     done: AtomicBool,
-    pub(crate) notify: tokio::sync::Notify,
+    pub notify: tokio::sync::Notify,
 }
 
 impl Flight {
-    pub(crate) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
 
@@ -75,18 +75,18 @@ impl Flight {
 /// A call's batch: per limit, the extra units asked and the batch size they came from (None: the
 /// limit keeps no state from this call).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Asked {
+pub struct Asked {
     pub extras: Vec<u64>,
     pub sizes: Vec<Option<u64>>,
 }
 
 impl Asked {
-    pub(crate) fn any_extra(&self) -> bool {
+    pub fn any_extra(&self) -> bool {
         self.extras.iter().any(|e| *e > 0)
     }
 
     /// The same call without extras (a denied batch: the request itself may fit), at size 1.
-    pub(crate) fn without_extras(&self) -> Asked {
+    pub fn without_extras(&self) -> Asked {
         Asked {
             extras: vec![0; self.extras.len()],
             sizes: self.sizes.iter().map(|s| s.map(|_| START)).collect(),
@@ -94,7 +94,7 @@ impl Asked {
     }
 
     /// `limits` with each one's cost raised by its extra.
-    pub(crate) fn with_extras<'a>(&self, limits: &[Limit<'a>]) -> Vec<Limit<'a>> {
+    pub fn with_extras<'a>(&self, limits: &[Limit<'a>]) -> Vec<Limit<'a>> {
         limits.iter().zip(&self.extras).map(|(l, e)| Limit { cost: l.cost + e, ..*l }).collect()
     }
 }
@@ -154,7 +154,7 @@ struct Table {
 
 /// The batched units of one limiter.
 #[derive(Default)]
-pub(crate) struct Batches {
+pub struct Batches {
     table: Mutex<Table>,
 }
 
@@ -169,7 +169,7 @@ impl Batches {
     }
 
     /// What a check of `limits` does at `now`.
-    pub(crate) fn plan(&self, limits: &[Limit<'_>], now: Instant) -> Plan {
+    pub fn plan(&self, limits: &[Limit<'_>], now: Instant) -> Plan {
         let n = limits.len();
         let unbatched = || Action::Call(Asked { extras: vec![0; n], sizes: vec![None; n] });
         if limits.iter().all(|l| l.policy.batch().is_none()) {
@@ -247,13 +247,7 @@ impl Batches {
 
     /// Redis' `answer` to the call `asked` for `limits` at `now`: the held units and sizes change;
     /// returns the decision to give the caller (its `remaining` counts the units held here).
-    pub(crate) fn answer(
-        &self,
-        limits: &[Limit<'_>],
-        asked: &Asked,
-        answer: Decision,
-        now: Instant,
-    ) -> Decision {
+    pub fn answer(&self, limits: &[Limit<'_>], asked: &Asked, answer: Decision, now: Instant) -> Decision {
         if asked.sizes.iter().all(Option::is_none) {
             return answer;
         }
@@ -304,13 +298,13 @@ impl Batches {
     }
 
     /// The batch calls in flight now.
-    pub(crate) fn flights(&self) -> Vec<Arc<Flight>> {
+    pub fn flights(&self) -> Vec<Arc<Flight>> {
         self.lock().states.values().filter_map(|s| s.flight.clone()).collect()
     }
 
     /// A flight that did not land within a deadline (its caller gave up: a dropped future) is
     /// forgotten, so that the next check asks again.
-    pub(crate) fn abandon(&self, flight: &Arc<Flight>) {
+    pub fn abandon(&self, flight: &Arc<Flight>) {
         for s in self.lock().states.values_mut() {
             if s.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
                 s.flight = None;
@@ -320,14 +314,14 @@ impl Batches {
     }
 
     /// The call `asked` for `limits` failed (no answer): its waiters plan again.
-    pub(crate) fn failed(&self, limits: &[Limit<'_>], asked: &Asked) {
+    pub fn failed(&self, limits: &[Limit<'_>], asked: &Asked) {
         if asked.sizes.iter().any(Option::is_some) {
             land(&mut self.lock(), limits, asked);
         }
     }
 
     /// Every held unit, to give back (the limiter is closing); the states are forgotten.
-    pub(crate) fn drain(&self, now: Instant) -> Vec<Refund> {
+    pub fn drain(&self, now: Instant) -> Vec<Refund> {
         let mut t = self.lock();
         let mut out: Vec<(String, Refund)> = t
             .states
@@ -340,7 +334,7 @@ impl Batches {
     }
 
     /// Units held now for the limit (tests and vectors).
-    pub(crate) fn held(&self, limit: &Limit<'_>) -> u64 {
+    pub fn held(&self, limit: &Limit<'_>) -> u64 {
         self.lock().states.get(&id(limit)).map_or(0, |s| s.held)
     }
 }

@@ -22,15 +22,15 @@ impl<'a> Limit<'a> {
 }
 
 /// A key that is empty: refused before sending (docs/errors.md), in every client with this text.
-pub(crate) const EMPTY_KEY: &str = "ERR invalid key: must be a non-empty string";
+pub const EMPTY_KEY: &str = "ERR invalid key: must be a non-empty string";
 /// A key given twice in one call: the module's own reply, which every client also refuses before sending.
-pub(crate) const DUPLICATE_KEY: &str = ratelimit_core::error::DUPLICATE_KEY;
+pub const DUPLICATE_KEY: &str = ratelimit_core::error::DUPLICATE_KEY;
 /// Keys of one call in different hash slots: Redis' own reply, which cluster clients refuse before sending.
-pub(crate) const CROSS_SLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+pub const CROSS_SLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
 /// On a cluster, keys of one call in different hash slots: refused before sending, as Redis Cluster
 /// would answer them.
-pub(crate) fn check_slots(limits: &[Limit<'_>]) -> Result<(), CallError> {
+pub fn check_slots(limits: &[Limit<'_>]) -> Result<(), CallError> {
     use redis::cluster_routing::Slot;
     if limits.len() < 2 {
         return Ok(()); // one key: one slot, no hash to compute on the request path
@@ -43,7 +43,7 @@ pub(crate) fn check_slots(limits: &[Limit<'_>]) -> Result<(), CallError> {
 }
 
 /// The caller's mistakes in `limits`' keys that a client refuses before sending: an empty key, a key twice.
-pub(crate) fn check_keys(limits: &[Limit<'_>]) -> Result<(), CallError> {
+pub fn check_keys(limits: &[Limit<'_>]) -> Result<(), CallError> {
     for (i, limit) in limits.iter().enumerate() {
         if limit.key.is_empty() {
             return Err(CallError::Usage(EMPTY_KEY));
@@ -57,24 +57,24 @@ pub(crate) fn check_keys(limits: &[Limit<'_>]) -> Result<(), CallError> {
 
 /// The one RL.* call that decides `limits` atomically: one limit goes to its own command, several
 /// token buckets into one RL.TOKEN, several limits of other or mixed kinds into one RL.ALL.
-pub(crate) fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
+pub fn decide(limits: &[Limit<'_>]) -> Result<redis::Cmd, CallError> {
     build(limits, None, None)
 }
 
 /// Like [`decide`], taking the concurrency limits among `limits` as leases held by `id`
 /// (RL.ACQUIRE, or ACQUIRE groups of RL.ALL).
-pub(crate) fn acquire(limits: &[Limit<'_>], id: &str) -> Result<redis::Cmd, CallError> {
+pub fn acquire(limits: &[Limit<'_>], id: &str) -> Result<redis::Cmd, CallError> {
     build(limits, Some(id), None)
 }
 
 /// Like [`decide`], the token buckets among `limits` reserving what does not fit now within
 /// `max_wait` (RL.RESERVE, or RESERVE groups of RL.ALL); the other limits decide now.
-pub(crate) fn reserve(limits: &[Limit<'_>], max_wait: Duration) -> Result<redis::Cmd, CallError> {
+pub fn reserve(limits: &[Limit<'_>], max_wait: Duration) -> Result<redis::Cmd, CallError> {
     build(limits, None, Some(&seconds(whole_ms(max_wait))))
 }
 
 /// A wait in whole milliseconds (the grammar's unit), rounded down, as nanoseconds.
-pub(crate) fn whole_ms(wait: Duration) -> u128 {
+pub fn whole_ms(wait: Duration) -> u128 {
     wait.as_millis() * 1_000_000
 }
 
@@ -149,7 +149,7 @@ fn arguments(
 
 /// `RL.RESERVE key capacity rate min max_wait UPTO max`: at least `min` tokens, up to `max`, within
 /// `max_wait`.
-pub(crate) fn reserve_batch(
+pub fn reserve_batch(
     key: &str,
     policy: &Policy,
     min: u64,
@@ -165,7 +165,7 @@ pub(crate) fn reserve_batch(
 }
 
 /// `RL.REFUND KIND key p1 p2 units`: gives units back to a limit whose kind takes refunds.
-pub(crate) fn refund(key: &str, policy: &Policy, units: u64) -> Result<redis::Cmd, CallError> {
+pub fn refund(key: &str, policy: &Policy, units: u64) -> Result<redis::Cmd, CallError> {
     if !policy.kind().refunds() {
         return Err(CallError::Usage("this kind of limit takes no refunds"));
     }
@@ -175,7 +175,7 @@ pub(crate) fn refund(key: &str, policy: &Policy, units: u64) -> Result<redis::Cm
 }
 
 /// `RL.REFUND TOKEN key capacity rate tokens`: gives tokens back to a bucket.
-pub(crate) fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<redis::Cmd, CallError> {
+pub fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<redis::Cmd, CallError> {
     if policy.kind() != LimiterKind::TokenBucket {
         return Err(CallError::Usage("only token buckets take refunds of reserved tokens"));
     }
@@ -183,21 +183,21 @@ pub(crate) fn refund_tokens(key: &str, policy: &Policy, tokens: u64) -> Result<r
 }
 
 /// A command on `key` with `policy`'s parameters after it (`RL.TAKE`, `RL.INSPECT`).
-pub(crate) fn with_params(name: &str, key: &str, policy: &Policy) -> redis::Cmd {
+pub fn with_params(name: &str, key: &str, policy: &Policy) -> redis::Cmd {
     let mut cmd = redis::cmd(name);
     cmd.arg(key).arg(policy.params());
     cmd
 }
 
 /// `RL.RELEASE key id`.
-pub(crate) fn release(key: &str, id: &str) -> redis::Cmd {
+pub fn release(key: &str, id: &str) -> redis::Cmd {
     let mut cmd = redis::cmd("RL.RELEASE");
     cmd.arg(key).arg(id);
     cmd
 }
 
 /// `RL.RENEW key lease id`.
-pub(crate) fn renew(key: &str, lease: Duration, id: &str) -> redis::Cmd {
+pub fn renew(key: &str, lease: Duration, id: &str) -> redis::Cmd {
     let mut cmd = redis::cmd("RL.RENEW");
     cmd.arg(key).arg(seconds(lease.as_nanos())).arg(id);
     cmd

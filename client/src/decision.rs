@@ -48,7 +48,8 @@ impl Decision {
     }
 
     /// Reads an RL.* reply: `[allowed, limit, remaining, retry_after_ms, reset_after_ms (, position)]`.
-    pub(crate) fn from_reply(reply: &[i64]) -> Option<Decision> {
+    #[doc(hidden)] // the contract's generator makes decisions with it too
+    pub fn from_reply(reply: &[i64]) -> Option<Decision> {
         let [allowed, limit, remaining, retry_ms, reset_ms, rest @ ..] = reply else { return None };
         let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
         Some(Decision {

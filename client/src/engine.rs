@@ -332,7 +332,7 @@ fn missing(e: &RedisError) -> bool {
 }
 
 /// A library function's call: its name, keys and other arguments, in the command's order.
-pub(crate) struct Call {
+pub struct Call {
     function: String,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
@@ -341,7 +341,7 @@ pub(crate) struct Call {
 impl Call {
     /// The library's form of a module command; None for any other command (and the module-only
     /// ones: RL.TOP, RL.RESETSTATS, the dialects), which are sent as they are.
-    pub(crate) fn of(cmd: &Cmd) -> Option<Call> {
+    pub fn of(cmd: &Cmd) -> Option<Call> {
         let mut words = cmd.args_iter().filter_map(|a| match a {
             redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
             _ => None,
@@ -363,20 +363,19 @@ impl Call {
     }
 
     /// Its keys, as text.
-    pub(crate) fn keys(&self) -> Vec<String> {
+    pub fn keys(&self) -> Vec<String> {
         self.keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect()
     }
 
-    #[cfg(test)]
-    pub(crate) fn function(&self) -> &str {
+    pub fn function(&self) -> &str {
         &self.function
     }
 
-    pub(crate) fn fcall(&self) -> Cmd {
+    pub fn fcall(&self) -> Cmd {
         self.with_script("FCALL", &self.function)
     }
 
-    pub(crate) fn evalsha(&self) -> Cmd {
+    pub fn evalsha(&self) -> Cmd {
         self.with_script("EVALSHA", &self.script().hash)
     }
 
@@ -420,7 +419,7 @@ pub fn script_source(function: &str) -> String {
 
 /// The hash a library names as its own (`source_hash` in its contract block, what `rl_version`
 /// replies); empty when it names none.
-pub(crate) fn library_hash(library: &str) -> &str {
+pub fn library_hash(library: &str) -> &str {
     const FIELD: &str = "  source_hash = \"";
     library
         .find(FIELD)
@@ -429,7 +428,7 @@ pub(crate) fn library_hash(library: &str) -> &str {
         .map_or("", |(hash, _)| hash)
 }
 
-pub(crate) use crate::evalsha::script_of;
+pub use crate::evalsha::script_of;
 
 #[cfg(test)]
 mod tests {

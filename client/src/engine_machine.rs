@@ -11,7 +11,7 @@ use crate::reply_class::{self, ReplyClass};
 
 /// Where a limiter's engine is: what its next call sends first, and what it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum State {
+pub enum State {
     Unknown,
     Module,
     Fcall,
@@ -20,7 +20,7 @@ pub(crate) enum State {
 
 /// What a call sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sent {
+pub enum Sent {
     Module,
     Fcall,
     FunctionLoad,
@@ -30,7 +30,7 @@ pub(crate) enum Sent {
 
 /// An answer, as the machine reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Answer {
+pub enum Answer {
     Ok,
     UnknownCommand,
     Noperm,
@@ -42,7 +42,7 @@ pub(crate) enum Answer {
 
 /// The engine a limiter was built to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wanted {
+pub enum Wanted {
     Auto,
     Module,
     Fcall,
@@ -51,7 +51,7 @@ pub(crate) enum Wanted {
 
 /// Where a state goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Next {
+pub enum Next {
     To(State),
     Same,
     Start,
@@ -59,7 +59,7 @@ pub(crate) enum Next {
 
 /// What the call does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Then {
+pub enum Then {
     Send(Sent),
     Decided,
     Outage,
@@ -68,19 +68,19 @@ pub(crate) enum Then {
     Error,
 }
 
-pub(crate) struct Transition {
-    pub(crate) sent: &'static [Sent],
-    pub(crate) answers: &'static [Answer],
-    pub(crate) wanted: &'static [Wanted],
-    pub(crate) next: Next,
-    pub(crate) then: Then,
+pub struct Transition {
+    pub sent: &'static [Sent],
+    pub answers: &'static [Answer],
+    pub wanted: &'static [Wanted],
+    pub next: Next,
+    pub then: Then,
 }
 
 /// At most this many commands in one call (module, FCALL, FUNCTION LOAD, EVALSHA, EVAL).
-pub(crate) const MAX_SENDS: usize = 5;
+pub const MAX_SENDS: usize = 5;
 
 /// The engine each `wanted` starts in.
-pub(crate) const fn start(wanted: Wanted) -> State {
+pub const fn start(wanted: Wanted) -> State {
     match wanted {
         Wanted::Auto => State::Unknown,
         Wanted::Module => State::Module,
@@ -90,7 +90,7 @@ pub(crate) const fn start(wanted: Wanted) -> State {
 }
 
 /// What a state sends first, and what it reports (the contract's `states`).
-pub(crate) const STATES: [(State, &str, Sent, &str); 4] = [
+pub const STATES: [(State, &str, Sent, &str); 4] = [
     (State::Unknown, "unknown", Sent::Module, "not yet known"),
     (State::Module, "module", Sent::Module, "the ratelimit module"),
     (State::Fcall, "fcall", Sent::Fcall, "the Lua library through FCALL"),
@@ -100,7 +100,7 @@ pub(crate) const STATES: [(State, &str, Sent, &str); 4] = [
 /// The answers read from an error reply: code and the start of the text after it (as in `reply_class`),
 /// the first that matches. A key outside the user's ACL key patterns is refused with NOPERM too, but the
 /// command exists: that answer does not steer (Redis 7+ and 6.2 word it so).
-pub(crate) const ANSWERS: [(Answer, &str, Option<&str>); 6] = [
+pub const ANSWERS: [(Answer, &str, Option<&str>); 6] = [
     (Answer::Error, "NOPERM", Some("no permissions to access")),
     (Answer::Error, "NOPERM", Some("this user has no permissions to access")),
     (Answer::Noperm, "NOPERM", None),
@@ -117,7 +117,7 @@ const ALL: &[Wanted] = &[W::Auto, W::Module, W::Fcall, W::Evalsha];
 const REFUSED: &[Answer] = &[A::UnknownCommand, A::Noperm];
 
 /// Tried in order; the first whose `sent`, answer and wanted match decides.
-pub(crate) const TRANSITIONS: &[Transition] = &[
+pub const TRANSITIONS: &[Transition] = &[
     Transition {
         sent: &[S::Module, S::Fcall, S::FunctionLoad, S::Evalsha, S::Eval],
         answers: &[A::Outage],
@@ -216,17 +216,14 @@ pub(crate) const TRANSITIONS: &[Transition] = &[
 ];
 
 /// Every `Wanted`, in the contract's order.
-#[cfg(test)]
-pub(crate) const WANTED: [Wanted; 4] = [Wanted::Auto, Wanted::Module, Wanted::Fcall, Wanted::Evalsha];
+pub const WANTED: [Wanted; 4] = [Wanted::Auto, Wanted::Module, Wanted::Fcall, Wanted::Evalsha];
 
 /// Names, as the contract writes them.
-#[cfg(test)]
-pub(crate) fn state_name(state: State) -> &'static str {
+pub fn state_name(state: State) -> &'static str {
     STATES.iter().find(|s| s.0 == state).map_or("unknown", |s| s.1)
 }
 
-#[cfg(test)]
-pub(crate) fn sent_name(sent: Sent) -> &'static str {
+pub fn sent_name(sent: Sent) -> &'static str {
     match sent {
         Sent::Module => "module",
         Sent::Fcall => "fcall",
@@ -236,8 +233,7 @@ pub(crate) fn sent_name(sent: Sent) -> &'static str {
     }
 }
 
-#[cfg(test)]
-pub(crate) fn answer_name(answer: Answer) -> &'static str {
+pub fn answer_name(answer: Answer) -> &'static str {
     match answer {
         Answer::Ok => "ok",
         Answer::UnknownCommand => "unknown_command",
@@ -249,8 +245,7 @@ pub(crate) fn answer_name(answer: Answer) -> &'static str {
     }
 }
 
-#[cfg(test)]
-pub(crate) fn wanted_name(wanted: Wanted) -> &'static str {
+pub fn wanted_name(wanted: Wanted) -> &'static str {
     match wanted {
         Wanted::Auto => "auto",
         Wanted::Module => "module",
@@ -260,7 +255,7 @@ pub(crate) fn wanted_name(wanted: Wanted) -> &'static str {
 }
 
 /// The answer an error reply `text` (`CODE detail`) gives the machine.
-pub(crate) fn answer_of_reply(text: &str) -> Answer {
+pub fn answer_of_reply(text: &str) -> Answer {
     let (code, rest) = text.split_once(' ').unwrap_or((text, ""));
     let steering = ANSWERS.iter().find(|(_, c, starts)| {
         *c == code && starts.is_none_or(|s| rest.get(..s.len()).is_some_and(|h| h.eq_ignore_ascii_case(s)))
@@ -273,7 +268,7 @@ pub(crate) fn answer_of_reply(text: &str) -> Answer {
 }
 
 /// One step: after `sent` got `answer` in `state`, the state and what the call does next.
-pub(crate) fn step(wanted: Wanted, state: State, sent: Sent, answer: Answer, sends: usize) -> (State, Then) {
+pub fn step(wanted: Wanted, state: State, sent: Sent, answer: Answer, sends: usize) -> (State, Then) {
     let t = TRANSITIONS
         .iter()
         .find(|t| t.sent.contains(&sent) && t.answers.contains(&answer) && t.wanted.contains(&wanted))

@@ -16,8 +16,8 @@ const END: &str = include_str!("../lua/evalsha.lua");
 
 /// What each script's first line says.
 const GENERATED: &str =
-    "-- GENERATED from lua/ratelimit.lua and lua/src/evalsha.lua by `RL_BLESS=1 cargo test -p \
-     redis-ratelimit-client contract`: do not edit";
+    "-- GENERATED from lua/ratelimit.lua and lua/src/evalsha.lua by `cargo run -p contract-gen`: do \
+     not edit";
 
 /// Where the library's registration begins: what the scripts hold nothing of.
 const REGISTER: &str = "-- REGISTER:";

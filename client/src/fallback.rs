@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// The most keys the in-process limiter keeps: past it, expired state goes first, then everything.
-pub(crate) const MAX_KEYS: usize = 100_000;
+pub const MAX_KEYS: usize = 100_000;
 
 /// A stored value, as the module would store it, and when it stops mattering (Unix ns).
 struct Entry {
@@ -29,29 +29,29 @@ struct Entry {
     expires_at: Nanos,
 }
 
-pub(crate) struct LocalLimiter {
+pub struct LocalLimiter {
     instances: u32,
     entries: Mutex<HashMap<String, Entry>>,
 }
 
 impl LocalLimiter {
-    pub(crate) fn new(instances: u32) -> LocalLimiter {
+    pub fn new(instances: u32) -> LocalLimiter {
         LocalLimiter { instances: instances.max(1), entries: Mutex::new(HashMap::new()) }
     }
 
     /// Decides `limits` together, the concurrency limits among them taking leases held by `id`
     /// (each with its share of the limit): all or nothing, like RL.ALL.
-    pub(crate) fn acquire(&self, limits: &[Limit<'_>], id: &str, now: Nanos, degraded: bool) -> Decision {
+    pub fn acquire(&self, limits: &[Limit<'_>], id: &str, now: Nanos, degraded: bool) -> Decision {
         self.decide_for(limits, Some(id), now, degraded)
     }
 
     /// Frees the lease `id` holds at `key`, as RL.RELEASE does: true when it held one.
-    pub(crate) fn release(&self, key: &str, id: &str, now: Nanos) -> bool {
+    pub fn release(&self, key: &str, id: &str, now: Nanos) -> bool {
         self.lease_op(key, now, |stored| Leases::release(stored, now, LeaseId::of(id.as_bytes())))
     }
 
     /// Extends the lease `id` holds at `key`, as RL.RENEW does: true when it still held one.
-    pub(crate) fn renew(&self, key: &str, lease: Duration, id: &str, now: Nanos) -> bool {
+    pub fn renew(&self, key: &str, lease: Duration, id: &str, now: Nanos) -> bool {
         let lease_ns = Nanos::try_from(lease.as_nanos()).unwrap_or(Nanos::MAX);
         self.lease_op(key, now, |stored| Leases::renew(stored, now, LeaseId::of(id.as_bytes()), lease_ns))
     }
@@ -73,25 +73,25 @@ impl LocalLimiter {
 
     /// Decides `limits` together at `now` (ns since the Unix epoch) while Redis cannot: a degraded
     /// decision.
-    pub(crate) fn check(&self, limits: &[Limit<'_>], now: Nanos) -> Decision {
+    pub fn check(&self, limits: &[Limit<'_>], now: Nanos) -> Decision {
         self.decide(limits, now, true)
     }
 
     /// Decides `limits` together at `now`: allowed only if all allow, as the module does
     /// (`ratelimit_core::combine`). `degraded` says whether this stands in for Redis.
-    pub(crate) fn decide(&self, limits: &[Limit<'_>], now: Nanos, degraded: bool) -> Decision {
+    pub fn decide(&self, limits: &[Limit<'_>], now: Nanos, degraded: bool) -> Decision {
         self.decide_for(limits, None, now, degraded)
     }
 
     /// Takes as many whole tokens as the token bucket of `limit` holds at this instance's share,
     /// up to `limit.cost`, as RL.TAKE does (core's `TokenBucket::take`).
-    pub(crate) fn take(&self, limit: &Limit<'_>, now: Nanos, degraded: bool) -> Taken {
+    pub fn take(&self, limit: &Limit<'_>, now: Nanos, degraded: bool) -> Taken {
         self.reserve(limit, Reserve { cost: 1, upto: limit.cost, max_wait_ns: 0 }, now, degraded)
     }
 
     /// A reservation on the token bucket of `limit` at this instance's share, as RL.RESERVE decides
     /// it (core's `TokenBucket::reserve`).
-    pub(crate) fn reserve(&self, limit: &Limit<'_>, request: Reserve, now: Nanos, degraded: bool) -> Taken {
+    pub fn reserve(&self, limit: &Limit<'_>, request: Reserve, now: Nanos, degraded: bool) -> Taken {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let AnyLimiter::TokenBucket(bucket) = limit.policy.limiter().share(u64::from(self.instances)) else {
             let verdict = never(limit.policy.limit()).verdict;
@@ -112,7 +112,7 @@ impl LocalLimiter {
 
     /// Gives `units` back to the limit of `policy` at `key` (this instance's share), as RL.REFUND
     /// does; nothing for a kind that takes no refunds.
-    pub(crate) fn refund(&self, key: &str, policy: &Policy, units: u64, now: Nanos) {
+    pub fn refund(&self, key: &str, policy: &Policy, units: u64, now: Nanos) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let limiter = policy.limiter().share(u64::from(self.instances));
         let stored = entries.get(key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());

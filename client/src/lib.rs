@@ -29,31 +29,44 @@
 //! assert_eq!(err.to_string(), "invalid capacity: must be a whole number >= 1");
 //! ```
 
+// The `#[doc(hidden)] pub` modules are what the contract's generator (`contract-gen`) reads of this
+// client: its rules, not its API (which is what this file re-exports below).
 mod admin;
-mod batch;
-mod batching;
+#[doc(hidden)]
+pub mod batch;
+#[doc(hidden)]
+pub mod batching;
 mod breaker;
-mod command;
+#[doc(hidden)]
+pub mod command;
 mod connection;
-#[cfg(test)]
-mod contract;
 mod counters;
-mod decision;
-mod engine;
-mod engine_machine;
-mod error;
-mod evalsha;
+#[doc(hidden)]
+pub mod decision;
+#[doc(hidden)]
+pub mod engine;
+#[doc(hidden)]
+pub mod engine_machine;
+#[doc(hidden)]
+pub mod error;
+#[doc(hidden)]
+pub mod evalsha;
 mod failure;
-mod fallback;
+#[doc(hidden)]
+pub mod fallback;
 pub mod http;
-mod limiter;
+#[doc(hidden)]
+pub mod limiter;
 mod log_throttle;
 mod outage;
 mod permit;
-mod policy;
-mod precheck;
+#[doc(hidden)]
+pub mod policy;
+#[doc(hidden)]
+pub mod precheck;
 mod probe;
-mod reply_class;
+#[doc(hidden)]
+pub mod reply_class;
 mod take;
 mod verify;
 mod wait;
@@ -67,6 +80,8 @@ pub use engine::Backend;
 /// The Lua library the client loads where the module is absent: its source and its EVALSHA scripts.
 pub mod lua {
     pub use crate::engine::{script_source, LIBRARY};
+    /// The library's version: this crate's, which ships it.
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     /// The EVALSHA script of a function in a library source given (the generator
     /// `lua/scripts/<function>.lua` are written by; tests apply it to a library whose clock is theirs).
     pub use crate::evalsha::script_of;

@@ -749,7 +749,7 @@ fn keys_of(cmd: &redis::Cmd) -> String {
     crate::engine::Call::of(cmd).map(|call| call.keys().join(" ")).unwrap_or_default()
 }
 
-pub(crate) fn cache_key(limits: &[Limit<'_>]) -> String {
+pub fn cache_key(limits: &[Limit<'_>]) -> String {
     let mut key = String::new();
     for l in limits {
         key.push_str(l.key);

@@ -148,12 +148,14 @@ impl Policy {
     }
 
     /// The validated core limiter.
-    pub(crate) fn limiter(&self) -> &AnyLimiter {
+    #[doc(hidden)] // for the contract's generator
+    pub fn limiter(&self) -> &AnyLimiter {
         &self.limiter
     }
 
     /// Its two parameters as its command takes them after the key.
-    pub(crate) fn params(&self) -> &[String; 2] {
+    #[doc(hidden)] // for the contract's generator
+    pub fn params(&self) -> &[String; 2] {
         &self.params
     }
 }

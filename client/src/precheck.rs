@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub(crate) const MAX_KEYS: usize = 65_536;
+pub const MAX_KEYS: usize = 65_536;
 
-pub(crate) struct DenialCache {
+#[derive(Default)]
+pub struct DenialCache {
     denied: Mutex<HashMap<String, Denial>>,
 }
 
@@ -24,12 +25,12 @@ struct Denial {
 }
 
 impl DenialCache {
-    pub(crate) fn new() -> DenialCache {
-        DenialCache { denied: Mutex::new(HashMap::new()) }
+    pub fn new() -> DenialCache {
+        DenialCache::default()
     }
 
     /// The denial still in force for `key` at `now` for a request of `cost`, if any.
-    pub(crate) fn check(&self, key: &str, cost: u64, now: Instant) -> Option<Decision> {
+    pub fn check(&self, key: &str, cost: u64, now: Instant) -> Option<Decision> {
         let denied = self.denied.lock().unwrap_or_else(|e| e.into_inner());
         let d = denied.get(key).filter(|d| d.until > now && cost >= d.cost)?;
         let left = d.until - now;
@@ -46,7 +47,7 @@ impl DenialCache {
     }
 
     /// Remembers Redis' denial of `key` for a request of `cost`.
-    pub(crate) fn remember(&self, key: &str, cost: u64, decision: &Decision, now: Instant) {
+    pub fn remember(&self, key: &str, cost: u64, decision: &Decision, now: Instant) {
         let Some(retry) = decision.retry_after.filter(|_| !decision.allowed && !decision.degraded) else {
             return;
         };

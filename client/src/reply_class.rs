@@ -24,17 +24,15 @@ pub enum ReplyClass {
 /// How a class is handled, as the contract states it (the code that does it: `limiter.rs`, `outage.rs`).
 /// `breaker`: "failure" counts against Redis (failures in a row open it); "answered" is Redis answering,
 /// as a decision is (it resets the count and ends a probe).
-#[cfg(test)]
-pub(crate) struct Behaviour {
-    pub(crate) class: ReplyClass,
-    pub(crate) decision: &'static str,
-    pub(crate) breaker: &'static str,
-    pub(crate) log: &'static str,
-    pub(crate) counter: &'static str,
+pub struct Behaviour {
+    pub class: ReplyClass,
+    pub decision: &'static str,
+    pub breaker: &'static str,
+    pub log: &'static str,
+    pub counter: &'static str,
 }
 
-#[cfg(test)]
-pub(crate) const BEHAVIOURS: [Behaviour; 4] = [
+pub const BEHAVIOURS: [Behaviour; 4] = [
     Behaviour {
         class: ReplyClass::Outage,
         decision: "failure_policy",
@@ -67,10 +65,10 @@ pub(crate) const BEHAVIOURS: [Behaviour; 4] = [
 
 /// One rule: an error reply whose code is `code` and whose text after the code starts with `starts`
 /// (any text when None; compared without regard to case) is of `class`.
-pub(crate) struct Rule {
-    pub(crate) code: &'static str,
-    pub(crate) starts: Option<&'static str>,
-    pub(crate) class: ReplyClass,
+pub struct Rule {
+    pub code: &'static str,
+    pub starts: Option<&'static str>,
+    pub class: ReplyClass,
 }
 
 const fn rule(code: &'static str, starts: Option<&'static str>, class: ReplyClass) -> Rule {
@@ -80,10 +78,10 @@ const fn rule(code: &'static str, starts: Option<&'static str>, class: ReplyClas
 use ReplyClass::*;
 
 /// The start of Redis' answer to a command it does not know (after `ERR `).
-pub(crate) const UNKNOWN_COMMAND: &str = "unknown command";
+pub const UNKNOWN_COMMAND: &str = "unknown command";
 
 /// Tried in order; the first that matches decides.
-pub(crate) const RULES: &[Rule] = &[
+pub const RULES: &[Rule] = &[
     // The server cannot serve now; waiting helps.
     rule("LOADING", None, Outage),
     rule("MASTERDOWN", None, Outage),
@@ -115,11 +113,10 @@ pub(crate) const RULES: &[Rule] = &[
 ];
 
 /// The class of an error reply no rule matches: loud, never taken for an outage nor allowed silently.
-pub(crate) const OTHERWISE: ReplyClass = Misconfigured;
+pub const OTHERWISE: ReplyClass = Misconfigured;
 
 /// Transport failures (no reply at all), by name: all outages.
-#[cfg(test)]
-pub(crate) const TRANSPORT: [&str; 4] = ["timeout", "refused", "reset", "closed"];
+pub const TRANSPORT: [&str; 4] = ["timeout", "refused", "reset", "closed"];
 
 impl ReplyClass {
     /// Its name in the contract.
@@ -155,7 +152,7 @@ impl ReplyClass {
 
 /// What a fault is logged under: the rule its reply matched (`NOPERM`, `ERR unknown command`), not its
 /// whole text (which names keys and arguments).
-pub(crate) fn cause(error: &CallError) -> String {
+pub fn cause(error: &CallError) -> String {
     let CallError::Redis(e) = error else { return error.to_string() };
     let text = reply_text(e);
     let (code, rest) = text.split_once(' ').unwrap_or((&text, ""));
@@ -172,7 +169,7 @@ fn is_transport_failure(e: &redis::RedisError) -> bool {
 }
 
 /// An error reply as the server wrote it: `CODE detail`.
-pub(crate) fn reply_text(e: &redis::RedisError) -> String {
+pub fn reply_text(e: &redis::RedisError) -> String {
     if is_unreadable_error_line(e) {
         return format!("ERR {UNKNOWN_COMMAND} (a reply that is not UTF-8, unread: {e})");
     }

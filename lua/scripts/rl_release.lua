@@ -1,4 +1,4 @@
--- GENERATED from lua/ratelimit.lua and lua/src/evalsha.lua by `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit
+-- GENERATED from lua/ratelimit.lua and lua/src/evalsha.lua by `cargo run -p contract-gen`: do not edit
 if redis.replicate_commands then redis.replicate_commands() end
 local function clock(args)
   local t = redis.call("TIME")
@@ -11,7 +11,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "8e88b2e46e81aac8b5c0df5f1d21b4f5757ea995",
+  source_hash = "bc1fca536010051ab3bf3aba2e59d8a25a2da7db",
   functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000

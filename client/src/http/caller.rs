@@ -17,11 +17,11 @@ use std::net::{IpAddr, SocketAddr};
 /// `rl:{user:ada}:api`). Longer ids are hashed ([`Caller::key_part`]).
 pub const MAX_CALLER_KEY_BYTES: usize = 128;
 /// What follows a caller's kind in its key part: the id as it is, escaped, or hashed.
-pub(crate) const PLAIN: &str = ":";
-pub(crate) const ESCAPED: &str = ".esc:";
-pub(crate) const HASHED: &str = ".sha256:";
+pub const PLAIN: &str = ":";
+pub const ESCAPED: &str = ".esc:";
+pub const HASHED: &str = ".sha256:";
 /// The escaped form's escapes: `%` first (it starts every escape), then the braces.
-pub(crate) const ESCAPES: [(char, &str); 3] = [('%', "%25"), ('{', "%7B"), ('}', "%7D")];
+pub const ESCAPES: [(char, &str); 3] = [('%', "%25"), ('{', "%7B"), ('}', "%7D")];
 
 /// The authenticated principal (user or API key id). Your authentication layer inserts it into the
 /// request's extensions; the rate limit layer then limits by it.
@@ -113,7 +113,7 @@ impl fmt::Display for Caller {
 }
 
 /// The standard key choice: principal, tenant, then the client IP.
-pub(crate) fn default_caller(extensions: &Extensions, client_ip: Option<IpAddr>) -> Caller {
+pub fn default_caller(extensions: &Extensions, client_ip: Option<IpAddr>) -> Caller {
     if let Some(Principal(p)) = extensions.get::<Principal>() {
         return Caller::Principal(p.clone());
     }
@@ -124,7 +124,7 @@ pub(crate) fn default_caller(extensions: &Extensions, client_ip: Option<IpAddr>)
 }
 
 /// The peer address from the extensions: ours, or axum's ConnectInfo.
-pub(crate) fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
+pub fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
     if let Some(PeerAddr(addr)) = extensions.get::<PeerAddr>() {
         return Some(addr.ip());
     }
@@ -138,13 +138,13 @@ pub(crate) fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
 
 /// `<prefix>:{<caller's key part>}`, the start of every key of the caller: the hash tag is the whole
 /// caller, whatever it sent (braces escaped, long ids hashed: [`Caller::key_part`]).
-pub(crate) fn caller_tag(prefix: &str, caller: &Caller) -> String {
+pub fn caller_tag(prefix: &str, caller: &Caller) -> String {
     format!("{prefix}:{{{}}}", caller.key_part())
 }
 
 /// The address a caller is counted under: IPv4 as it is (also when written IPv4-mapped), IPv6 as
 /// its network of `prefix` bits.
-pub(crate) fn group_ip(ip: IpAddr, prefix: u8) -> IpAddr {
+pub fn group_ip(ip: IpAddr, prefix: u8) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let bits = u32::from(prefix.min(128));

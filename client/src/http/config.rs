@@ -2,7 +2,7 @@
 //! configuration that cannot work: the builder notes each mistake as it is made, `build` names the first.
 
 /// The bits of an IPv6 address that name one caller unless configured (a /64 is one site's network).
-pub(crate) const DEFAULT_IPV6_PREFIX: u8 = 64;
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 
 use super::access::AccessLists;
 use super::caller::Caller;

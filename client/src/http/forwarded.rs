@@ -15,7 +15,7 @@ pub const MAX_HOPS: usize = 32;
 
 /// The longest entry read as an address: `"[ffff:...:255.255.255.255%zone]:65535"` fits; a longer one
 /// is not an address and is not parsed.
-pub(crate) const MAX_NODE_BYTES: usize = 96;
+pub const MAX_NODE_BYTES: usize = 96;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 

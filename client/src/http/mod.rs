@@ -33,17 +33,22 @@
 
 mod access;
 mod body;
-pub(crate) mod caller;
+#[doc(hidden)]
+pub mod caller;
 mod check;
-pub(crate) mod config;
+#[doc(hidden)]
+pub mod config;
 mod denial;
 mod error;
-pub(crate) mod forwarded;
+#[doc(hidden)]
+pub mod forwarded;
 pub mod future;
 mod layer;
 mod metrics;
-pub(crate) mod plan;
-pub(crate) mod response;
+#[doc(hidden)]
+pub mod plan;
+#[doc(hidden)]
+pub mod response;
 mod service;
 
 pub use access::{Access, AccessLists};

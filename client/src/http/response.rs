@@ -32,7 +32,7 @@ pub const CONCURRENCY_LIMITED: &str = "urn:redis-ratelimit:concurrency-limited";
 pub const DENIED: &str = "urn:redis-ratelimit:denied";
 
 /// The limit a decision describes, for headers and problem bodies.
-pub(crate) struct Described<'a> {
+pub struct Described<'a> {
     pub name: &'a str,
     pub window_secs: u64,
     pub cost: u64,
@@ -42,7 +42,7 @@ pub(crate) struct Described<'a> {
 
 /// The `RateLimit-*` fields of a served request: the decision of the rate limit it was held to,
 /// written onto the response once the service has answered.
-pub(crate) struct RateHeaders {
+pub struct RateHeaders {
     pub decision: Decision,
     pub limit: Arc<str>,
     pub window_secs: u64,
@@ -51,7 +51,7 @@ pub(crate) struct RateHeaders {
 }
 
 impl RateHeaders {
-    pub(crate) fn add_to(&self, headers: &mut HeaderMap) {
+    pub fn add_to(&self, headers: &mut HeaderMap) {
         let described =
             Described { name: &self.limit, window_secs: self.window_secs, cost: self.cost, rate: true };
         add_headers(headers, &self.decision, &described, self.structured);
@@ -64,7 +64,7 @@ fn number(n: u64) -> HeaderValue {
 
 /// Adds the rate limit headers of `d` to `headers`. A degraded decision was made without Redis: the
 /// policy is known, what is left of it and when it resets are not, so those headers are left out.
-pub(crate) fn add_headers(headers: &mut HeaderMap, d: &Decision, limit: &Described<'_>, structured: bool) {
+pub fn add_headers(headers: &mut HeaderMap, d: &Decision, limit: &Described<'_>, structured: bool) {
     if !limit.rate {
         if d.degraded {
             headers.insert(DEGRADED, HeaderValue::from_static("true"));
@@ -95,7 +95,7 @@ pub(crate) fn add_headers(headers: &mut HeaderMap, d: &Decision, limit: &Describ
 
 /// The 429 answer. An ordinary denial says when to retry (`Retry-After`, whole seconds >= 1); a request
 /// that costs more than the limit gets no `Retry-After` (waiting would not help) and its own problem type.
-pub(crate) fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, structured: bool) -> Response<B> {
+pub fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, structured: bool) -> Response<B> {
     let mut body = serde_json::json!({
         "status": 429,
         "limit": limit.name,
@@ -133,7 +133,7 @@ pub(crate) fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, struc
 }
 
 /// The answer to a caller on the deny list: 403 with its own problem type, nothing to wait for.
-pub(crate) fn forbidden<B: From<String>>() -> Response<B> {
+pub fn forbidden<B: From<String>>() -> Response<B> {
     let body = serde_json::json!({
         "type": DENIED,
         "title": "Forbidden",
@@ -149,7 +149,7 @@ pub(crate) fn forbidden<B: From<String>>() -> Response<B> {
 /// The answer when Redis could not decide and the failure policy is `Closed`: the request was not
 /// checked, so it says so (its own problem type, 429 or the status the layer was given, e.g. 503),
 /// with the `Retry-After` the limiter suggests, instead of blaming the caller's overuse.
-pub(crate) fn unavailable<B: From<String>>(
+pub fn unavailable<B: From<String>>(
     d: &Decision,
     limit: &Described<'_>,
     structured: bool,
@@ -183,7 +183,7 @@ pub(crate) fn unavailable<B: From<String>>(
 /// The 429 of a concurrency limit: so many requests in flight already. `Retry-After` is when the
 /// soonest held lease ends, an upper bound (a request that finishes frees its slot sooner). No
 /// `RateLimit-*` fields: those describe the rate limits.
-pub(crate) fn concurrency_limited<B: From<String>>(d: &Decision, limit: &Described<'_>) -> Response<B> {
+pub fn concurrency_limited<B: From<String>>(d: &Decision, limit: &Described<'_>) -> Response<B> {
     let secs = d.retry_after_secs().unwrap_or(1);
     let body = serde_json::json!({
         "type": CONCURRENCY_LIMITED,

@@ -111,7 +111,7 @@ fn block(source_hash: &str) -> String {
     for (name, reply) in [
         ("syntax", super::spec::SYNTAX_REPLY.to_string()),
         ("state", format!("ERR {}", ratelimit_core::error::StateError)),
-        ("duplicate_key", crate::command::DUPLICATE_KEY.to_string()),
+        ("duplicate_key", client::command::DUPLICATE_KEY.to_string()),
     ] {
         out += &format!("  {name}_reply = {},\n", quoted(&reply));
     }
@@ -123,7 +123,7 @@ fn block(source_hash: &str) -> String {
 
 /// What the library's second line says (its first is the `#!lua` line Redis requires).
 const ASSEMBLED: &str = "-- GENERATED from lua/src/ (library.lua and its parts) by \
-     `RL_BLESS=1 cargo test -p redis-ratelimit-client contract`: do not edit; change lua/src/";
+     `cargo run -p contract-gen`: do not edit; change lua/src/";
 
 /// The library assembled from `lua/src/`: each `--@ part` line of `library.lua` replaced by
 /// `lua/src/<part>.lua`, indented as the line is; `--@ contract` by an empty contract block (which

@@ -2,18 +2,16 @@
 //! Each file is `{"cases": [{"input": ..., "output": ...}]}` (see contract/README.md for each one's
 //! fields).
 
-use super::spec::form_name;
-use crate::command::{self, Limit};
-use crate::decision::Decision;
-use crate::engine::{script_of, Call};
-use crate::error::CallError;
-use crate::fallback::LocalLimiter;
-use crate::http::caller::{caller_tag, group_ip, Caller};
-use crate::http::forwarded::TrustedProxies;
-use crate::http::response::{add_headers, concurrency_limited, denied, unavailable, Described};
-use crate::policy::Policy;
+use client::command::{self, Limit};
+use client::decision::Decision;
+use client::engine::{script_of, Call};
+use client::error::CallError;
+use client::fallback::LocalLimiter;
+use client::http::caller::{caller_tag, group_ip, Caller};
+use client::http::forwarded::TrustedProxies;
+use client::http::response::{add_headers, concurrency_limited, denied, unavailable, Described};
+use client::policy::Policy;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
-use ratelimit_core::kind::LimiterKind;
 use serde_json::{json, Value};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -41,7 +39,7 @@ pub(super) fn cases(cases: Vec<(Value, Value)>) -> Value {
 
 /// A policy as the vectors write it: a kind's name, its limit (a bucket's capacity), and its rate
 /// (tokens per second) or its window or lease in microseconds.
-pub(super) fn policy_of(input: &Value) -> Result<Policy, crate::PolicyError> {
+pub(super) fn policy_of(input: &Value) -> Result<Policy, client::PolicyError> {
     let limit = input["limit"].as_u64().unwrap();
     let micros = || Duration::from_micros(input["period_us"].as_u64().unwrap());
     match input["kind"].as_str().unwrap() {
@@ -232,7 +230,7 @@ fn commands(library: &str) -> Vec<(Value, Value)> {
 /// Error replies and failed calls, each with its class and what a limiter does with it under each
 /// failure policy (docs/errors.md).
 fn errors() -> Vec<(Value, Value)> {
-    use crate::reply_class::{ReplyClass, TRANSPORT};
+    use client::reply_class::{ReplyClass, TRANSPORT};
     let replies = [
         "LOADING Redis is loading the dataset in memory",
         "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
@@ -255,7 +253,7 @@ fn errors() -> Vec<(Value, Value)> {
         "ERR the key holds a value that is not this limiter's state",
         "WRONGTYPE Operation against a key holding the wrong kind of value",
         "CROSSSLOT Keys in request don't hash to the same slot",
-        crate::command::DUPLICATE_KEY,
+        client::command::DUPLICATE_KEY,
         "ERR invalid cost: too large",
         "ERR invalid capacity: must be a whole number >= 1",
         "ERR syntax error",
@@ -263,7 +261,7 @@ fn errors() -> Vec<(Value, Value)> {
         "ERR Error running script (call to f_0123): @user_script:1: something failed",
         "SOMENEWCODE a reply no rule knows",
     ];
-    use crate::reply_class::BEHAVIOURS;
+    use client::reply_class::BEHAVIOURS;
     let outcome = |class: ReplyClass, text: Option<&str>, failure: &str| {
         let b = BEHAVIOURS.iter().find(|b| b.class == class).expect("every class has a behaviour");
         let mut out = match (class, text) {
@@ -312,7 +310,7 @@ fn errors() -> Vec<(Value, Value)> {
 
 /// Sequences of answers and what the engine machine sends and reports through them.
 fn engines() -> Vec<(Value, Value)> {
-    use crate::engine_machine::{self as m, Answer as A, Then};
+    use client::engine_machine::{self as m, Answer as A, Then};
     let scenarios: &[(m::Wanted, &[&[A]])] = &[
         (m::Wanted::Auto, &[&[A::Ok], &[A::Ok]]),
         (
@@ -459,7 +457,7 @@ fn callers() -> Vec<(Value, Value)> {
     for policy in policies {
         let caller = Caller::Principal("ada".into());
         let tag = caller_tag("rl", &caller);
-        let limit_key = crate::http::plan::limit_key(&tag, "api", &policy_of(&policy).unwrap());
+        let limit_key = client::http::plan::limit_key(&tag, "api", &policy_of(&policy).unwrap());
         out.push((
             json!({ "caller": "principal", "id": "ada", "prefix": "rl", "name": "api", "policy": policy }),
             json!({ "key_part": caller.key_part(), "tag": tag, "display": caller.to_string(), "limit_key": limit_key }),
@@ -519,7 +517,7 @@ fn forwarded() -> Vec<(Value, Value)> {
     // Each way a node may be written (RFC 7239's node grammar, quotes, zones, ports, and what is not
     // an address), as the one hop a trusted proxy forwarded: its address, or the proxy's.
     let long_node =
-        format!("192.0.2.1{}", " ".repeat(10) + &"0".repeat(crate::http::forwarded::MAX_NODE_BYTES));
+        format!("192.0.2.1{}", " ".repeat(10) + &"0".repeat(client::http::forwarded::MAX_NODE_BYTES));
     let nodes: &[&[u8]] = &[
         b"192.0.2.1",
         b" 192.0.2.1:8080 ",
@@ -580,17 +578,12 @@ fn answer(response: Response<String>) -> Value {
 }
 
 fn http() -> Vec<(Value, Value)> {
-    let decision =
-        |allowed: bool, remaining: u64, retry_ms: Option<u64>, reset_ms: u64, degraded: bool| Decision {
-            allowed,
-            limit: 10,
-            remaining,
-            retry_after: retry_ms.map(Duration::from_millis),
-            reset_after: Duration::from_millis(reset_ms),
-            limiting: 0,
-            degraded,
-            local: false,
-        };
+    let decision = |allowed: bool, remaining: i64, retry_ms: Option<i64>, reset_ms: i64, degraded: bool| {
+        let reply = [i64::from(allowed), 10, remaining, retry_ms.unwrap_or(-1), reset_ms];
+        let mut decision = Decision::from_reply(&reply).expect("five fields");
+        decision.degraded = degraded;
+        decision
+    };
     let decisions = [
         decision(true, 9, Some(0), 200, false),
         decision(false, 0, Some(200), 2000, false),
@@ -751,7 +744,9 @@ fn fallback() -> Vec<(Value, Value)> {
 
 #[test]
 fn every_kind_is_in_the_policy_and_command_vectors() {
-    let vectors = all(crate::engine::LIBRARY);
+    use super::spec::form_name;
+    use ratelimit_core::kind::LimiterKind;
+    let vectors = all(client::engine::LIBRARY);
     let text = |name: &str| vectors.iter().find(|(n, _)| *n == name).unwrap().1.to_string();
     for kind in LimiterKind::ALL {
         assert!(text("policies").contains(kind.owner().name()), "{kind:?}");

@@ -4,13 +4,13 @@
 //! limiter drives them: the commands sent, the decision, and the units held after it.
 
 use super::vectors::{decided, policy_of, words};
-use crate::batch::{Action, Batches};
-use crate::command::{self, Limit};
-use crate::decision::Decision;
-use crate::fallback::LocalLimiter;
-use crate::limiter::cache_key;
-use crate::policy::Policy;
-use crate::precheck::DenialCache;
+use client::batch::{Action, Batches};
+use client::command::{self, Limit};
+use client::decision::Decision;
+use client::fallback::LocalLimiter;
+use client::limiter::cache_key;
+use client::policy::Policy;
+use client::precheck::DenialCache;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,7 +26,7 @@ fn windowed(kind: &str, limit: u64, window_ms: u64, batch: u64, lease_ms: u64) -
 }
 
 /// A policy of the vectors with its batch, if it names one.
-fn batched_policy(input: &Value) -> Result<Policy, crate::PolicyError> {
+fn batched_policy(input: &Value) -> Result<Policy, client::PolicyError> {
     let policy = policy_of(input)?;
     match input["batch"].as_u64() {
         Some(max) => policy.batched(max, Duration::from_millis(input["lease_ms"].as_u64().unwrap_or(1000))),

@@ -1,14 +1,14 @@
 //! `contract/contract.json`: what a client must know, from core's registry, its command table and
 //! its bounds, and from this client's HTTP layer and engines.
 
-use crate::command;
-use crate::engine::script_of;
-use crate::engine_machine as machine;
-use crate::http::caller::{ESCAPED, ESCAPES, HASHED, MAX_CALLER_KEY_BYTES, PLAIN};
-use crate::http::config::DEFAULT_IPV6_PREFIX;
-use crate::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
-use crate::http::response::*;
-use crate::reply_class::{ReplyClass, BEHAVIOURS, OTHERWISE, RULES, TRANSPORT};
+use client::command;
+use client::engine::script_of;
+use client::engine_machine as machine;
+use client::http::caller::{ESCAPED, ESCAPES, HASHED, MAX_CALLER_KEY_BYTES, PLAIN};
+use client::http::config::DEFAULT_IPV6_PREFIX;
+use client::http::forwarded::{MAX_HOPS, MAX_NODE_BYTES};
+use client::http::response::*;
+use client::reply_class::{ReplyClass, BEHAVIOURS, OTHERWISE, RULES, TRANSPORT};
 use ratelimit_core::args::{COST, MAX, OUT_OF_RANGE, TOO_LARGE};
 use ratelimit_core::commands::{CommandInfo, KeyRule, ReplyForm, COMMANDS, VERSION_FUNCTION};
 use ratelimit_core::declare::{EMPTY_ID, LEASE_WEIGHT, LOG_COST};
@@ -40,7 +40,7 @@ pub(super) fn contract(library_source: &str) -> Value {
         "http": http(),
         "batching": batching(),
         "fallback": {
-            "max_keys": crate::fallback::MAX_KEYS,
+            "max_keys": client::fallback::MAX_KEYS,
             "max_keys_means": "the most keys the in-process limiter keeps: past it, expired state goes first, then everything",
         },
     })
@@ -48,7 +48,7 @@ pub(super) fn contract(library_source: &str) -> Value {
 
 /// Batched units and the pre-check (`batch.rs`, `precheck.rs`; docs/high-volume.md).
 fn batching() -> Value {
-    use crate::batching::{self, WindowEnd};
+    use client::batching::{self, WindowEnd};
     let kinds: serde_json::Map<String, Value> = LimiterKind::ALL
         .iter()
         .filter_map(|k| {
@@ -71,7 +71,7 @@ fn batching() -> Value {
         "lease_ms": batching::DEFAULT_LEASE.as_millis() as u64,
         "kinds": kinds,
         "kinds_mean": "the kinds that batch and where their held units end: `none` (a bucket: the lease alone), `reset` (a fixed window: reset_after after the answer), `reset_minus_window` (a sliding counter: reset_after minus the window); the others refuse a batch",
-        "precheck_max_keys": crate::precheck::MAX_KEYS,
+        "precheck_max_keys": client::precheck::MAX_KEYS,
         "errors": {
             "batch": batching::BATCH_SIZE,
             "lease": batching::BATCH_LEASE,
@@ -112,7 +112,7 @@ fn replies() -> Value {
 
 /// The engine machine (`engine_machine`, docs/errors.md).
 fn engines() -> Value {
-    use crate::engine_machine::{Next, Then, ANSWERS, MAX_SENDS, STATES, TRANSITIONS};
+    use client::engine_machine::{Next, Then, ANSWERS, MAX_SENDS, STATES, TRANSITIONS};
     let states: Vec<Value> = STATES
         .iter()
         .map(|(_, name, sends, reports)| json!({ "name": name, "sends": machine::sent_name(*sends), "reports": reports }))
@@ -306,7 +306,7 @@ fn library(source: &str) -> Value {
     json!({
         "name": "ratelimit",
         "version": super::VERSION,
-        "source_hash": crate::engine::library_hash(source), // its `rl_version`'s
+        "source_hash": client::engine::library_hash(source), // its `rl_version`'s
         "source": "lua/ratelimit.lua",
         "source_sha1": redis::Script::new(source).get_hash(),
         "functions": functions,
