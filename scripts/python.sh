@@ -4,7 +4,8 @@
 #   scripts/python.sh test                 pytest python/tests against real servers (started by the tests),
 #                                          then limits' own storage tests against this package's storage
 #   scripts/python.sh test ARGS...         pytest with only these arguments (e.g. python/tests/test_web_asgi.py -k x)
-#   scripts/python.sh check                mypy --strict on the package; python -m build and twine check
+#   scripts/python.sh check                mypy --strict on the package; python -m build and twine check; the
+#                                          sdist and wheel unpacked: the contract, library and scripts in each
 #   scripts/python.sh floor                the limiters' and the limits storage's tests on the oldest
 #                                          versions the package declares: Python 3.10 where there is one,
 #                                          redis-py 5.0.0, limits 4.1 (a second virtualenv, target/py-floor-venv)
@@ -17,6 +18,13 @@ cd "$(dirname "$0")/.."
 root=$PWD
 venv=$root/target/py-venv
 py=$venv/bin/python
+
+# The package's copies of the repository's contract, Lua library and EVALSHA scripts (not checked in), made
+# or refreshed before the editable install and the tests read them: python/build_backend.py, the build
+# backend every build of the package runs too.
+sync_package_data() {
+  python3 python/build_backend.py
+}
 
 # make_venv [DIR PINS BASE]: DIR (default target/py-venv) made by the BASE interpreter (default python3),
 # the package installed editable with its test and limits extras and PINS.
@@ -58,6 +66,7 @@ python310() {
   done
   return 1
 }
+sync_package_data
 if [ "$cmd" = floor ]; then
   if ! floor_python=$(python310); then
     floor_python=python3
@@ -88,20 +97,25 @@ case "$cmd" in
     (cd python && "$py" -m mypy --strict src/redis_ratelimit)
     dist=$(mktemp -d)
     trap 'rm -rf "$dist"' EXIT
-    # Built from a copy of python/ alone (as a Dockerfile's `COPY python/` gives it): the package must
-    # hold the contract and the Lua library itself.
-    cp -r python "$dist/src"
-    if ! "$py" -m build --outdir "$dist" "$dist/src" >"$dist/build.log" 2>&1; then
+    # The sdist from python/ (its build copies the contract, the library and the scripts in), the wheel
+    # from the sdist alone, as pip builds it from PyPI.
+    if ! "$py" -m build --outdir "$dist" python >"$dist/build.log" 2>&1; then
       cat "$dist/build.log" >&2
       exit 1
     fi
-    rm -rf "$dist/build.log" "$dist/src"
-    # The listing is read whole first: `grep -q` closing the pipe early breaks zipfile's printing.
-    listing=$("$py" -m zipfile -l "$dist"/*.whl)
-    for file in redis_ratelimit/contract.json redis_ratelimit/lua/ratelimit.lua redis_ratelimit/lua/scripts/rl_token.lua; do
-      grep -q "$file" <<<"$listing" || { echo "the wheel lacks $file" >&2; exit 1; }
-    done
+    rm "$dist/build.log"
     "$py" -m twine check --strict "$dist"/*
+    # Both carry the contract, the library and every script of lua/scripts/ (no other), byte for byte.
+    mkdir "$dist/wheel" "$dist/sdist"
+    "$py" -m zipfile -e "$dist"/*.whl "$dist/wheel"
+    tar -xzf "$dist"/*.tar.gz -C "$dist/sdist"
+    for package in "$dist/wheel/redis_ratelimit" "$dist"/sdist/*/src/redis_ratelimit; do
+      cmp contract/contract.json "$package/contract.json"
+      cmp lua/ratelimit.lua "$package/lua/ratelimit.lua"
+      diff -r lua/scripts "$package/lua/scripts"
+    done
+    echo "python.sh check: $(cd "$dist" && echo *.whl *.tar.gz) carry the contract, the library and" \
+      "$(find lua/scripts -name '*.lua' | wc -l) scripts as lua/ and contract/ have them" >&2
     ;;
   floor)
     cd python

@@ -72,12 +72,6 @@ def test_every_vector_file_is_run_or_listed_with_its_reason() -> None:
     assert files == RUN | set(SKIPPED_FILES), files ^ (RUN | set(SKIPPED_FILES))
 
 
-def test_the_package_s_contract_and_library_are_the_repository_s() -> None:
-    shipped = ROOT / "python" / "src" / "redis_ratelimit"
-    assert (shipped / "contract.json").read_text() == (ROOT / "contract" / "contract.json").read_text()
-    assert (shipped / "lua" / "ratelimit.lua").read_text() == (ROOT / "lua" / "ratelimit.lua").read_text()
-
-
 def test_every_kind_command_and_function_of_the_contract_is_known_here() -> None:
     for kind in CONTRACT["kinds"]:
         assert kind["name"] in POLICIES or kind["name"] in NO_POLICY, kind["name"]

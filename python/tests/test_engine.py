@@ -1,13 +1,8 @@
-"""The engine's translations (sans-IO), the EVALSHA scripts as scripts/lua-scripts.sh writes them, and
-the library as the built wheel and sdist ship it."""
+"""The engine's translations (sans-IO), and the EVALSHA scripts and the library it reads (the built sdist
+and wheel in test_package_data.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tarfile
-import zipfile
-from pathlib import Path
 from typing import Sequence
 
 import pytest
@@ -79,23 +74,3 @@ def test_the_scripts_are_the_repositorys_and_have_the_contracts_sha1s() -> None:
 
 def test_the_installed_library_is_the_repositorys() -> None:
     assert library() == (REPO / "lua/ratelimit.lua").read_text()
-
-
-def test_the_built_packages_ship_the_repositorys_library(tmp_path: Path) -> None:
-    """`python -m build` writes the file's content (not a link) into the sdist and the wheel."""
-    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(REPO / "python")],
-                           capture_output=True, text=True)
-    if built.returncode != 0 and "No module named build" in built.stderr:
-        pytest.skip("the build package is not installed")
-    assert built.returncode == 0, built.stderr[-2000:]
-    repo = (REPO / "lua/ratelimit.lua").read_bytes()
-    (wheel,) = tmp_path.glob("*.whl")
-    with zipfile.ZipFile(wheel) as z:
-        assert z.read("redis_ratelimit/lua/ratelimit.lua") == repo
-        assert "redis_ratelimit/py.typed" in z.namelist()
-    (sdist,) = tmp_path.glob("*.tar.gz")
-    with tarfile.open(sdist) as t:
-        (member,) = [m for m in t.getmembers() if m.name.endswith("src/redis_ratelimit/lua/ratelimit.lua")]
-        assert member.isfile()
-        shipped = t.extractfile(member)
-        assert shipped is not None and shipped.read() == repo

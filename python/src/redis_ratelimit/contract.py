@@ -6,16 +6,16 @@ restates a rule: this module only reads the file and interprets its key rules.""
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any, Mapping, Sequence, Union
+
+from . import _package_data as package_data
 
 __all__ = ["CONTRACT", "BOUNDS", "ERRORS", "HTTP", "BATCHING", "BATCH_ERRORS", "kind", "command", "key_positions", "group_len",
            "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY"]
 
 Arg = Union[str, bytes, int, float]
 
-CONTRACT: Mapping[str, Any] = json.loads(
-    resources.files("redis_ratelimit").joinpath("contract.json").read_text(encoding="utf-8"))
+CONTRACT: Mapping[str, Any] = json.loads(package_data.read("contract.json"))
 BOUNDS: Mapping[str, int] = CONTRACT["bounds"]
 ERRORS: Mapping[str, Any] = CONTRACT["errors"]
 HTTP: Mapping[str, Any] = CONTRACT["http"]

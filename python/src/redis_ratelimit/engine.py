@@ -21,11 +21,11 @@ import functools
 import hashlib
 import itertools
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Generator, Mapping, NamedTuple, Sequence, Union
 
 import redis
 
+from . import _package_data as package_data
 from .errors import ConfigurationError
 from .reply_class import ReplyClass, class_of_reply, reply_text, split_reply
 from .contract import CONTRACT, FIRST_KEY, LIBRARY_FUNCTIONS, group_len, key_positions
@@ -56,21 +56,7 @@ class Backend(enum.Enum):
         }[self]
 
 
-def _read_package_data(path: str) -> str:
-    try:
-        return resources.files("redis_ratelimit").joinpath(path).read_text(encoding="utf-8")
-    except OSError as e:
-        # A package built without its data: a broken installation, said when it is imported, never an
-        # outage of every call on a stock server.
-        raise ImportError(f"redis_ratelimit is installed without its Lua library ({path}): {e}; "
-                          "reinstall the package (its wheel carries the library and its scripts)") from e
-
-
-def _read_library() -> str:
-    return _read_package_data("lua/ratelimit.lua")
-
-
-_LIBRARY = _read_library()
+_LIBRARY = package_data.read("lua/ratelimit.lua")
 
 
 def library() -> str:
@@ -91,15 +77,11 @@ def script_source(function: str) -> str:
     """The EVALSHA script of the library function `function` (``rl_token``, ...): what the function
     reaches of the library, its fast path first, ending in one call of the function; a generated file
     shipped as package data (``lua/scripts/<function>.lua``, the repository's), sent as it is."""
-    return _read_package_data(_script_path(function))
+    return package_data.read(_script_path(function))
 
 
 # Every function's script is where the contract says, checked when the package is imported.
-_MISSING = [p for p in map(_script_path, LIBRARY_FUNCTIONS.values())
-            if not resources.files("redis_ratelimit").joinpath(p).is_file()]
-if _MISSING:
-    raise ImportError(f"redis_ratelimit is installed without its Lua scripts ({', '.join(_MISSING)}); "
-                      "reinstall the package (its wheel carries the library and its scripts)")
+package_data.require(map(_script_path, LIBRARY_FUNCTIONS.values()))
 
 
 @dataclass(frozen=True)
