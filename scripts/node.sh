@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Node.js package (node/): installs its dependencies (npm ci), builds ESM + CommonJS, checks the
-# types with tsc --strict (sources and tests), lists what `npm pack` ships, and runs its tests against
+# The Node.js package (node/): installs its dependencies (npm ci), packs it (npm pack: builds ESM +
+# CommonJS; the tarball unpacked and checked to carry the contract, the Lua library and its scripts as the
+# repository has them), checks the types with tsc --strict (sources and tests), and runs its tests against
 # real redis-server processes they start (REDIS_SERVER, default /usr/bin/redis-server; the module at
 # target/release/libredis_ratelimit.so, built beforehand).
 #
@@ -35,7 +36,20 @@ if [ "${1:-}" = bench ]; then
   exec node bench/run.mjs
 fi
 npm ci --no-audit --no-fund --loglevel=error
-npm run --silent build
+# npm pack builds the package (prepack: npm run build, which copies the contract, the library and its
+# scripts from the repository first); the tarball, unpacked, carries both builds and those files
+# (every script of lua/scripts/ and no other) byte for byte.
+pack=$(mktemp -d)
+trap 'rm -rf "$pack"' EXIT
+npm pack --silent --pack-destination "$pack" >/dev/null
+tar -xzf "$pack"/*.tgz -C "$pack"
+cmp ../contract/contract.json "$pack/package/contract.json"
+cmp ../lua/ratelimit.lua "$pack/package/lua/ratelimit.lua"
+diff -r ../lua/scripts "$pack/package/lua/scripts"
+for f in dist/esm/index.js dist/esm/index.d.ts dist/cjs/index.js README.md; do
+  [ -f "$pack/package/$f" ] || { echo "node.sh: the tarball lacks $f" >&2; exit 1; }
+done
+echo "node.sh: $(cd "$pack" && echo *.tgz), $(find "$pack/package" -type f | wc -l) files: both builds, the contract," \
+  "the library and $(find ../lua/scripts -name '*.lua' | wc -l) scripts as lua/ and contract/ have them" >&2
 npm run --silent typecheck
-npm pack --dry-run 2>&1 | grep -E "contract.json|lua/ratelimit.lua|dist/esm/index.js|dist/cjs/index.js|total files"
 npm test

@@ -42,7 +42,7 @@ process.on("exit", stopAll);
 const admin = new Redis(port, "127.0.0.1", { retryStrategy: () => 50 }); // queued until the server is up
 admin.on("error", () => {});
 await admin.ping();
-await admin.call("FUNCTION", "LOAD", "REPLACE", readFileSync(join(ROOT, "node/lua/ratelimit.lua"), "utf8"));
+await admin.call("FUNCTION", "LOAD", "REPLACE", readFileSync(join(ROOT, "lua/ratelimit.lua"), "utf8"));
 const version = /redis_version:(\S+)/.exec(await admin.info("server"))[1];
 
 async function round(variant) {

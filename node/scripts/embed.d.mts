@@ -1,1 +1,2 @@
+export function sync(): void;
 export function assets(): string;

@@ -1,18 +1,48 @@
-// Writes src/assets.ts from the package's copies of the contract (contract.json), the Lua library
-// (lua/ratelimit.lua) and its EVALSHA scripts (lua/scripts/<function>.lua), so the ESM and CommonJS
-// builds read the same text without touching the disk. `--sync` first copies them from the repository
-// (../contract/contract.json, ../lua/ratelimit.lua, ../lua/scripts/).
-import { readFileSync, writeFileSync, copyFileSync, cpSync, readdirSync, rmSync } from "node:fs";
+// The package's copies of the contract (contract.json), the Lua library (lua/ratelimit.lua) and its
+// EVALSHA scripts (lua/scripts/<function>.lua): not checked in, copied from the repository
+// (../contract/contract.json, ../lua/ratelimit.lua, ../lua/scripts/) when run inside it, as `npm run
+// build`, `typecheck`, `test` and `npm pack` (prepack) do; the tarball ships them. Then writes
+// src/assets.ts from them, so the ESM and CommonJS builds read the same text without touching the disk.
+import { readFileSync, writeFileSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-if (process.argv.includes("--sync")) {
-  copyFileSync(join(root, "..", "contract", "contract.json"), join(root, "contract.json"));
-  copyFileSync(join(root, "..", "lua", "ratelimit.lua"), join(root, "lua", "ratelimit.lua"));
-  rmSync(join(root, "lua", "scripts"), { recursive: true, force: true });
-  cpSync(join(root, "..", "lua", "scripts"), join(root, "lua", "scripts"), { recursive: true });
+/** Each copy in the package, and its source in the repository. */
+const COPIES = {
+  "contract.json": join(root, "..", "contract", "contract.json"),
+  "lua/ratelimit.lua": join(root, "..", "lua", "ratelimit.lua"),
+  "lua/scripts": join(root, "..", "lua", "scripts"),
+};
+
+/** Makes the copies equal to the repository's sources (a file written only when it differs, a script
+ * the repository no longer has removed); outside the repository they must be there already. */
+export function sync() {
+  if (!Object.values(COPIES).every(existsSync)) {
+    const missing = Object.keys(COPIES).filter((name) => !existsSync(join(root, name)));
+    if (missing.length) {
+      throw new Error(`${missing.join(", ")} missing from ${root} and no repository above it to copy them from`);
+    }
+    return;
+  }
+  const copy = (source, name) => {
+    const text = readFileSync(source);
+    const path = join(root, name);
+    if (!existsSync(path) || !readFileSync(path).equals(text)) {
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, text);
+    }
+  };
+  const scripts = readdirSync(COPIES["lua/scripts"]).filter((f) => f.endsWith(".lua"));
+  mkdirSync(join(root, "lua", "scripts"), { recursive: true });
+  for (const f of readdirSync(join(root, "lua", "scripts"))) {
+    if (!scripts.includes(f)) rmSync(join(root, "lua", "scripts", f), { recursive: true });
+  }
+  copy(COPIES["contract.json"], "contract.json");
+  copy(COPIES["lua/ratelimit.lua"], "lua/ratelimit.lua");
+  for (const f of scripts) copy(join(COPIES["lua/scripts"], f), `lua/scripts/${f}`);
 }
+
 export function assets() {
   const contract = readFileSync(join(root, "contract.json"), "utf8");
   const library = readFileSync(join(root, "lua", "ratelimit.lua"), "utf8");
@@ -27,6 +57,15 @@ export function assets() {
     `export const SCRIPT_SOURCES: Readonly<Record<string, string>> = ${JSON.stringify(scripts)};\n`
   );
 }
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  writeFileSync(join(root, "src", "assets.ts"), assets());
+  try {
+    sync();
+  } catch (e) {
+    console.error(`scripts/embed.mjs: ${e.message}`);
+    process.exit(1);
+  }
+  const text = assets();
+  const path = join(root, "src", "assets.ts");
+  if (!existsSync(path) || readFileSync(path, "utf8") !== text) writeFileSync(path, text);
 }
