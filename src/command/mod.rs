@@ -3,23 +3,42 @@
 //! `ratelimit_core` limiter and hands it to `limit`, which connects any limiter to a key.
 #![deny(unsafe_code)]
 
-pub mod acquire;
-pub mod all;
-pub mod cl_throttle;
-pub mod fixed;
-pub mod gcra;
-pub mod inspect;
 mod limit;
 mod memo;
 mod parse;
-pub mod refund;
-pub mod release;
-pub mod renew;
-pub mod reserve;
-pub mod reset_stats;
-pub mod rl_throttle;
-pub mod slide;
-pub mod slide_count;
-pub mod take;
-pub mod token;
-pub mod top;
+
+/// Declares each command's module and makes `register_all!`, which registers them with the server
+/// in this order (`src/lib.rs`): a new command is one line in the list below.
+macro_rules! commands {
+    ($($module:ident :: $command:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// The module's entry point (`RedisModule_OnLoad`) registering every command listed.
+        macro_rules! register_all {
+            () => {
+                $crate::server::module::module! { $($crate::command::$module::$command),* }
+            };
+        }
+        pub(crate) use register_all;
+    };
+}
+
+commands! {
+    token::Token,
+    fixed::Fixed,
+    slide::Slide,
+    slide_count::SlideCount,
+    refund::Refund,
+    all::All,
+    take::Take,
+    reserve::ReserveTokens,
+    acquire::AcquireLease,
+    release::Release,
+    renew::Renew,
+    inspect::Inspect,
+    top::Top,
+    reset_stats::ResetStats,
+    cl_throttle::ClThrottle,
+    rl_throttle::RlThrottle,
+    gcra::Gcra,
+}
