@@ -23,7 +23,8 @@ demo: build
 # `cargo test --release --workspace` builds, three at a time: scripts/cargo-tests.sh), the doc tests; then the Python
 # package's suite (python/; a virtualenv in target/py-venv), whose cross-language tests run the Rust demo server;
 # then the Go package's (go/: gofmt, go vet, go test -race; skipped with the reason where Go is missing) and
-# the Node.js package's (node/: npm ci, the ESM and CommonJS builds, tsc --strict, npm pack --dry-run, node --test).
+# the Node.js package's (node/: npm ci, npm pack with the ESM and CommonJS builds, its tarball unpacked and checked,
+# tsc --strict, node --test).
 test: build
 	scripts/cargo-tests.sh --workspace
 	$(CARGO) test --release --workspace --doc
