@@ -1,25 +1,20 @@
 //! The registry of limiter kinds: the one list every dispatcher reads.
 //!
-//! Each limiter declares in its own file, once ([`Declare`], in `declare`): its names (RL.ALL's group, its
-//! command), its stored layout (`Limiter::LAYOUT`), its argument grammar (its parameters, parsed
-//! from the bytes a command receives; its request's form), its share of a limit, and whether units
-//! can be given back. The `kinds!` line below lists the kinds; from it come [`LimiterKind`] (a kind
-//! by name, tag or group) and [`AnyLimiter`] / [`AnyLimit`] (a limiter or a request of any kind),
-//! through which RL.ALL, RL.INSPECT, RL.REFUND, the client's commands, its admin calls and its local
-//! fallback dispatch. A kind missing from this line is missing everywhere, and `tests` says so.
+//! Each limiter declares in its own file, once ([`Declare`], in `declare`): its names (RL.ALL's
+//! group, its command), its stored layout (`Limiter::LAYOUT`), its argument grammar (its parameters,
+//! parsed from the bytes a command receives; its request's form), its share of a limit, and whether
+//! units can be given back. The list of kinds is `limiter_kinds!` in `lib.rs` (a kind's module and
+//! type, one line); from it come [`LimiterKind`] (a kind by name, tag or group) and [`AnyLimiter`] /
+//! [`AnyLimit`] (a limiter or a request of any kind), through which RL.ALL, RL.INSPECT, RL.REFUND, the
+//! client's commands, its admin calls and its local fallback dispatch. A kind missing from that list is
+//! missing everywhere, and `tests` says so.
 
 use crate::args::ArgError;
 pub use crate::declare::{Declare, IdHash, Param, ParamType, RequestArgs, RequestForm, Word};
 use crate::error::StateError;
-use crate::fixed_window::FixedWindow;
 use crate::format::Layout;
-use crate::leases::Leases;
 use crate::limiter::{Field, Limiter, Outcome, Peek, Write};
-use crate::reservation::Reservation;
-use crate::sliding_counter::SlidingCounter;
-use crate::sliding_log::SlidingLog;
 use crate::time::Nanos;
-use crate::token_bucket::TokenBucket;
 use crate::verdict::Verdict;
 
 macro_rules! kinds {
@@ -145,14 +140,7 @@ macro_rules! kinds {
     };
 }
 
-kinds! {
-    TokenBucket => TokenBucket,
-    FixedWindow => FixedWindow,
-    SlidingCounter => SlidingCounter,
-    SlidingLog => SlidingLog,
-    Leases => Leases,
-    Reservation => Reservation,
-}
+every_kind!();
 
 impl LimiterKind {
     /// The kind whose RL.ALL group is `name` (case-insensitive).

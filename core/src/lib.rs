@@ -10,6 +10,30 @@
 //! `limits` holds the bounds that the module and the client share; `dialect` holds other products'
 //! commands on these algorithms.
 
+/// The limiter kinds, one line each: its module and its type (which `impl Declare`s it). `kind.rs`
+/// makes [`kind::LimiterKind`] and everything that dispatches on a kind from this one list.
+macro_rules! limiter_kinds {
+    ($($module:ident :: $kind:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// The list above, as `kind.rs`' `kinds!` takes it.
+        macro_rules! every_kind {
+            () => {
+                kinds! { $($kind => crate::$module::$kind),* }
+            };
+        }
+    };
+}
+
+limiter_kinds! {
+    token_bucket::TokenBucket,
+    fixed_window::FixedWindow,
+    sliding_counter::SlidingCounter,
+    sliding_log::SlidingLog,
+    leases::Leases,
+    reservation::Reservation,
+}
+
 pub mod args;
 pub mod combine;
 pub mod commands;
@@ -17,18 +41,12 @@ pub mod decimal;
 pub mod declare;
 pub mod dialect;
 pub mod error;
-pub mod fixed_window;
 pub mod format;
 pub mod kind;
-pub mod leases;
 pub mod limiter;
 pub mod limits;
-pub mod reservation;
-pub mod sliding_counter;
-pub mod sliding_log;
 pub mod state;
 pub mod time;
-pub mod token_bucket;
 pub mod verdict;
 pub mod window;
 
