@@ -9,6 +9,7 @@ pub mod lua;
 pub use testkit::{cluster, wait_until};
 pub mod shim;
 
+use ratelimit_core::kind::{LimiterKind, ParamType, RequestForm};
 use testkit::redis::{self, Connection, Value};
 use testkit::{info_field, Server};
 
@@ -28,7 +29,7 @@ pub fn assert_every_kind_written(con: &mut Connection, prefix: &str) {
     }
     // A kind that decides on another's state (a reservation, on a token bucket's) is inspected as
     // its owner: the mix writes it too (see `mixed_token_traffic`).
-    for kind in ratelimit_core::kind::LimiterKind::ALL {
+    for kind in LimiterKind::ALL {
         assert!(
             written.contains(kind.owner().command()),
             "the traffic mix wrote no {} key: {written:?}",
@@ -154,6 +155,27 @@ pub fn mixed_token_traffic(con: &mut Connection, prefix: &str, calls: usize, key
         .arg(4)
         .query(con)
         .expect("RL.RESERVE UPTO failed");
+    // Every kind once more through RL.ALL, from its declaration alone (parameters within its declared
+    // bounds, a request of its form), so that a kind added to core is in the mix without an edit here.
+    for kind in LimiterKind::ALL {
+        let mut cmd = redis::cmd("RL.ALL");
+        cmd.arg(format!("{prefix}:{{t}}:every:{}", kind.name())).arg(kind.group());
+        for param in kind.params() {
+            let value: u64 = match param.form {
+                ParamType::Whole => 3,
+                ParamType::Decimal => 1,
+                ParamType::Seconds => 60,
+            };
+            assert!((param.min..=param.max).contains(&value), "{kind:?} {}", param.name);
+            cmd.arg(value);
+        }
+        let request: &[&str] = match kind.request_form() {
+            RequestForm::Cost => &["1"],
+            RequestForm::Reserve => &["1", "0"],
+            RequestForm::Id | RequestForm::Lease => &["mix"],
+        };
+        let _: Vec<i64> = cmd.arg(request).query(con).expect("RL.ALL of a kind's declared example failed");
+    }
     let script = "return redis.call('RL.TOKEN', KEYS[1], 5, '0.01', 1)";
     let _: Vec<i64> = redis::cmd("EVAL")
         .arg(script)
