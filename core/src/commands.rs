@@ -4,6 +4,7 @@
 //! which is written from it); the module registers the same names, and a test against a real server
 //! holds its key positions (`COMMAND GETKEYS`) to this table.
 
+use crate::declare::Declare;
 use crate::kind::LimiterKind;
 
 /// Where a command's keys are among its arguments (after its name).
@@ -111,53 +112,40 @@ const fn command(
 
 /// The sixth field of a verdict that several limits decided: the 1-based position of the one that
 /// limited.
-const DECIDING: Option<&str> = Some("the 1-based position of the limit that decided");
+pub const DECIDING: Option<&str> = Some("the 1-based position of the limit that decided");
 /// The sixth field of a partial grant: the units taken.
-const TAKEN: Option<&str> = Some("the units taken");
+pub const TAKEN: Option<&str> = Some("the units taken");
 
-/// Every command the module registers (the dialects only where `ratelimit.dialects` lists them).
-pub const COMMANDS: &[CommandInfo] = &[
-    command(
-        LimiterKind::TokenBucket.command(),
-        "RL.TOKEN key capacity rate cost [key capacity rate cost ...]",
-        4,
-        KeyRule::Every(4),
-        Some("rl_token"),
-        verdict(DECIDING),
-    ),
-    command(
-        LimiterKind::SlidingLog.command(),
-        "RL.SLIDE key limit window id [DEDUP]",
-        4,
-        KeyRule::At(0),
-        Some("rl_slide"),
-        verdict(None),
-    ),
-    command(
-        LimiterKind::SlidingCounter.command(),
-        "RL.SLIDECOUNT key limit window [cost]",
-        3,
-        KeyRule::At(0),
-        Some("rl_slidecount"),
-        verdict(None),
-    ),
-    command(
-        LimiterKind::FixedWindow.command(),
-        "RL.FIXED key limit window [cost]",
-        3,
-        KeyRule::At(0),
-        Some("rl_fixed"),
-        verdict(None),
-    ),
+impl CommandInfo {
+    /// The command of the kind `D` declares (its own file says its syntax, keys and reply).
+    pub(crate) const fn of_kind<D: Declare>() -> CommandInfo {
+        command(
+            D::COMMAND,
+            D::SYNTAX,
+            required_args(D::SYNTAX),
+            D::KEYS,
+            Some(D::FUNCTION),
+            verdict(D::SIXTH),
+        )
+    }
+}
+
+/// The arguments a syntax requires after the command's name: its words before the first `[`.
+const fn required_args(syntax: &str) -> usize {
+    let bytes = syntax.as_bytes();
+    let (mut words, mut i) = (0, 0);
+    while i < bytes.len() && bytes[i] != b'[' {
+        if bytes[i] != b' ' && (i == 0 || bytes[i - 1] == b' ') {
+            words += 1;
+        }
+        i += 1;
+    }
+    words - 1
+}
+
+/// The commands that are no limiter kind's own.
+const OTHERS: [CommandInfo; 11] = [
     command("RL.TAKE", "RL.TAKE key capacity rate max", 4, KeyRule::At(0), Some("rl_take"), verdict(TAKEN)),
-    command(
-        LimiterKind::Reservation.command(),
-        "RL.RESERVE key capacity rate cost max_wait [UPTO max]",
-        5,
-        KeyRule::At(0),
-        Some("rl_reserve"),
-        verdict(TAKEN),
-    ),
     command(
         "RL.REFUND",
         "RL.REFUND TOKEN|RESERVE|FIXED|SLIDECOUNT key p1 p2 units",
@@ -173,14 +161,6 @@ pub const COMMANDS: &[CommandInfo] = &[
         KeyRule::Groups,
         Some("rl_all"),
         verdict(DECIDING),
-    ),
-    command(
-        LimiterKind::Leases.command(),
-        "RL.ACQUIRE key limit lease id [WEIGHT w]",
-        4,
-        KeyRule::At(0),
-        Some("rl_acquire"),
-        verdict(None),
     ),
     command("RL.RELEASE", "RL.RELEASE key id", 2, KeyRule::At(0), Some("rl_release"), ReplyForm::Flag),
     command("RL.RENEW", "RL.RENEW key lease id", 3, KeyRule::At(0), Some("rl_renew"), ReplyForm::Flag),
@@ -225,6 +205,26 @@ pub const COMMANDS: &[CommandInfo] = &[
         ReplyForm::Dialect,
     ),
 ];
+
+const KINDS: usize = LimiterKind::ALL.len();
+
+/// Each kind's command (from its declaration, in the registry's order), then the others.
+const fn every_command() -> [CommandInfo; KINDS + OTHERS.len()] {
+    let mut all = [OTHERS[0]; KINDS + OTHERS.len()];
+    let mut i = 0;
+    while i < KINDS {
+        all[i] = LimiterKind::ALL[i].command_info();
+        i += 1;
+    }
+    while i < all.len() {
+        all[i] = OTHERS[i - KINDS];
+        i += 1;
+    }
+    all
+}
+
+/// Every command the module registers (the dialects only where `ratelimit.dialects` lists them).
+pub const COMMANDS: &[CommandInfo] = &every_command();
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 //! registry (`kind`) lists the kinds that declare it.
 
 use crate::args::{is_option, ArgError};
+use crate::commands::KeyRule;
 use crate::error::{ParamError, StateError};
 use crate::limiter::{Limiter, Refund, Write};
 use crate::time::Nanos;
@@ -169,6 +170,13 @@ pub trait Declare: Limiter + Copy {
     /// Its group in RL.ALL (`TOKEN`) and RL.REFUND, and its own command (`RL.TOKEN`).
     const GROUP: &'static str;
     const COMMAND: &'static str;
+    /// Its command as a client knows it (`commands::COMMANDS` lists it from these): its syntax, the
+    /// Lua library's function for it, where its keys are and what a verdict's sixth field says (None:
+    /// a verdict of five).
+    const SYNTAX: &'static str;
+    const FUNCTION: &'static str;
+    const KEYS: KeyRule = KeyRule::At(0);
+    const SIXTH: Option<&'static str> = None;
     /// Its two parameters after the key.
     const PARAMS: [Param; 2];
     /// How its request is written after its parameters.

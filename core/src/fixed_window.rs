@@ -22,6 +22,8 @@ impl WindowAlgorithm for Fixed {
     const NAME: &'static str = "fixed_window";
     const GROUP: &'static str = "FIXED";
     const COMMAND: &'static str = "RL.FIXED";
+    const SYNTAX: &'static str = "RL.FIXED key limit window [cost]";
+    const FUNCTION: &'static str = "rl_fixed";
 }
 
 /// Valid fixed window parameters.

@@ -10,6 +10,7 @@
 //! missing everywhere, and `tests` says so.
 
 use crate::args::ArgError;
+use crate::commands::CommandInfo;
 pub use crate::declare::{Declare, IdHash, Param, ParamType, RequestArgs, RequestForm, Word};
 use crate::error::StateError;
 use crate::format::Layout;
@@ -50,6 +51,11 @@ macro_rules! kinds {
             /// The layout of the values it stores.
             pub const fn layout(self) -> Layout {
                 match self { $(LimiterKind::$kind => <$ty as Limiter>::LAYOUT),* }
+            }
+
+            /// Its own command, as a client knows it (its row of `commands::COMMANDS`).
+            pub const fn command_info(self) -> CommandInfo {
+                match self { $(LimiterKind::$kind => CommandInfo::of_kind::<$ty>()),* }
             }
 
             /// How its request is written.

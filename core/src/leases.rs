@@ -370,6 +370,8 @@ impl Declare for Leases {
     ];
     const GROUP: &'static str = "ACQUIRE";
     const COMMAND: &'static str = "RL.ACQUIRE";
+    const SYNTAX: &'static str = "RL.ACQUIRE key limit lease id [WEIGHT w]";
+    const FUNCTION: &'static str = "rl_acquire";
     const REQUEST: RequestForm = RequestForm::Lease;
 
     /// `limit lease`.

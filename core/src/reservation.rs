@@ -9,6 +9,7 @@
 //! TAT lies at most two full refills ahead; a TAT further ahead is a clock fault, repaired.
 
 use crate::args::{wait_ns, ArgError};
+use crate::commands::TAKEN;
 use crate::declare::{refunded, Declare, IdHash, Param, RequestArgs, RequestForm};
 use crate::error::{ParamError, StateError};
 use crate::format::Layout;
@@ -48,6 +49,9 @@ impl Declare for Reservation {
     const PARAMS: [Param; 2] = crate::token_bucket::PARAMS;
     const GROUP: &'static str = "RESERVE";
     const COMMAND: &'static str = "RL.RESERVE";
+    const SYNTAX: &'static str = "RL.RESERVE key capacity rate cost max_wait [UPTO max]";
+    const FUNCTION: &'static str = "rl_reserve";
+    const SIXTH: Option<&'static str> = TAKEN;
     const REQUEST: RequestForm = RequestForm::Reserve;
     const REFUNDS: bool = true;
 

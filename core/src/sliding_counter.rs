@@ -32,6 +32,8 @@ impl WindowAlgorithm for Counter {
     const NAME: &'static str = "sliding_counter";
     const GROUP: &'static str = "SLIDECOUNT";
     const COMMAND: &'static str = "RL.SLIDECOUNT";
+    const SYNTAX: &'static str = "RL.SLIDECOUNT key limit window [cost]";
+    const FUNCTION: &'static str = "rl_slidecount";
 }
 
 /// Valid sliding counter parameters.

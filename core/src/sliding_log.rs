@@ -463,6 +463,8 @@ impl Declare for SlidingLog {
     ];
     const GROUP: &'static str = "SLIDE";
     const COMMAND: &'static str = "RL.SLIDE";
+    const SYNTAX: &'static str = "RL.SLIDE key limit window id [DEDUP]";
+    const FUNCTION: &'static str = "rl_slide";
     const REQUEST: RequestForm = RequestForm::Id;
 
     /// `limit window`.

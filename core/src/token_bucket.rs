@@ -25,6 +25,7 @@
 //! expires on a grid of max(1 s, 1/16 of a full refill) after the bucket is full again.
 
 use crate::args::{positive_decimal, whole_for, ArgError};
+use crate::commands::{KeyRule, DECIDING};
 use crate::decimal::Decimal;
 use crate::declare::{
     cost_of, cost_requests, refunded, Declare, IdHash, Param, ParamType, RequestArgs, RequestForm,
@@ -357,6 +358,10 @@ impl Declare for TokenBucket {
     const PARAMS: [Param; 2] = PARAMS;
     const GROUP: &'static str = "TOKEN";
     const COMMAND: &'static str = "RL.TOKEN";
+    const SYNTAX: &'static str = "RL.TOKEN key capacity rate cost [key capacity rate cost ...]";
+    const FUNCTION: &'static str = "rl_token";
+    const KEYS: KeyRule = KeyRule::Every(4);
+    const SIXTH: Option<&'static str> = DECIDING;
     const REQUEST: RequestForm = RequestForm::Cost;
     const REFUNDS: bool = true;
 

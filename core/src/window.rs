@@ -70,11 +70,14 @@ pub(crate) fn check(window_ns: Nanos) -> Result<(), ParamError> {
     Ok(())
 }
 
-/// A window algorithm's names (its marker type declares them in its own file).
+/// A window algorithm's names and its command's syntax and library function (its marker type declares
+/// them in its own file).
 pub trait WindowAlgorithm {
     const NAME: &'static str;
     const GROUP: &'static str;
     const COMMAND: &'static str;
+    const SYNTAX: &'static str;
+    const FUNCTION: &'static str;
 }
 
 impl<A: WindowAlgorithm> Declare for Windowed<A>
@@ -95,6 +98,8 @@ where
     ];
     const GROUP: &'static str = A::GROUP;
     const COMMAND: &'static str = A::COMMAND;
+    const SYNTAX: &'static str = A::SYNTAX;
+    const FUNCTION: &'static str = A::FUNCTION;
     const REQUEST: RequestForm = RequestForm::Cost;
     const REFUNDS: bool = true;
 

@@ -320,8 +320,8 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "bc1fca536010051ab3bf3aba2e59d8a25a2da7db",
-  functions = { "rl_token", "rl_slide", "rl_slidecount", "rl_fixed", "rl_take", "rl_reserve", "rl_refund", "rl_all", "rl_acquire", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
+  source_hash = "36b0ae34d4fb972727e1eee591011a4262d5fcce",
+  functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
   max_rate_per_sec = 1000000000,
