@@ -1,20 +1,32 @@
-//! The local fallback: while Redis cannot decide, each application instance limits on its own with
-//! the same algorithms (`ratelimit-core`) and its share of the limit (limit / instances). Imprecise by
-//! design: it keeps a rough bound and availability. Its memory is bounded: past `MAX_KEYS` keys, state
-//! that is back to its initial value is dropped first, then everything (a fresh start errs towards
-//! allowing, as failing open does).
+//! The in-process limiter: the local fallback, and `Limiter::in_process`.
+//!
+//! The local fallback: while Redis cannot decide, each application instance limits on its own at its
+//! share of each limit. Imprecise by design: it keeps a rough bound and availability. One algorithm
+//! serves every kind whose request is not a lease ([`Algorithm::of`]): core's `TokenBucket` of the
+//! kind's limit refilled over its period, shared as a token bucket shares ([`fallback_of`]: `limit /
+//! instances` tokens, at least 1, refilled `instances` times slower). A token bucket is then itself at
+//! its share; a window or a log lets an instance admit at most its share in a burst, plus what refills
+//! meanwhile: in any stretch of its period, at most the share plus `limit / instances`. Concurrency
+//! limits keep core's leases. The contract says which kind is served how (`kinds[].fallback`), so no
+//! client's fallback names a kind, and a new kind needs nothing here.
+//!
+//! `Limiter::in_process` decides each limit with its own kind's algorithm on the whole limit instead
+//! (the sliding log approximated by the sliding counter). Both keep values in a map exactly as the
+//! module stores them in keys, decided through core (`AnyLimit::decide`, `combine::all_or_nothing`).
+//! Memory is bounded: past `MAX_KEYS` keys, state that is back to its initial value is dropped first,
+//! then everything (a fresh start errs towards allowing, as failing open does).
 
 use crate::command::Limit;
 use crate::decision::Decision;
 use crate::decision::Taken;
 use crate::policy::Policy;
 use ratelimit_core::combine::all_or_nothing;
-use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare};
+use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare, LimiterKind, RequestForm};
 use ratelimit_core::leases::{LeaseId, Leases};
 use ratelimit_core::limiter::{apply, Change, Outcome, Write};
 use ratelimit_core::sliding_counter::SlidingCounter;
 use ratelimit_core::time::{ceil_ms, Nanos, NANOS_PER_MS};
-use ratelimit_core::token_bucket::Reserve;
+use ratelimit_core::token_bucket::{Reserve, TokenBucket};
 use ratelimit_core::verdict::Verdict;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,14 +41,76 @@ struct Entry {
     expires_at: Nanos,
 }
 
+/// How the fallback decides a kind's limits: the contract's `kinds[].fallback`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Core's token bucket of the kind's limit refilled over its period, at the instance's share.
+    TokenBucket,
+    /// Core's leases, acquired, renewed and released (a kind whose request is a lease).
+    Leases,
+}
+
+impl Algorithm {
+    pub fn of(kind: LimiterKind) -> Algorithm {
+        match kind.request_form() {
+            RequestForm::Lease => Algorithm::Leases,
+            RequestForm::Cost | RequestForm::Id | RequestForm::Reserve => Algorithm::TokenBucket,
+        }
+    }
+
+    /// Its name in the contract.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::Leases => "leases",
+        }
+    }
+}
+
+/// The limiter the fallback decides `limiter`'s requests with at the share of one of `n` instances:
+/// its leases, or core's token bucket of its limit refilled over its period (for a token bucket: the
+/// same bucket), each shared as its kind shares. None when the clock cannot express the bucket (a
+/// period within `limit` ns of the horizon).
+pub fn fallback_of(limiter: AnyLimiter, n: u64) -> Option<AnyLimiter> {
+    let own = match Algorithm::of(limiter.kind()) {
+        Algorithm::Leases => limiter,
+        Algorithm::TokenBucket => {
+            let period = u128::try_from(limiter.period_ns()).ok()?;
+            AnyLimiter::TokenBucket(TokenBucket::per_period(limiter.limit(), limiter.limit(), period).ok()?)
+        }
+    };
+    Some(own.share(n))
+}
+
 pub struct LocalLimiter {
-    instances: u32,
+    /// The fallback of one of this many instances; None: each kind's own algorithm on the whole
+    /// limit (`Limiter::in_process`).
+    shared_by: Option<u64>,
     entries: Mutex<HashMap<String, Entry>>,
 }
 
 impl LocalLimiter {
-    pub fn new(instances: u32) -> LocalLimiter {
-        LocalLimiter { instances: instances.max(1), entries: Mutex::new(HashMap::new()) }
+    /// The local fallback of one of `instances` instances.
+    pub fn fallback(instances: u32) -> LocalLimiter {
+        LocalLimiter { shared_by: Some(u64::from(instances.max(1))), entries: Mutex::new(HashMap::new()) }
+    }
+
+    /// Each kind's own algorithm on the whole limit, as the module decides it (`Limiter::in_process`).
+    pub fn in_process() -> LocalLimiter {
+        LocalLimiter { shared_by: None, entries: Mutex::new(HashMap::new()) }
+    }
+
+    /// The limiter `policy`'s requests are decided with here; None when the clock cannot express it.
+    fn limiter(&self, policy: &Policy) -> Option<AnyLimiter> {
+        match self.shared_by {
+            Some(n) => fallback_of(*policy.limiter(), n),
+            None => Some(*policy.limiter()),
+        }
+    }
+
+    /// The limit a denial that cannot be decided reports: this instance's share.
+    fn share(&self, policy: &Policy) -> u64 {
+        (policy.limit() / self.shared_by.unwrap_or(1)).max(1)
     }
 
     /// Decides `limits` together, the concurrency limits among them taking leases held by `id`
@@ -83,18 +157,18 @@ impl LocalLimiter {
         self.decide_for(limits, None, now, degraded)
     }
 
-    /// Takes as many whole tokens as the token bucket of `limit` holds at this instance's share,
-    /// up to `limit.cost`, as RL.TAKE does (core's `TokenBucket::take`).
+    /// Takes as many whole tokens as the token bucket of `limit` holds (at this instance's share
+    /// under the fallback), up to `limit.cost`, as RL.TAKE does (core's `TokenBucket::take`).
     pub fn take(&self, limit: &Limit<'_>, now: Nanos, degraded: bool) -> Taken {
         self.reserve(limit, Reserve { cost: 1, upto: limit.cost, max_wait_ns: 0 }, now, degraded)
     }
 
-    /// A reservation on the token bucket of `limit` at this instance's share, as RL.RESERVE decides
-    /// it (core's `TokenBucket::reserve`).
+    /// A reservation on the token bucket of `limit` (at this instance's share under the fallback),
+    /// as RL.RESERVE decides it (core's `TokenBucket::reserve`).
     pub fn reserve(&self, limit: &Limit<'_>, request: Reserve, now: Nanos, degraded: bool) -> Taken {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let AnyLimiter::TokenBucket(bucket) = limit.policy.limiter().share(u64::from(self.instances)) else {
-            let verdict = never(limit.policy.limit()).verdict;
+        let Some(AnyLimiter::TokenBucket(bucket)) = self.limiter(limit.policy) else {
+            let verdict = never(self.share(limit.policy)).verdict;
             return Taken { decision: decision(verdict, 0, degraded), taken: 0 };
         };
         let stored = entries.get(limit.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
@@ -110,11 +184,11 @@ impl LocalLimiter {
         Taken { decision: decision(outcome.verdict, 0, degraded), taken }
     }
 
-    /// Gives `units` back to the limit of `policy` at `key` (this instance's share), as RL.REFUND
-    /// does; nothing for a kind that takes no refunds.
+    /// Gives `units` back to the limit of `policy` at `key` (this instance's share under the
+    /// fallback), as RL.REFUND does; nothing for a kind that takes no refunds.
     pub fn refund(&self, key: &str, policy: &Policy, units: u64, now: Nanos) {
+        let Some(limiter) = self.limiter(policy).filter(|_| policy.kind().refunds()) else { return };
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let limiter = policy.limiter().share(u64::from(self.instances));
         let stored = entries.get(key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
         if let Some(Ok((Some(write), _))) = limiter.refund(stored, now, units) {
             store(&mut entries, key, &write, now);
@@ -129,7 +203,10 @@ impl LocalLimiter {
             .iter()
             .map(|l| {
                 let stored = entries.get(l.key).filter(|e| e.expires_at > now).map(|e| e.value.as_slice());
-                decide(l.policy.limiter().share(u64::from(self.instances)), stored, now, l.cost, id)
+                match self.limiter(l.policy) {
+                    Some(limiter) => decide(limiter, stored, now, l.cost, id),
+                    None => never(self.share(l.policy)),
+                }
             })
             .collect();
         let Some(combined) = all_or_nothing(outcomes) else {
@@ -185,12 +262,11 @@ fn decision(v: Verdict, limiting: usize, degraded: bool) -> Decision {
     }
 }
 
-/// One limit's outcome from its policy's core limiter, at this instance's share; a concurrency
-/// limit takes a lease for `id`.
+/// One limit's outcome from a core limiter; a concurrency limit takes a lease for `id`.
 fn decide(limiter: AnyLimiter, stored: Option<&[u8]>, now: Nanos, cost: u64, id: Option<&str>) -> Outcome {
     let limit = match limiter {
-        // The sliding log, which keeps every request, is approximated by the sliding counter: O(1)
-        // memory per key in the process.
+        // In process, the sliding log, which keeps every request, is approximated by the sliding
+        // counter: O(1) memory per key. (The fallback has made it a token bucket already.)
         AnyLimiter::SlidingLog(log) => SlidingCounter::new(log.limit(), log.period_ns())
             .ok()
             .map(|counter| AnyLimit::SlidingCounter(counter, cost)),
@@ -201,7 +277,7 @@ fn decide(limiter: AnyLimiter, stored: Option<&[u8]>, now: Nanos, cost: u64, id:
     limit.decide(stored, now).or_else(|_| limit.decide(None, now)).unwrap_or_else(|_| never(limiter.limit()))
 }
 
-/// A share that cannot be computed (a rate divided below what the clock expresses): deny.
+/// A limit the clock cannot express at the share: deny.
 fn never(limit: u64) -> Outcome {
     Outcome {
         verdict: Verdict { allowed: false, limit, remaining: 0, retry_after_ns: None, reset_after_ns: 0 },
@@ -217,7 +293,7 @@ mod tests {
 
     #[test]
     fn each_instance_gets_its_share_and_limits_are_checked_together() {
-        let local = LocalLimiter::new(2);
+        let local = LocalLimiter::fallback(2);
         let route = Policy::token_bucket(10, 5.0).unwrap();
         let global = Policy::token_bucket(4, 1.0).unwrap();
         let now = 1_700_000_000_000_000_000;
@@ -236,8 +312,54 @@ mod tests {
     }
 
     #[test]
+    fn a_token_bucket_is_its_own_fallback_at_its_share() {
+        for capacity in [1, 2, 3, 7, 10, 1000, 1 << 40] {
+            for rate in [0.001, 0.3, 1.0, 3.0, 7.0, 5_000.0, 3e8] {
+                let Ok(policy) = Policy::token_bucket(capacity, rate) else { continue };
+                for n in [1, 2, 3, 7, 1000] {
+                    let bucket = *policy.limiter();
+                    assert_eq!(fallback_of(bucket, n), Some(bucket.share(n)), "{capacity} at {rate}/s, {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_rate_kind_is_one_bucket_of_its_limit_over_its_period_at_the_share() {
+        let sec = 1_000_000_000;
+        let now = 1_700_000_000_000_000_000;
+        for (i, policy) in [
+            Policy::fixed_window(10, Duration::from_secs(1)).unwrap(),
+            Policy::sliding_counter(10, Duration::from_secs(1)).unwrap(),
+            Policy::sliding_log(10, Duration::from_secs(1)).unwrap(),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let expected = TokenBucket::per_period(10, 10, sec as u128).unwrap().share(3);
+            assert_eq!(fallback_of(*policy.limiter(), 3), Some(AnyLimiter::TokenBucket(expected)));
+            let local = LocalLimiter::fallback(3);
+            let key = format!("k{i}");
+            let check = |at: Nanos| local.check(&[Limit::new(&key, policy, 1)], at);
+            let burst: Vec<Decision> = (0..5).map(|_| check(now)).collect();
+            assert_eq!(
+                burst.iter().filter(|d| d.allowed).count(),
+                3,
+                "the share of 10 on one of 3 instances"
+            );
+            assert_eq!((burst[4].limit, burst[4].retry_after), (3, Some(Duration::from_millis(300))));
+            // Refilled at a third of 10 per second: one every 300 ms, so in the second after the
+            // burst 3 more (the share plus limit / instances in the period).
+            let admitted = (1..=10).filter(|k| check(now + k * sec / 10).allowed).count();
+            assert_eq!(admitted, 3);
+        }
+        let concurrency = Policy::concurrency(4, Duration::from_secs(1)).unwrap();
+        assert_eq!(fallback_of(*concurrency.limiter(), 2), Some(concurrency.limiter().share(2)), "leases");
+    }
+
+    #[test]
     fn leases_are_the_module_s_own_shared_out_released_renewed_and_ending_by_themselves() {
-        let local = LocalLimiter::new(2);
+        let local = LocalLimiter::fallback(2);
         let policy = Policy::concurrency(4, Duration::from_secs(10)).unwrap();
         let now = 1_700_000_000_000_000_000;
         let sec = 1_000_000_000;
@@ -262,7 +384,7 @@ mod tests {
 
     #[test]
     fn take_takes_what_the_share_holds_up_to_max_and_then_says_when_one_is_back() {
-        let local = LocalLimiter::new(2);
+        let local = LocalLimiter::fallback(2);
         let bucket = Policy::token_bucket(10, 1.0).unwrap();
         let now = 1_700_000_000_000_000_000;
         let take = |max: u64, at: Nanos| local.take(&Limit::new("w", &bucket, max), at, true);

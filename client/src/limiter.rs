@@ -140,17 +140,17 @@ impl LimiterBuilder {
     }
 
     /// A limiter without Redis: every decision is made in this process, with the module's algorithms
-    /// (the local fallback's, with the whole limit: the sliding log is approximated by the sliding
-    /// counter). For a single-instance service, and for running the HTTP layer in tests without a
-    /// server (tower's `oneshot`). Its decisions are not degraded; commands that only Redis answers
-    /// (refunds, inspection, `verify`) return an error.
+    /// on the whole limit (each kind its own; the sliding log is approximated by the sliding counter).
+    /// For a single-instance service, and for running the HTTP layer in tests without a server
+    /// (tower's `oneshot`). Its decisions are not degraded; commands that only Redis answers (refunds,
+    /// inspection, `verify`) return an error.
     pub fn in_process(self) -> Limiter {
-        self.finish(Transport::Local(Arc::new(LocalLimiter::new(1))))
+        self.finish(Transport::Local(Arc::new(LocalLimiter::in_process())))
     }
 
     fn finish(self, backend: Transport) -> Limiter {
         let fallback = match self.failure {
-            FailurePolicy::LocalFallback { instances } => Some(LocalLimiter::new(instances)),
+            FailurePolicy::LocalFallback { instances } => Some(LocalLimiter::fallback(instances)),
             _ => None,
         };
         Limiter {

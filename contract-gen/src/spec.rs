@@ -42,6 +42,11 @@ pub(super) fn contract(library_source: &str) -> Value {
         "fallback": {
             "max_keys": client::fallback::MAX_KEYS,
             "max_keys_means": "the most keys the in-process limiter keeps: past it, expired state goes first, then everything",
+            "algorithms": {
+                "token_bucket": "core's token bucket (GCRA) of the policy's limit refilled over its period (a token bucket: itself), shared by the instances: limit / instances tokens (at least 1), refilled instances times slower; take, reserve and refund act on it",
+                "leases": "core's leases (RL.ACQUIRE, RL.RELEASE, RL.RENEW) at limit / instances (at least 1)",
+            },
+            "algorithms_mean": "how the in-process fallback decides each kind (its `fallback`): a new kind needs no fallback of its own",
         },
     })
 }
@@ -207,6 +212,7 @@ fn kind(k: LimiterKind) -> Value {
         "params": params,
         "refunds": k.refunds(),
         "peeks": k.request_form() == RequestForm::Cost,
+        "fallback": client::fallback::Algorithm::of(k).name(),
     })
 }
 

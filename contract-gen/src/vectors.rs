@@ -693,11 +693,25 @@ fn fallback() -> Vec<(Value, Value)> {
         ];
         scenarios.push(json!({ "instances": instances, "policies": policies, "steps": steps }));
     }
+    // Near the horizon, on one of 3 instances: 2 per 3e9 s keeps its whole bucket (its share would
+    // refill past the horizon, as a token bucket's share does); 7 per 3e9 s cannot be a bucket at all
+    // (7 ns-intervals overrun the horizon): denied, never fitting.
+    let horizon =
+        [timed("fixed_window", 2, 3_000_000_000_000_000), timed("sliding_log", 7, 3_000_000_000_000_000)];
+    let steps = vec![
+        step("decide", 0, &[(0, "h", 1)]),
+        step("decide", 1, &[(0, "h", 1)]),
+        step("decide", 2, &[(0, "h", 1)]),
+        step("take", 3, &[(0, "h2", 5)]),
+        step("decide", 4, &[(1, "n", 1)]),
+        step("take", 5, &[(1, "n", 1)]),
+    ];
+    scenarios.push(json!({ "instances": 3, "policies": horizon, "steps": steps }));
     const T0: i64 = 1_700_000_000_000_000_000;
     scenarios
         .into_iter()
         .map(|scenario| {
-            let local = LocalLimiter::new(scenario["instances"].as_u64().unwrap() as u32);
+            let local = LocalLimiter::fallback(scenario["instances"].as_u64().unwrap() as u32);
             let policies: Vec<Policy> =
                 scenario["policies"].as_array().unwrap().iter().map(|p| policy_of(p).unwrap()).collect();
             let mut out = vec![];

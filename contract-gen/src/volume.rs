@@ -170,7 +170,7 @@ fn scenarios() -> Vec<(&'static str, bool, Vec<Value>)> {
 }
 
 fn run(precheck: bool, steps: &[Value]) -> Vec<Value> {
-    let server = LocalLimiter::new(1);
+    let server = LocalLimiter::in_process();
     let mut instances: HashMap<u64, (Batches, DenialCache)> = HashMap::new();
     let base = Instant::now();
     let mut out = vec![];
