@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-from redis_ratelimit import Breaker, Concurrency, Decision, FailurePolicy, FixedWindow, TokenBucket
+from redis_ratelimit import Breaker, Concurrency, Decision, FailurePolicy, FixedWindow, SlidingLog, TokenBucket
 from resilience_support import async_on, commands_run, eventually, limiter, on, stopped_port, warm_up  # noqa: F401
 from conftest import EngineCase
 from servers import Server
@@ -97,6 +97,24 @@ def test_the_fallback_limits_every_kind_and_checks_them_together(stopped_port: S
     decisions = [lim.check_all([(k, p, 1) for k, p in both]) for _ in range(3)]
     assert [d.allowed for d in decisions] == [True, True, False] and all(d.degraded for d in decisions)
     assert (decisions[2].limit, decisions[2].limiting) == (2, 1), "window: 6 / 3 instances"
+
+
+def test_the_fallback_serves_a_window_and_a_log_as_one_bucket_at_the_share(stopped_port: Server) -> None:
+    """A fixed window and a sliding log on a stopped server: each the token bucket of its limit per
+    window at the share (4 per 2 s on one of 2 instances: 2 at once, then one a second)."""
+    lim = limiter(stopped_port, FailurePolicy.fallback(instances=2), deadline=DEADLINE)
+    for key, policy in (("rl:fail:fixed", FixedWindow(limit=4, window=2.0)),
+                        ("rl:fail:log", SlidingLog(limit=4, window=2.0))):
+        start = time.monotonic()
+        burst = [lim.check(key, policy) for _ in range(5)]
+        took = time.monotonic() - start
+        allowed = sum(d.allowed for d in burst)
+        assert 2 <= allowed <= 2 + int(took), f"{allowed} in {took:.3f} s: the share, plus one a second"
+        assert all(d.degraded and d.limit == 2 for d in burst)
+        denied = next(d for d in burst if not d.allowed)
+        assert denied.retry_after is not None and 0 < denied.retry_after <= 1.0
+        time.sleep(denied.retry_after)
+        assert lim.check(key, policy).allowed, "one back after retry_after"
 
 
 def test_the_breaker_keeps_calls_away_then_lets_one_probe_through(servers: Any) -> None:

@@ -40,20 +40,23 @@ def test_a_token_bucket_share_refills_at_its_share_of_the_rate() -> None:
     assert not never.allowed and never.retry_after is None, "above the share: never fits"
 
 
-def test_windows_and_the_log_approximated_by_the_counter() -> None:
-    local = LocalLimiter(1)
-    fixed = FixedWindow(limit=3, window=10.0)
-    assert [local.decide([("f", fixed, 1)], now=NOW).allowed for _ in range(4)] == [True] * 3 + [False]
-    assert local.decide([("f", fixed, 1)], now=NOW + 10 * SEC).allowed, "a new window"
-    for policy in (SlidingCounter(limit=3, window=10.0), SlidingLog(limit=3, window=10.0)):
+def test_every_rate_kind_is_one_bucket_of_its_limit_over_its_period_at_the_share() -> None:
+    """A window or a log is the token bucket of its limit per window (as the token bucket kind is
+    itself): 10 per second on one of 3 instances is 3 at once, then one every 300 ms."""
+    for policy in (FixedWindow(limit=10, window=1.0), SlidingCounter(limit=10, window=1.0),
+                   SlidingLog(limit=10, window=1.0)):
+        local = LocalLimiter(3)
         key = policy.kind.name
-        start = NOW - NOW % (10 * SEC)
-        assert [local.decide([(key, policy, 1)], now=start).allowed for _ in range(4)] == [True] * 3 + [False]
-        denied = local.decide([(key, policy, 1)], now=start + SEC)
-        assert denied.retry_after is not None and denied.retry_after > 9
-        # Half-way through the next window, half of the previous window's 3 still counts.
-        assert local.decide([(key, policy, 1)], now=start + 15 * SEC).allowed
-        assert not local.decide([(key, policy, 1)], now=start + 15 * SEC).allowed
+        burst = [local.decide([(key, policy, 1)], now=NOW) for _ in range(5)]
+        assert [d.allowed for d in burst] == [True] * 3 + [False] * 2, "the share of 10 on one of 3"
+        assert (burst[4].limit, burst[4].retry_after) == (3, 0.3)
+        # In the second after the burst, 3 more: the share plus limit / instances in the period.
+        later = [local.decide([(key, policy, 1)], now=NOW + k * SEC // 10).allowed for k in range(1, 11)]
+        assert later == [False, False, True] * 3 + [False]
+    bucket = TokenBucket(capacity=10, per_second=5.0)
+    local = LocalLimiter(3)
+    assert sum(local.decide([("b", bucket, 1)], now=NOW).allowed for _ in range(5)) == 3
+    assert local.decide([("b", bucket, 1)], now=NOW).retry_after == 0.6, "a token bucket keeps its rate at the share"
 
 
 def test_leases_are_shared_out_released_renewed_and_end_by_themselves() -> None:

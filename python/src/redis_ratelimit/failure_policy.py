@@ -4,8 +4,9 @@ There is no default: each limiter states its choice. As ``FailurePolicy`` in ``c
 - ``FailurePolicy.open()``: allow. The API stays available during an outage, unprotected meanwhile.
 - ``FailurePolicy.closed()``: deny (retry after 1 s). What the limiter guards is protected, and a
   Redis outage becomes an API outage.
-- ``FailurePolicy.fallback(instances)``: decide in this process with the same algorithms and the limit
-  divided by ``instances`` (the application instances sharing it): a rough bound that stays available.
+- ``FailurePolicy.fallback(instances)``: decide in this process at the limit divided by ``instances``
+  (the application instances sharing it): one token bucket for every rate limit, leases for concurrency
+  limits (``local_fallback.py``): a rough bound that stays available.
 
 Every decision made here is ``degraded=True`` and counted (``decisions``, ``allowed``); the limiter
 logs why Redis did not decide, once per change of cause (``LimiterBase._observe``).

@@ -79,13 +79,14 @@ class _Batching:
 class Policy(_Batching):
     """One limit's algorithm and parameters. ``params`` are its two parameters as its command takes
     them after the key; ``limit`` is what ``RateLimit-Limit`` says; ``period`` the time in seconds the
-    limit is measured over (a window, a lease, or a bucket's full refill: the draft's ``w``);
-    ``lease_ns`` the batch's lease in ns."""
+    limit is measured over (a window, a lease, or a bucket's full refill: the draft's ``w``), and
+    ``period_ns`` the same in whole ns; ``lease_ns`` the batch's lease in ns."""
 
     KIND: ClassVar[Kind]
     limit: int
     params: tuple[str, str]
     period: float
+    period_ns: int
     lease_ns: int
 
     @property
@@ -95,6 +96,7 @@ class Policy(_Batching):
     def _set(self, params: tuple[str, str], period_ns: int, limit: int) -> None:
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "period", period_ns / NS_PER_SEC)
+        object.__setattr__(self, "period_ns", period_ns)
         self._check_batch(limit)
 
     def _check_batch(self, limit: int) -> None:
