@@ -3,7 +3,7 @@
 //! registry (`kind`) lists the kinds that declare it.
 
 use crate::args::{is_option, ArgError};
-use crate::commands::KeyRule;
+use crate::command_info::KeyRule;
 use crate::error::{ParamError, StateError};
 use crate::limiter::{Limiter, Refund, Write};
 use crate::time::Nanos;

@@ -10,7 +10,7 @@
 //! missing everywhere, and `tests` says so.
 
 use crate::args::ArgError;
-use crate::commands::CommandInfo;
+use crate::command_info::CommandInfo;
 pub use crate::declare::{Declare, IdHash, Param, ParamType, RequestArgs, RequestForm, Word};
 use crate::error::StateError;
 use crate::format::Layout;
@@ -55,7 +55,15 @@ macro_rules! kinds {
 
             /// Its own command, as a client knows it (its row of `commands::COMMANDS`).
             pub const fn command_info(self) -> CommandInfo {
-                match self { $(LimiterKind::$kind => CommandInfo::of_kind::<$ty>()),* }
+                match self {
+                    $(LimiterKind::$kind => CommandInfo::of_kind(
+                        <$ty as Declare>::COMMAND,
+                        <$ty as Declare>::SYNTAX,
+                        <$ty as Declare>::KEYS,
+                        <$ty as Declare>::FUNCTION,
+                        <$ty as Declare>::SIXTH,
+                    )),*
+                }
             }
 
             /// How its request is written.

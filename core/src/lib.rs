@@ -36,6 +36,7 @@ limiter_kinds! {
 
 pub mod args;
 pub mod combine;
+pub mod command_info;
 pub mod commands;
 pub mod decimal;
 pub mod declare;

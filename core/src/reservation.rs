@@ -9,7 +9,7 @@
 //! TAT lies at most two full refills ahead; a TAT further ahead is a clock fault, repaired.
 
 use crate::args::{wait_ns, ArgError};
-use crate::commands::TAKEN;
+use crate::command_info::TAKEN;
 use crate::declare::{refunded, Declare, IdHash, Param, RequestArgs, RequestForm};
 use crate::error::{ParamError, StateError};
 use crate::format::Layout;

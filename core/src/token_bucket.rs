@@ -25,7 +25,7 @@
 //! expires on a grid of max(1 s, 1/16 of a full refill) after the bucket is full again.
 
 use crate::args::{positive_decimal, whole_for, ArgError};
-use crate::commands::{KeyRule, DECIDING};
+use crate::command_info::{KeyRule, DECIDING};
 use crate::decimal::Decimal;
 use crate::declare::{
     cost_of, cost_requests, refunded, Declare, IdHash, Param, ParamType, RequestArgs, RequestForm,
