@@ -47,6 +47,8 @@ type kindDecl struct {
 	Refunds  bool            `json:"refunds"`
 	Peeks    bool            `json:"peeks"`
 	Params   []contractParam `json:"params"`
+	// Fallback is how the local fallback decides it: token_bucket or leases.
+	Fallback string `json:"fallback"`
 }
 
 type keyRule struct {

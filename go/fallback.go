@@ -9,14 +9,19 @@ import (
 )
 
 // The local fallback (LocalFallback): while Redis cannot decide, each application instance limits
-// on its own with core's algorithms and its share of each limit (limit / instances, at least 1; a
-// token bucket refills instances times slower). Imprecise by design: a rough bound that stays
-// available. As client/src/fallback.rs (the Rust reference) and python's local_kinds.py, held to
-// both by contract/vectors/fallback.json.
+// on its own at its share of each limit. Imprecise by design: a rough bound that stays available. As
+// client/src/fallback.rs (the Rust reference), held to it by contract/vectors/fallback.json.
 //
-// The sliding log, which keeps every request, is approximated by the sliding counter (O(1) memory
-// per key). Memory is bounded: past maxLocalKeys() keys, expired state goes first, then everything
-// (a fresh start errs towards allowing, as failing open does).
+// One algorithm serves every kind whose contract fallback is token_bucket (every kind but
+// concurrency): core's token bucket (GCRA) of the policy's Limit refilled over its Period, shared by
+// the instances: Limit / instances tokens (at least 1), refilled instances times slower. A token
+// bucket is then itself at its share; a window or a log lets an instance admit at most its share in
+// a burst, plus what refills meanwhile (in any period, at most the share plus Limit / instances). The
+// kinds whose fallback is leases (concurrency) keep leases, acquired, renewed and released here. A new
+// kind needs nothing of its own here.
+//
+// Memory is bounded: past maxLocalKeys() keys, expired state goes first, then everything (a fresh
+// start errs towards allowing, as failing open does).
 
 // maxLocalKeys is the contract's fallback.max_keys (read after the contract's init).
 func maxLocalKeys() int { return contract.Fallback.MaxKeys }
@@ -42,13 +47,6 @@ type outcome struct {
 }
 
 type bucketState struct{ tat int64 }
-
-type windowState struct {
-	count  uint64
-	endsAt int64
-}
-
-type counterState struct{ window, current, previous uint64 }
 
 type lease struct {
 	id       string
@@ -117,7 +115,7 @@ func (l *localLimiter) decide(limits []Limit, holder *string, now int64, degrade
 	}
 	outcomes := make([]outcome, len(limits))
 	for i, lim := range limits {
-		outcomes[i] = decideOne(l.share(lim.Policy), l.stored(lim.Key, now), now, lim.Cost, holder)
+		outcomes[i] = l.decideOne(lim, l.stored(lim.Key, now), now, holder)
 	}
 	limiting := mostRestrictive(outcomes)
 	v := outcomes[limiting].verdict
@@ -130,19 +128,35 @@ func (l *localLimiter) decide(limits []Limit, holder *string, now int64, degrade
 	return toDecision(v, limiting, degraded)
 }
 
-// reserve is RL.RESERVE on the token bucket of p at this instance's share: at least cost, up to
-// upto tokens, within maxWait (RL.TAKE: cost 1, no wait).
+func (l *localLimiter) decideOne(lim Limit, stored any, now int64, holder *string) outcome {
+	if keepsLeases(lim.Policy) {
+		s := leaseShare{limit: max(1, lim.Policy.limit/l.instances), lease: int64(lim.Policy.period)}
+		if holder == nil {
+			return neverFits(s.limit)
+		}
+		ls, _ := stored.(leasesState)
+		return s.acquire(ls.held, now, max(lim.Cost, 1), *holder)
+	}
+	b, ok := l.bucketOf(lim.Policy)
+	if !ok {
+		return neverFits(max(1, lim.Policy.limit/l.instances))
+	}
+	return b.reserve(tatOf(stored), now, lim.Cost, 0)
+}
+
+// reserve is RL.RESERVE on the bucket of p at this instance's share: at least cost, up to upto
+// tokens, within maxWait (RL.TAKE: cost 1, no wait).
 func (l *localLimiter) reserve(key string, p Policy, cost, upto uint64, maxWait int64, now int64, degraded bool) Taken {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.share(p)
-	if s.kind != "token_bucket" {
-		return Taken{Decision: toDecision(neverFits(s.limit).verdict, 0, degraded)}
+	b, ok := l.bucketOf(p)
+	if !ok {
+		return Taken{Decision: toDecision(neverFits(max(1, p.limit/l.instances)).verdict, 0, degraded)}
 	}
-	tat := bucketOf(l.stored(key, now))
-	available := s.bucket(tat, now, 0, 0).remaining
+	tat := tatOf(l.stored(key, now))
+	available := b.reserve(tat, now, 0, 0).remaining
 	taken := max(min(available, upto), cost)
-	o := s.bucket(tat, now, taken, maxWait)
+	o := b.reserve(tat, now, taken, maxWait)
 	if o.state != nil {
 		l.makeRoom(1, now)
 		l.store(key, o, now)
@@ -154,37 +168,22 @@ func (l *localLimiter) reserve(key string, p Policy, cost, upto uint64, maxWait 
 	return t
 }
 
-// refund gives units back (token buckets, fixed windows, sliding counters), as RL.REFUND does.
+// refund gives units back to the bucket of p at this instance's share (the kinds that take
+// refunds), as RL.REFUND does.
 func (l *localLimiter) refund(key string, p Policy, units uint64, now int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.share(p)
-	stored := l.stored(key, now)
-	switch s.kind {
-	case "token_bucket":
-		tat := bucketOf(stored)
-		backlog, _ := s.backlog(tat, now)
-		if backlog == 0 || units == 0 {
-			return
-		}
-		credit := satMul(int64(min(units, s.limit)), s.interval)
-		next := now + max(0, backlog-credit)
-		l.store(key, outcome{state: bucketState{next}, expiresAt: max(next, now+1)}, now)
-	case "fixed_window":
-		w, ok := stored.(windowState)
-		if !ok || w.endsAt <= now || w.count == 0 || units == 0 {
-			return
-		}
-		w.count -= min(units, w.count)
-		l.store(key, outcome{state: w, expiresAt: w.endsAt}, now)
-	case "sliding_counter":
-		c, ok := stored.(counterState)
-		if !ok || c.window < uint64(now)/uint64(s.period) || c.current == 0 || units == 0 {
-			return
-		}
-		c.current -= min(units, c.current)
-		l.store(key, outcome{state: c, expiresAt: s.counterExpiry(c)}, now)
+	b, ok := l.bucketOf(p)
+	if !ok || p.kind == nil || !p.kind.Refunds {
+		return
 	}
+	backlog, _ := b.backlog(tatOf(l.stored(key, now)), now)
+	if backlog == 0 || units == 0 {
+		return
+	}
+	credit := satMul(int64(min(units, b.capacity)), b.interval)
+	next := now + max(0, backlog-credit)
+	l.store(key, outcome{state: bucketState{next}, expiresAt: max(next, now+1)}, now)
 }
 
 // leaseOp is RL.RENEW (lease > 0) or RL.RELEASE (lease 0) of holder's lease at key: whether it
@@ -212,61 +211,44 @@ func (l *localLimiter) leaseOp(key, holder string, lease time.Duration, now int6
 	return true
 }
 
-// shared is one policy at an instance's share, in core's terms.
-type shared struct {
-	kind     string // token_bucket, fixed_window, sliding_counter (also for sliding_log), concurrency
-	limit    uint64
-	period   int64 // a window or a lease; a bucket's period (tau - slack)
-	interval int64 // a bucket's ns per token
-	tau      int64
-	slack    int64
+// keepsLeases says whether the contract's fallback for p's kind is leases (concurrency).
+func keepsLeases(p Policy) bool { return p.kind != nil && p.kind.Fallback == "leases" }
+
+// bucket is core's TokenBucket: capacity tokens, one per interval ns; a full refill takes tau ns,
+// of which slack (below one interval) is rounding that counts as full.
+type bucket struct {
+	capacity             uint64
+	interval, tau, slack int64
 }
 
-func (l *localLimiter) share(p Policy) shared {
-	n := l.instances
-	limit := max(1, p.limit/n)
-	switch p.Kind() {
-	case "token_bucket":
-		hi, interval := bits.Mul64(uint64(p.interval), n)
-		thi, tau := bits.Mul64(interval, limit)
-		if hi == 0 && thi == 0 && tau <= contract.Bounds.MaxHorizonSecs*nsPerSec {
-			return shared{kind: "token_bucket", limit: limit, interval: int64(interval), tau: int64(tau), period: int64(tau)}
-		}
-		// A share the clock cannot express: the whole bucket (as core's share does).
-		tau = uint64(p.interval) * p.limit
-		return shared{kind: "token_bucket", limit: p.limit, interval: int64(p.interval), tau: int64(tau),
-			slack: int64(tau) - int64(p.period), period: int64(p.period)}
-	case "sliding_log":
-		return shared{kind: "sliding_counter", limit: limit, period: int64(p.period)}
+// bucketOf is TokenBucket::per_period(limit, limit, period).share(instances) of p: false for a kind
+// that keeps leases, or a period the clock cannot express (within limit ns of the horizon).
+func (l *localLimiter) bucketOf(p Policy) (bucket, bool) {
+	if keepsLeases(p) || p.limit == 0 || p.period <= 0 {
+		return bucket{}, false
 	}
-	return shared{kind: p.Kind(), limit: limit, period: int64(p.period)}
+	horizon := contract.Bounds.MaxHorizonSecs * nsPerSec
+	period := uint64(p.period)
+	interval := (period-1)/p.limit + 1
+	hi, tau := bits.Mul64(interval, p.limit)
+	if hi != 0 || tau > horizon {
+		return bucket{}, false
+	}
+	whole := bucket{p.limit, int64(interval), int64(tau), int64(min(tau-period, interval-1))}
+	capacity := max(1, p.limit/l.instances)
+	hi, shared := bits.Mul64(interval, l.instances)
+	thi, sharedTau := bits.Mul64(shared, capacity)
+	if hi != 0 || thi != 0 || sharedTau > horizon {
+		return whole, true // a share the clock cannot express: the whole bucket (as core's share does)
+	}
+	return bucket{capacity, int64(shared), int64(sharedTau), 0}, true
 }
 
 func neverFits(limit uint64) outcome {
 	return outcome{verdict: verdict{limit: limit, retry: never}}
 }
 
-func decideOne(s shared, stored any, now int64, cost uint64, holder *string) outcome {
-	switch s.kind {
-	case "token_bucket":
-		return s.bucket(bucketOf(stored), now, cost, 0)
-	case "fixed_window":
-		w, ok := stored.(windowState)
-		return s.fixed(w, ok, now, cost)
-	case "sliding_counter":
-		c, ok := stored.(counterState)
-		return s.counter(c, ok, now, cost)
-	case "concurrency":
-		if holder == nil {
-			return neverFits(s.limit)
-		}
-		ls, _ := stored.(leasesState)
-		return s.acquire(ls.held, now, max(cost, 1), *holder)
-	}
-	return neverFits(s.limit)
-}
-
-func bucketOf(stored any) *int64 {
+func tatOf(stored any) *int64 {
 	if b, ok := stored.(bucketState); ok {
 		return &b.tat
 	}
@@ -281,182 +263,51 @@ func satMul(a, b int64) int64 {
 	return int64(lo)
 }
 
-func (s shared) backlog(tat *int64, now int64) (int64, bool) {
+// backlog is the backlog a stored TAT leaves at now, and whether it is impossible (more than two
+// full refills ahead: a clock fault, counted as an empty bucket).
+func (b bucket) backlog(tat *int64, now int64) (int64, bool) {
 	var stored int64
 	if tat != nil {
 		stored = max(0, *tat-now)
 	}
-	if depth := s.tau + s.slack; stored > 2*depth {
+	if depth := b.tau + b.slack; stored > 2*depth {
 		return depth, true
 	}
 	return stored, false
 }
 
-// bucket is core's TokenBucket::reserve_tat (decide_tat with maxWait 0).
-func (s shared) bucket(tat *int64, now int64, cost uint64, maxWait int64) outcome {
-	depth := s.tau + s.slack
-	backlog, repair := s.backlog(tat, now)
+// reserve is core's TokenBucket::reserve_tat (decide_tat with maxWait 0).
+func (b bucket) reserve(tat *int64, now int64, cost uint64, maxWait int64) outcome {
+	depth := b.tau + b.slack
+	backlog, repair := b.backlog(tat, now)
 	v := func(allowed bool, backlog, retry int64) verdict {
-		return verdict{allowed, s.limit, uint64(max(0, depth-backlog) / s.interval), retry, max(0, backlog-s.slack)}
+		return verdict{allowed, b.capacity, uint64(max(0, depth-backlog) / b.interval), retry, max(0, backlog-b.slack)}
 	}
 	unchanged := func(v verdict) outcome {
 		o := outcome{verdict: v}
 		if repair {
-			o.state, o.expiresAt, o.repair = bucketState{now + s.tau}, now+s.tau, true
+			o.state, o.expiresAt, o.repair = bucketState{now + b.tau}, now+b.tau, true
 		}
 		return o
 	}
-	if cost > s.limit {
+	if cost > b.capacity {
 		return unchanged(v(false, backlog, never))
 	}
 	if cost == 0 {
 		return unchanged(v(true, backlog, 0))
 	}
-	after := backlog + int64(cost)*s.interval
+	after := backlog + int64(cost)*b.interval
 	wait := max(0, after-depth)
-	if wait > min(max(maxWait, 0), s.period) {
+	if wait > min(max(maxWait, 0), b.tau-b.slack) {
 		return unchanged(v(false, backlog, wait))
 	}
 	return outcome{verdict: v(true, after, wait), state: bucketState{now + after}, expiresAt: now + after}
 }
 
-// fixed is core's FixedWindow::decide_window.
-func (s shared) fixed(w windowState, ok bool, now int64, cost uint64) outcome {
-	latestEnd := now + s.period
-	current, has := w, ok && w.endsAt > now
-	repaired := has && w.endsAt > latestEnd
-	if repaired {
-		current.endsAt = latestEnd
-	}
-	count, endsAt, openFor := uint64(0), latestEnd, int64(0)
-	if has {
-		count, endsAt, openFor = current.count, current.endsAt, current.endsAt-now
-	}
-	v := func(allowed bool, count uint64, retry, reset int64) verdict {
-		return verdict{allowed, s.limit, s.limit - min(count, s.limit), retry, reset}
-	}
-	unchanged := func(v verdict) outcome {
-		o := outcome{verdict: v}
-		if repaired {
-			o.state, o.expiresAt, o.repair = current, current.endsAt, true
-		}
-		return o
-	}
-	if cost > s.limit {
-		return unchanged(v(false, count, never, openFor))
-	}
-	total, carry := bits.Add64(count, cost, 0)
-	switch {
-	case carry != 0 || total > s.limit:
-		return unchanged(v(false, count, openFor, openFor))
-	case cost == 0:
-		return unchanged(v(true, count, 0, openFor))
-	}
-	return outcome{verdict: v(true, total, 0, endsAt-now), state: windowState{total, endsAt}, expiresAt: endsAt}
-}
-
-// u128 is a 128-bit unsigned integer: the sliding counter compares weighted counts exactly.
-type u128 struct{ hi, lo uint64 }
-
-func mul(a, b uint64) u128 { hi, lo := bits.Mul64(a, b); return u128{hi, lo} }
-
-func (a u128) add(b u128) u128 {
-	lo, c := bits.Add64(a.lo, b.lo, 0)
-	hi, _ := bits.Add64(a.hi, b.hi, c)
-	return u128{hi, lo}
-}
-
-func (a u128) less(b u128) bool { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo) }
-
-// subDiv is (a - b) / d, 0 when b >= a; the quotient must fit 64 bits.
-func (a u128) subDiv(b u128, d uint64) uint64 {
-	if !b.less(a) {
-		return 0
-	}
-	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
-	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
-	q, _ := bits.Div64(hi, lo, d)
-	return q
-}
-
-func (s shared) counterExpiry(c counterState) int64 {
-	e := mul(c.window+2, uint64(s.period))
-	if e.hi != 0 || e.lo > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(e.lo)
-}
-
-// counter is core's SlidingCounter::decide_counts.
-func (s shared) counter(stored counterState, ok bool, now int64, cost uint64) outcome {
-	w := uint64(s.period)
-	t := uint64(max(0, now))
-	indexNow := t / w
-	repaired := ok && stored.window > indexNow
-	if repaired {
-		stored.window = indexNow
-	}
-	var c counterState
-	switch {
-	case ok && stored.window == indexNow:
-		c = stored
-	case ok && stored.window+1 == indexNow:
-		c = counterState{window: indexNow, previous: stored.current}
-	default:
-		c = counterState{window: indexNow}
-	}
-	elapsed := t % w
-	weightedPrev := mul(c.previous, w-elapsed)
-	capacity := mul(s.limit, w)
-	used := func(current uint64) u128 { return weightedPrev.add(mul(current, w)) }
-	reset := func(current uint64) int64 {
-		toEnd := int64(w - elapsed)
-		switch {
-		case current > 0:
-			return toEnd + int64(w)
-		case c.previous > 0:
-			return toEnd
-		}
-		return 0
-	}
-	v := func(allowed bool, current uint64, retry int64) verdict {
-		return verdict{allowed, s.limit, capacity.subDiv(used(current), w), retry, reset(current)}
-	}
-	o := outcome{}
-	if repaired {
-		o.state, o.expiresAt, o.repair = stored, s.counterExpiry(stored), true
-	}
-	if cost > s.limit {
-		o.verdict = v(false, c.current, never)
-		return o
-	}
-	after, carry := bits.Add64(c.current, cost, 0)
-	if carry == 0 && !capacity.less(used(after)) {
-		o.verdict = v(true, after, 0)
-		if cost > 0 {
-			next := counterState{c.window, after, c.previous}
-			o.state, o.expiresAt, o.repair = next, s.counterExpiry(next), false
-		}
-		return o
-	}
-	// The smallest elapsed time e at which previous * (w - e) <= room * w.
-	fitsAt := func(previous, room uint64) uint64 {
-		if previous == 0 || room >= previous {
-			return 0
-		}
-		hi, lo := bits.Mul64(room, w)
-		q, _ := bits.Div64(hi, lo, previous)
-		return w - q
-	}
-	var wait uint64
-	if c.current <= s.limit && cost <= s.limit-c.current {
-		wait = fitsAt(c.previous, s.limit-c.current-cost)
-		wait -= min(wait, elapsed)
-	} else { // only in the next window, where this window's count becomes the previous one
-		wait = (w - elapsed) + fitsAt(c.current, s.limit-cost)
-	}
-	o.verdict = v(false, c.current, int64(min(wait, math.MaxInt64)))
-	return o
+// leaseShare is a concurrency limit at this instance's share: core's Leases.
+type leaseShare struct {
+	limit uint64
+	lease int64 // ns
 }
 
 func liveLeases(held []lease, nowUs, latestUs uint64) []lease {
@@ -481,8 +332,8 @@ func holding(held []lease, holder string) int {
 
 // acquire is core's Leases::decide: a lease of weight for holder (a retry by a holder is the same
 // request: the same slot, for longer).
-func (s shared) acquire(stored []lease, now int64, weight uint64, holder string) outcome {
-	nowUs, leaseUs := uint64(now/1000), uint64(s.period/1000)
+func (s leaseShare) acquire(stored []lease, now int64, weight uint64, holder string) outcome {
+	nowUs, leaseUs := uint64(now/1000), uint64(s.lease/1000)
 	held := liveLeases(stored, nowUs, nowUs+leaseUs)
 	v := func(allowed bool, retry int64) verdict {
 		var load uint64

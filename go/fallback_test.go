@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -43,6 +44,32 @@ func TestLocalSharesAndLimitsCheckedTogether(t *testing.T) {
 	}
 	if allowed != 2 {
 		t.Fatalf("fixed window: %d allowed, want 2", allowed)
+	}
+}
+
+// Every rate kind is the token bucket of its limit per period at the share (a token bucket is
+// itself): 10 per second on one of 3 instances is 3 at once, then one every 300 ms.
+func TestLocalEveryRateKindIsOneBucketAtTheShare(t *testing.T) {
+	for _, p := range []Policy{Must(FixedWindow(10, time.Second)), Must(SlidingCounter(10, time.Second)),
+		Must(SlidingLog(10, time.Second))} {
+		local := newLocalLimiter(3)
+		check := func(at int64) Decision { return local.decide([]Limit{{"k", p, 1}}, nil, at, true) }
+		var burst []bool
+		for i := 0; i < 5; i++ {
+			burst = append(burst, check(t0).Allowed)
+		}
+		denied := check(t0)
+		if fmt.Sprint(burst) != "[true true true false false]" || denied.Limit != 3 || denied.RetryAfter != 300*time.Millisecond {
+			t.Fatalf("%s: burst %v, then %+v: want the share of 3, one back in 300 ms", p.Kind(), burst, denied)
+		}
+		// In the second after the burst, 3 more: the share plus limit / instances in the period.
+		var later []bool
+		for k := int64(1); k <= 10; k++ {
+			later = append(later, check(t0+k*sec/10).Allowed)
+		}
+		if want := "[false false true false false true false false true false]"; fmt.Sprint(later) != want {
+			t.Fatalf("%s: %v, want %s", p.Kind(), later, want)
+		}
 	}
 }
 

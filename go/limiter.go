@@ -37,10 +37,10 @@ func FailOpen() FailurePolicy { return FailurePolicy{kind: failOpen} }
 func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 
 // LocalFallback decides in the process while Redis cannot: each of instances application
-// instances limits on its own with core's algorithms and its share of each limit (limit /
-// instances, at least 1; a token bucket refills instances times slower), so the whole stays
-// roughly within the limit and available. The sliding log is approximated by the sliding counter;
-// concurrency permits are leases of an in-process semaphore. instances must be at least 1.
+// instances limits on its own at its share of each limit (limit / instances, at least 1), every
+// rate limit as core's token bucket of that share refilled instances times slower (a window or a
+// log: a bucket of its limit per window), so the whole stays roughly within the limit and
+// available; concurrency permits are leases of an in-process semaphore. instances must be at least 1.
 func LocalFallback(instances int) FailurePolicy {
 	return FailurePolicy{kind: failLocal, instances: instances}
 }

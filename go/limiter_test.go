@@ -463,7 +463,7 @@ func TestLocalFallbackOnAStoppedServer(t *testing.T) {
 	if allowed != 5 || last.RetryAfter <= 0 || last.RetryAfter > 400*time.Millisecond {
 		t.Fatalf("%d allowed of 7 (want the share, 5), last %+v", allowed, last)
 	}
-	log := ratelimit.Must(ratelimit.SlidingLog(4, time.Second)) // as a sliding counter: 2 here
+	log := ratelimit.Must(ratelimit.SlidingLog(4, time.Second)) // a bucket of 4 per second: 2 here
 	n := 0
 	for i := 0; i < 4; i++ {
 		if d, _ := l.Check(ctx, "rl:{lf}:log", log, 1); d.Allowed {
@@ -508,6 +508,45 @@ func TestLocalFallbackOnAStoppedServer(t *testing.T) {
 	}
 	if !strings.Contains(l.FailurePolicy().String(), "1/2") {
 		t.Fatal(l.FailurePolicy().String())
+	}
+}
+
+// LocalFallback serves a fixed window and a sliding log on a stopped server as one token bucket
+// each at the share: 4 per 2 s on one of 2 instances is 2 at once, then one a second.
+func TestLocalFallbackServesEveryRateKindAsOneBucket(t *testing.T) {
+	srv := redistest.Start(t, true)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer c.Close()
+	l := newLimiter(t, c, ratelimit.Options{Failure: ratelimit.LocalFallback(2), Deadline: 100 * time.Millisecond})
+	srv.Stop()
+	ctx := context.Background()
+	for _, p := range []ratelimit.Policy{ratelimit.Must(ratelimit.FixedWindow(4, 2*time.Second)),
+		ratelimit.Must(ratelimit.SlidingLog(4, 2*time.Second))} {
+		key := "rl:{lf}:" + p.Kind()
+		start := time.Now()
+		allowed, denied := 0, ratelimit.Decision{}
+		for i := 0; i < 5; i++ {
+			d, err := l.Check(ctx, key, p, 1)
+			if err != nil || !d.Degraded || d.Limit != 2 {
+				t.Fatalf("%s check %d: %+v %v", p.Kind(), i, d, err)
+			}
+			if d.Allowed {
+				allowed++
+			} else if denied.RetryAfter == 0 {
+				denied = d
+			}
+		}
+		took := time.Since(start)
+		if allowed < 2 || allowed > 2+int(took/time.Second) {
+			t.Fatalf("%s: %d allowed in %v, want the share (2), plus one a second", p.Kind(), allowed, took)
+		}
+		if denied.RetryAfter <= 0 || denied.RetryAfter > time.Second {
+			t.Fatalf("%s: denial %+v, want one back within a second", p.Kind(), denied)
+		}
+		time.Sleep(denied.RetryAfter)
+		if d, _ := l.Check(ctx, key, p, 1); !d.Allowed {
+			t.Fatalf("%s: %+v after retry_after, want one back", p.Kind(), d)
+		}
 	}
 }
 

@@ -18,9 +18,6 @@ type Policy struct {
 	limit  uint64
 	params [2]string
 	period time.Duration
-	// interval is a token bucket's emission interval (ns per token, rounded up), for the local
-	// fallback's share.
-	interval time.Duration
 	// batch and lease: WithBatch's (batch 0: every check asks Redis).
 	batch uint64
 	lease time.Duration
@@ -157,11 +154,10 @@ func TokenBucket(capacity uint64, perSecond float64) (Policy, error) {
 	}
 	period := new(big.Int).Sub(tau, slack)
 	return Policy{
-		kind:     k,
-		limit:    capacity,
-		params:   [2]string{strconv.FormatUint(capacity, 10), text},
-		period:   time.Duration(period.Int64()),
-		interval: time.Duration(interval.Int64()),
+		kind:   k,
+		limit:  capacity,
+		params: [2]string{strconv.FormatUint(capacity, 10), text},
+		period: time.Duration(period.Int64()),
 	}, nil
 }
 
