@@ -64,11 +64,7 @@ impl Limiter {
     /// None when the key does not exist (a full bucket, an empty window).
     pub async fn inspect(&self, key: &str, policy: Option<&Policy>) -> Result<Option<Inspection>, CallError> {
         // With the policy's parameters, as its command takes them: what a request would meet now.
-        let cmd = match policy {
-            Some(policy) => crate::command::with_params("RL.INSPECT", key, policy),
-            None => redis::cmd("RL.INSPECT").arg(key).clone(),
-        };
-        let reply = self.query(&cmd).await?;
+        let reply = self.query(&crate::command::inspect(key, policy)).await?;
         if reply == Value::Nil {
             return Ok(None);
         }

@@ -189,6 +189,22 @@ pub fn with_params(name: &str, key: &str, policy: &Policy) -> redis::Cmd {
     cmd
 }
 
+/// `RL.TAKE key capacity rate max`: as many tokens as the bucket holds now, up to `max`.
+pub fn take(key: &str, policy: &Policy, max: u64) -> redis::Cmd {
+    let mut cmd = with_params("RL.TAKE", key, policy);
+    cmd.arg(max);
+    cmd
+}
+
+/// `RL.INSPECT key [p1 p2]`: what `key` holds; with `policy`'s parameters, what a request would
+/// meet now.
+pub fn inspect(key: &str, policy: Option<&Policy>) -> redis::Cmd {
+    match policy {
+        Some(policy) => with_params("RL.INSPECT", key, policy),
+        None => redis::cmd("RL.INSPECT").arg(key).clone(),
+    }
+}
+
 /// `RL.RELEASE key id`.
 pub fn release(key: &str, id: &str) -> redis::Cmd {
     let mut cmd = redis::cmd("RL.RELEASE");
@@ -264,6 +280,9 @@ mod tests {
         assert!(acquire(&[Limit::new("c", &slots, 0)], "id1").is_err());
         assert_eq!(args(&release("c", "id1")), ["RL.RELEASE", "c", "id1"]);
         assert_eq!(args(&renew("c", Duration::from_secs(30), "id1")), ["RL.RENEW", "c", "30.000", "id1"]);
+        assert_eq!(args(&take("t", &route, 3)), ["RL.TAKE", "t", "10", "5", "3"]);
+        assert_eq!(args(&inspect("t", None)), ["RL.INSPECT", "t"]);
+        assert_eq!(args(&inspect("t", Some(&fixed))), ["RL.INSPECT", "t", "5", "1.500"]);
     }
 
     #[test]

@@ -230,7 +230,7 @@ impl Engine {
         if self.wanted == Backend::Auto && !self.settled.load(Ordering::Relaxed) {
             // A pipelined error (the decision, then WAIT) hides its code: the engine is found first
             // with a read-only call, so the decision itself is sent once.
-            self.query(transport, redis::cmd("RL.INSPECT").arg(key), false).await?;
+            self.query(transport, &crate::command::inspect(key, None), false).await?;
         }
         let mut chose_again = false;
         loop {
@@ -254,7 +254,7 @@ impl Engine {
                 }
                 Err(e) if self.wanted == Backend::Auto && refuses(e) && !chose_again => {
                     chose_again = true;
-                    self.query(transport, redis::cmd("RL.INSPECT").arg(key), false).await?;
+                    self.query(transport, &crate::command::inspect(key, None), false).await?;
                 }
                 _ => return result,
             }

@@ -52,9 +52,7 @@ impl Limiter {
         if let Transport::Local(local) = self.backend() {
             return Ok(local.take(&Limit::new(key, policy, max), now_ns(), false));
         }
-        let mut cmd = crate::command::with_params("RL.TAKE", key, policy);
-        cmd.arg(max);
-        taken_reply(self.query(&cmd).await?)
+        taken_reply(self.query(&crate::command::take(key, policy, max)).await?)
     }
 }
 

@@ -98,9 +98,7 @@ impl Limiter {
     /// (no engine answers: module not loaded and the library refused; a missing ACL permission; Redis
     /// unreachable).
     pub async fn verify(&self) -> Result<ModuleInfo, VerifyError> {
-        let mut inspect = redis::cmd("RL.INSPECT");
-        inspect.arg(VERIFY_KEY);
-        match self.query(&inspect).await {
+        match self.query(&crate::command::inspect(VERIFY_KEY, None)).await {
             Ok(Value::Nil | Value::Array(_) | Value::Map(_)) => {}
             Ok(other) => return Err(unexpected("RL.INSPECT", &other)),
             Err(e) => return Err(classify("RL.INSPECT", e)),

@@ -34,6 +34,7 @@ pub(super) fn contract(library_source: &str) -> Value {
             "max_decimal_exponent": decimal::MAX_EXPONENT,
         },
         "errors": errors(),
+        "calls": calls(),
         "replies": replies(),
         "engines": engines(),
         "library": library(library_source),
@@ -48,6 +49,44 @@ pub(super) fn contract(library_source: &str) -> Value {
             },
             "algorithms_mean": "how the in-process fallback decides each kind (its `fallback`): a new kind needs no fallback of its own",
         },
+    })
+}
+
+/// The calls a client makes beside the decisions (which the kinds and request forms describe), each
+/// as the client's own builder writes it, with placeholders for the values: built here with values no
+/// two placeholders share, each then named by the placeholder it stands for.
+fn calls() -> Value {
+    use client::Policy;
+    use std::time::Duration;
+    let policy = Policy::token_bucket(11, 13.0).expect("a policy");
+    let (units, min, max) = (17, 19, 23);
+    let (max_wait, lease) = (Duration::from_millis(29), Duration::from_millis(31));
+    let [p1, p2] = policy.params();
+    let named = [
+        (p1.clone(), "p1"),
+        (p2.clone(), "p2"),
+        (LimiterKind::TokenBucket.group().to_string(), "group"),
+        (units.to_string(), "units"),
+        (min.to_string(), "min"),
+        (max.to_string(), "max"),
+        (ratelimit_core::args::seconds(max_wait.as_nanos()), "max_wait"),
+        (ratelimit_core::args::seconds(lease.as_nanos()), "lease"),
+    ];
+    let template = |cmd: Result<redis::Cmd, client::CallError>| -> Vec<String> {
+        let words = super::vectors::words(&cmd.expect("the builder takes these values"), false);
+        words
+            .into_iter()
+            .map(|w| named.iter().find(|(value, _)| *value == w).map_or(w, |(_, name)| format!("{{{name}}}")))
+            .collect()
+    };
+    json!({
+        "take": template(Ok(command::take("{key}", &policy, max))),
+        "reserve_upto": template(command::reserve_batch("{key}", &policy, min, max, max_wait)),
+        "refund": template(command::refund("{key}", &policy, units)),
+        "inspect": template(Ok(command::inspect("{key}", None))),
+        "inspect_peek": template(Ok(command::inspect("{key}", Some(&policy)))),
+        "release": template(Ok(command::release("{key}", "{id}"))),
+        "renew": template(Ok(command::renew("{key}", lease, "{id}"))),
     })
 }
 
@@ -347,14 +386,12 @@ fn http() -> Value {
             "state": "\"{name}\";r={remaining};t={reset_secs}",
             "name_drops": ["\"", "\\"],
         },
-        "problem_types": {
-            "rate_limited": RATE_LIMITED,
-            "cost_exceeds_limit": COST_EXCEEDS_LIMIT,
-            "unavailable": UNAVAILABLE,
-            "misconfigured": MISCONFIGURED,
-            "concurrency_limited": CONCURRENCY_LIMITED,
-            "denied": DENIED,
-        },
+        "problem_types": PROBLEMS.iter().map(|p| (p.name.to_string(), Value::from(p.type_uri))).collect::<serde_json::Map<_, _>>(),
+        "problems": PROBLEMS
+            .iter()
+            .map(|p| (p.name.to_string(), json!({ "title": p.title, "detail": p.detail })))
+            .collect::<serde_json::Map<_, _>>(),
+        "problem_what": { "rate": RATE_LIMIT_WHAT, "concurrency": CONCURRENCY_LIMIT_WHAT },
         "degraded_value": "true",
         "limit_key": "{tag}:{name}:{owner}",
         "limit_key_means": "a limit's key in the HTTP layers and adapters: the caller's tag (`caller.key`), the limit's name and its kind's `owner`, so that a limit whose kind changes starts afresh and one whose numbers change carries on",

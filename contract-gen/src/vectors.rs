@@ -206,7 +206,7 @@ fn commands(library: &str) -> Vec<(Value, Value)> {
                     input["max"].as_u64().unwrap(),
                     wait,
                 ),
-                "inspect" => Ok(command::with_params("RL.INSPECT", limits[0].key, limits[0].policy)),
+                "inspect" => Ok(command::inspect(limits[0].key, Some(limits[0].policy))),
                 "release" => Ok(command::release(limits[0].key, holder)),
                 "renew" => Ok(command::renew(limits[0].key, limits[0].policy.window_length(), holder)),
                 other => panic!("{other}"),

@@ -31,6 +31,99 @@ pub const CONCURRENCY_LIMITED: &str = "urn:redis-ratelimit:concurrency-limited";
 /// `403 Forbidden`, not a rate limit, so no `Retry-After` and no `RateLimit-*` fields.
 pub const DENIED: &str = "urn:redis-ratelimit:denied";
 
+/// A problem body's fixed texts: its `title`, and its `detail` as a template whose `{placeholders}`
+/// [`fill`] replaces: `{name}` (the limit's), `{what}` ([`RATE_LIMIT_WHAT`] or
+/// [`CONCURRENCY_LIMIT_WHAT`]), `{limit}` (the decision's), `{cost}` (the request's) and
+/// `{retry_after_secs}`. The contract's `http.problems` holds each one under `name`, which is also
+/// its type's name in `http.problem_types`; every client renders its bodies from there.
+pub struct Problem {
+    pub name: &'static str,
+    pub type_uri: &'static str,
+    pub title: &'static str,
+    pub detail: &'static str,
+}
+
+pub const RATE_LIMITED_PROBLEM: Problem = Problem {
+    name: "rate_limited",
+    type_uri: RATE_LIMITED,
+    title: "Too Many Requests",
+    detail: "rate limit '{name}' exceeded: retry in {retry_after_secs} s",
+};
+pub const COST_EXCEEDS_LIMIT_PROBLEM: Problem = Problem {
+    name: "cost_exceeds_limit",
+    type_uri: COST_EXCEEDS_LIMIT,
+    title: "Request costs more than the limit",
+    detail: "this request costs {cost} and limit '{name}' allows {limit}: it can never be allowed, do not retry it",
+};
+pub const UNAVAILABLE_PROBLEM: Problem = Problem {
+    name: "unavailable",
+    type_uri: UNAVAILABLE,
+    title: "Rate limiter unavailable",
+    detail: "{what} '{name}' could not be checked: the rate limiter is unavailable and fails closed; \
+             retry in {retry_after_secs} s",
+};
+pub const MISCONFIGURED_PROBLEM: Problem = Problem {
+    name: "misconfigured",
+    type_uri: MISCONFIGURED,
+    title: "Rate limiter misconfigured",
+    detail: "{what} '{name}' could not be checked: the rate limiter is misconfigured and fails closed; \
+             retry in {retry_after_secs} s",
+};
+pub const CONCURRENCY_LIMITED_PROBLEM: Problem = Problem {
+    name: "concurrency_limited",
+    type_uri: CONCURRENCY_LIMITED,
+    title: "Too Many Requests In Flight",
+    detail: "concurrency limit '{name}' reached: {limit} requests in flight at most; \
+             retry in {retry_after_secs} s at the latest",
+};
+pub const DENIED_PROBLEM: Problem = Problem {
+    name: "denied",
+    type_uri: DENIED,
+    title: "Forbidden",
+    detail: "requests from this caller are refused",
+};
+/// Every problem the layer answers with.
+pub const PROBLEMS: [&Problem; 6] = [
+    &RATE_LIMITED_PROBLEM,
+    &COST_EXCEEDS_LIMIT_PROBLEM,
+    &UNAVAILABLE_PROBLEM,
+    &MISCONFIGURED_PROBLEM,
+    &CONCURRENCY_LIMITED_PROBLEM,
+    &DENIED_PROBLEM,
+];
+/// `{what}` for a rate limit (the contract's `http.problem_what.rate`).
+pub const RATE_LIMIT_WHAT: &str = "rate limit";
+/// `{what}` for a concurrency limit (the contract's `http.problem_what.concurrency`).
+pub const CONCURRENCY_LIMIT_WHAT: &str = "concurrency limit";
+
+/// `template` with each `{placeholder}` that `values` names replaced by its value, in one pass: a
+/// value is written as it is, never read as a template (a limit may be named `{cost}`). Any other
+/// brace stays as it is.
+pub fn fill(template: &str, values: &[(&str, &dyn std::fmt::Display)]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let found = after.find('}').and_then(|close| {
+            values.iter().find(|(name, _)| *name == &after[..close]).map(|(_, value)| (close, value))
+        });
+        match found {
+            Some((close, value)) => {
+                let _ = write!(out, "{value}");
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The limit a decision describes, for headers and problem bodies.
 pub struct Described<'a> {
     pub name: &'a str,
@@ -105,22 +198,23 @@ pub fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, structured: 
         body["remaining"] = d.remaining.into();
     }
     let mut response = Response::new(B::from(String::new()));
+    let name = &limit.name;
     match d.retry_after_secs() {
         Some(secs) => {
-            body["type"] = RATE_LIMITED.into();
-            body["title"] = "Too Many Requests".into();
-            body["detail"] = format!("rate limit '{}' exceeded: retry in {secs} s", limit.name).into();
+            let problem = &RATE_LIMITED_PROBLEM;
+            body["type"] = problem.type_uri.into();
+            body["title"] = problem.title.into();
+            body["detail"] = fill(problem.detail, &[("name", name), ("retry_after_secs", &secs)]).into();
             body["retry_after_seconds"] = secs.into();
             response.headers_mut().insert(RETRY_AFTER, number(secs));
         }
         None => {
-            body["type"] = COST_EXCEEDS_LIMIT.into();
-            body["title"] = "Request costs more than the limit".into();
-            body["detail"] = format!(
-                "this request costs {} and limit '{}' allows {}: it can never be allowed, do not retry it",
-                limit.cost, limit.name, d.limit
-            )
-            .into();
+            let problem = &COST_EXCEEDS_LIMIT_PROBLEM;
+            body["type"] = problem.type_uri.into();
+            body["title"] = problem.title.into();
+            let values: [(&str, &dyn std::fmt::Display); 3] =
+                [("name", name), ("cost", &limit.cost), ("limit", &d.limit)];
+            body["detail"] = fill(problem.detail, &values).into();
             body["cost"] = limit.cost.into();
         }
     }
@@ -134,11 +228,12 @@ pub fn denied<B: From<String>>(d: &Decision, limit: &Described<'_>, structured: 
 
 /// The answer to a caller on the deny list: 403 with its own problem type, nothing to wait for.
 pub fn forbidden<B: From<String>>() -> Response<B> {
+    let problem = &DENIED_PROBLEM;
     let body = serde_json::json!({
-        "type": DENIED,
-        "title": "Forbidden",
+        "type": problem.type_uri,
+        "title": problem.title,
         "status": 403,
-        "detail": "requests from this caller are refused",
+        "detail": problem.detail,
     });
     let mut response = Response::new(B::from(body.to_string()));
     *response.status_mut() = StatusCode::FORBIDDEN;
@@ -157,17 +252,15 @@ pub fn unavailable<B: From<String>>(
     misconfigured: bool,
 ) -> Response<B> {
     let secs = d.retry_after_secs().unwrap_or(1);
-    let what = if limit.rate { "rate limit" } else { "concurrency limit" };
-    let (kind, title, why) = if misconfigured {
-        (MISCONFIGURED, "Rate limiter misconfigured", "the rate limiter is misconfigured and fails closed")
-    } else {
-        (UNAVAILABLE, "Rate limiter unavailable", "the rate limiter is unavailable and fails closed")
-    };
+    let what = if limit.rate { RATE_LIMIT_WHAT } else { CONCURRENCY_LIMIT_WHAT };
+    let problem = if misconfigured { &MISCONFIGURED_PROBLEM } else { &UNAVAILABLE_PROBLEM };
+    let values: [(&str, &dyn std::fmt::Display); 3] =
+        [("what", &what), ("name", &limit.name), ("retry_after_secs", &secs)];
     let body = serde_json::json!({
-        "type": kind,
-        "title": title,
+        "type": problem.type_uri,
+        "title": problem.title,
         "status": status.as_u16(),
-        "detail": format!("{what} '{}' could not be checked: {why}; retry in {secs} s", limit.name),
+        "detail": fill(problem.detail, &values),
         "limit": limit.name,
         "retry_after_seconds": secs,
     });
@@ -185,14 +278,14 @@ pub fn unavailable<B: From<String>>(
 /// `RateLimit-*` fields: those describe the rate limits.
 pub fn concurrency_limited<B: From<String>>(d: &Decision, limit: &Described<'_>) -> Response<B> {
     let secs = d.retry_after_secs().unwrap_or(1);
+    let problem = &CONCURRENCY_LIMITED_PROBLEM;
+    let values: [(&str, &dyn std::fmt::Display); 3] =
+        [("name", &limit.name), ("limit", &d.limit), ("retry_after_secs", &secs)];
     let body = serde_json::json!({
-        "type": CONCURRENCY_LIMITED,
-        "title": "Too Many Requests In Flight",
+        "type": problem.type_uri,
+        "title": problem.title,
         "status": 429,
-        "detail": format!(
-            "concurrency limit '{}' reached: {} requests in flight at most; retry in {secs} s at the latest",
-            limit.name, d.limit
-        ),
+        "detail": fill(problem.detail, &values),
         "limit": limit.name,
         "in_flight_limit": d.limit,
         "retry_after_seconds": secs,
@@ -206,4 +299,28 @@ pub fn concurrency_limited<B: From<String>>(d: &Decision, limit: &Described<'_>)
         headers.insert(DEGRADED, HeaderValue::from_static("true"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_replaces_named_placeholders_once() {
+        let values: [(&str, &dyn std::fmt::Display); 2] = [("name", &"{cost}"), ("cost", &3)];
+        assert_eq!(fill("'{name}' costs {cost} {other} {", &values), "'{cost}' costs 3 {other} {");
+    }
+
+    #[test]
+    fn every_detail_names_only_known_placeholders() {
+        let known = ["name", "what", "limit", "cost", "retry_after_secs"];
+        for problem in PROBLEMS {
+            let mut rest = problem.detail;
+            while let Some((_, after)) = rest.split_once('{') {
+                let (placeholder, tail) = after.split_once('}').expect("a closed placeholder");
+                assert!(known.contains(&placeholder), "{}: {{{placeholder}}}", problem.name);
+                rest = tail;
+            }
+        }
+    }
 }
