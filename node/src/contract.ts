@@ -10,6 +10,8 @@ export interface ParamError { expected: string; field: string; reply: string }
 export interface KindSpec {
   name: string; group: string; command: string; function: string; owner: string;
   request: "cost" | "id" | "lease" | "reserve"; refunds: boolean; peeks: boolean;
+  /** How the local fallback decides it: one token bucket at the instance's share, or leases. */
+  fallback: "token_bucket" | "leases";
   params: { name: string; type: string; min: number; max: number; unit: string; errors: ParamError[] }[];
 }
 export type KeyRule =

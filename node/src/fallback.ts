@@ -1,35 +1,30 @@
 /**
- * The local fallback: while Redis cannot decide, each application instance limits on its own with the
- * same algorithms as core's and its share of the limit (`limit / instances`, at least 1; a token
- * bucket's rate is shared too). Imprecise by design: a rough bound that stays available. As
- * `client/src/fallback.rs` (and Python's `local_kinds.py`), held to `contract/vectors/fallback.json`.
+ * The local fallback: while Redis cannot decide, each application instance limits on its own at its
+ * share of each limit. Imprecise by design: a rough bound that stays available. As
+ * `client/src/fallback.rs`, held to it by `contract/vectors/fallback.json`.
  *
- * The sliding log, which keeps every request, is approximated by the sliding counter (constant memory
- * per key). Memory is bounded: past `MAX_KEYS` keys, state that has expired is dropped first, then
- * everything (a fresh start errs towards allowing, as failing open does).
+ * One algorithm serves every kind whose contract `fallback` is `token_bucket` (every kind but
+ * concurrency): core's token bucket (GCRA) of the policy's `limit` refilled over its period, shared by
+ * the instances: `limit / instances` tokens (at least 1), refilled `instances` times slower. A token
+ * bucket is then itself at its share; a window or a log lets an instance admit at most its share in a
+ * burst, plus what refills meanwhile (in any period, at most the share plus `limit / instances`). The
+ * kinds whose `fallback` is `leases` (concurrency) keep leases, acquired, renewed and released here. A
+ * new kind needs nothing of its own here.
  *
- * Times are integer nanoseconds since the Unix epoch (bigint); `now` is a parameter so the algorithms
- * are tested with explicit times. The sliding counter's weighting of the previous window is the one
- * float, as in core.
+ * Memory is bounded: past `MAX_KEYS` keys, state that has expired is dropped first, then everything (a
+ * fresh start errs towards allowing, as failing open does). Times are integer nanoseconds since the
+ * Unix epoch (bigint); `now` is a parameter so the algorithm is tested with explicit times.
  */
 import type { Limit } from "./command.js";
 import { Decision } from "./decision.js";
 import { UsageError } from "./errors.js";
-import { CONTRACT } from "./contract.js";
-import { Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket } from "./policy.js";
+import { BOUNDS, CONTRACT } from "./contract.js";
+import type { Policy } from "./policy.js";
 
 /** The most keys kept (the contract's `fallback.max_keys`): past it, expired state goes first, then everything. */
 export const MAX_KEYS: number = CONTRACT.fallback.max_keys;
 const MS = 1_000_000n;
-
-type Kind = "token_bucket" | "fixed_window" | "sliding_counter" | "concurrency";
-
-/** One policy at an instance's share; `period` is ns per token for a bucket, the window or the lease otherwise. */
-interface Params {
-  kind: Kind;
-  limit: bigint;
-  period: bigint;
-}
+const MAX_HORIZON_NS = BigInt(BOUNDS.max_horizon_secs!) * 1_000_000_000n;
 
 interface Verdict {
   allowed: boolean;
@@ -40,120 +35,85 @@ interface Verdict {
   resetAfterNs: bigint;
 }
 
-type State =
-  | { t: "bucket"; tat: bigint }
-  | { t: "window"; end: bigint; count: bigint }
-  | { t: "counter"; start: bigint; prev: bigint; curr: bigint }
-  | { t: "leases"; held: Map<string, [end: bigint, weight: bigint]> };
+type State = { t: "bucket"; tat: bigint } | { t: "leases"; held: Map<string, [end: bigint, weight: bigint]> };
 
 interface Outcome {
   verdict: Verdict;
   /** undefined: nothing to write. */
   state?: State;
   expiresAt?: bigint;
+  /** An impossible state replaced: written even when the combination is denied. */
+  repair?: boolean;
 }
 
 const max = (a: bigint, b: bigint): bigint => (a > b ? a : b);
 const min = (a: bigint, b: bigint): bigint => (a < b ? a : b);
 
-function paramsOf(policy: Policy, instances: bigint): Params {
-  const limit = max(1n, policy.limitExact / instances);
-  if (policy instanceof TokenBucket) return { kind: "token_bucket", limit, period: policy.intervalNs * instances };
-  if (policy instanceof Concurrency) return { kind: "concurrency", limit, period: policy.periodNs };
-  if (policy instanceof FixedWindow) return { kind: "fixed_window", limit, period: policy.periodNs };
-  if (policy instanceof SlidingCounter || policy instanceof SlidingLog) return { kind: "sliding_counter", limit, period: policy.periodNs };
-  throw new UsageError(`not a policy: ${String(policy)}`);
-}
-
 function never(limit: bigint): Outcome {
   return { verdict: { allowed: false, limit, remaining: 0n, retryAfterNs: null, resetAfterNs: 0n } };
 }
 
-function decideOne(p: Params, state: State | undefined, now: bigint, cost: bigint, id: string | undefined): Outcome {
-  if (cost < 0n) return never(p.limit);
-  if (p.kind === "concurrency") {
-    if (id === undefined) return never(p.limit); // a check cannot take a lease it could never release
-    return acquireLease(p, state?.t === "leases" ? state : undefined, now, max(cost, 1n), id);
+/** Whether the contract's fallback for the policy's kind is leases (concurrency). */
+const keepsLeases = (policy: Policy): boolean => policy.kind.fallback === "leases";
+
+/** Core's `TokenBucket` (GCRA): `capacity` tokens, one per `interval` ns; a full refill takes `tau` ns, of
+ * which `slack` (below one interval) is rounding that counts as full. */
+class Bucket {
+  constructor(readonly capacity: bigint, readonly interval: bigint, readonly tau: bigint, readonly slack: bigint) {}
+
+  /** `TokenBucket::per_period(limit, limit, period).share(n)`; undefined for a kind that keeps leases, or
+   * when the clock cannot express it (a period within `limit` ns of the horizon). */
+  static of(policy: Policy, n: bigint): Bucket | undefined {
+    if (keepsLeases(policy)) return undefined;
+    const limit = policy.limitExact;
+    const period = policy.periodNs;
+    const interval = (period + limit - 1n) / limit;
+    const tau = interval * limit;
+    if (tau > MAX_HORIZON_NS) return undefined;
+    const capacity = max(1n, limit / n);
+    const shared = interval * n * capacity;
+    // A share the clock cannot express: the whole bucket (as core's share does).
+    if (shared > MAX_HORIZON_NS) return new Bucket(limit, interval, tau, min(tau - period, interval - 1n));
+    return new Bucket(capacity, interval * n, shared, 0n);
   }
-  if (cost > p.limit) {
-    // Never fits: denied, with what is left and when it resets as a peek sees them (core's).
-    const peek = decideOne(p, state, now, 0n, id).verdict;
-    return { verdict: { allowed: false, limit: p.limit, remaining: peek.remaining, retryAfterNs: null, resetAfterNs: peek.resetAfterNs } };
+
+  /** The backlog a stored TAT leaves, and whether it is impossible (more than two full refills ahead: a
+   * clock fault, counted as an empty bucket). */
+  backlog(tat: bigint | undefined, now: bigint): [bigint, boolean] {
+    const stored = tat === undefined ? 0n : max(0n, tat - now);
+    const depth = this.tau + this.slack;
+    return stored > 2n * depth ? [depth, true] : [stored, false];
   }
-  if (p.kind === "token_bucket") return bucket(p, state?.t === "bucket" ? state : undefined, now, cost);
-  if (p.kind === "fixed_window") return fixed(p, state?.t === "window" ? state : undefined, now, cost);
-  return counter(p, state?.t === "counter" ? state : undefined, now, cost);
+
+  /** Core's `TokenBucket::reserve_tat`: `cost` tokens now, or from the future within `maxWait` ns. */
+  reserve(tat: bigint | undefined, now: bigint, cost: bigint, maxWait = 0n): Outcome {
+    const depth = this.tau + this.slack;
+    const [backlog, repair] = this.backlog(tat, now);
+    const verdict = (allowed: boolean, backlog: bigint, retryAfterNs: bigint | null): Verdict => ({
+      allowed, limit: this.capacity, remaining: max(0n, depth - backlog) / this.interval, retryAfterNs, resetAfterNs: max(0n, backlog - this.slack),
+    });
+    const unchanged = (v: Verdict): Outcome =>
+      repair ? { verdict: v, state: { t: "bucket", tat: now + this.tau }, expiresAt: now + this.tau, repair } : { verdict: v };
+    if (cost > this.capacity) return unchanged(verdict(false, backlog, null));
+    if (cost === 0n) return unchanged(verdict(true, backlog, 0n));
+    const after = backlog + cost * this.interval;
+    const wait = max(0n, after - depth);
+    if (wait > min(max(maxWait, 0n), this.tau - this.slack)) return unchanged(verdict(false, backlog, wait));
+    return { verdict: verdict(true, after, wait), state: { t: "bucket", tat: now + after }, expiresAt: now + after };
+  }
 }
 
-function bucket(p: Params, s: { tat: bigint } | undefined, now: bigint, cost: bigint): Outcome {
-  const tau = p.limit * p.period; // a full bucket's worth of time
-  const start = max(s ? s.tat : now, now);
-  const next = start + cost * p.period;
-  if (next - now > tau) {
-    const remaining = max(0n, (tau - (start - now)) / p.period);
-    return { verdict: { allowed: false, limit: p.limit, remaining, retryAfterNs: next - now - tau, resetAfterNs: start - now } };
-  }
-  const verdict = { allowed: true, limit: p.limit, remaining: (tau - (next - now)) / p.period, retryAfterNs: 0n, resetAfterNs: next - now };
-  return cost ? { verdict, state: { t: "bucket", tat: next }, expiresAt: next } : { verdict };
-}
+const tatOf = (state: State | undefined): bigint | undefined => (state?.t === "bucket" ? state.tat : undefined);
 
-function takeOne(p: Params, state: State | undefined, now: bigint, most: bigint): [Outcome, bigint] {
-  if (p.kind !== "token_bucket" || most < 1n) return [never(p.limit), 0n];
-  const s = state?.t === "bucket" ? state : undefined;
-  const tau = p.limit * p.period;
-  const start = max(s ? s.tat : now, now);
-  const n = min(most, max(0n, (tau - (start - now)) / p.period));
-  if (n === 0n) {
-    return [{ verdict: { allowed: false, limit: p.limit, remaining: 0n, retryAfterNs: start + p.period - now - tau, resetAfterNs: start - now } }, 0n];
+function decideOne(policy: Policy, n: bigint, state: State | undefined, now: bigint, cost: bigint, id: string | undefined): Outcome {
+  const share = max(1n, policy.limitExact / n);
+  if (cost < 0n) return never(share);
+  if (keepsLeases(policy)) {
+    if (id === undefined) return never(share); // a check cannot take a lease it could never release
+    return acquireLease(share, policy.periodNs, state?.t === "leases" ? state : undefined, now, max(cost, 1n), id);
   }
-  return [bucket(p, s, now, n), n];
-}
-
-function fixed(p: Params, s: { end: bigint; count: bigint } | undefined, now: bigint, cost: bigint): Outcome {
-  if (!s || s.end <= now) {
-    // An empty window is the initial state: nothing to reset.
-    if (!cost) return { verdict: { allowed: true, limit: p.limit, remaining: p.limit, retryAfterNs: 0n, resetAfterNs: 0n } };
-    s = { end: now + p.period, count: 0n };
-  }
-  if (s.count + cost > p.limit) {
-    return { verdict: { allowed: false, limit: p.limit, remaining: p.limit - s.count, retryAfterNs: s.end - now, resetAfterNs: s.end - now } };
-  }
-  const count = s.count + cost;
-  const verdict = { allowed: true, limit: p.limit, remaining: p.limit - count, retryAfterNs: 0n, resetAfterNs: s.end - now };
-  return cost ? { verdict, state: { t: "window", end: s.end, count }, expiresAt: s.end } : { verdict };
-}
-
-type Counter = { t: "counter"; start: bigint; prev: bigint; curr: bigint };
-
-function counterNow(p: Params, s: Counter | undefined, now: bigint): Counter {
-  const start = now - (now % p.period);
-  if (!s || s.start < start - p.period) return { t: "counter", start, prev: 0n, curr: 0n };
-  if (s.start === start - p.period) return { t: "counter", start, prev: s.curr, curr: 0n };
-  return s;
-}
-
-function counter(p: Params, s: Counter | undefined, now: bigint, cost: bigint): Outcome {
-  const c = counterNow(p, s, now);
-  const w = p.period;
-  const elapsed = now - c.start;
-  const estimate = Number(c.prev * (w - elapsed)) / Number(w) + Number(c.curr);
-  const reset = c.curr || c.prev ? c.start + (c.curr ? 2n * w : w) - now : 0n;
-  const limit = Number(p.limit);
-  if (estimate + Number(cost) > limit) {
-    const left = p.limit - cost;
-    const retry = c.curr + cost > p.limit
-      ? c.start + w - now + (w - (w * left) / max(c.curr, 1n)) // only the next window's decay can make room
-      : w - (w * (left - c.curr)) / max(c.prev, 1n) - elapsed; // the previous window's weight must decay
-    const remaining = BigInt(Math.max(0, Math.trunc(limit - estimate)));
-    return { verdict: { allowed: false, limit: p.limit, remaining, retryAfterNs: max(retry, MS), resetAfterNs: reset } };
-  }
-  const verdict = { allowed: true, limit: p.limit, remaining: BigInt(Math.trunc(limit - estimate - Number(cost))), retryAfterNs: 0n, resetAfterNs: reset };
-  if (!cost) return { verdict };
-  return {
-    verdict: { ...verdict, resetAfterNs: c.start + 2n * w - now },
-    state: { t: "counter", start: c.start, prev: c.prev, curr: c.curr + cost },
-    expiresAt: c.start + 2n * w,
-  };
+  const bucket = Bucket.of(policy, n);
+  return bucket ? bucket.reserve(tatOf(state), now, cost) : never(share);
 }
 
 function live(s: { held: Map<string, [bigint, bigint]> } | undefined, now: bigint): Map<string, [bigint, bigint]> {
@@ -168,34 +128,36 @@ function used(held: Map<string, [bigint, bigint]>): bigint {
   return u;
 }
 
-function acquireLease(p: Params, s: { held: Map<string, [bigint, bigint]> } | undefined, now: bigint, weight: bigint, id: string): Outcome {
+/** Core's `Leases` decision: a lease of `weight` for `id` at a share of `limit` (a retry by a holder is
+ * the same request: the same slot, for longer). */
+function acquireLease(limit: bigint, leaseNs: bigint, s: { held: Map<string, [bigint, bigint]> } | undefined, now: bigint, weight: bigint, id: string): Outcome {
   const held = live(s, now);
-  const end = now + p.period;
+  const end = now + leaseNs;
   const mine = held.get(id);
   if (mine) held.set(id, [end, mine[1]]); // a retry by a holder is the same request
   else {
     const u = used(held);
-    if (u + weight > p.limit) {
+    if (u + weight > limit) {
       let retry: bigint | null = null; // a weight above the limit never fits
-      if (weight <= p.limit) {
+      if (weight <= limit) {
         let freed = 0n;
         const byEnd = [...held.values()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
         for (const [leaseEnd, w] of byEnd) {
           freed += w;
           retry = leaseEnd - now;
-          if (u - freed + weight <= p.limit) break;
+          if (u - freed + weight <= limit) break;
         }
       }
       let last = now;
       for (const [e] of held.values()) last = max(last, e);
-      return { verdict: { allowed: false, limit: p.limit, remaining: p.limit - u, retryAfterNs: retry, resetAfterNs: last - now } };
+      return { verdict: { allowed: false, limit: limit, remaining: limit - u, retryAfterNs: retry, resetAfterNs: last - now } };
     }
     held.set(id, [end, weight]);
   }
   let last = 0n;
   for (const [e] of held.values()) last = max(last, e);
   return {
-    verdict: { allowed: true, limit: p.limit, remaining: p.limit - used(held), retryAfterNs: 0n, resetAfterNs: last - now },
+    verdict: { allowed: true, limit: limit, remaining: limit - used(held), retryAfterNs: 0n, resetAfterNs: last - now },
     state: { t: "leases", held },
     expiresAt: last,
   };
@@ -267,41 +229,38 @@ export class LocalLimiter {
     return this.leaseOp(key, id, BigInt(leaseMs) * MS, now);
   }
 
-  /** As many whole tokens as the bucket's share holds, up to `most`, as RL.TAKE. Other kinds: a
-   * denial that never fits. */
+  /** As many whole tokens as the bucket's share holds, up to `most`, as RL.TAKE. A kind that keeps
+   * leases: a denial that never fits. */
   take(key: string, policy: Policy, most: number, now = nowNs(), degraded = true, error?: Error): { decision: Decision; taken: number } {
-    const [outcome, taken] = takeOne(paramsOf(policy, this.n), this.state(key, now), now, BigInt(most));
+    const bucket = Bucket.of(policy, this.n);
+    if (!bucket) return { decision: decisionOf(never(max(1n, policy.limitExact / this.n)).verdict, 0, degraded, error), taken: 0 };
+    const tat = tatOf(this.state(key, now));
+    const available = bucket.reserve(tat, now, 0n).verdict.remaining;
+    const taken = max(min(available, BigInt(most)), 1n);
+    const outcome = bucket.reserve(tat, now, taken);
     this.store(key, outcome, now, 1);
-    return { decision: decisionOf(outcome.verdict, 0, degraded, error), taken: Number(taken) };
+    return { decision: decisionOf(outcome.verdict, 0, degraded, error), taken: outcome.verdict.allowed ? Number(taken) : 0 };
   }
 
-  /** Gives `units` back (token buckets, fixed windows, sliding counters), as RL.REFUND. */
+  /** Gives `units` back to the bucket's share (the kinds that take refunds), as RL.REFUND. */
   refund(key: string, policy: Policy, units: number, now = nowNs()): void {
-    const p = paramsOf(policy, this.n);
-    const s = this.state(key, now);
-    const u = BigInt(units);
-    let o: Outcome | undefined;
-    const ok: Verdict = { allowed: true, limit: p.limit, remaining: 0n, retryAfterNs: 0n, resetAfterNs: 0n };
-    if (s?.t === "bucket" && p.kind === "token_bucket") {
-      const tat = max(now, s.tat - u * p.period);
-      o = { verdict: ok, state: { t: "bucket", tat }, expiresAt: tat };
-    } else if (s?.t === "window" && p.kind === "fixed_window") {
-      o = { verdict: ok, state: { t: "window", end: s.end, count: max(0n, s.count - u) }, expiresAt: s.end };
-    } else if (s?.t === "counter" && p.kind === "sliding_counter") {
-      const c = counterNow(p, s, now);
-      o = { verdict: ok, state: { t: "counter", start: c.start, prev: c.prev, curr: max(0n, c.curr - u) }, expiresAt: c.start + 2n * p.period };
-    }
-    if (o) this.store(key, o, now, 0);
+    const bucket = Bucket.of(policy, this.n);
+    if (!bucket || !policy.kind.refunds) return;
+    const [backlog] = bucket.backlog(tatOf(this.state(key, now)), now);
+    if (backlog === 0n || units === 0) return;
+    const tat = now + max(0n, backlog - min(BigInt(units), bucket.capacity) * bucket.interval);
+    this.store(key, { verdict: never(0n).verdict, state: { t: "bucket", tat }, expiresAt: tat }, now, 0);
   }
 
   private decideFor(limits: readonly Limit[], id: string | undefined, now: bigint, degraded: boolean, error?: Error): Decision {
-    const outcomes = limits.map(([key, policy, cost]) => decideOne(paramsOf(policy, this.n), this.state(key, now), now, BigInt(cost), id));
+    const outcomes = limits.map(([key, policy, cost]) => decideOne(policy, this.n, this.state(key, now), now, BigInt(cost), id));
     if (!outcomes.length) return decisionOf({ allowed: true, limit: 0n, remaining: 0n, retryAfterNs: 0n, resetAfterNs: 0n }, 0, degraded, error);
     const limiting = limitingOf(outcomes);
-    if (outcomes.every((o) => o.verdict.allowed)) {
-      this.makeRoom(limits.length, now);
-      limits.forEach(([key], i) => this.store(key, outcomes[i]!, now, 0));
-    }
+    const allowed = outcomes.every((o) => o.verdict.allowed);
+    this.makeRoom(limits.length, now);
+    limits.forEach(([key], i) => {
+      if (allowed || outcomes[i]!.repair) this.store(key, outcomes[i]!, now, 0);
+    });
     return decisionOf(outcomes[limiting]!.verdict, limiting, degraded, error);
   }
 

@@ -2,7 +2,7 @@
  * The limiter: every call bounded by the package's own deadline (default 100 ms) whatever the client's
  * queue and retry options, the engine chosen and kept (module, FCALL, EVALSHA), a breaker, and a
  * failure policy that decides when Redis does not: `open` allows, `closed` denies, `fallback` decides in
- * this process with the same algorithms and this instance's share of each limit. As
+ * this process at this instance's share of each limit (one token bucket, leases for concurrency). As
  * `client/src/limiter.rs`. Events: `outage` (Redis stopped deciding: the first failure after an answer),
  * `recovered` (Redis answers again), `degraded` (each decision the failure policy made).
  */

@@ -19,6 +19,48 @@ test("fallback needs instances; instances belongs to fallback", () => {
   assert.throws(() => new LocalLimiter(1.5), UsageError);
 });
 
+test("every rate kind is one token bucket of its limit per period at the share (a token bucket is itself)", () => {
+  const t0 = 1_700_000_000_000_000_000n;
+  const sec = 1_000_000_000n;
+  for (const p of [new FixedWindow({ limit: 10, windowMs: 1000 }), new SlidingCounter({ limit: 10, windowMs: 1000 }), new SlidingLog({ limit: 10, windowMs: 1000 })]) {
+    const local = new LocalLimiter(3);
+    const check = (at: bigint) => local.decide([["k", p, 1]], at);
+    const burst = [0, 1, 2, 3, 4].map(() => check(t0));
+    assert.deepEqual(burst.map((d) => d.allowed), [true, true, true, false, false], `${p}: the share of 10 on one of 3`);
+    assert.deepEqual([burst[4]!.limit, burst[4]!.retryAfterMs], [3, 300], `${p}: one back every 300 ms`);
+    // In the second after the burst, 3 more: the share plus limit / instances in the period.
+    const later = [1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n, 10n].map((k) => check(t0 + (k * sec) / 10n).allowed);
+    assert.deepEqual(later, [false, false, true, false, false, true, false, false, true, false], String(p));
+  }
+});
+
+test("a stopped server: a fixed window and a sliding log are one bucket each at the share, refilled over the window", async () => {
+  const server = await Server.start({ module: true });
+  const made = await FACTORIES.find((f) => f.name === "ioredis 5")!.make(server.port);
+  try {
+    const rl = new Limiter(made.client, { failure: "fallback", instances: 2, deadlineMs: DEADLINE });
+    await server.stop();
+    // 4 per 2 s on one of 2 instances: 2 at once, then one a second.
+    for (const p of [new FixedWindow({ limit: 4, windowMs: 2000 }), new SlidingLog({ limit: 4, windowMs: 2000 })]) {
+      const key = `rl:{f}:${p.kind.name}`;
+      const t0 = performance.now();
+      const burst: Decision[] = [];
+      for (let i = 0; i < 5; i++) burst.push(await rl.check(key, p));
+      const took = performance.now() - t0;
+      const allowed = burst.filter((d) => d.allowed).length;
+      assert.ok(allowed >= 2 && allowed <= 2 + Math.floor(took / 1000), `${p}: ${allowed} in ${took} ms, want the share, plus one a second`);
+      assert.ok(burst.every((d) => d.degraded && d.limit === 2));
+      const denied = burst.find((d) => !d.allowed)!;
+      assert.ok(denied.retryAfterMs! > 0 && denied.retryAfterMs! <= 1000, `${p}: ${denied.retryAfterMs} ms`);
+      await new Promise((r) => setTimeout(r, denied.retryAfterMs! + 2)); // a timer may fire up to a ms early
+      assert.equal((await rl.check(key, p)).allowed, true, `${p}: one back after retryAfterMs`);
+    }
+  } finally {
+    await made.close();
+    await server.close();
+  }
+});
+
 for (const f of FACTORIES.filter((f) => f.name === "ioredis 5" || f.name === "node-redis 5")) {
   test(`${f.name}: a stopped server, fallback at 1 of 2 instances: the share of every kind, then Redis again`, async () => {
     const server = await Server.start({ module: true });
