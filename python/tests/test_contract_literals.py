@@ -1,10 +1,12 @@
-"""No contract literal re-typed in the package: the header names, the problem types, the error texts the
-contract holds, the caller key's markers and the bounds' digits are read from the contract
-(`redis_ratelimit.contract`), never written out in another module. A string literal (not a docstring)
-anywhere else in the package's source that holds one fails this test, naming the file and line."""
+"""No contract literal re-typed in the package: the header names, the problem types, the problem bodies'
+titles and details, the error texts the contract holds, the caller key's markers, the commands' names and
+words (``calls``) and the bounds' digits are read from the contract (`redis_ratelimit.contract`), never
+written out in another module. A string literal (not a docstring) anywhere else in the package's source
+that holds one (or is one, for a short word such as ``UPTO``) fails this test, naming the file and line."""
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import re
@@ -31,7 +33,21 @@ def literals() -> list[str]:
     found += [errors[k] for k in ("duplicate_key", "syntax", "state", "wrong_type")]
     found += [e["reply"] for k in CONTRACT["kinds"] for p in k["params"] for e in p["errors"]]
     found += list(CONTRACT["batching"]["errors"].values())
+    problems = http.get("problems", {}).values()
+    # A detail's fixed parts, between its placeholders and clauses ("' could not be checked").
+    found += [part.strip() for p in problems for part in re.split(r"\{\w+\}|[:;]", p["detail"]) if len(part.strip()) >= 10]
+    found += [w for call in CONTRACT.get("calls", {}).values() for w in call if not w.startswith("{")]
     return sorted({f for f in found if len(f) >= 5})
+
+
+def words() -> list[str]:
+    """Contract values too short or too common to look for inside a text, so a literal that is one
+    of them, whole, is re-typed: a call's option word (``UPTO``), a problem's title, what a detail
+    calls a limit."""
+    found = [w for call in CONTRACT.get("calls", {}).values() for w in call if not w.startswith("{") and len(w) < 5]
+    found += [p["title"] for p in CONTRACT["http"].get("problems", {}).values()]
+    found += list(CONTRACT["http"].get("problem_what", {}).values())
+    return sorted(set(found))
 
 
 def digits() -> list[re.Pattern[str]]:
@@ -44,6 +60,9 @@ def strings(path: Path) -> Iterator[tuple[int, str]]:
     """The string literals of a module, but its docstrings (a string that is a statement of its own)."""
     tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
     for i, tok in enumerate(tokens):
+        if tok.type == getattr(tokenize, "FSTRING_MIDDLE", None):  # Python 3.12: an f-string's text
+            yield tok.start[0], tok.string
+            continue
         if tok.type != tokenize.STRING:
             continue
         before = next((t for t in reversed(tokens[:i]) if t.type not in (tokenize.NL, tokenize.COMMENT)), None)
@@ -51,6 +70,15 @@ def strings(path: Path) -> Iterator[tuple[int, str]]:
         if statement and tok.string.lstrip("rbuf").startswith(('"""', "'''")):
             continue
         yield tok.start[0], tok.string
+
+
+def value(text: str) -> str | None:
+    """A string literal's value (None for an f-string or bytes)."""
+    try:
+        v = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    return v if isinstance(v, str) else None
 
 
 def numbers(path: Path) -> Iterator[tuple[int, str]]:
@@ -68,6 +96,9 @@ def test_no_contract_literal_is_retyped(path: Path) -> None:
     wanted = literals()
     found = [f"{path.name}:{line}: {text[:80]} holds {w!r}" for line, text in strings(path) for w in wanted
              if w.lower() in text.lower()]
+    whole = {w.lower() for w in words()}
+    found += [f"{path.name}:{line}: {text[:80]} is a contract word" for line, text in strings(path)
+              if (value(text) or "").lower() in whole]
     found += [f"{path.name}:{line}: the bound {text}" for line, text in numbers(path) for d in digits() if d.fullmatch(text)]
     assert not found, "read these from redis_ratelimit.contract:\n" + "\n".join(found)
 
@@ -75,6 +106,11 @@ def test_no_contract_literal_is_retyped(path: Path) -> None:
 def test_the_guard_sees_a_retyped_literal(tmp_path: Path) -> None:
     """The guard itself: a module that writes a header name and a bound is caught; a docstring is not."""
     bad = tmp_path / "bad.py"
-    bad.write_text('"""Writes ratelimit-remaining in prose."""\nNAME = "RateLimit-Remaining"\nMAX = 100_000\n')
+    bad.write_text('"""Writes ratelimit-remaining in prose."""\nNAME = "RateLimit-Remaining"\nMAX = 100_000\n'
+                   'CMD = ["RL.TAKE", "k", "UPTO"]\nDETAIL = f"rate limit \'{name}\' exceeded: retry in {s} s"\n')
     assert [line for line, _ in strings(bad) if "ratelimit-remaining" in _.lower()] == [2]
     assert any(d.fullmatch(text) for _, text in numbers(bad) for d in digits())
+    held = [line for line, text in strings(bad) for w in literals() if w.lower() in text.lower()]
+    assert sorted(set(held)) == [2, 4, 5]
+    assert [line for line, text in strings(bad) if value(text) in words()] == [4]
+    assert value('"Too Many Requests"') in words()

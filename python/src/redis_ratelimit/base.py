@@ -15,7 +15,7 @@ from .breaker import Breaker
 from .command import Arg, Limit
 from .decision import Decision, Inspection, Taken
 from .answers import Answers, Counts
-from .contract import ERRORS, key_positions
+from .contract import CALLS, ERRORS, key_positions
 from .contract import command as contract_command
 from .engine import Backend, Engine
 from .errors import BreakerOpenError, CallError, ReplyError, UsageError
@@ -224,7 +224,7 @@ class LimiterBase(Generic[C]):
 
     def _verified(self, inspected: Any, peeked: Any) -> Verified:
         if inspected is not None and not isinstance(inspected, (list, dict)):
-            raise ReplyError(f"RL.INSPECT answered {inspected!r}, not what the ratelimit module answers")
+            raise ReplyError(f"{CALLS['inspect'][0]} answered {inspected!r}, not what the ratelimit module answers")
         Decision.from_reply(peeked)
         engine, why = self.engine.describe()
         return Verified(engine=engine.value if engine is not None else self.engine.reports(), why=why)

@@ -7,7 +7,7 @@ import itertools
 import secrets
 from typing import Sequence, Tuple, Union
 
-from .contract import BOUNDS, ERRORS, request_error
+from .contract import BOUNDS, ERRORS, call, request_error
 from .errors import UsageError
 from .policy import Policy, TokenBucket
 
@@ -120,7 +120,7 @@ def take(key: str, policy: Policy, most: int) -> list[Arg]:
         raise UsageError("partial grants are taken from token buckets")
     if isinstance(most, bool) or not isinstance(most, int) or most < 1:
         raise UsageError("take at least one token (max >= 1)")
-    return ["RL.TAKE", key, *policy.params, most]
+    return call("take", key=key, **_params(policy), max=most)
 
 
 def refund(key: str, policy: Policy, units: int) -> list[Arg]:
@@ -129,24 +129,32 @@ def refund(key: str, policy: Policy, units: int) -> list[Arg]:
     if not policy.KIND.refunds:
         raise UsageError(f"a {policy.KIND.name} takes no refunds")
     whole("cost", units)
-    return ["RL.REFUND", policy.KIND.group, key, *policy.params, units]
+    return call("refund", group=policy.KIND.group, key=key, **_params(policy), units=units)
 
 
 def inspect(key: str, policy: Policy | None) -> list[Arg]:
     """``RL.INSPECT key [p1 p2]``: what `key` holds; with the policy, what a request would meet now."""
     key_bytes(key)
-    return ["RL.INSPECT", key, *(policy.params if policy is not None else ())]
+    if policy is None:
+        return call("inspect", key=key)
+    return call("inspect_peek", key=key, **_params(policy))
 
 
 def release(key: str, holder: str) -> list[Arg]:
     key_bytes(key)
-    return ["RL.RELEASE", key, holder]
+    return call("release", key=key, id=holder)
 
 
 def renew(key: str, lease: float, holder: str) -> list[Arg]:
     """``RL.RENEW key lease id`` (`lease` in seconds, whole milliseconds)."""
     key_bytes(key)
-    return ["RL.RENEW", key, seconds(lease), holder]
+    return call("renew", key=key, lease=seconds(lease), id=holder)
+
+
+def _params(policy: Policy) -> dict[str, Arg]:
+    """A policy's two parameters as the calls' ``{p1}`` and ``{p2}``."""
+    p1, p2 = policy.params
+    return {"p1": p1, "p2": p2}
 
 
 def seconds(value: float) -> str:

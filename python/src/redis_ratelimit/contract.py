@@ -1,17 +1,19 @@
 """The contract every client reads (``contract/contract.json``, written by the Rust reference and shipped
 here as package data): the kinds, the commands and where their keys are, the bounds, the error texts,
-the library's functions and how its EVALSHA scripts are made, and the HTTP layer's names. Nothing here
-restates a rule: this module only reads the file and interprets its key rules."""
+the library's functions and how its EVALSHA scripts are made, the HTTP layer's names and problem texts,
+and the commands of the calls beside the decisions. Nothing here restates a rule: this module only reads
+the file and interprets its key rules."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping, Sequence, Union
 
 from . import _package_data as package_data
 
 __all__ = ["CONTRACT", "BOUNDS", "ERRORS", "HTTP", "BATCHING", "BATCH_ERRORS", "kind", "command", "key_positions", "group_len",
-           "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY"]
+           "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY", "PROBLEMS", "PROBLEM_WHAT", "fill", "CALLS", "call"]
 
 Arg = Union[str, bytes, int, float]
 
@@ -19,6 +21,32 @@ CONTRACT: Mapping[str, Any] = json.loads(package_data.read("contract.json"))
 BOUNDS: Mapping[str, int] = CONTRACT["bounds"]
 ERRORS: Mapping[str, Any] = CONTRACT["errors"]
 HTTP: Mapping[str, Any] = CONTRACT["http"]
+
+#: Each problem body's texts by its type's name (``http.problems``): its ``title``, and its ``detail``
+#: with ``{placeholders}`` (`fill`): ``{name}``, ``{what}`` (`PROBLEM_WHAT`), ``{limit}``, ``{cost}``,
+#: ``{retry_after_secs}``.
+PROBLEMS: Mapping[str, Mapping[str, str]] = HTTP["problems"]
+#: What a detail's ``{what}`` calls a limit: ``rate`` or ``concurrency``.
+PROBLEM_WHAT: Mapping[str, str] = HTTP["problem_what"]
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def fill(template: str, **values: object) -> str:
+    """`template` with each ``{placeholder}`` that `values` names replaced, in one pass (a value is never
+    read as a template: a limit may be named ``{cost}``)."""
+    return _PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0], template)
+
+
+#: The calls a client makes beside the decisions (``calls``: ``take``, ``reserve_upto``, ``refund``,
+#: ``inspect``, ``inspect_peek``, ``release``, ``renew``), each its command's words with placeholders.
+CALLS: Mapping[str, Sequence[str]] = CONTRACT["calls"]
+
+
+def call(name: str, **values: Arg) -> list[Arg]:
+    """The command of the contract's call `name`, each ``{placeholder}`` word replaced by its value as it
+    is (``call("take", key=k, p1=.., p2=.., max=5)``); a missing value is a KeyError."""
+    return [values[w[1:-1]] if w.startswith("{") else w for w in CALLS[name]]
+
 
 #: Batched units and the pre-check (docs/high-volume.md): the adaptive size's `start`, `grow` and
 #: `share`, `refund_margin_ms`, `sweep_ms`, `max_keys`, `precheck_max_keys`, the default `lease_ms`,

@@ -28,6 +28,7 @@ from typing import Any
 from . import command
 from .base import one_slot
 from .command import Limit
+from .contract import call
 from .decision import Decision
 from .errors import CallError, DeadlineError, UnreachableError
 from .failure_policy import FailurePolicy
@@ -103,7 +104,7 @@ class _PermitCore:
             if local is not None:
                 held &= local.release(key, self.id)
             else:
-                held &= (yield Request("RL.RELEASE", [key], [self.id])) == 1
+                held &= (yield Request.of(call("release", key=key, id=self.id))) == 1
         return held
 
     def _renew_steps(self) -> Steps[bool]:
@@ -112,7 +113,7 @@ class _PermitCore:
             if self._local is not None:
                 held = self._local.renew(key, seconds, self.id)
             else:
-                held = (yield Request("RL.RENEW", [key], [lease, self.id])) == 1
+                held = (yield Request.of(call("renew", key=key, lease=lease, id=self.id))) == 1
             if not held:
                 return False
         return True

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from . import command
 from .command import Limit
+from .contract import call, kind
 from .decision import Decision, Taken
 from .errors import UsageError
 from .policy import Policy, TokenBucket
@@ -67,6 +68,10 @@ def steps(
         yield Sleep(min(next_try(decision.retry_after, limiting), left), reserved=False)
 
 
+#: A token bucket reserving (RL.RESERVE, RESERVE groups of RL.ALL): the contract's kind.
+_RESERVATION = kind("reservation")
+
+
 def reserve(limits: Sequence[Limit], max_wait: float) -> Request | None:
     """The call reserving the token buckets among ``limits`` within ``max_wait`` while the others
     decide now; None when none reserves (then it is ``check_all``)."""
@@ -78,11 +83,11 @@ def reserve(limits: Sequence[Limit], max_wait: float) -> Request | None:
     wait = f"{int(max_wait * 1000) / 1000:.3f}"  # whole ms, rounded down: never past max_wait
     if len(limits) == 1:
         key, policy, cost = limits[0]
-        return Request("RL.RESERVE", [key], [*policy.params, cost, wait])
+        return Request(_RESERVATION["command"], [key], [*policy.params, cost, wait])
     cmd: list[Any] = ["RL.ALL"]
     for key, policy, cost in limits:
         if isinstance(policy, TokenBucket):
-            cmd += [key, "RESERVE", *policy.params, cost, wait]
+            cmd += [key, _RESERVATION["group"], *policy.params, cost, wait]
         else:  # its own command's arguments, as a group
             cmd += [key, policy.KIND.group, *command.decide([(key, policy, cost)])[2:]]
     return Request.of(cmd)
@@ -101,7 +106,8 @@ def batch(key: str, policy: Policy, least: int, most: int, max_wait: float) -> R
     if least < 1 or most < least:
         raise UsageError("a batch takes at least one token, and max >= min")
     wait = f"{int(max_wait * 1000) / 1000:.3f}"
-    return Request("RL.RESERVE", [key], [*policy.params, least, wait, "UPTO", most])
+    p1, p2 = policy.params
+    return Request.of(call("reserve_upto", key=key, p1=p1, p2=p2, min=least, max_wait=wait, max=most))
 
 
 class Asked(NamedTuple):

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
-from ..contract import BOUNDS
+from ..contract import BOUNDS, call
+from ..request_steps import Request
 
 T = TypeVar("T")
 Arg = Union[str, bytes, int, float]
@@ -96,6 +97,14 @@ def inspect_fields(reply: Any) -> dict[str, Any] | None:
     return out
 
 
+def _inspect(key: str, *params: Arg) -> Command:
+    """RL.INSPECT of `key` (the contract's call), with a limit's two parameters when given: what a
+    request would meet now."""
+    argv = call("inspect_peek", key=key, p1=params[0], p2=params[1]) if params else call("inspect", key=key)
+    request = Request.of(argv)
+    return request.command, request.keys, request.args
+
+
 class Plans:
     """The storage's methods as plans, for one key prefix."""
 
@@ -159,11 +168,11 @@ class Plans:
         return self.fixed_count((yield ("RL.FIXED", [fixed_key], [limit, expiry, amount])), amount)
 
     def get(self, key: str) -> Plan[int]:
-        f = inspect_fields((yield ("RL.INSPECT", [self.fixed_key(key)], [])))
+        f = inspect_fields((yield _inspect(self.fixed_key(key))))
         return 0 if f is None else int(f.get("count", 0))
 
     def get_expiry(self, key: str) -> Plan[float]:
-        f = inspect_fields((yield ("RL.INSPECT", [self.fixed_key(key)], [])))
+        f = inspect_fields((yield _inspect(self.fixed_key(key))))
         now = time.time()
         return now if f is None else now + max(0, int(f["ttl_ms"])) / 1000
 
@@ -192,7 +201,7 @@ class Plans:
         limit is that count (read-only, a second call only when 2 or more entries are counted and the
         window is not full)."""
         k = self.moving_key(key)
-        f = inspect_fields((yield ("RL.INSPECT", [k], [limit, expiry])))
+        f = inspect_fields((yield _inspect(k, limit, expiry)))
         now = time.time()
         if f is None:
             return now, 0
@@ -203,7 +212,7 @@ class Plans:
             return now + int(f["retry_after_ms"]) / 1000 - expiry, count
         if count == 1:  # the only entry is the newest: the window empties when it leaves
             return now + int(f["reset_after_ms"]) / 1000 - expiry, 1
-        g = inspect_fields((yield ("RL.INSPECT", [k], [count, expiry])))
+        g = inspect_fields((yield _inspect(k, count, expiry)))
         now = time.time()
         if g is None:
             return now, 0
@@ -225,7 +234,7 @@ class Plans:
         `current`, `previous` and `ttl_ms`. The windows are aligned to multiples of `expiry` since the
         epoch, and the key expires at the end of the window after its own, so the server's time is
         `(window_index + 2) * window - ttl_ms`, exact to the millisecond, without a clock of our own."""
-        f = inspect_fields((yield ("RL.INSPECT", [self.sliding_key(key)], [])))
+        f = inspect_fields((yield _inspect(self.sliding_key(key))))
         if f is None:
             return 0, 0.0, 0, 0.0
         window = expiry * 1000

@@ -10,10 +10,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, MutableSequence
 
-from ..contract import HTTP
+from ..contract import HTTP, PROBLEM_WHAT, PROBLEMS, fill
 from ..decision import Decision
 
-# The names and problem types are the contract's (contract/contract.json's "http", from the Rust layer).
+# The names, problem types and problem texts are the contract's (contract/contract.json's "http", from
+# the Rust layer).
 _HEADERS = HTTP["headers"]
 _TYPES = HTTP["problem_types"]
 RATELIMIT_LIMIT: bytes = _HEADERS["limit"].encode()
@@ -121,6 +122,13 @@ def _is_header_text(text: str) -> bool:
     return all(c == "\t" or " " <= c <= "~" for c in text)
 
 
+def _texts(body: dict[str, Any], problem: str, **values: object) -> dict[str, Any]:
+    """`body` with the problem's type, title and detail (the contract's, its placeholders filled)."""
+    texts = PROBLEMS[problem]
+    body.update(type=_TYPES[problem], title=texts["title"], detail=fill(texts["detail"], **values))
+    return body
+
+
 def _problem(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> Answer:
     out: list[tuple[bytes, bytes]] = [] if headers is None else headers
     out.insert(0, (CONTENT_TYPE, PROBLEM_JSON))
@@ -136,18 +144,11 @@ def denied(d: Decision, limit: Described, structured: bool) -> Answer:
     headers: list[tuple[bytes, bytes]] = []
     secs = d.retry_after_secs()
     if secs is not None:
-        body["type"] = RATE_LIMITED
-        body["title"] = "Too Many Requests"
-        body["detail"] = f"rate limit '{limit.name}' exceeded: retry in {secs} s"
+        _texts(body, "rate_limited", name=limit.name, retry_after_secs=secs)
         body["retry_after_seconds"] = secs
         headers.append((RETRY_AFTER, _n(secs)))
     else:
-        body["type"] = COST_EXCEEDS_LIMIT
-        body["title"] = "Request costs more than the limit"
-        body["detail"] = (
-            f"this request costs {limit.cost} and limit '{limit.name}' allows {d.limit}: "
-            "it can never be allowed, do not retry it"
-        )
+        _texts(body, "cost_exceeds_limit", name=limit.name, cost=limit.cost, limit=d.limit)
         body["cost"] = limit.cost
     answer = _problem(429, body, headers)
     add_headers(answer.headers, d, limit, structured)
@@ -156,34 +157,16 @@ def denied(d: Decision, limit: Described, structured: bool) -> Answer:
 
 def forbidden() -> Answer:
     """The answer to a caller on the deny list: 403 with its own problem type, nothing to wait for."""
-    body = {
-        "type": DENIED,
-        "title": "Forbidden",
-        "status": 403,
-        "detail": "requests from this caller are refused",
-    }
-    return _problem(403, body)
+    return _problem(403, _texts({"status": 403}, "denied"))
 
 
 def unavailable(d: Decision, limit: Described, structured: bool, status: int, misconfigured: bool) -> Answer:
     """The answer when Redis could not decide and the failure policy is closed: the request was not
     checked, so it says so, with the `Retry-After` the limiter suggests."""
     secs = d.retry_after_secs() or 1
-    what = "rate limit" if limit.rate else "concurrency limit"
-    if misconfigured:
-        kind, title = MISCONFIGURED, "Rate limiter misconfigured"
-        why = "the rate limiter is misconfigured and fails closed"
-    else:
-        kind, title = UNAVAILABLE, "Rate limiter unavailable"
-        why = "the rate limiter is unavailable and fails closed"
-    body = {
-        "type": kind,
-        "title": title,
-        "status": status,
-        "detail": f"{what} '{limit.name}' could not be checked: {why}; retry in {secs} s",
-        "limit": limit.name,
-        "retry_after_seconds": secs,
-    }
+    what = PROBLEM_WHAT["rate" if limit.rate else "concurrency"]
+    body = {"status": status, "limit": limit.name, "retry_after_seconds": secs}
+    _texts(body, "misconfigured" if misconfigured else "unavailable", what=what, name=limit.name, retry_after_secs=secs)
     answer = _problem(status, body, [(RETRY_AFTER, _n(secs))])
     add_headers(answer.headers, d, limit, structured)
     return answer
@@ -193,18 +176,8 @@ def concurrency_limited(d: Decision, limit: Described) -> Answer:
     """The 429 of a concurrency limit: so many requests in flight already. `Retry-After` is when the
     soonest held lease ends, an upper bound. No `RateLimit-*` fields: those describe rate limits."""
     secs = d.retry_after_secs() or 1
-    body = {
-        "type": CONCURRENCY_LIMITED,
-        "title": "Too Many Requests In Flight",
-        "status": 429,
-        "detail": (
-            f"concurrency limit '{limit.name}' reached: {d.limit} requests in flight at most; "
-            f"retry in {secs} s at the latest"
-        ),
-        "limit": limit.name,
-        "in_flight_limit": d.limit,
-        "retry_after_seconds": secs,
-    }
+    body = {"status": 429, "limit": limit.name, "in_flight_limit": d.limit, "retry_after_seconds": secs}
+    _texts(body, "concurrency_limited", name=limit.name, limit=d.limit, retry_after_secs=secs)
     headers = [(RETRY_AFTER, _n(secs))]
     if d.degraded:
         headers.append((DEGRADED, b"true"))
