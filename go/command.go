@@ -107,7 +107,7 @@ func buildTake(key string, p Policy, most uint64) ([]string, error) {
 	if most < 1 {
 		return nil, usage("take at least one token (max >= 1)")
 	}
-	return []string{"RL.TAKE", key, p.params[0], p.params[1], strconv.FormatUint(most, 10)}, nil
+	return call("take", map[string]string{"key": key, "p1": p.params[0], "p2": p.params[1], "max": strconv.FormatUint(most, 10)}), nil
 }
 
 func buildRefund(key string, p Policy, units uint64) ([]string, error) {
@@ -117,20 +117,23 @@ func buildRefund(key string, p Policy, units uint64) ([]string, error) {
 	if !p.kind.Refunds {
 		return nil, usage("a %s takes no refunds", p.kind.Name)
 	}
-	return []string{"RL.REFUND", p.kind.Group, key, p.params[0], p.params[1], strconv.FormatUint(units, 10)}, nil
+	return call("refund", map[string]string{"group": p.kind.Group, "key": key, "p1": p.params[0], "p2": p.params[1],
+		"units": strconv.FormatUint(units, 10)}), nil
 }
 
 func buildInspect(key string, p *Policy) []string {
 	if p == nil || !p.Valid() {
-		return []string{"RL.INSPECT", key}
+		return call("inspect", map[string]string{"key": key})
 	}
-	return []string{"RL.INSPECT", key, p.params[0], p.params[1]}
+	return call("inspect_peek", map[string]string{"key": key, "p1": p.params[0], "p2": p.params[1]})
 }
 
-func buildRelease(key, holder string) []string { return []string{"RL.RELEASE", key, holder} }
+func buildRelease(key, holder string) []string {
+	return call("release", map[string]string{"key": key, "id": holder})
+}
 
 func buildRenew(key string, lease time.Duration, holder string) []string {
-	return []string{"RL.RENEW", key, secondsText(uint64(lease / time.Millisecond)), holder}
+	return call("renew", map[string]string{"key": key, "lease": secondsText(uint64(lease / time.Millisecond)), "id": holder})
 }
 
 // waitText is a max_wait as the commands take it: whole ms, rounded down (never past max_wait).
@@ -180,8 +183,8 @@ func buildBatch(key string, p Policy, least, most uint64, maxWait time.Duration)
 	if least < 1 || most < least {
 		return nil, usage("a batch takes at least one token, and max >= min")
 	}
-	reserve := kindOf("reservation")
-	return []string{reserve.Command, key, p.params[0], p.params[1], strconv.FormatUint(least, 10), waitText(maxWait), "UPTO", strconv.FormatUint(most, 10)}, nil
+	return call("reserve_upto", map[string]string{"key": key, "p1": p.params[0], "p2": p.params[1],
+		"min": strconv.FormatUint(least, 10), "max_wait": waitText(maxWait), "max": strconv.FormatUint(most, 10)}), nil
 }
 
 var (

@@ -9,7 +9,7 @@ import (
 
 // The contract every client reads (contract/contract.json, written by the Rust reference): kinds,
 // commands and their key rules, bounds, error texts, the library's functions and where their EVALSHA scripts are,
-// the HTTP names. Nothing in this package restates a rule: this file reads the file and interprets
+// the HTTP names and problem texts, the commands of the calls beside the decisions. Nothing in this package restates a rule: this file reads the file and interprets
 // its key rules.
 
 //go:embed contract.json
@@ -119,6 +119,8 @@ type contractDoc struct {
 	} `json:"library"`
 	HTTP     HTTPContract `json:"http"`
 	Batching batchingDecl `json:"batching"`
+	// Calls are the commands a client sends beside its decisions, as words with placeholders.
+	Calls    map[string][]string `json:"calls"`
 	Fallback struct {
 		MaxKeys int `json:"max_keys"`
 	} `json:"fallback"`
@@ -144,7 +146,7 @@ type batchingDecl struct {
 	} `json:"errors"`
 }
 
-// HTTPContract is the contract's "http" member: header names, problem types, caller keys and
+// HTTPContract is the contract's "http" member: header names, problem types and texts, caller keys and
 // forwarding bounds, read by the httplimit package.
 type HTTPContract struct {
 	Caller struct {
@@ -189,6 +191,75 @@ type HTTPContract struct {
 		Policy    string   `json:"policy"`
 		State     string   `json:"state"`
 	} `json:"structured"`
+	// Problems are the problem bodies' texts, by their types' names.
+	Problems struct {
+		ConcurrencyLimited Problem `json:"concurrency_limited"`
+		CostExceedsLimit   Problem `json:"cost_exceeds_limit"`
+		Denied             Problem `json:"denied"`
+		Misconfigured      Problem `json:"misconfigured"`
+		RateLimited        Problem `json:"rate_limited"`
+		Unavailable        Problem `json:"unavailable"`
+	} `json:"problems"`
+	// ProblemWhat is what a detail's {what} calls a limit.
+	ProblemWhat struct {
+		Rate        string `json:"rate"`
+		Concurrency string `json:"concurrency"`
+	} `json:"problem_what"`
+}
+
+// Problem is a problem body's title and its detail, a template whose placeholders Fill replaces:
+// {name} (the limit's), {what} (ProblemWhat's), {limit} (the decision's), {cost} (the request's),
+// {retry_after_secs}.
+type Problem struct {
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+}
+
+// Fill is the problem's detail with each {placeholder} that values names replaced, in one pass: a
+// value is never read as a template (a limit may be named "{cost}").
+func (p Problem) Fill(values map[string]string) string {
+	var out strings.Builder
+	rest := p.Detail
+	for {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			break
+		}
+		out.WriteString(rest[:open])
+		after := rest[open+1:]
+		if end := strings.IndexByte(after, '}'); end >= 0 {
+			if v, ok := values[after[:end]]; ok {
+				out.WriteString(v)
+				rest = after[end+1:]
+				continue
+			}
+		}
+		out.WriteByte('{')
+		rest = after
+	}
+	out.WriteString(rest)
+	return out.String()
+}
+
+// call is the contract's call name ("take", "refund", "renew", ...: the commands a client sends
+// beside its decisions) with each "{placeholder}" word replaced by its value in values.
+func call(name string, values map[string]string) []string {
+	template, ok := contract.Calls[name]
+	if !ok {
+		panic("redis-ratelimit: the contract has no call " + name)
+	}
+	out := make([]string, len(template))
+	for i, word := range template {
+		if len(word) > 2 && word[0] == '{' && word[len(word)-1] == '}' {
+			value, ok := values[word[1:len(word)-1]]
+			if !ok {
+				panic("redis-ratelimit: no value for " + word + " in the call " + name)
+			}
+			word = value
+		}
+		out[i] = word
+	}
+	return out
 }
 
 var (
@@ -218,7 +289,7 @@ func init() {
 	readScripts()
 }
 
-// HTTP is the contract's HTTP names (headers, problem types, caller keys, forwarding bounds).
+// HTTP is the contract's HTTP names (headers, problem types and texts, caller keys, forwarding bounds).
 func HTTP() *HTTPContract { return &contract.HTTP }
 
 func kindOf(name string) *kindDecl {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,11 +17,12 @@ import (
 	"testing"
 )
 
-// No contract literal is re-typed in the module: the header names, the problem types, the error
-// texts the contract holds, the caller key's markers and the bounds' digits are read from the
-// contract (contract.go), never written out in another file. A string literal (not a comment)
-// anywhere else in the module's library source that holds one, or an integer literal that is one
-// of the bounds, fails this test, naming the file and line.
+// No contract literal is re-typed in the module: the header names, the problem types, the problem
+// bodies' titles and details, the error texts the contract holds, the caller key's markers, the
+// commands' names and words (calls) and the bounds' digits are read from the contract
+// (contract.go), never written out in another file. A string literal (not a comment) anywhere else
+// in the module's library source that holds one (or is one, for a short word such as UPTO), or an
+// integer literal that is one of the bounds, fails this test, naming the file and line.
 
 // literalReaders are the files that read the contract (and so may name its members).
 var literalReaders = map[string]bool{"contract.go": true}
@@ -31,7 +33,7 @@ var literalSkipped = map[string]bool{"internal/bench": true, "examples": true, "
 // contractLiterals is every contract value a file could re-type: long enough to mean something on
 // its own. The contract is the module's copy (contract.json), read as plain JSON so that this test
 // does not lean on contract.go's structs.
-func contractLiterals(t testing.TB) (words []string, bounds []uint64) {
+func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 	t.Helper()
 	var doc struct {
 		HTTP struct {
@@ -41,7 +43,13 @@ func contractLiterals(t testing.TB) (words []string, bounds []uint64) {
 				Markers map[string]string `json:"markers"`
 				Forms   []string          `json:"forms"`
 			} `json:"caller"`
+			Problems map[string]struct {
+				Title  string `json:"title"`
+				Detail string `json:"detail"`
+			} `json:"problems"`
+			ProblemWhat map[string]string `json:"problem_what"`
 		} `json:"http"`
+		Calls  map[string][]string `json:"calls"`
 		Errors struct {
 			Render       map[string]string `json:"render"`
 			DuplicateKey string            `json:"duplicate_key"`
@@ -110,6 +118,31 @@ func contractLiterals(t testing.TB) (words []string, bounds []uint64) {
 	for _, text := range doc.Batching.Errors {
 		found = append(found, text)
 	}
+	// A problem's title is a whole literal; its detail's fixed parts, between its placeholders and
+	// clauses ("' could not be checked"), are looked for inside any; so are the calls' command names,
+	// and their shorter words (UPTO) are whole literals, as what a detail calls a limit is.
+	for _, problem := range doc.HTTP.Problems {
+		whole = append(whole, problem.Title)
+		for _, part := range detailParts.Split(problem.Detail, -1) {
+			if part = strings.TrimSpace(part); len(part) >= 10 {
+				found = append(found, part)
+			}
+		}
+	}
+	for _, call := range doc.Calls {
+		for _, word := range call {
+			switch {
+			case strings.HasPrefix(word, "{"):
+			case len(word) < 5:
+				whole = append(whole, word)
+			default:
+				found = append(found, word)
+			}
+		}
+	}
+	for _, what := range doc.HTTP.ProblemWhat {
+		whole = append(whole, what)
+	}
 	seen := map[string]bool{}
 	for _, f := range found {
 		if len(f) >= 5 && !seen[f] {
@@ -128,13 +161,16 @@ func contractLiterals(t testing.TB) (words []string, bounds []uint64) {
 	if len(words) < 20 || len(bounds) < 2 {
 		t.Fatalf("the contract gave %d literals and %d bounds: its shape changed under this test", len(words), len(bounds))
 	}
-	return words, bounds
+	return words, whole, bounds
 }
 
-// retypedLiterals lists a parsed file's string literals that hold one of words (case-insensitively)
-// and its integer literals (underscores allowed) that are one of bounds, as "file:line: ...".
-// Comments are no literals: prose may name the contract's values.
-func retypedLiterals(fset *token.FileSet, file *ast.File, words []string, bounds []uint64) []string {
+// detailParts splits a problem's detail at its placeholders and clauses.
+var detailParts = regexp.MustCompile(`\{\w+\}|[:;]`)
+
+// retypedLiterals lists a parsed file's string literals that hold one of words or are one of whole
+// (case-insensitively) and its integer literals (underscores allowed) that are one of bounds, as
+// "file:line: ...". Comments are no literals: prose may name the contract's values.
+func retypedLiterals(fset *token.FileSet, file *ast.File, words, whole []string, bounds []uint64) []string {
 	var found []string
 	ast.Inspect(file, func(n ast.Node) bool {
 		lit, ok := n.(*ast.BasicLit)
@@ -153,6 +189,11 @@ func retypedLiterals(fset *token.FileSet, file *ast.File, words []string, bounds
 			for _, w := range words {
 				if strings.Contains(lower, strings.ToLower(w)) {
 					found = append(found, fmt.Sprintf("%s: %.80s holds %q", where, lit.Value, w))
+				}
+			}
+			for _, w := range whole {
+				if lower == strings.ToLower(w) {
+					found = append(found, fmt.Sprintf("%s: %.80s is a contract word", where, lit.Value))
 				}
 			}
 		case token.INT:
@@ -208,7 +249,7 @@ func literalSources(t testing.TB) []string {
 }
 
 func TestNoContractLiteralIsRetyped(t *testing.T) {
-	words, bounds := contractLiterals(t)
+	words, whole, bounds := contractLiterals(t)
 	paths := literalSources(t)
 	if len(paths) < 10 {
 		t.Fatalf("only %d source files found: %v", len(paths), paths)
@@ -220,7 +261,7 @@ func TestNoContractLiteralIsRetyped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		found = append(found, retypedLiterals(fset, file, words, bounds)...)
+		found = append(found, retypedLiterals(fset, file, words, whole, bounds)...)
 	}
 	if len(found) > 0 {
 		t.Fatalf("read these from the contract (contract.go):\n%s", strings.Join(found, "\n"))
@@ -229,15 +270,16 @@ func TestNoContractLiteralIsRetyped(t *testing.T) {
 
 // The guard itself: a file that writes a header name and a bound is caught; a comment is not.
 func TestTheGuardSeesARetypedLiteral(t *testing.T) {
-	words, bounds := contractLiterals(t)
-	const bad = "package bad\n\n// Writes ratelimit-remaining in prose, and 100_000.\nconst name = \"RateLimit-Remaining\"\n\nconst max = 100_000\n\nvar raw = `x-ratelimit-degraded`\n"
+	words, whole, bounds := contractLiterals(t)
+	const bad = "package bad\n\n// Writes ratelimit-remaining in prose, and 100_000.\nconst name = \"RateLimit-Remaining\"\n\nconst max = 100_000\n\nvar raw = `x-ratelimit-degraded`\n" +
+		"var cmd = []string{\"RL.TAKE\", \"k\"}\nvar upto = \"UPTO\"\nvar title = \"Too Many Requests\"\nvar detail = \"rate limit '%s' exceeded: retry in %d s\"\n"
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "bad.go", bad, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := retypedLiterals(fset, file, words, bounds)
-	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:"}
+	found := retypedLiterals(fset, file, words, whole, bounds)
+	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:"}
 	if len(found) != len(want) {
 		t.Fatalf("found %q, want one hit at each of %q", found, want)
 	}

@@ -191,6 +191,7 @@ func (a *AccessLists) accessOf(principals, tenants []string, ip netip.Addr) Acce
 // Forbidden is the answer to a caller on the deny list: 403 with its own problem type, nothing to
 // wait for (no Retry-After, no RateLimit-* fields).
 func Forbidden() Answer {
-	return problem(403, map[string]any{"type": names.ProblemTypes.Denied, "title": "Forbidden", "status": 403,
-		"detail": "requests from this caller are refused"}, &headerSet{})
+	body := map[string]any{"status": 403}
+	problemTexts(body, names.ProblemTypes.Denied, names.Problems.Denied, nil)
+	return problem(403, body, &headerSet{})
 }

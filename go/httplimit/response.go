@@ -3,7 +3,6 @@ package httplimit
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -124,6 +123,12 @@ func ServedHeaders(d ratelimit.Decision, limit Described, structured bool) [][2]
 	return s.list
 }
 
+// problemTexts writes a problem's type, title and detail into body: the contract's texts, the detail's
+// placeholders filled with values.
+func problemTexts(body map[string]any, typ string, p ratelimit.Problem, values map[string]string) {
+	body["type"], body["title"], body["detail"] = typ, p.Title, p.Fill(values)
+}
+
 func problem(status int, body map[string]any, s *headerSet) Answer {
 	all := append([][2]string{{"content-type", names.Headers.ContentType}}, s.list...)
 	return Answer{Status: status, Headers: all, Body: problemBody(body)}
@@ -138,16 +143,13 @@ func Denied(d ratelimit.Decision, limit Described, structured bool) Answer {
 	}
 	var s headerSet
 	if secs, ok := d.RetryAfterSecs(); ok {
-		body["type"] = names.ProblemTypes.RateLimited
-		body["title"] = "Too Many Requests"
-		body["detail"] = fmt.Sprintf("rate limit '%s' exceeded: retry in %d s", limit.Name, secs)
+		problemTexts(body, names.ProblemTypes.RateLimited, names.Problems.RateLimited,
+			map[string]string{"name": limit.Name, "retry_after_secs": strconv.FormatInt(secs, 10)})
 		body["retry_after_seconds"] = secs
 		s.put(names.Headers.RetryAfter, strconv.FormatInt(secs, 10))
 	} else {
-		body["type"] = names.ProblemTypes.CostExceedsLimit
-		body["title"] = "Request costs more than the limit"
-		body["detail"] = fmt.Sprintf("this request costs %d and limit '%s' allows %d: it can never be allowed, do not retry it",
-			limit.Cost, limit.Name, d.Limit)
+		problemTexts(body, names.ProblemTypes.CostExceedsLimit, names.Problems.CostExceedsLimit, map[string]string{
+			"name": limit.Name, "cost": strconv.FormatUint(limit.Cost, 10), "limit": strconv.FormatUint(d.Limit, 10)})
 		body["cost"] = limit.Cost
 	}
 	rateHeaders(&s, d, limit, structured)
@@ -160,18 +162,16 @@ func Unavailable(d ratelimit.Decision, limit Described, structured bool, status 
 	if !ok {
 		secs = 1
 	}
-	what := "concurrency limit"
+	what := names.ProblemWhat.Concurrency
 	if limit.Rate {
-		what = "rate limit"
+		what = names.ProblemWhat.Rate
 	}
-	kind, title, why := names.ProblemTypes.Unavailable, "Rate limiter unavailable", "the rate limiter is unavailable and fails closed"
+	kind, texts := names.ProblemTypes.Unavailable, names.Problems.Unavailable
 	if misconfigured {
-		kind, title, why = names.ProblemTypes.Misconfigured, "Rate limiter misconfigured", "the rate limiter is misconfigured and fails closed"
+		kind, texts = names.ProblemTypes.Misconfigured, names.Problems.Misconfigured
 	}
-	body := map[string]any{
-		"type": kind, "title": title, "status": status, "limit": limit.Name, "retry_after_seconds": secs,
-		"detail": fmt.Sprintf("%s '%s' could not be checked: %s; retry in %d s", what, limit.Name, why, secs),
-	}
+	body := map[string]any{"status": status, "limit": limit.Name, "retry_after_seconds": secs}
+	problemTexts(body, kind, texts, map[string]string{"what": what, "name": limit.Name, "retry_after_secs": strconv.FormatInt(secs, 10)})
 	var s headerSet
 	s.put(names.Headers.RetryAfter, strconv.FormatInt(secs, 10))
 	rateHeaders(&s, d, limit, structured)
@@ -185,12 +185,9 @@ func ConcurrencyLimited(d ratelimit.Decision, limit Described) Answer {
 	if !ok {
 		secs = 1
 	}
-	body := map[string]any{
-		"type": names.ProblemTypes.ConcurrencyLimited, "title": "Too Many Requests In Flight", "status": 429,
-		"detail": fmt.Sprintf("concurrency limit '%s' reached: %d requests in flight at most; retry in %d s at the latest",
-			limit.Name, d.Limit, secs),
-		"limit": limit.Name, "in_flight_limit": d.Limit, "retry_after_seconds": secs,
-	}
+	body := map[string]any{"status": 429, "limit": limit.Name, "in_flight_limit": d.Limit, "retry_after_seconds": secs}
+	problemTexts(body, names.ProblemTypes.ConcurrencyLimited, names.Problems.ConcurrencyLimited, map[string]string{
+		"name": limit.Name, "limit": strconv.FormatUint(d.Limit, 10), "retry_after_secs": strconv.FormatInt(secs, 10)})
 	var s headerSet
 	s.put(names.Headers.RetryAfter, strconv.FormatInt(secs, 10))
 	if d.Degraded {
