@@ -30,7 +30,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "36b0ae34d4fb972727e1eee591011a4262d5fcce",
+  source_hash = "318dbed8d15a419f6ef8416a76a8e2b136f09b9e",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -1182,7 +1182,9 @@ local function build()
   -- `fn` of one argument string (or of two, `two`), remembered by the strings themselves: for pure
   -- functions of argument strings that most calls repeat. Bounded (at most 1024 remembered, then
   -- forgotten at once); what raises is not kept. Kept across calls where the library is (FUNCTION
-  -- LOAD), rebuilt with each script run. No string is built to look one up.
+  -- LOAD), rebuilt with each script run. No string is built to look one up. Each kind's parameters are
+  -- remembered so (its `parse`: most calls repeat them, and the module keeps the last ones too), in the
+  -- kind's own file, so that an EVALSHA script holds only the kinds its function reaches.
   local function remembered(fn, two)
     local seen, count = {}, 0
     if not two then
@@ -1431,6 +1433,7 @@ local function build()
       expiry_step_ms = math.max(B.num(B.div(B.div(period, 16), NS_PER_SEC)) * 1000, 1000),
     }
   end
+  token.parse = remembered(token.parse, true)
 
   function token.decode(stored) return F.words("token", stored, { true })[1] end
 
@@ -1537,6 +1540,7 @@ local function build()
       local window = P.window_ns(window_s)
       return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
     end
+    k.parse = remembered(k.parse, true)
     return small_state(k)
   end
 
@@ -1715,6 +1719,7 @@ local function build()
     local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
     return { limit = B.num(limit), window_us = window_us }
   end
+  slide.parse = remembered(slide.parse, true)
 
   function slide.request(_, r)
     if r.id == nil then E.syntax() end
@@ -1957,6 +1962,7 @@ local function build()
     if B.cmp(limit, CONTRACT.max_lease_limit) > 0 then E.invalid("limit", LEASE_LIMIT) end
     return { limit = B.num(limit), lease_us = lease }
   end
+  leases.parse = remembered(leases.parse, true)
 
   function leases.precheck(r)
     if r.weight then parse_weight(r.weight) end
@@ -2135,12 +2141,6 @@ local function build()
   local FORM_OPTION = CONTRACT.form_option
   -- How many arguments a form takes without its option (1 unless listed).
   local FORM_LEN = CONTRACT.form_len
-
-  -- Each kind's parameters, remembered by their text: most calls repeat them (the module keeps the
-  -- last ones too).
-  for _, k in ipairs(KINDS) do
-    k.parse = remembered(k.parse, true)
-  end
 
   local function kind_of_group(name)
     local upper = name:upper()

@@ -1,14 +1,19 @@
 //! Each library function's EVALSHA script (Redis 6.2, users allowed `EVALSHA` but not `FUNCTION`),
 //! written from the one library (`lua/ratelimit.lua`) and the scripts' end (`lua/src/evalsha.lua`).
 //!
-//! A script runs its whole top level on every call, so it holds only what its function reaches: the
-//! library's top-level parts (each `local` statement at the first column, with the comments above it)
-//! that the script's end names, and what those name in turn, in the library's order; the parts only the
-//! general path (`build`) reaches come after the fast path's early return, so that a call the fast path
-//! decides creates none of their closures. Comment lines and blank lines are left out. The scripts are
-//! shipped as files (`lua/scripts/<function>.lua`, copied into each package); a test fails when one is
-//! stale.
+//! A script runs its whole top level on every call (each function it defines there is a new closure
+//! each time), so it holds only what its function reaches (`parts.rs` says how that is found): of the
+//! library's statements above its registration, and of those of `build` (the function that builds the
+//! library's modules), the ones the script's end needs, and what those need in turn, in the library's
+//! order. The parts only the general path (`build`) reaches come after the fast path's early return, so
+//! that a call the fast path decides creates none of their closures. Comment lines and blank lines are
+//! left out; every other line is the library's or the end's. The scripts are shipped as files
+//! (`lua/scripts/<function>.lua`); a test fails when one is stale.
 
+mod parts;
+mod tokens;
+
+use parts::{Entry, Library, Name};
 use std::collections::BTreeSet;
 
 /// The scripts' end, `lua/src/evalsha.lua` (`client/lua/evalsha.lua` links to it).
@@ -22,91 +27,9 @@ const GENERATED: &str =
 /// Where the library's registration begins: what the scripts hold nothing of.
 const REGISTER: &str = "-- REGISTER:";
 
-/// One top-level statement of the library: its lines, the names it declares, the names it uses.
-struct Part<'a> {
-    lines: Vec<&'a str>,
-    declares: Vec<&'a str>,
-    uses: BTreeSet<&'a str>,
-}
-
-/// The names `code` uses: its identifiers outside comments, but for fields (`a.b`, `a:b`).
-fn names_in(code: &str) -> BTreeSet<&str> {
-    let mut out = BTreeSet::new();
-    for line in code.lines() {
-        let line = line.split("--").next().unwrap_or("");
-        let bytes = line.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            let c = bytes[i];
-            if c.is_ascii_alphabetic() || c == b'_' {
-                let start = i;
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                    i += 1;
-                }
-                let field = start > 0
-                    && matches!(bytes[start - 1], b'.' | b':')
-                    && !(start > 1 && bytes[start - 2] == b'.');
-                if !field {
-                    out.insert(&line[start..i]);
-                }
-            } else if c.is_ascii_digit() {
-                // A number's digits and exponent (1e9, 0x1F) are not names.
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.') {
-                    i += 1;
-                }
-            } else {
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-/// The names a first line declares: `local function f(`, `local a, b = ...`, `local a, b`.
-fn declared(first: &str) -> Vec<&str> {
-    let rest = first.strip_prefix("local ").expect("a part begins with `local`");
-    if let Some(f) = rest.strip_prefix("function ") {
-        return vec![f.split('(').next().unwrap_or("").trim()];
-    }
-    rest.split('=').next().unwrap_or("").split(',').map(str::trim).collect()
-}
-
-/// The library's top level, above its registration, as parts (its first line and header comment left
-/// out).
-fn parts(library: &str) -> Vec<Part<'_>> {
-    let mut parts: Vec<Part> = Vec::new();
-    let mut in_block_comment = false;
-    for line in library.lines().skip(1).take_while(|l| !l.starts_with(REGISTER)) {
-        if in_block_comment || line.starts_with("--[[") {
-            in_block_comment = !line.contains("]]");
-            continue;
-        }
-        if line.starts_with("local ") {
-            parts.push(Part { lines: vec![], declares: declared(line), uses: BTreeSet::new() });
-        }
-        if let Some(part) = parts.last_mut() {
-            part.lines.push(line);
-        }
-    }
-    for part in &mut parts {
-        part.uses = part.lines.iter().flat_map(|line| names_in(line)).collect();
-    }
-    parts
-}
-
-/// The parts `code` reaches (what it names, and what those name), as a set of indexes.
-fn reached(parts: &[Part], code: &str) -> BTreeSet<usize> {
-    let mut out = BTreeSet::new();
-    let mut names: Vec<&str> = names_in(code).into_iter().collect();
-    while let Some(name) = names.pop() {
-        for (i, part) in parts.iter().enumerate() {
-            if part.declares.contains(&name) && out.insert(i) {
-                names.extend(part.uses.iter().copied());
-            }
-        }
-    }
-    out
-}
+/// The library's builder of its modules, which the script's end calls; its body is split into parts,
+/// as is the fast paths' builder's (PATHS).
+const BUILD: &str = "build";
 
 /// The library's fast-path groups: `FAST_PATHS`'s `function = builder` pairs.
 fn fast_paths(library: &str) -> Vec<(&str, &str)> {
@@ -121,10 +44,18 @@ fn fast_paths(library: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// The end's line naming the table of which the script reaches one field, `--@ only C.FUNCTION`.
+const ONLY: &str = "--@ only ";
+
+/// The table and field of the end's `--@ only` line, for `function`.
+fn only(function: &str) -> Option<(&'static str, &str)> {
+    let line = END.lines().find_map(|l| l.strip_prefix(ONLY))?;
+    line.split_once('.').map(|(table, field)| (table, if field == "FUNCTION" { function } else { field }))
+}
+
 /// The EVALSHA script of `function` in `library` (a source as `FUNCTION LOAD` takes it).
 pub fn script_of(library: &str, function: &str) -> String {
     let paths = fast_paths(library).into_iter().find(|(f, _)| *f == function).map(|(_, b)| b);
-    let parts = parts(library);
     // The end's lines, the leading comments left out, the fast block kept or dropped.
     let mut lines: Vec<String> = Vec::new();
     let mut in_fast = false;
@@ -132,30 +63,27 @@ pub fn script_of(library: &str, function: &str) -> String {
         match line {
             "--@ fast" => in_fast = true,
             "--@ end" => in_fast = false,
+            _ if line.starts_with(ONLY) => {}
             _ if in_fast && paths.is_none() => {}
             _ => lines.push(line.replace("FUNCTION", function).replace("PATHS", paths.unwrap_or("PATHS"))),
         }
     }
+    let entry = Entry { function, only: only(function) };
     let at = |marker: &str| lines.iter().position(|l| l == marker).expect("lua/src/evalsha.lua's markers");
     let (parts_at, build_at) = (at("--@ parts"), at("--@ build"));
-    let head = reached(&parts, &lines[parts_at + 1..build_at].join("\n"));
-    let build = reached(&parts, "build");
-    let write = |out: &mut String, which: &mut dyn Iterator<Item = &usize>| {
-        for &i in which {
-            for line in &parts[i].lines {
-                if !line.trim().is_empty() && !line.trim_start().starts_with("--") {
-                    *out += line;
-                    *out += "\n";
-                }
-            }
-        }
-    };
+    let builders: Vec<&str> = [BUILD].into_iter().chain(paths).collect();
+    let parts = Library::parse(library, REGISTER, &builders).expect("the library's parts");
+    let head_code = lines[parts_at + 1..build_at].join("\n");
+    let mut roots = parts::uses(&head_code).expect("lua/src/evalsha.lua's lines");
+    let head = parts.reach(&roots, &entry);
+    roots.push(Name::Plain(BUILD));
+    let build: BTreeSet<usize> = parts.reach(&roots, &entry).difference(&head).copied().collect();
     let mut out = format!("{GENERATED}\n");
     for (i, line) in lines.iter().enumerate() {
         if i == parts_at {
-            write(&mut out, &mut head.iter());
+            parts.write(&head, &entry, &mut out);
         } else if i == build_at {
-            write(&mut out, &mut build.difference(&head));
+            parts.write(&build, &entry, &mut out);
         } else {
             out += line;
             out += "\n";
@@ -167,12 +95,12 @@ pub fn script_of(library: &str, function: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 
-    #[test]
-    fn names_are_identifiers_outside_comments_and_fields() {
-        let names: Vec<&str> =
-            names_in("local x = a.b + c:d(e) .. f -- g\nreturn h..i, 1e9, 0x1F").into_iter().collect();
-        assert_eq!(names, ["a", "c", "e", "f", "h", "i", "local", "return", "x"]);
+    /// Every library function's script, from the library as shipped.
+    fn scripts() -> Vec<(&'static str, String)> {
+        let functions = CommandInfo::in_library().filter_map(|c| c.function).chain([VERSION_FUNCTION]);
+        functions.map(|f| (f, script_of(crate::engine::LIBRARY, f))).collect()
     }
 
     #[test]
@@ -191,5 +119,94 @@ mod tests {
         let take = script_of(library, "rl_take");
         assert!(!take.contains("now_limbs(sec") && !take.contains("token_paths()"));
         assert!(take.contains("local function build()"));
+        // The builders are called by the end only (what their split bodies assume), and of the fast
+        // paths' group, a script holds its own function's path.
+        for (function, script) in scripts() {
+            let builders = fast_paths(library).into_iter().filter(|(f, _)| *f == function).map(|(_, b)| b);
+            for builder in [BUILD].into_iter().chain(builders) {
+                assert_eq!(script.matches(&format!("{builder}()")).count(), 2, "{function}: {builder}");
+            }
+        }
+        let fixed = script_of(library, "rl_fixed");
+        assert!(fixed.contains("local function fixed_fast("));
+        assert!(
+            !fixed.contains("counter_fast") && !fixed.contains("slide_fast") && !fixed.contains("LOG_HEADER")
+        );
+        assert!(fixed.contains("\n  return { rl_fixed = fixed_fast }\n"));
+    }
+
+    /// No script keeps a definition it does not reach: read again as a text of its own, from its own
+    /// lines (the end's), every part of it is reached.
+    #[test]
+    fn a_script_holds_nothing_it_does_not_reach() {
+        let unreached = |function: &str, script: &str| -> Vec<String> {
+            let paths = fast_paths(crate::engine::LIBRARY).into_iter().filter(|(f, _)| *f == function);
+            let builders: Vec<&str> = [BUILD].into_iter().chain(paths.map(|(_, b)| b)).collect();
+            let parts = Library::parse(script, REGISTER, &builders).expect("a script's parts");
+            let entry = Entry { function, only: only(function) };
+            parts.unreached(&entry).into_iter().map(str::to_string).collect()
+        };
+        for (function, script) in scripts() {
+            let left = unreached(function, &script);
+            assert!(left.is_empty(), "{function}'s script holds what it does not reach: {left:#?}");
+        }
+        // What it finds: a function no line calls, a command of another function's.
+        let version = script_of(crate::engine::LIBRARY, VERSION_FUNCTION).replacen(
+            "  local C = {}\n",
+            "  local C = {}\n  local function spare() return 1 end\n  function C.rl_token() return spare() end\n",
+            1,
+        );
+        let left = unreached(VERSION_FUNCTION, &version);
+        assert_eq!(
+            left,
+            ["  local function spare() return 1 end", "  function C.rl_token() return spare() end"]
+        );
+    }
+
+    /// Each script holds the limiter kinds its function decides with, and no other: rl_version's
+    /// none, rl_token's the token bucket's only (no sliding log, no leases), the dispatchers' every one.
+    #[test]
+    fn a_script_holds_only_the_kinds_its_function_uses() {
+        let library = crate::engine::LIBRARY;
+        let registry =
+            library.lines().find(|l| l.trim_start().starts_with("local KINDS = {")).expect("KINDS");
+        let kinds: Vec<&str> = registry[registry.find('{').unwrap() + 1..registry.find('}').unwrap()]
+            .split(',')
+            .map(str::trim)
+            .collect();
+        assert!(kinds.len() >= 6, "{kinds:?}");
+        let all_but_reserve: Vec<&str> = kinds.iter().copied().filter(|k| *k != "reserve").collect();
+        for (function, script) in scripts() {
+            let held: Vec<&str> =
+                kinds.iter().copied().filter(|k| script.contains(&format!("\n  local {k} = "))).collect();
+            let want: &[&str] = match function {
+                "rl_version" => &[],
+                "rl_token" | "rl_take" | "rl_reserve" => &["token"],
+                "rl_fixed" => &["fixed"],
+                "rl_slidecount" => &["counter"],
+                "rl_slide" => &["slide"],
+                "rl_acquire" | "rl_release" | "rl_renew" => &["leases"],
+                "rl_all" | "rl_refund" => &kinds,
+                // RL.INSPECT reads a reservation's key as its bucket's.
+                "rl_inspect" => &all_but_reserve,
+                other => panic!("{other}: which kinds does its script hold?"),
+            };
+            assert_eq!(held, want, "{function}'s script");
+        }
+        let version = script_of(library, VERSION_FUNCTION);
+        for absent in [
+            "token_core",
+            "token_paths",
+            "local KINDS",
+            "local D =",
+            "local S =",
+            "local function decide_one",
+        ] {
+            assert!(!version.contains(absent), "rl_version's script holds {absent}");
+        }
+        let token = script_of(library, "rl_token");
+        for absent in ["local Log", "log_parse", "lease_us", "window_paths", "counter_roll", "C.rl_fixed"] {
+            assert!(!token.contains(absent), "rl_token's script holds {absent}");
+        }
     }
 }

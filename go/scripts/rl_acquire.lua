@@ -11,7 +11,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "36b0ae34d4fb972727e1eee591011a4262d5fcce",
+  source_hash = "318dbed8d15a419f6ef8416a76a8e2b136f09b9e",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -51,14 +51,6 @@ local function contract()
   return CONTRACT_DATA
 end
 local LIMB, MS = 10000000, 1000000
-local FAST = 4503599627370496 -- 2^52: every quantity of the fast paths stays below it
-local function idiv(a, b)
-  local q = floor(a / b)
-  local r = a - q * b
-  if r < 0 then return q - 1 end
-  if r >= b then return q + 1 end
-  return q
-end
 local W32 = 4294967296
 local function u32le(x)
   local b0 = x % 256
@@ -76,61 +68,7 @@ local function u32at(s, at)
   local b0, b1, b2, b3 = byte(s, at, at + 3)
   return ((b3 * 256 + b2) * 256 + b1) * 256 + b0
 end
-local function ms_up(ns)
-  if ns <= 0 then return 0 end
-  local q = idiv(ns, MS)
-  if q * MS < ns then return q + 1 end
-  return q
-end
 local function ms_of_limbs(l1, l2, l3) return l3 * 100000000 + floor((l2 * LIMB + l1) / MS) end
-local function le64_of(r, q)
-  local b2 = q % 256
-  q = (q - b2) / 256
-  local b3 = q % 256
-  q = (q - b3) / 256
-  local b4 = q % 256
-  q = (q - b4) / 256
-  local b5 = q % 256
-  q = (q - b5) / 256
-  local b6 = q % 256
-  return char(r % 256, floor(r / 256), b2, b3, b4, b5, b6, (q - b6) / 256)
-end
-local function le64_limbs(l1, l2, l3)
-  local q3 = floor(l3 / 65536)
-  local cur = (l3 - q3 * 65536) * LIMB + l2
-  local q2 = floor(cur / 65536)
-  cur = (cur - q2 * 65536) * LIMB + l1
-  local q1 = floor(cur / 65536)
-  return le64_of(cur - q1 * 65536, (q3 * LIMB + q2) * LIMB + q1)
-end
-local function limbs_of_halves(hi, lo)
-  local h1 = hi % LIMB
-  local h2 = (hi - h1) / LIMB
-  local t = h1 * 65536
-  local c = floor(t / LIMB)
-  local l1 = t - c * LIMB
-  t = h2 * 65536 + c
-  c = floor(t / LIMB)
-  local l2 = t - c * LIMB
-  local l3 = c
-  t = l1 * 65536 + lo
-  c = floor(t / LIMB)
-  l1 = t - c * LIMB
-  t = l2 * 65536 + c
-  c = floor(t / LIMB)
-  l2 = t - c * LIMB
-  return l1, l2, l3 * 65536 + c
-end
-local function time_at(s, at)
-  local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
-  local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
-  if hi < 2097152 or hi >= 2147483648 then return nil end
-  return limbs_of_halves(hi, ((b4 * 256 + b3) * 256 + b2) * 256 + b1)
-end
-local function on_grid(ms, step)
-  if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
-  return ms
-end
 local function expiry_of(key, now_ms)
   local at = redis.pcall("PEXPIRETIME", key)
   if type(at) == "table" then
@@ -156,47 +94,6 @@ local function derived_set(key, old, set, at, at_least, previous, certain, now_m
   else
     redis.call("SET", key, set, "PXAT", at)
   end
-end
-local TOKEN_TAG = "RLT\1"
-local function token_core(key, old, capacity, interval, depth, slack, limit, step, cost, n1, n2, n3)
-  if type(cost) ~= "number" or cost <= 0 or type(capacity) ~= "number" or cost > capacity
-      or type(depth) ~= "number" or depth >= FAST or type(interval) ~= "number" then
-    return nil
-  end
-  local backlog, t1, t2, t3 = 0, nil, nil, nil
-  if old then
-    if #old ~= 12 or old:sub(1, 4) ~= TOKEN_TAG then return nil end
-    t1, t2, t3 = time_at(old, 5)
-    local dh = t3 and t3 - n3
-    if not dh or dh > 80 or dh < -80 then return nil end
-    backlog = dh * 100000000000000 + (t2 - n2) * LIMB + (t1 - n1)
-  end
-  if backlog >= FAST or backlog > depth + depth then return nil end
-  if backlog < 0 then backlog = 0 end
-  local taken = cost * interval
-  local after = backlog + taken
-  if taken >= FAST or after >= FAST - 100000000000000 then return nil end
-  if after > depth then
-    local left = depth - backlog
-    local reset = backlog - slack
-    return { 0, limit, left > 0 and idiv(left, interval) or 0, ms_up(after - depth), reset > 0 and ms_up(reset) or 0 }
-  end
-  local x = n2 * LIMB + n1 + after
-  local x1 = x % LIMB
-  local rest = (x - x1) / LIMB
-  local x2 = rest % LIMB
-  local l3 = n3 + (rest - x2) / LIMB
-  local ms = n3 * 100000000 + ms_up(x)
-  local previous, certain
-  if t1 then
-    local r = t1 % MS
-    local previous_ms = t3 * 100000000 + t2 * 10 + (t1 - r) / MS + (r ~= 0 and 1 or 0)
-    previous, certain = on_grid(previous_ms, step), on_grid(previous_ms, 1000)
-  end
-  derived_set(key, old, TOKEN_TAG .. le64_limbs(x1, x2, l3), on_grid(ms, step), ms, previous, certain,
-    ms_of_limbs(n1, n2, n3))
-  local reset = after - slack
-  return { 1, limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
 end
 local function build()
   local CONTRACT = contract()
@@ -430,19 +327,12 @@ local function build()
     end
     return tcmp(tab(a), tab(b))
   end
-  function B.lt(a, b) return B.cmp(a, b) < 0 end
-  function B.le(a, b) return B.cmp(a, b) <= 0 end
-  function B.eq(a, b) return B.cmp(a, b) == 0 end
   function B.min(a, b) return B.cmp(a, b) <= 0 and a or b end
   function B.max(a, b) return B.cmp(a, b) >= 0 and a or b end
   function B.zero(a) return a == 0 end
   function B.pos(a)
     if type(a) == "number" then return a > 0 end
     return not a.neg
-  end
-  function B.negative(a)
-    if type(a) == "number" then return a < 0 end
-    return a.neg
   end
   function B.add(a, b)
     local ta, tb = type(a), type(b)
@@ -463,23 +353,6 @@ local function build()
       if s3 < BASE then return { s1 - c * BASE, s2 - c2 * BASE, s3, neg = false } end
     end
     return out(tadd(tab(a), tab(b)))
-  end
-  function B.sub(a, b)
-    local ta, tb = type(a), type(b)
-    if ta == "number" then
-      if tb == "number" then
-        local s = a - b
-        if s < SMALL and s > -SMALL then return s end
-      end
-    elseif tb == "table" and #a == 3 and #b == 3 and not a.neg and not b.neg then
-      local d3 = a[3] - b[3]
-      if d3 <= 80 and d3 >= -80 then
-        local d = d3 * 100000000000000 + (a[2] - b[2]) * BASE + (a[1] - b[1])
-        if d == 0 then return 0 end
-        return d
-      end
-    end
-    return out(tadd(tab(a), tab(b), true))
   end
   function B.mul(a, b)
     if type(a) == "number" and type(b) == "number" then
@@ -514,51 +387,11 @@ local function build()
   end
   local ZERO, ONE, THOUSAND, MILLION = 0, 1, 1000, 1000000
   local NS_PER_SEC = 1000000000
-  local TWO53 = TWO53_LIMBS
-  local TWO63 = const("9223372036854775808", { 4775808, 7203685, 92233, neg = false })
-  local TWO64 = const("18446744073709551616", { 9551616, 4407370, 184467, neg = false })
-  local I64MAX = const("9223372036854775807", { 4775807, 7203685, 92233, neg = false })
-  local I64MIN = const("-9223372036854775808", { 4775808, 7203685, 92233, neg = true })
   local U64MAX = const("18446744073709551615", { 9551615, 4407370, 184467, neg = false })
   local U128MAX =
     const("340282366920938463463374607431768211455",
       { 8211455, 743176, 4633746, 938463, 8236692, 3402, neg = false })
   local HORIZON_NS = CONTRACT.max_horizon_ns
-  local MAX_RATE = CONTRACT.max_rate_per_sec
-  function B.sat_i64(a)
-    if type(a) == "number" then return a end
-    return B.max(I64MIN, B.min(a, I64MAX))
-  end
-  function B.sat_u64(a) return B.max(ZERO, B.min(a, U64MAX)) end
-  B.le64_limbs = le64_limbs
-  function B.le64(a)
-    if type(a) == "number" then
-      if a >= 0 then
-        local r = a % 65536
-        return le64_of(r, (a - r) / 65536)
-      end
-    elseif not a.neg and #a == 3 then
-      return B.le64_limbs(a[1], a[2], a[3])
-    end
-    local out_bytes = {}
-    local v = tab(B.negative(a) and B.add(a, TWO64) or a)
-    for i = 1, 4 do
-      local r
-      v, r = divsmall(v, 65536)
-      out_bytes[i] = char(r % 256, floor(r / 256))
-    end
-    return concat(out_bytes)
-  end
-  function B.fromle(s, at, signed)
-    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
-    local lo = ((b4 * 256 + b3) * 256 + b2) * 256 + b1
-    local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
-    if hi < 2097152 then return hi * 4294967296 + lo end
-    local l1, l2, l3 = limbs_of_halves(hi, lo)
-    local v = { l1, l2, l3, neg = false }
-    if signed and hi >= 2147483648 then v = B.sub(v, TWO64) end -- at or above 2^63: negative
-    return v
-  end
   function B.time_ns(sec, usec)
     if type(sec) == "number" and type(usec) == "number" and sec >= 10000000 and sec < 1000000000000
         and sec % 1 == 0 and usec >= 0 and usec < 1000000 and usec % 1 == 0 then
@@ -588,14 +421,6 @@ local function build()
   function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
-  function E.duplicate() E.fail(CONTRACT.duplicate_key_reply) end
-  local LUA_MAX = "9007199254740991"
-  local function reply_bound(value, field)
-    if B.cmp(value, TWO53) >= 0 then
-      E.invalid(field, "must be at most " .. LUA_MAX .. " with the Lua library (the module takes more)")
-    end
-    return B.num(value)
-  end
   local D = {}
   local function pow10(e)
     if e > 38 then return nil end
@@ -645,29 +470,6 @@ local function build()
     if negative then return nil, "negative" end
     if math.abs(exponent) > 96 then return nil, "range" end
     return { m = B.digits(significant), e = exponent }
-  end
-  function D.div_ceil_into(d, numerator)
-    local m, e = d.m, d.e
-    while true do
-      if B.zero(m) then return nil end
-      if e >= 0 then
-        local den = cmul(m, pow10(e))
-        if not den then return nil end
-        return B.divceil(numerator, den)
-      end
-      local scaled = cmul(numerator, pow10(-e))
-      if scaled then return B.divceil(scaled, m) end
-      m = B.div(m, B.int(10))
-      e = e + 1
-    end
-  end
-  function D.mul_ceil(d, factor)
-    local scaled = cmul(d.m, factor)
-    if not scaled then return nil end
-    if d.e >= 0 then return cmul(scaled, pow10(d.e)) end
-    local den = pow10(-d.e)
-    if not den then return B.pos(scaled) and ONE or ZERO end
-    return B.divceil(scaled, den)
   end
   function D.mul_exact(d, factor)
     local scaled = cmul(d.m, factor)
@@ -731,59 +533,9 @@ local function build()
     if not ns or B.cmp(ns, HORIZON_NS) > 0 then E.invalid(field, expected) end
     return ns
   end
-  P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end)
-  local MAX_WAIT = CONTRACT.errors.max_wait
-  function P.wait_ns(s)
-    local d = D.parse(s)
-    if not d then E.invalid("max_wait", MAX_WAIT) end
-    if B.zero(d.m) then return ZERO end
-    return P.seconds_ns(s, "max_wait", MAX_WAIT)
-  end
   local WINDOW = CONTRACT.errors.window
   function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
   function P.is_option(s, name) return s ~= nil and s:upper() == name end
-  local F = {}
-  F.TAGS = {
-    ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases",
-  }
-  F.TAG_OF = { token = "RLT\1", fixed = "RLF\1", counter = "RLC\1", log = "RLS\1", leases = "RLA\1" }
-  F.UNTAGGED = { [8] = "token", [16] = "fixed", [24] = "counter" }
-  local WORDS = { token = 1, fixed = 2, counter = 3 }
-  local function tagged_len_fits(layout, len)
-    local words = WORDS[layout]
-    if words then return len == 4 + words * 8 end
-    if layout == "log" then return len >= 16 and len % 8 == 0 end
-    return len > 4 and (len - 4) % 28 == 0
-  end
-  local function decimal_tat(s)
-    local digits = s
-    if s:sub(1, 1) == "+" then digits = s:sub(2) end
-    if digits == "" or #digits > 20 or not digits:match("^%d+$") then return false end
-    return B.cmp(B.digits((digits:gsub("^0+", ""))), I64MAX) <= 0
-  end
-  function F.layout(s)
-    local tagged = #s >= 4 and F.TAGS[s:sub(1, 4)]
-    if tagged and tagged_len_fits(tagged, #s) then return tagged end
-    return F.UNTAGGED[#s] or (decimal_tat(s) and "cell") or nil
-  end
-  function F.words(layout, s, signed)
-    local n, at = WORDS[layout], nil
-    if #s == 4 + n * 8 and s:sub(1, 4) == F.TAG_OF[layout] then
-      at = 5
-    elseif #s == n * 8 and F.layout(s) == layout then
-      at = 1
-    else
-      E.bad_state()
-    end
-    local out = {}
-    for i = 1, n do out[i] = B.fromle(s, at + (i - 1) * 8, signed and signed[i]) end
-    return out
-  end
-  function F.tagged(layout, words)
-    local out = { F.TAG_OF[layout] }
-    for i, w in ipairs(words) do out[i + 1] = B.le64(w) end
-    return concat(out)
-  end
   local V = {}
   function V.new(allowed, limit, remaining, retry, reset)
     return { allowed = allowed, limit = limit, remaining = remaining, retry = retry, reset = reset }
@@ -794,19 +546,6 @@ local function build()
     if sixth then r[6] = sixth end
     return r
   end
-  local function more_restrictive(a, b)
-    if a.allowed ~= b.allowed then return not a.allowed end
-    local c = B.cmp(a.retry or I64MAX, b.retry or I64MAX)
-    if c ~= 0 then return c > 0 end
-    return a.remaining < b.remaining
-  end
-  function V.most_restrictive(verdicts)
-    local best = 1
-    for i = 2, #verdicts do
-      if more_restrictive(verdicts[i], verdicts[best]) then best = i end
-    end
-    return best
-  end
   local function us_ns(us) return B.mul(B.int(us), THOUSAND) end
   local function declared(name, extra)
     local k = {}
@@ -814,275 +553,12 @@ local function build()
     for field, value in pairs(extra) do k[field] = value end
     return k
   end
-  local function small_state(k)
-    local function read(stored)
-      if stored == nil then return nil end
-      return k.decode(stored)
-    end
-    function k.decide(lim, stored, now, cost)
-      local state = read(stored)
-      local step = k.step(lim, state, now, cost)
-      local write = step.next and k.write(lim, step.next, state, now)
-      return { verdict = step.verdict, write = write, repair = step.repair }
-    end
-    function k.peek(lim, stored, now)
-      local state = read(stored)
-      return { now = k.step(lim, state, now, ZERO).verdict, one = k.step(lim, state, now, ONE).verdict }
-    end
-    function k.describe(stored, now) return k.fields(k.decode(stored), now) end
-    function k.refund(lim, stored, now, units)
-      local state = read(stored)
-      local refunded = k.give_back(lim, state, now, units)
-      local verdict = k.step(lim, refunded or state, now, ZERO).verdict
-      return refunded and k.write(lim, refunded, state, now), verdict
-    end
-    function k.request(_, r)
-      if r.cost == nil then E.syntax() end
-      return P.cost(r.cost)
-    end
-    return k
-  end
-  local function field_value(value)
-    if value == nil then return false end
-    local clamped = B.min(value, I64MAX)
-    if B.cmp(clamped, TWO53) >= 0 then
-      E.fail("ERR the key holds a value beyond 2^53, which the Lua library cannot reply exactly")
-    end
-    return B.num(clamped)
-  end
-  local token = small_state(declared("token_bucket", { layout = "token" }))
-  local REFILL_TOO_LONG = CONTRACT.errors.refill_too_long
-  function token.parse(capacity_s, rate_s)
-    local capacity = P.whole(capacity_s, "capacity", 1, CONTRACT.errors.capacity)
-    local rate = P.positive_decimal(rate_s, "rate", CONTRACT.errors.rate)
-    local per_sec = D.mul_ceil(rate, ONE)
-    if not per_sec or B.cmp(per_sec, MAX_RATE) > 0 then
-      E.invalid("rate", CONTRACT.errors.rate_too_large)
-    end
-    local interval = D.div_ceil_into(rate, NS_PER_SEC)
-    local exact = D.div_ceil_into(rate, B.mul(capacity, NS_PER_SEC))
-    local tau = interval and exact and cmul(interval, capacity)
-    if not tau or B.cmp(tau, HORIZON_NS) > 0 or B.zero(interval) then
-      E.invalid("capacity", REFILL_TOO_LONG)
-    end
-    local slack = B.min(B.sub(tau, B.min(exact, tau)), B.sub(interval, ONE))
-    local period = B.sub(tau, slack)
-    return {
-      limit = reply_bound(capacity, "capacity"),
-      capacity = capacity,
-      interval = interval,
-      tau = tau,
-      slack = slack,
-      depth = B.add(tau, slack),
-      period = period,
-      expiry_step_ms = math.max(B.num(B.div(B.div(period, 16), NS_PER_SEC)) * 1000, 1000),
-    }
-  end
-  function token.decode(stored) return F.words("token", stored, { true })[1] end
-  local function token_backlog(b, tat, now)
-    local stored = tat and B.max(B.sat_i64(B.sub(tat, now)), ZERO) or ZERO
-    if B.lt(B.mul(b.depth, 2), stored) then return b.depth, true end
-    return stored, false
-  end
-  function token.reserve_step(b, tat, now, cost, max_wait)
-    local depth = b.depth
-    local backlog, repair = token_backlog(b, tat, now)
-    local function verdict(allowed, backlog_after, retry)
-      local remaining = B.num(B.div(B.max(B.sub(depth, backlog_after), ZERO), b.interval))
-      return V.new(allowed, b.limit, remaining, retry, B.max(B.sub(backlog_after, b.slack), ZERO))
-    end
-    local function unchanged(v)
-      return { verdict = v, next = repair and B.sat_i64(B.add(now, b.tau)) or nil, repair = repair }
-    end
-    if B.lt(b.capacity, cost) then return unchanged(verdict(false, backlog, nil)) end
-    if B.zero(cost) then return unchanged(verdict(true, backlog, ZERO)) end
-    local after = B.add(backlog, B.mul(cost, b.interval))
-    local wait = B.max(B.sub(after, depth), ZERO)
-    if B.lt(B.min(max_wait, b.period), wait) then return unchanged(verdict(false, backlog, wait)) end
-    return { verdict = verdict(true, after, wait), next = B.sat_i64(B.add(now, after)), repair = false }
-  end
-  function token.step(b, tat, now, cost) return token.reserve_step(b, tat, now, cost, ZERO) end
-  function token.write(b, tat, previous)
-    local step = b.expiry_step_ms
-    local ms, previous_ms = ceil_ms(tat), previous and ceil_ms(previous)
-    return {
-      set = F.tagged("token", { tat }),
-      derived = {
-        at = on_grid(ms, step),
-        at_least = ms,
-        previous = previous_ms and on_grid(previous_ms, step),
-        certain = previous_ms and on_grid(previous_ms, 1000),
-      },
-    }
-  end
-  function token.fields(tat, now)
-    return { { "tat_ms", ceil_ms(tat) }, { "backlog_ms", ceil_ms(B.sat_i64(B.sub(tat, now))) } }
-  end
-  function token.give_back(b, tat, now, tokens)
-    local backlog = token_backlog(b, tat, now)
-    if B.zero(backlog) or B.zero(tokens) then return nil end
-    local credit = B.mul(B.min(tokens, b.capacity), b.interval)
-    return B.sat_i64(B.add(now, B.max(B.sub(backlog, credit), ZERO)))
-  end
-  function token.reserve(b, stored, now, cost, upto, max_wait)
-    local tat = stored and token.decode(stored)
-    local available = B.int(token.step(b, tat, now, ZERO).verdict.remaining)
-    local taken = B.max(B.min(available, upto), cost)
-    local step = token.reserve_step(b, tat, now, taken, max_wait)
-    local write = step.next and token.write(b, step.next, tat)
-    local outcome = { verdict = step.verdict, write = write, repair = step.repair }
-    return outcome, step.verdict.allowed and B.num(taken) or 0
-  end
-  function token.take(b, stored, now, max) return token.reserve(b, stored, now, ONE, max, ZERO) end
-  local reserve = declared("reservation", {
-    layout = "token", parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
-  })
-  function reserve.request(_, r)
-    return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
-  end
-  function reserve.decide(b, stored, now, r)
-    return (token.reserve(b, stored, now, r.cost, r.cost, r.max_wait))
-  end
-  local function windowed(k)
-    function k.parse(limit_s, window_s)
-      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
-      local window = P.window_ns(window_s)
-      return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
-    end
-    return small_state(k)
-  end
-  local fixed = windowed(declared("fixed_window", { layout = "fixed" }))
-  function fixed.decode(stored)
-    local w = F.words("fixed", stored, { false, true })
-    return { count = w[1], ends_at = w[2] }
-  end
-  function fixed.step(f, state, now, cost)
-    local latest_end = B.sat_i64(B.add(now, f.window))
-    local stored = state and B.lt(now, state.ends_at) and state or nil
-    local repaired = stored and B.lt(latest_end, stored.ends_at)
-        and { count = stored.count, ends_at = latest_end } or nil
-    local current = repaired or stored
-    local count = current and current.count or ZERO
-    local ends_at = current and current.ends_at or latest_end
-    local open_for = current and B.sat_i64(B.sub(ends_at, now)) or ZERO
-    local function verdict(allowed, n, retry, reset)
-      return V.new(allowed, f.limit, B.num(B.max(B.sub(f.limit_b, n), ZERO)), retry, reset)
-    end
-    local function unchanged(v)
-      return { verdict = v, next = repaired, repair = repaired ~= nil }
-    end
-    if B.lt(f.limit_b, cost) then return unchanged(verdict(false, count, nil, open_for)) end
-    local total = B.add(count, cost)
-    if B.cmp(total, U64MAX) <= 0 and B.le(total, f.limit_b) then
-      if B.pos(cost) then
-        return {
-          verdict = verdict(true, total, ZERO, B.sat_i64(B.sub(ends_at, now))),
-          next = { count = total, ends_at = ends_at },
-          repair = false,
-        }
-      end
-      return unchanged(verdict(true, count, ZERO, open_for))
-    end
-    return unchanged(verdict(false, count, open_for, open_for))
-  end
-  function fixed.write(_, state)
-    return { set = F.tagged("fixed", { state.count, state.ends_at }), within = { ceil_ms(state.ends_at), 0 } }
-  end
-  function fixed.fields(s)
-    return { { "count", field_value(s.count) }, { "window_ends_at_ms", ceil_ms(s.ends_at) } }
-  end
-  function fixed.give_back(_, s, now, units)
-    if not s or not B.lt(now, s.ends_at) or B.zero(s.count) or B.zero(units) then return nil end
-    return { count = B.max(B.sub(s.count, units), ZERO), ends_at = s.ends_at }
-  end
-  local counter = windowed(declared("sliding_counter", { layout = "counter" }))
-  function counter.decode(stored)
-    local w = F.words("counter", stored)
-    return { window = w[1], current = w[2], previous = w[3] }
-  end
-  local function counter_roll(c, state, now)
-    local w = c.window
-    local index_now, elapsed = B.divmod(B.max(now, ZERO), w)
-    local repaired = state and B.lt(index_now, state.window)
-        and { window = index_now, current = state.current, previous = state.previous } or nil
-    local s = repaired or state
-    if s and B.eq(B.add(s.window, ONE), index_now) then
-      s = { window = index_now, current = ZERO, previous = s.current }
-    elseif not (s and B.eq(s.window, index_now)) then
-      s = { window = index_now, current = ZERO, previous = ZERO }
-    end
-    local expires_at = B.min(B.mul(B.add(s.window, B.int(2)), w), I64MAX)
-    return s, repaired, elapsed, expires_at
-  end
-  function counter.step(c, state, now, cost)
-    local w, limit = c.window, c.limit_b
-    local s, repaired, elapsed, expires_at = counter_roll(c, state, now)
-    local weighted_previous = B.mul(s.previous, B.sub(w, elapsed))
-    local capacity = B.mul(limit, w)
-    local function used(current) return B.min(B.add(weighted_previous, B.mul(current, w)), U128MAX) end
-    local function verdict(allowed, current, retry)
-      local remaining = B.num(B.div(B.max(B.sub(capacity, used(current)), ZERO), w))
-      local to_window_end = B.sub(w, elapsed)
-      local reset = ZERO
-      if B.pos(current) then
-        reset = B.sat_i64(B.add(to_window_end, w))
-      elseif B.pos(s.previous) then
-        reset = to_window_end
-      end
-      return V.new(allowed, c.limit, remaining, retry, reset)
-    end
-    local function fits_at(previous, room)
-      if B.zero(previous) then return ZERO end
-      return B.max(B.sub(w, B.div(B.mul(room, w), previous)), ZERO)
-    end
-    local function unchanged(v)
-      return { verdict = v, next = repaired, repair = repaired ~= nil, expires_at = expires_at }
-    end
-    if B.lt(limit, cost) then return unchanged(verdict(false, s.current, nil)) end
-    local after = B.sat_u64(B.add(s.current, cost))
-    if B.le(used(after), capacity) then
-      local next = B.pos(cost) and { window = s.window, current = after, previous = s.previous } or repaired
-      local repair = next ~= nil and not B.pos(cost)
-      return { verdict = verdict(true, after, ZERO), next = next, repair = repair, expires_at = expires_at }
-    end
-    local room = B.sub(B.sub(limit, s.current), cost)
-    local wait
-    if not B.negative(room) then
-      wait = B.max(B.sub(fits_at(s.previous, room), elapsed), ZERO)
-    else
-      wait = B.add(B.sub(w, elapsed), fits_at(s.current, B.sub(limit, cost)))
-    end
-    return unchanged(verdict(false, s.current, B.min(wait, I64MAX)))
-  end
-  function counter.write(c, state, _, now)
-    local _, _, _, expires_at = counter_roll(c, state, now)
-    return {
-      set = F.tagged("counter", { state.window, state.current, state.previous }),
-      within = { ceil_ms(expires_at), 0 },
-    }
-  end
-  function counter.fields(s)
-    return {
-      { "window_index", field_value(s.window) },
-      { "current", field_value(s.current) },
-      { "previous", field_value(s.previous) },
-    }
-  end
-  function counter.give_back(c, s, now, units)
-    local index_now = B.div(B.max(now, ZERO), c.window)
-    if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
-    return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
-  end
   local function hex_byte(h) return char(tonumber(h, 16)) end
   local function sha1_bytes(id, n)
     local hex = redis.sha1hex(id)
     return (hex:sub(1, n * 2):gsub("..", hex_byte))
   end
   local EMPTY_ID = CONTRACT.errors.empty_id
-  local slide = declared("sliding_log", { layout = "log" })
-  local HEADER_LEN, FILLER_CEILING, FUTURE_TOLERANCE_US, MIN_SHRINK_SLOTS = 8, W32, 1000, 16
-  local NO_HASH = string.rep("\0", 8)
-  local SLIDE_LIMIT = CONTRACT.errors.slide_limit
   local function us_at(s, at)
     local hi = u32at(s, at + 4)
     if hi >= 2097152 then
@@ -1090,200 +566,12 @@ local function build()
     end
     return hi * W32 + u32at(s, at)
   end
-  function slide.parse(limit_s, window_s)
-    local limit = P.whole(limit_s, "limit", 1, SLIDE_LIMIT)
-    if B.cmp(limit, CONTRACT.max_log_limit) > 0 then E.invalid("limit", SLIDE_LIMIT) end
-    local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
-    return { limit = B.num(limit), window_us = window_us }
-  end
-  function slide.request(_, r)
-    if r.id == nil then E.syntax() end
-    if r.id == "" then E.invalid("id", EMPTY_ID) end
-    return { hash = sha1_bytes(r.id, 8), dedup = r.dedup }
-  end
-  local Log = {}
-  Log.__index = Log
-  function Log:ts(p) return us_at(self.s, HEADER_LEN + p * self.width + 1) end
-  function Log:hash(p)
-    if self.width == 8 then return NO_HASH end
-    local at = HEADER_LEN + p * 16 + 9
-    return self.s:sub(at, at + 7)
-  end
-  function Log:physical(l) return (self.pivot + l) % self.n end
-  function Log:first_above(threshold)
-    local l, h = 0, self.n
-    while l < h do
-      local mid = l + floor((h - l) / 2)
-      if self:ts(self:physical(mid)) > threshold then h = mid else l = mid + 1 end
-    end
-    return l
-  end
-  function Log:newest() return self:ts(self:physical(self.n - 1)) end
-  function Log:entries_from(first)
-    local out = {}
-    for l = first, self.n - 1 do
-      local p = self:physical(l)
-      out[#out + 1] = { self:ts(p), self:hash(p) }
-    end
-    return out
-  end
-  local function log_parse(s)
-    if #s < HEADER_LEN or s:sub(1, 4) ~= "RLS\1" or s:sub(6, 8) ~= "\0\0\0" then return nil end
-    local width = byte(s, 5)
-    if width ~= 8 and width ~= 16 then return nil end
-    local slots = #s - HEADER_LEN
-    if slots == 0 or slots % width ~= 0 then return nil end
-    local log = setmetatable({ s = s, width = width, n = slots / width, pivot = 0 }, Log)
-    local lo, hi = 0, log.n - 1
-    while lo < hi do
-      local mid = lo + floor((hi - lo) / 2)
-      if log:ts(mid) > log:ts(hi) then lo = mid + 1 else hi = mid end
-    end
-    log.pivot = lo
-    return log
-  end
-  local function log_build(width, slots, entries)
-    local out = { "RLS\1", char(width), "\0\0\0" }
-    local function push(ts, hash)
-      out[#out + 1] = u64le(ts)
-      if width == 16 then out[#out + 1] = hash end
-    end
-    for f = 1, slots - #entries do push(f, NO_HASH) end
-    for _, e in ipairs(entries) do push(e[1], e[2]) end
-    return concat(out)
-  end
-  local function splice(s, offset, bytes) return s:sub(1, offset) .. bytes .. s:sub(offset + #bytes + 1) end
-  local function decide_on(l, log, now_us, id)
-    local window_us = l.window_us
-    local threshold = math.max(math.max(now_us - window_us, 0), FILLER_CEILING)
-    local function wait(ts) return us_ns(math.max(ts + window_us - now_us, 0)) end
-    local function reset(ts) return us_ns(math.max(math.min(ts + window_us - now_us, window_us), 0)) end
-    local function verdict(allowed, live, retry, newest)
-      return V.new(allowed, l.limit, math.max(l.limit - live, 0), retry, newest and reset(newest) or ZERO)
-    end
-    local width_for = id.dedup and 16 or 8
-    if not log then
-      return {
-        verdict = verdict(true, 1, ZERO, now_us),
-        change = { set = log_build(width_for, 1, { { now_us, id.hash } }) },
-        empty_at = now_us + window_us,
-        repair = false,
-      }
-    end
-    local first_live = log:first_above(threshold)
-    local live = log.n - first_live
-    local newest = live > 0 and log:newest() or nil
-    local empty_at = newest and newest + window_us
-    if id.dedup then
-      for _, e in ipairs(log:entries_from(first_live)) do
-        if e[2] == id.hash then
-          return { verdict = verdict(true, live, ZERO, newest), empty_at = empty_at, repair = false }
-        end
-      end
-    end
-    if live >= l.limit then
-      local leaving = log:ts(log:physical(log.n - l.limit))
-      local retry = B.max(wait(leaving), ONE)
-      return { verdict = verdict(false, live, retry, newest), empty_at = empty_at, repair = false }
-    end
-    local stamp = math.max(now_us, log:newest() + 1)
-    local entry_width = math.max(width_for, log.width)
-    local live_after = live + 1
-    local shrink = log.n >= MIN_SHRINK_SLOTS and live_after * 4 <= log.n
-    local change
-    if entry_width ~= log.width or live == log.n or shrink then
-      local entries = log:entries_from(first_live)
-      entries[#entries + 1] = { stamp, id.hash }
-      local slots = log.n
-      if live_after > log.n then
-        slots = math.min(math.max(log.n + floor(log.n / 4), live_after), math.max(l.limit, live_after))
-      elseif shrink then
-        slots = math.max(live_after * 2, live_after + 1)
-      end
-      change = { set = log_build(entry_width, slots, entries) }
-    else
-      local slot = u64le(stamp)
-      if log.width == 16 then slot = slot .. id.hash end
-      change = { range = { HEADER_LEN + log.pivot * log.width, slot } }
-    end
-    local allowed = verdict(true, live + 1, ZERO, stamp)
-    return { verdict = allowed, change = change, empty_at = stamp + window_us, repair = false }
-  end
-  local function decide_repaired(l, log, now_us, id)
-    local previous = 0
-    local entries = log:entries_from(0)
-    for _, e in ipairs(entries) do
-      e[1] = math.max(math.min(e[1], now_us), previous + 1)
-      previous = e[1]
-    end
-    local repaired = log_build(log.width, log.n, entries)
-    local parsed = log_parse(repaired)
-    if not parsed then return decide_on(l, log, now_us, id) end
-    local d = decide_on(l, parsed, now_us, id)
-    d.repair = d.change == nil
-    if d.change and d.change.range then
-      d.change = { set = splice(repaired, d.change.range[1], d.change.range[2]) }
-    elseif not d.change then
-      d.change = { set = repaired }
-    end
-    return d
-  end
-  local function decide_log(l, log, now_us, id)
-    if log and log:newest() > now_us + FUTURE_TOLERANCE_US then return decide_repaired(l, log, now_us, id) end
-    return decide_on(l, log, now_us, id)
-  end
   local function now_us_of(now)
     if type(now) == "table" and #now == 3 and not now.neg then
       local n1 = now[1]
       return now[3] * 100000000000 + now[2] * 10000 + (n1 - n1 % 1000) / 1000
     end
     return B.num(B.div(B.max(now, ZERO), THOUSAND))
-  end
-  local function log_read(stored)
-    if stored == nil then return nil end
-    return log_parse(stored) or E.bad_state()
-  end
-  function slide.decide(l, stored, now, id)
-    local d = decide_log(l, log_read(stored), now_us_of(now), id)
-    local write
-    if d.change and d.empty_at then
-      d.change.within = { math.ceil(d.empty_at / 1000), 999 }
-      write = d.change
-    end
-    return { verdict = d.verdict, write = write, repair = d.repair }
-  end
-  function slide.peek(l, stored, now)
-    local log, now_us = log_read(stored), now_us_of(now)
-    local one = decide_log(l, log, now_us, { hash = NO_HASH, dedup = false }).verdict
-    local newest = 0
-    if log then
-      for _, e in ipairs(log:entries_from(0)) do
-        if e[1] > FILLER_CEILING then newest = e[1] end
-      end
-    end
-    local remaining = one.allowed and one.remaining + 1 or one.remaining
-    local before = V.new(one.allowed, one.limit, remaining, one.retry,
-      us_ns(math.max(math.min(newest + l.window_us - now_us, l.window_us), 0)))
-    return { now = before, one = one }
-  end
-  function slide.describe(stored)
-    local log = log_parse(stored) or E.bad_state()
-    local recorded, oldest, newest = 0, nil, nil
-    for _, e in ipairs(log:entries_from(0)) do
-      if e[1] > FILLER_CEILING then
-        recorded = recorded + 1
-        oldest = oldest or e[1]
-        newest = e[1]
-      end
-    end
-    local function ms(us) return us and math.ceil(us / 1000) or false end
-    return {
-      { "recorded", recorded },
-      { "slots", log.n },
-      { "dedup", log.width == 16 and 1 or 0 },
-      { "oldest_ms", ms(oldest) },
-      { "newest_ms", ms(newest) },
-    }
   end
   local leases = declared("concurrency", { layout = "leases" })
   local LEASE_LIMIT = CONTRACT.errors.lease_limit
@@ -1310,6 +598,7 @@ local function build()
     if B.cmp(limit, CONTRACT.max_lease_limit) > 0 then E.invalid("limit", LEASE_LIMIT) end
     return { limit = B.num(limit), lease_us = lease }
   end
+  leases.parse = remembered(leases.parse, true)
   function leases.precheck(r)
     if r.weight then parse_weight(r.weight) end
   end
@@ -1460,20 +749,8 @@ local function build()
     end
     return false, cut and lease_write(held, lease) or nil
   end
-  local KINDS = { token, fixed, counter, slide, leases, reserve }
-  local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
   local FORM_OPTION = CONTRACT.form_option
   local FORM_LEN = CONTRACT.form_len
-  for _, k in ipairs(KINDS) do
-    k.parse = remembered(k.parse, true)
-  end
-  local function kind_of_group(name)
-    local upper = name:upper()
-    for _, k in ipairs(KINDS) do
-      if k.group == upper then return k end
-    end
-    return nil
-  end
   local function request_parse(form, args, at, command)
     local option = FORM_OPTION[form]
     local len = FORM_LEN[form] or 1
@@ -1549,70 +826,6 @@ local function build()
     if outcome.write then S.apply(key, old, outcome.write, now) end
     return V.reply(outcome.verdict)
   end
-  local function token_one(key, b, cost, now)
-    local old = S.read(key)
-    if type(now) == "table" and #now == 3 and not now.neg then
-      local reply = token_core(key, old, b.capacity, b.interval, b.depth, b.slack, b.limit, b.expiry_step_ms,
-        cost, now[1], now[2], now[3])
-      if reply then return reply end
-    end
-    local outcome = token.decide(b, old, now, cost)
-    if outcome.write then S.apply(key, old, outcome.write, now) end
-    return V.reply(outcome.verdict)
-  end
-  local function decide_all(keys, limits, now)
-    local olds, outcomes, verdicts = {}, {}, {}
-    for i, key in ipairs(keys) do
-      local l = limits[i]
-      olds[i] = S.read(key)
-      outcomes[i] = l.kind.decide(l.limiter, olds[i], now, l.request)
-      verdicts[i] = outcomes[i].verdict
-    end
-    local limiting = V.most_restrictive(verdicts)
-    local verdict = verdicts[limiting]
-    for i, key in ipairs(keys) do
-      local o = outcomes[i]
-      if o.write and (verdict.allowed or o.repair) then S.apply(key, olds[i], o.write, now) end
-    end
-    return V.reply(verdict, limiting)
-  end
-  local function no_duplicate(keys, i)
-    for j = 1, i - 1 do
-      if keys[j] == keys[i] then E.duplicate() end
-    end
-  end
-  function C.rl_token(keys, args, now)
-    local groups = #keys
-    if groups == 0 or #args ~= groups * 3 then E.arity("rl.token") end
-    if groups == 1 then
-      local bucket = token.parse(args[1], args[2])
-      return token_one(keys[1], bucket, P.cost(args[3]), now)
-    end
-    local limits = {}
-    for i = 1, groups do
-      local at = (i - 1) * 3
-      local bucket = token.parse(args[at + 1], args[at + 2])
-      limits[i] = { kind = token, limiter = bucket, request = P.cost(args[at + 3]) }
-    end
-    if groups == 1 then return decide_one(keys[1], token, limits[1].limiter, limits[1].request, now) end
-    for i = 1, groups do no_duplicate(keys, i) end
-    return decide_all(keys, limits, now)
-  end
-  local function count_command(k, name)
-    return function(keys, args, now)
-      if #keys ~= 1 or #args < 2 or #args > 3 then E.arity(name) end
-      local cost = args[3] and P.cost(args[3]) or ONE
-      return decide_one(keys[1], k, k.parse(args[1], args[2]), cost, now)
-    end
-  end
-  C.rl_fixed = count_command(fixed, "rl.fixed")
-  C.rl_slidecount = count_command(counter, "rl.slidecount")
-  function C.rl_slide(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 5 then E.arity("rl.slide") end
-    local request = request_whole("id", args, 3, "rl.slide")
-    local log = slide.parse(args[1], args[2])
-    return decide_one(keys[1], slide, log, slide.request(log, request), now)
-  end
   function C.rl_acquire(keys, args, now)
     if #keys ~= 1 or #args < 3 or #args > 6 then E.arity("rl.acquire") end
     local request = request_whole("lease", args, 3, "rl.acquire")
@@ -1620,115 +833,6 @@ local function build()
     local ls = leases.parse(args[1], args[2])
     return decide_one(keys[1], leases, ls, leases.request(ls, request), now)
   end
-  function C.rl_take(keys, args, now)
-    if #keys ~= 1 or #args ~= 3 then E.arity("rl.take") end
-    local bucket = token.parse(args[1], args[2])
-    local max = P.whole(args[3], "max", 1, CONTRACT.errors.max)
-    local old = S.read(keys[1])
-    local outcome, taken = token.take(bucket, old, now, max)
-    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
-    return V.reply(outcome.verdict, taken)
-  end
-  function C.rl_reserve(keys, args, now)
-    if #keys ~= 1 or #args < 4 then E.arity("rl.reserve") end
-    local upto
-    if #args == 6 then
-      if not P.is_option(args[5], "UPTO") then E.syntax() end
-      upto = P.whole(args[6], "max", 1, CONTRACT.errors.max)
-    elseif #args ~= 4 then
-      E.arity("rl.reserve")
-    end
-    local bucket = token.parse(args[1], args[2])
-    local cost = P.cost(args[3])
-    local max_wait = P.wait_ns(args[4])
-    local old = S.read(keys[1])
-    local outcome, taken = token.reserve(bucket, old, now, cost, B.max(upto or cost, cost), max_wait)
-    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
-    return V.reply(outcome.verdict, upto and taken)
-  end
-  function C.rl_refund(keys, args, now)
-    if #args < 1 then E.arity("rl.refund") end
-    local k = kind_of_group(args[1])
-    if not k or not k.refunds then E.syntax() end
-    if #keys ~= 1 or #args ~= 4 then E.arity("rl.refund") end
-    local lim = k.parse(args[2], args[3])
-    local units = P.cost(args[4])
-    local old = S.read(keys[1])
-    local write, verdict = k.refund(lim, old, now, units)
-    if write then S.apply(keys[1], old, write, now) end
-    return V.reply(verdict)
-  end
-  function C.rl_all(keys, args, now)
-    local limits, at = {}, 1
-    for i = 1, #keys do
-      if #args - at + 1 < 4 then E.arity("rl.all") end
-      local k = kind_of_group(args[at])
-      if not k then E.syntax() end
-      local request, len = request_parse(k.form, args, at + 3, "rl.all")
-      if k.precheck then k.precheck(request) end
-      local lim = k.parse(args[at + 1], args[at + 2])
-      limits[i] = { kind = k, limiter = lim, request = k.request(lim, request) }
-      no_duplicate(keys, i)
-      at = at + 3 + len
-    end
-    if #keys == 0 or at <= #args then E.arity("rl.all") end
-    return decide_all(keys, limits, now)
-  end
-  function C.rl_release(keys, args, now)
-    if #keys ~= 1 or #args ~= 1 then E.arity("rl.release") end
-    local id = holder(args[1])
-    local old = S.read(keys[1])
-    local released, write = leases.release(old, now, id)
-    if write then S.apply(keys[1], old, write, now) end
-    return released and 1 or 0
-  end
-  function C.rl_renew(keys, args, now)
-    if #keys ~= 1 or #args ~= 2 then E.arity("rl.renew") end
-    local lease = lease_us(args[1])
-    local id = holder(args[2])
-    local old = S.read(keys[1])
-    local renewed, write = leases.renew(old, now, id, lease)
-    if write then S.apply(keys[1], old, write, now) end
-    return renewed and 1 or 0
-  end
-  function C.rl_inspect(keys, args, now)
-    if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity("rl.inspect") end
-    local stored = S.read(keys[1])
-    if stored == nil then return false end
-    local at = S.expiry(keys[1], now)
-    local ttl = -1
-    if at then ttl = math.max(at - B.num(B.div(now, MILLION)), 0) end
-    local layout = F.layout(stored)
-    if layout == "cell" then E.fail("ERR RL.INSPECT of a CL.THROTTLE key needs the module") end
-    local k = layout and BY_LAYOUT[layout]
-    if not k then E.bad_state() end
-    local peek
-    if #args == 2 then
-      peek = k.peek(k.parse(args[1], args[2]), stored, now)
-    elseif #args == 3 then
-      E.arity("rl.inspect")
-    end
-    local out = { { ok = "limiter" }, { ok = k.command } }
-    for _, f in ipairs(k.describe(stored, now)) do
-      out[#out + 1] = { ok = f[1] }
-      out[#out + 1] = f[2]
-    end
-    out[#out + 1] = { ok = "ttl_ms" }
-    out[#out + 1] = ttl
-    if peek then
-      local tail = {
-        "remaining", peek.now.remaining,
-        "retry_after_ms", peek.one.retry and ceil_ms(peek.one.retry) or -1,
-        "reset_after_ms", ceil_ms(peek.now.reset),
-      }
-      for i = 1, #tail, 2 do
-        out[#out + 1] = { ok = tail[i] }
-        out[#out + 1] = tail[i + 1]
-      end
-    end
-    return out
-  end
-  function C.rl_version() return { CONTRACT.version, CONTRACT.source_hash } end
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do

@@ -11,7 +11,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "36b0ae34d4fb972727e1eee591011a4262d5fcce",
+  source_hash = "318dbed8d15a419f6ef8416a76a8e2b136f09b9e",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -51,14 +51,6 @@ local function contract()
   return CONTRACT_DATA
 end
 local LIMB, MS = 10000000, 1000000
-local FAST = 4503599627370496 -- 2^52: every quantity of the fast paths stays below it
-local function idiv(a, b)
-  local q = floor(a / b)
-  local r = a - q * b
-  if r < 0 then return q - 1 end
-  if r >= b then return q + 1 end
-  return q
-end
 local W32 = 4294967296
 local function u32le(x)
   local b0 = x % 256
@@ -75,12 +67,6 @@ end
 local function u32at(s, at)
   local b0, b1, b2, b3 = byte(s, at, at + 3)
   return ((b3 * 256 + b2) * 256 + b1) * 256 + b0
-end
-local function ms_up(ns)
-  if ns <= 0 then return 0 end
-  local q = idiv(ns, MS)
-  if q * MS < ns then return q + 1 end
-  return q
 end
 local function ms_of_limbs(l1, l2, l3) return l3 * 100000000 + floor((l2 * LIMB + l1) / MS) end
 local function le64_of(r, q)
@@ -121,12 +107,6 @@ local function limbs_of_halves(hi, lo)
   l2 = t - c * LIMB
   return l1, l2, l3 * 65536 + c
 end
-local function time_at(s, at)
-  local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, at, at + 7)
-  local hi = ((b8 * 256 + b7) * 256 + b6) * 256 + b5
-  if hi < 2097152 or hi >= 2147483648 then return nil end
-  return limbs_of_halves(hi, ((b4 * 256 + b3) * 256 + b2) * 256 + b1)
-end
 local function on_grid(ms, step)
   if ms % step ~= 0 then ms = (floor(ms / step) + 1) * step end
   return ms
@@ -156,47 +136,6 @@ local function derived_set(key, old, set, at, at_least, previous, certain, now_m
   else
     redis.call("SET", key, set, "PXAT", at)
   end
-end
-local TOKEN_TAG = "RLT\1"
-local function token_core(key, old, capacity, interval, depth, slack, limit, step, cost, n1, n2, n3)
-  if type(cost) ~= "number" or cost <= 0 or type(capacity) ~= "number" or cost > capacity
-      or type(depth) ~= "number" or depth >= FAST or type(interval) ~= "number" then
-    return nil
-  end
-  local backlog, t1, t2, t3 = 0, nil, nil, nil
-  if old then
-    if #old ~= 12 or old:sub(1, 4) ~= TOKEN_TAG then return nil end
-    t1, t2, t3 = time_at(old, 5)
-    local dh = t3 and t3 - n3
-    if not dh or dh > 80 or dh < -80 then return nil end
-    backlog = dh * 100000000000000 + (t2 - n2) * LIMB + (t1 - n1)
-  end
-  if backlog >= FAST or backlog > depth + depth then return nil end
-  if backlog < 0 then backlog = 0 end
-  local taken = cost * interval
-  local after = backlog + taken
-  if taken >= FAST or after >= FAST - 100000000000000 then return nil end
-  if after > depth then
-    local left = depth - backlog
-    local reset = backlog - slack
-    return { 0, limit, left > 0 and idiv(left, interval) or 0, ms_up(after - depth), reset > 0 and ms_up(reset) or 0 }
-  end
-  local x = n2 * LIMB + n1 + after
-  local x1 = x % LIMB
-  local rest = (x - x1) / LIMB
-  local x2 = rest % LIMB
-  local l3 = n3 + (rest - x2) / LIMB
-  local ms = n3 * 100000000 + ms_up(x)
-  local previous, certain
-  if t1 then
-    local r = t1 % MS
-    local previous_ms = t3 * 100000000 + t2 * 10 + (t1 - r) / MS + (r ~= 0 and 1 or 0)
-    previous, certain = on_grid(previous_ms, step), on_grid(previous_ms, 1000)
-  end
-  derived_set(key, old, TOKEN_TAG .. le64_limbs(x1, x2, l3), on_grid(ms, step), ms, previous, certain,
-    ms_of_limbs(n1, n2, n3))
-  local reset = after - slack
-  return { 1, limit, idiv(depth - after, interval), 0, reset > 0 and ms_up(reset) or 0 }
 end
 local function build()
   local CONTRACT = contract()
@@ -515,7 +454,6 @@ local function build()
   local ZERO, ONE, THOUSAND, MILLION = 0, 1, 1000, 1000000
   local NS_PER_SEC = 1000000000
   local TWO53 = TWO53_LIMBS
-  local TWO63 = const("9223372036854775808", { 4775808, 7203685, 92233, neg = false })
   local TWO64 = const("18446744073709551616", { 9551616, 4407370, 184467, neg = false })
   local I64MAX = const("9223372036854775807", { 4775807, 7203685, 92233, neg = false })
   local I64MIN = const("-9223372036854775808", { 4775808, 7203685, 92233, neg = true })
@@ -878,6 +816,7 @@ local function build()
       expiry_step_ms = math.max(B.num(B.div(B.div(period, 16), NS_PER_SEC)) * 1000, 1000),
     }
   end
+  token.parse = remembered(token.parse, true)
   function token.decode(stored) return F.words("token", stored, { true })[1] end
   local function token_backlog(b, tat, now)
     local stored = tat and B.max(B.sat_i64(B.sub(tat, now)), ZERO) or ZERO
@@ -949,6 +888,7 @@ local function build()
       local window = P.window_ns(window_s)
       return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
     end
+    k.parse = remembered(k.parse, true)
     return small_state(k)
   end
   local fixed = windowed(declared("fixed_window", { layout = "fixed" }))
@@ -1096,6 +1036,7 @@ local function build()
     local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
     return { limit = B.num(limit), window_us = window_us }
   end
+  slide.parse = remembered(slide.parse, true)
   function slide.request(_, r)
     if r.id == nil then E.syntax() end
     if r.id == "" then E.invalid("id", EMPTY_ID) end
@@ -1310,6 +1251,7 @@ local function build()
     if B.cmp(limit, CONTRACT.max_lease_limit) > 0 then E.invalid("limit", LEASE_LIMIT) end
     return { limit = B.num(limit), lease_us = lease }
   end
+  leases.parse = remembered(leases.parse, true)
   function leases.precheck(r)
     if r.weight then parse_weight(r.weight) end
   end
@@ -1461,12 +1403,8 @@ local function build()
     return false, cut and lease_write(held, lease) or nil
   end
   local KINDS = { token, fixed, counter, slide, leases, reserve }
-  local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
   local FORM_OPTION = CONTRACT.form_option
   local FORM_LEN = CONTRACT.form_len
-  for _, k in ipairs(KINDS) do
-    k.parse = remembered(k.parse, true)
-  end
   local function kind_of_group(name)
     local upper = name:upper()
     for _, k in ipairs(KINDS) do
@@ -1484,14 +1422,6 @@ local function build()
     if form == "reserve" then return { cost = first, max_wait = args[at + 1] }, len end
     if form == "id" then return { id = first, dedup = len == 2 }, len end
     return { holder = first, weight = len == 3 and args[at + 2] or nil }, len
-  end
-  local function request_whole(form, args, at, command)
-    local request, len = request_parse(form, args, at, command)
-    local left = #args - (at - 1) - len
-    if left == 0 then return request end
-    local option = FORM_OPTION[form]
-    if option and len == 1 and left == 1 + option[2] then E.syntax() end
-    E.arity(command)
   end
   local S = {}
   function S.read(key)
@@ -1549,17 +1479,6 @@ local function build()
     if outcome.write then S.apply(key, old, outcome.write, now) end
     return V.reply(outcome.verdict)
   end
-  local function token_one(key, b, cost, now)
-    local old = S.read(key)
-    if type(now) == "table" and #now == 3 and not now.neg then
-      local reply = token_core(key, old, b.capacity, b.interval, b.depth, b.slack, b.limit, b.expiry_step_ms,
-        cost, now[1], now[2], now[3])
-      if reply then return reply end
-    end
-    local outcome = token.decide(b, old, now, cost)
-    if outcome.write then S.apply(key, old, outcome.write, now) end
-    return V.reply(outcome.verdict)
-  end
   local function decide_all(keys, limits, now)
     local olds, outcomes, verdicts = {}, {}, {}
     for i, key in ipairs(keys) do
@@ -1581,23 +1500,6 @@ local function build()
       if keys[j] == keys[i] then E.duplicate() end
     end
   end
-  function C.rl_token(keys, args, now)
-    local groups = #keys
-    if groups == 0 or #args ~= groups * 3 then E.arity("rl.token") end
-    if groups == 1 then
-      local bucket = token.parse(args[1], args[2])
-      return token_one(keys[1], bucket, P.cost(args[3]), now)
-    end
-    local limits = {}
-    for i = 1, groups do
-      local at = (i - 1) * 3
-      local bucket = token.parse(args[at + 1], args[at + 2])
-      limits[i] = { kind = token, limiter = bucket, request = P.cost(args[at + 3]) }
-    end
-    if groups == 1 then return decide_one(keys[1], token, limits[1].limiter, limits[1].request, now) end
-    for i = 1, groups do no_duplicate(keys, i) end
-    return decide_all(keys, limits, now)
-  end
   local function count_command(k, name)
     return function(keys, args, now)
       if #keys ~= 1 or #args < 2 or #args > 3 then E.arity(name) end
@@ -1607,57 +1509,6 @@ local function build()
   end
   C.rl_fixed = count_command(fixed, "rl.fixed")
   C.rl_slidecount = count_command(counter, "rl.slidecount")
-  function C.rl_slide(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 5 then E.arity("rl.slide") end
-    local request = request_whole("id", args, 3, "rl.slide")
-    local log = slide.parse(args[1], args[2])
-    return decide_one(keys[1], slide, log, slide.request(log, request), now)
-  end
-  function C.rl_acquire(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 6 then E.arity("rl.acquire") end
-    local request = request_whole("lease", args, 3, "rl.acquire")
-    leases.precheck(request)
-    local ls = leases.parse(args[1], args[2])
-    return decide_one(keys[1], leases, ls, leases.request(ls, request), now)
-  end
-  function C.rl_take(keys, args, now)
-    if #keys ~= 1 or #args ~= 3 then E.arity("rl.take") end
-    local bucket = token.parse(args[1], args[2])
-    local max = P.whole(args[3], "max", 1, CONTRACT.errors.max)
-    local old = S.read(keys[1])
-    local outcome, taken = token.take(bucket, old, now, max)
-    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
-    return V.reply(outcome.verdict, taken)
-  end
-  function C.rl_reserve(keys, args, now)
-    if #keys ~= 1 or #args < 4 then E.arity("rl.reserve") end
-    local upto
-    if #args == 6 then
-      if not P.is_option(args[5], "UPTO") then E.syntax() end
-      upto = P.whole(args[6], "max", 1, CONTRACT.errors.max)
-    elseif #args ~= 4 then
-      E.arity("rl.reserve")
-    end
-    local bucket = token.parse(args[1], args[2])
-    local cost = P.cost(args[3])
-    local max_wait = P.wait_ns(args[4])
-    local old = S.read(keys[1])
-    local outcome, taken = token.reserve(bucket, old, now, cost, B.max(upto or cost, cost), max_wait)
-    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
-    return V.reply(outcome.verdict, upto and taken)
-  end
-  function C.rl_refund(keys, args, now)
-    if #args < 1 then E.arity("rl.refund") end
-    local k = kind_of_group(args[1])
-    if not k or not k.refunds then E.syntax() end
-    if #keys ~= 1 or #args ~= 4 then E.arity("rl.refund") end
-    local lim = k.parse(args[2], args[3])
-    local units = P.cost(args[4])
-    local old = S.read(keys[1])
-    local write, verdict = k.refund(lim, old, now, units)
-    if write then S.apply(keys[1], old, write, now) end
-    return V.reply(verdict)
-  end
   function C.rl_all(keys, args, now)
     local limits, at = {}, 1
     for i = 1, #keys do
@@ -1674,61 +1525,6 @@ local function build()
     if #keys == 0 or at <= #args then E.arity("rl.all") end
     return decide_all(keys, limits, now)
   end
-  function C.rl_release(keys, args, now)
-    if #keys ~= 1 or #args ~= 1 then E.arity("rl.release") end
-    local id = holder(args[1])
-    local old = S.read(keys[1])
-    local released, write = leases.release(old, now, id)
-    if write then S.apply(keys[1], old, write, now) end
-    return released and 1 or 0
-  end
-  function C.rl_renew(keys, args, now)
-    if #keys ~= 1 or #args ~= 2 then E.arity("rl.renew") end
-    local lease = lease_us(args[1])
-    local id = holder(args[2])
-    local old = S.read(keys[1])
-    local renewed, write = leases.renew(old, now, id, lease)
-    if write then S.apply(keys[1], old, write, now) end
-    return renewed and 1 or 0
-  end
-  function C.rl_inspect(keys, args, now)
-    if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity("rl.inspect") end
-    local stored = S.read(keys[1])
-    if stored == nil then return false end
-    local at = S.expiry(keys[1], now)
-    local ttl = -1
-    if at then ttl = math.max(at - B.num(B.div(now, MILLION)), 0) end
-    local layout = F.layout(stored)
-    if layout == "cell" then E.fail("ERR RL.INSPECT of a CL.THROTTLE key needs the module") end
-    local k = layout and BY_LAYOUT[layout]
-    if not k then E.bad_state() end
-    local peek
-    if #args == 2 then
-      peek = k.peek(k.parse(args[1], args[2]), stored, now)
-    elseif #args == 3 then
-      E.arity("rl.inspect")
-    end
-    local out = { { ok = "limiter" }, { ok = k.command } }
-    for _, f in ipairs(k.describe(stored, now)) do
-      out[#out + 1] = { ok = f[1] }
-      out[#out + 1] = f[2]
-    end
-    out[#out + 1] = { ok = "ttl_ms" }
-    out[#out + 1] = ttl
-    if peek then
-      local tail = {
-        "remaining", peek.now.remaining,
-        "retry_after_ms", peek.one.retry and ceil_ms(peek.one.retry) or -1,
-        "reset_after_ms", ceil_ms(peek.now.reset),
-      }
-      for i = 1, #tail, 2 do
-        out[#out + 1] = { ok = tail[i] }
-        out[#out + 1] = tail[i + 1]
-      end
-    end
-    return out
-  end
-  function C.rl_version() return { CONTRACT.version, CONTRACT.source_hash } end
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do

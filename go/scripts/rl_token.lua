@@ -213,7 +213,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "36b0ae34d4fb972727e1eee591011a4262d5fcce",
+  source_hash = "318dbed8d15a419f6ef8416a76a8e2b136f09b9e",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -251,23 +251,6 @@ local function contract()
   duplicate_key_reply = "ERR the same key appears more than once",
   }
   return CONTRACT_DATA
-end
-local W32 = 4294967296
-local function u32le(x)
-  local b0 = x % 256
-  x = (x - b0) / 256
-  local b1 = x % 256
-  x = (x - b1) / 256
-  local b2 = x % 256
-  return char(b0, b1, b2, (x - b2) / 256)
-end
-local function u64le(x)
-  local lo = x % W32
-  return u32le(lo) .. u32le((x - lo) / W32)
-end
-local function u32at(s, at)
-  local b0, b1, b2, b3 = byte(s, at, at + 3)
-  return ((b3 * 256 + b2) * 256 + b1) * 256 + b0
 end
 local function build()
   local CONTRACT = contract()
@@ -502,8 +485,6 @@ local function build()
     return tcmp(tab(a), tab(b))
   end
   function B.lt(a, b) return B.cmp(a, b) < 0 end
-  function B.le(a, b) return B.cmp(a, b) <= 0 end
-  function B.eq(a, b) return B.cmp(a, b) == 0 end
   function B.min(a, b) return B.cmp(a, b) <= 0 and a or b end
   function B.max(a, b) return B.cmp(a, b) >= 0 and a or b end
   function B.zero(a) return a == 0 end
@@ -586,7 +567,6 @@ local function build()
   local ZERO, ONE, THOUSAND, MILLION = 0, 1, 1000, 1000000
   local NS_PER_SEC = 1000000000
   local TWO53 = TWO53_LIMBS
-  local TWO63 = const("9223372036854775808", { 4775808, 7203685, 92233, neg = false })
   local TWO64 = const("18446744073709551616", { 9551616, 4407370, 184467, neg = false })
   local I64MAX = const("9223372036854775807", { 4775807, 7203685, 92233, neg = false })
   local I64MIN = const("-9223372036854775808", { 4775808, 7203685, 92233, neg = true })
@@ -600,7 +580,6 @@ local function build()
     if type(a) == "number" then return a end
     return B.max(I64MIN, B.min(a, I64MAX))
   end
-  function B.sat_u64(a) return B.max(ZERO, B.min(a, U64MAX)) end
   B.le64_limbs = le64_limbs
   function B.le64(a)
     if type(a) == "number" then
@@ -740,16 +719,6 @@ local function build()
     if not den then return B.pos(scaled) and ONE or ZERO end
     return B.divceil(scaled, den)
   end
-  function D.mul_exact(d, factor)
-    local scaled = cmul(d.m, factor)
-    if not scaled then return nil end
-    if d.e >= 0 then return cmul(scaled, pow10(d.e)) end
-    local den = pow10(-d.e)
-    if not den then return nil end
-    local q, r = B.divmod(scaled, den)
-    if r ~= 0 then return nil end
-    return q
-  end
   local P = {}
   local function remembered(fn, two)
     local seen, count = {}, 0
@@ -795,24 +764,7 @@ local function build()
     if why == "range" then E.invalid(field, "out of range") end
     E.invalid(field, expected)
   end
-  function P.seconds_ns(s, field, expected)
-    local seconds = P.positive_decimal(s, field, expected)
-    local ms = D.mul_exact(seconds, THOUSAND)
-    local ns = ms and cmul(ms, MILLION)
-    if not ns or B.cmp(ns, HORIZON_NS) > 0 then E.invalid(field, expected) end
-    return ns
-  end
   P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end)
-  local MAX_WAIT = CONTRACT.errors.max_wait
-  function P.wait_ns(s)
-    local d = D.parse(s)
-    if not d then E.invalid("max_wait", MAX_WAIT) end
-    if B.zero(d.m) then return ZERO end
-    return P.seconds_ns(s, "max_wait", MAX_WAIT)
-  end
-  local WINDOW = CONTRACT.errors.window
-  function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
-  function P.is_option(s, name) return s ~= nil and s:upper() == name end
   local F = {}
   F.TAGS = {
     ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases",
@@ -878,7 +830,6 @@ local function build()
     end
     return best
   end
-  local function us_ns(us) return B.mul(B.int(us), THOUSAND) end
   local function declared(name, extra)
     local k = {}
     for field, value in pairs(CONTRACT.kinds[name]) do k[field] = value end
@@ -913,14 +864,6 @@ local function build()
     end
     return k
   end
-  local function field_value(value)
-    if value == nil then return false end
-    local clamped = B.min(value, I64MAX)
-    if B.cmp(clamped, TWO53) >= 0 then
-      E.fail("ERR the key holds a value beyond 2^53, which the Lua library cannot reply exactly")
-    end
-    return B.num(clamped)
-  end
   local token = small_state(declared("token_bucket", { layout = "token" }))
   local REFILL_TOO_LONG = CONTRACT.errors.refill_too_long
   function token.parse(capacity_s, rate_s)
@@ -949,6 +892,7 @@ local function build()
       expiry_step_ms = math.max(B.num(B.div(B.div(period, 16), NS_PER_SEC)) * 1000, 1000),
     }
   end
+  token.parse = remembered(token.parse, true)
   function token.decode(stored) return F.words("token", stored, { true })[1] end
   local function token_backlog(b, tat, now)
     local stored = tat and B.max(B.sat_i64(B.sub(tat, now)), ZERO) or ZERO
@@ -1005,565 +949,6 @@ local function build()
     return outcome, step.verdict.allowed and B.num(taken) or 0
   end
   function token.take(b, stored, now, max) return token.reserve(b, stored, now, ONE, max, ZERO) end
-  local reserve = declared("reservation", {
-    layout = "token", parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
-  })
-  function reserve.request(_, r)
-    return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
-  end
-  function reserve.decide(b, stored, now, r)
-    return (token.reserve(b, stored, now, r.cost, r.cost, r.max_wait))
-  end
-  local function windowed(k)
-    function k.parse(limit_s, window_s)
-      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
-      local window = P.window_ns(window_s)
-      return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
-    end
-    return small_state(k)
-  end
-  local fixed = windowed(declared("fixed_window", { layout = "fixed" }))
-  function fixed.decode(stored)
-    local w = F.words("fixed", stored, { false, true })
-    return { count = w[1], ends_at = w[2] }
-  end
-  function fixed.step(f, state, now, cost)
-    local latest_end = B.sat_i64(B.add(now, f.window))
-    local stored = state and B.lt(now, state.ends_at) and state or nil
-    local repaired = stored and B.lt(latest_end, stored.ends_at)
-        and { count = stored.count, ends_at = latest_end } or nil
-    local current = repaired or stored
-    local count = current and current.count or ZERO
-    local ends_at = current and current.ends_at or latest_end
-    local open_for = current and B.sat_i64(B.sub(ends_at, now)) or ZERO
-    local function verdict(allowed, n, retry, reset)
-      return V.new(allowed, f.limit, B.num(B.max(B.sub(f.limit_b, n), ZERO)), retry, reset)
-    end
-    local function unchanged(v)
-      return { verdict = v, next = repaired, repair = repaired ~= nil }
-    end
-    if B.lt(f.limit_b, cost) then return unchanged(verdict(false, count, nil, open_for)) end
-    local total = B.add(count, cost)
-    if B.cmp(total, U64MAX) <= 0 and B.le(total, f.limit_b) then
-      if B.pos(cost) then
-        return {
-          verdict = verdict(true, total, ZERO, B.sat_i64(B.sub(ends_at, now))),
-          next = { count = total, ends_at = ends_at },
-          repair = false,
-        }
-      end
-      return unchanged(verdict(true, count, ZERO, open_for))
-    end
-    return unchanged(verdict(false, count, open_for, open_for))
-  end
-  function fixed.write(_, state)
-    return { set = F.tagged("fixed", { state.count, state.ends_at }), within = { ceil_ms(state.ends_at), 0 } }
-  end
-  function fixed.fields(s)
-    return { { "count", field_value(s.count) }, { "window_ends_at_ms", ceil_ms(s.ends_at) } }
-  end
-  function fixed.give_back(_, s, now, units)
-    if not s or not B.lt(now, s.ends_at) or B.zero(s.count) or B.zero(units) then return nil end
-    return { count = B.max(B.sub(s.count, units), ZERO), ends_at = s.ends_at }
-  end
-  local counter = windowed(declared("sliding_counter", { layout = "counter" }))
-  function counter.decode(stored)
-    local w = F.words("counter", stored)
-    return { window = w[1], current = w[2], previous = w[3] }
-  end
-  local function counter_roll(c, state, now)
-    local w = c.window
-    local index_now, elapsed = B.divmod(B.max(now, ZERO), w)
-    local repaired = state and B.lt(index_now, state.window)
-        and { window = index_now, current = state.current, previous = state.previous } or nil
-    local s = repaired or state
-    if s and B.eq(B.add(s.window, ONE), index_now) then
-      s = { window = index_now, current = ZERO, previous = s.current }
-    elseif not (s and B.eq(s.window, index_now)) then
-      s = { window = index_now, current = ZERO, previous = ZERO }
-    end
-    local expires_at = B.min(B.mul(B.add(s.window, B.int(2)), w), I64MAX)
-    return s, repaired, elapsed, expires_at
-  end
-  function counter.step(c, state, now, cost)
-    local w, limit = c.window, c.limit_b
-    local s, repaired, elapsed, expires_at = counter_roll(c, state, now)
-    local weighted_previous = B.mul(s.previous, B.sub(w, elapsed))
-    local capacity = B.mul(limit, w)
-    local function used(current) return B.min(B.add(weighted_previous, B.mul(current, w)), U128MAX) end
-    local function verdict(allowed, current, retry)
-      local remaining = B.num(B.div(B.max(B.sub(capacity, used(current)), ZERO), w))
-      local to_window_end = B.sub(w, elapsed)
-      local reset = ZERO
-      if B.pos(current) then
-        reset = B.sat_i64(B.add(to_window_end, w))
-      elseif B.pos(s.previous) then
-        reset = to_window_end
-      end
-      return V.new(allowed, c.limit, remaining, retry, reset)
-    end
-    local function fits_at(previous, room)
-      if B.zero(previous) then return ZERO end
-      return B.max(B.sub(w, B.div(B.mul(room, w), previous)), ZERO)
-    end
-    local function unchanged(v)
-      return { verdict = v, next = repaired, repair = repaired ~= nil, expires_at = expires_at }
-    end
-    if B.lt(limit, cost) then return unchanged(verdict(false, s.current, nil)) end
-    local after = B.sat_u64(B.add(s.current, cost))
-    if B.le(used(after), capacity) then
-      local next = B.pos(cost) and { window = s.window, current = after, previous = s.previous } or repaired
-      local repair = next ~= nil and not B.pos(cost)
-      return { verdict = verdict(true, after, ZERO), next = next, repair = repair, expires_at = expires_at }
-    end
-    local room = B.sub(B.sub(limit, s.current), cost)
-    local wait
-    if not B.negative(room) then
-      wait = B.max(B.sub(fits_at(s.previous, room), elapsed), ZERO)
-    else
-      wait = B.add(B.sub(w, elapsed), fits_at(s.current, B.sub(limit, cost)))
-    end
-    return unchanged(verdict(false, s.current, B.min(wait, I64MAX)))
-  end
-  function counter.write(c, state, _, now)
-    local _, _, _, expires_at = counter_roll(c, state, now)
-    return {
-      set = F.tagged("counter", { state.window, state.current, state.previous }),
-      within = { ceil_ms(expires_at), 0 },
-    }
-  end
-  function counter.fields(s)
-    return {
-      { "window_index", field_value(s.window) },
-      { "current", field_value(s.current) },
-      { "previous", field_value(s.previous) },
-    }
-  end
-  function counter.give_back(c, s, now, units)
-    local index_now = B.div(B.max(now, ZERO), c.window)
-    if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
-    return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
-  end
-  local function hex_byte(h) return char(tonumber(h, 16)) end
-  local function sha1_bytes(id, n)
-    local hex = redis.sha1hex(id)
-    return (hex:sub(1, n * 2):gsub("..", hex_byte))
-  end
-  local EMPTY_ID = CONTRACT.errors.empty_id
-  local slide = declared("sliding_log", { layout = "log" })
-  local HEADER_LEN, FILLER_CEILING, FUTURE_TOLERANCE_US, MIN_SHRINK_SLOTS = 8, W32, 1000, 16
-  local NO_HASH = string.rep("\0", 8)
-  local SLIDE_LIMIT = CONTRACT.errors.slide_limit
-  local function us_at(s, at)
-    local hi = u32at(s, at + 4)
-    if hi >= 2097152 then
-      E.fail("ERR the key holds a time beyond 2^53 us, which the Lua library cannot compare exactly")
-    end
-    return hi * W32 + u32at(s, at)
-  end
-  function slide.parse(limit_s, window_s)
-    local limit = P.whole(limit_s, "limit", 1, SLIDE_LIMIT)
-    if B.cmp(limit, CONTRACT.max_log_limit) > 0 then E.invalid("limit", SLIDE_LIMIT) end
-    local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
-    return { limit = B.num(limit), window_us = window_us }
-  end
-  function slide.request(_, r)
-    if r.id == nil then E.syntax() end
-    if r.id == "" then E.invalid("id", EMPTY_ID) end
-    return { hash = sha1_bytes(r.id, 8), dedup = r.dedup }
-  end
-  local Log = {}
-  Log.__index = Log
-  function Log:ts(p) return us_at(self.s, HEADER_LEN + p * self.width + 1) end
-  function Log:hash(p)
-    if self.width == 8 then return NO_HASH end
-    local at = HEADER_LEN + p * 16 + 9
-    return self.s:sub(at, at + 7)
-  end
-  function Log:physical(l) return (self.pivot + l) % self.n end
-  function Log:first_above(threshold)
-    local l, h = 0, self.n
-    while l < h do
-      local mid = l + floor((h - l) / 2)
-      if self:ts(self:physical(mid)) > threshold then h = mid else l = mid + 1 end
-    end
-    return l
-  end
-  function Log:newest() return self:ts(self:physical(self.n - 1)) end
-  function Log:entries_from(first)
-    local out = {}
-    for l = first, self.n - 1 do
-      local p = self:physical(l)
-      out[#out + 1] = { self:ts(p), self:hash(p) }
-    end
-    return out
-  end
-  local function log_parse(s)
-    if #s < HEADER_LEN or s:sub(1, 4) ~= "RLS\1" or s:sub(6, 8) ~= "\0\0\0" then return nil end
-    local width = byte(s, 5)
-    if width ~= 8 and width ~= 16 then return nil end
-    local slots = #s - HEADER_LEN
-    if slots == 0 or slots % width ~= 0 then return nil end
-    local log = setmetatable({ s = s, width = width, n = slots / width, pivot = 0 }, Log)
-    local lo, hi = 0, log.n - 1
-    while lo < hi do
-      local mid = lo + floor((hi - lo) / 2)
-      if log:ts(mid) > log:ts(hi) then lo = mid + 1 else hi = mid end
-    end
-    log.pivot = lo
-    return log
-  end
-  local function log_build(width, slots, entries)
-    local out = { "RLS\1", char(width), "\0\0\0" }
-    local function push(ts, hash)
-      out[#out + 1] = u64le(ts)
-      if width == 16 then out[#out + 1] = hash end
-    end
-    for f = 1, slots - #entries do push(f, NO_HASH) end
-    for _, e in ipairs(entries) do push(e[1], e[2]) end
-    return concat(out)
-  end
-  local function splice(s, offset, bytes) return s:sub(1, offset) .. bytes .. s:sub(offset + #bytes + 1) end
-  local function decide_on(l, log, now_us, id)
-    local window_us = l.window_us
-    local threshold = math.max(math.max(now_us - window_us, 0), FILLER_CEILING)
-    local function wait(ts) return us_ns(math.max(ts + window_us - now_us, 0)) end
-    local function reset(ts) return us_ns(math.max(math.min(ts + window_us - now_us, window_us), 0)) end
-    local function verdict(allowed, live, retry, newest)
-      return V.new(allowed, l.limit, math.max(l.limit - live, 0), retry, newest and reset(newest) or ZERO)
-    end
-    local width_for = id.dedup and 16 or 8
-    if not log then
-      return {
-        verdict = verdict(true, 1, ZERO, now_us),
-        change = { set = log_build(width_for, 1, { { now_us, id.hash } }) },
-        empty_at = now_us + window_us,
-        repair = false,
-      }
-    end
-    local first_live = log:first_above(threshold)
-    local live = log.n - first_live
-    local newest = live > 0 and log:newest() or nil
-    local empty_at = newest and newest + window_us
-    if id.dedup then
-      for _, e in ipairs(log:entries_from(first_live)) do
-        if e[2] == id.hash then
-          return { verdict = verdict(true, live, ZERO, newest), empty_at = empty_at, repair = false }
-        end
-      end
-    end
-    if live >= l.limit then
-      local leaving = log:ts(log:physical(log.n - l.limit))
-      local retry = B.max(wait(leaving), ONE)
-      return { verdict = verdict(false, live, retry, newest), empty_at = empty_at, repair = false }
-    end
-    local stamp = math.max(now_us, log:newest() + 1)
-    local entry_width = math.max(width_for, log.width)
-    local live_after = live + 1
-    local shrink = log.n >= MIN_SHRINK_SLOTS and live_after * 4 <= log.n
-    local change
-    if entry_width ~= log.width or live == log.n or shrink then
-      local entries = log:entries_from(first_live)
-      entries[#entries + 1] = { stamp, id.hash }
-      local slots = log.n
-      if live_after > log.n then
-        slots = math.min(math.max(log.n + floor(log.n / 4), live_after), math.max(l.limit, live_after))
-      elseif shrink then
-        slots = math.max(live_after * 2, live_after + 1)
-      end
-      change = { set = log_build(entry_width, slots, entries) }
-    else
-      local slot = u64le(stamp)
-      if log.width == 16 then slot = slot .. id.hash end
-      change = { range = { HEADER_LEN + log.pivot * log.width, slot } }
-    end
-    local allowed = verdict(true, live + 1, ZERO, stamp)
-    return { verdict = allowed, change = change, empty_at = stamp + window_us, repair = false }
-  end
-  local function decide_repaired(l, log, now_us, id)
-    local previous = 0
-    local entries = log:entries_from(0)
-    for _, e in ipairs(entries) do
-      e[1] = math.max(math.min(e[1], now_us), previous + 1)
-      previous = e[1]
-    end
-    local repaired = log_build(log.width, log.n, entries)
-    local parsed = log_parse(repaired)
-    if not parsed then return decide_on(l, log, now_us, id) end
-    local d = decide_on(l, parsed, now_us, id)
-    d.repair = d.change == nil
-    if d.change and d.change.range then
-      d.change = { set = splice(repaired, d.change.range[1], d.change.range[2]) }
-    elseif not d.change then
-      d.change = { set = repaired }
-    end
-    return d
-  end
-  local function decide_log(l, log, now_us, id)
-    if log and log:newest() > now_us + FUTURE_TOLERANCE_US then return decide_repaired(l, log, now_us, id) end
-    return decide_on(l, log, now_us, id)
-  end
-  local function now_us_of(now)
-    if type(now) == "table" and #now == 3 and not now.neg then
-      local n1 = now[1]
-      return now[3] * 100000000000 + now[2] * 10000 + (n1 - n1 % 1000) / 1000
-    end
-    return B.num(B.div(B.max(now, ZERO), THOUSAND))
-  end
-  local function log_read(stored)
-    if stored == nil then return nil end
-    return log_parse(stored) or E.bad_state()
-  end
-  function slide.decide(l, stored, now, id)
-    local d = decide_log(l, log_read(stored), now_us_of(now), id)
-    local write
-    if d.change and d.empty_at then
-      d.change.within = { math.ceil(d.empty_at / 1000), 999 }
-      write = d.change
-    end
-    return { verdict = d.verdict, write = write, repair = d.repair }
-  end
-  function slide.peek(l, stored, now)
-    local log, now_us = log_read(stored), now_us_of(now)
-    local one = decide_log(l, log, now_us, { hash = NO_HASH, dedup = false }).verdict
-    local newest = 0
-    if log then
-      for _, e in ipairs(log:entries_from(0)) do
-        if e[1] > FILLER_CEILING then newest = e[1] end
-      end
-    end
-    local remaining = one.allowed and one.remaining + 1 or one.remaining
-    local before = V.new(one.allowed, one.limit, remaining, one.retry,
-      us_ns(math.max(math.min(newest + l.window_us - now_us, l.window_us), 0)))
-    return { now = before, one = one }
-  end
-  function slide.describe(stored)
-    local log = log_parse(stored) or E.bad_state()
-    local recorded, oldest, newest = 0, nil, nil
-    for _, e in ipairs(log:entries_from(0)) do
-      if e[1] > FILLER_CEILING then
-        recorded = recorded + 1
-        oldest = oldest or e[1]
-        newest = e[1]
-      end
-    end
-    local function ms(us) return us and math.ceil(us / 1000) or false end
-    return {
-      { "recorded", recorded },
-      { "slots", log.n },
-      { "dedup", log.width == 16 and 1 or 0 },
-      { "oldest_ms", ms(oldest) },
-      { "newest_ms", ms(newest) },
-    }
-  end
-  local leases = declared("concurrency", { layout = "leases" })
-  local LEASE_LIMIT = CONTRACT.errors.lease_limit
-  local LEASE = CONTRACT.errors.lease
-  local ENTRY = 28
-  local function lease_us(s)
-    local ok, ns = pcall(P.window_ns, s)
-    E.raised = nil
-    if not ok then E.invalid("lease", LEASE) end
-    return B.num(B.div(ns, THOUSAND))
-  end
-  local function parse_weight(s)
-    local w = P.whole(s, "weight", 1, CONTRACT.errors.weight)
-    if B.cmp(w, CONTRACT.max_lease_limit) > 0 then E.invalid("weight", CONTRACT.errors.weight) end
-    return B.num(w)
-  end
-  local function holder(id)
-    if id == "" then E.invalid("id", EMPTY_ID) end
-    return sha1_bytes(id, 16)
-  end
-  function leases.parse(limit_s, lease_s)
-    local limit = P.whole(limit_s, "limit", 1, LEASE_LIMIT)
-    local lease = lease_us(lease_s)
-    if B.cmp(limit, CONTRACT.max_lease_limit) > 0 then E.invalid("limit", LEASE_LIMIT) end
-    return { limit = B.num(limit), lease_us = lease }
-  end
-  function leases.precheck(r)
-    if r.weight then parse_weight(r.weight) end
-  end
-  function leases.request(_, r)
-    if r.holder == nil then E.syntax() end
-    local weight = r.weight and parse_weight(r.weight) or 1
-    return { id = holder(r.holder), weight = weight }
-  end
-  local function lease_decode(stored)
-    if stored:sub(1, 4) ~= "RLA\1" or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
-    local out = {}
-    for at = 5, #stored, ENTRY do
-      local id, expires, weight = stored:sub(at, at + 15), us_at(stored, at + 16), u32at(stored, at + 24)
-      out[#out + 1] = { id = id, expires = expires, weight = weight }
-    end
-    return out
-  end
-  local function lease_live(stored, now_us)
-    local out = {}
-    if stored == nil then return out end
-    for _, l in ipairs(lease_decode(stored)) do
-      if l.expires > now_us then out[#out + 1] = l end
-    end
-    return out
-  end
-  local function live_within(stored, now_us, lease)
-    local held, cut = lease_live(stored, now_us), false
-    local latest = now_us + lease
-    for _, l in ipairs(held) do
-      if l.expires > latest then
-        l.expires = latest
-        cut = true
-      end
-    end
-    return held, cut
-  end
-  local function lease_write(held, lease_us)
-    if #held == 0 then return { delete = true } end
-    local out, last = { "RLA\1" }, 0
-    for _, l in ipairs(held) do
-      out[#out + 1] = l.id .. u64le(l.expires) .. u32le(l.weight)
-      if l.expires > last then last = l.expires end
-    end
-    local slack = math.max(floor(floor(lease_us / 16) / 1000), 1000)
-    return { set = concat(out), within = { math.ceil(last / 1000), slack } }
-  end
-  local function lease_verdict(ls, allowed, held, now_us, retry)
-    local weight, last = 0, now_us
-    for _, l in ipairs(held) do
-      weight = weight + l.weight
-      if l.expires > last then last = l.expires end
-    end
-    return V.new(allowed, ls.limit, math.max(ls.limit - weight, 0), retry, us_ns(last - now_us))
-  end
-  local function lease_retry(ls, held, now_us, weight)
-    if weight > ls.limit then return nil end
-    local ends, load = {}, 0
-    for i, l in ipairs(held) do
-      ends[i] = { l.expires, l.weight }
-      load = load + l.weight
-    end
-    table.sort(ends, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
-    for _, e in ipairs(ends) do
-      load = load - e[2]
-      if load + weight <= ls.limit then return B.max(us_ns(math.max(e[1] - now_us, 0)), ONE) end
-    end
-    return ONE
-  end
-  function leases.decide(ls, stored, now, request)
-    local now_us = now_us_of(now)
-    local held, cut = live_within(stored, now_us, ls.lease_us)
-    local expires = now_us + ls.lease_us
-    local found = nil
-    for _, l in ipairs(held) do
-      if l.id == request.id then
-        found = l
-        break
-      end
-    end
-    if found then
-      found.expires = expires
-    else
-      local load = 0
-      for _, l in ipairs(held) do load = load + l.weight end
-      if load + request.weight > ls.limit then
-        local retry = lease_retry(ls, held, now_us, request.weight)
-        local verdict = lease_verdict(ls, false, held, now_us, retry)
-        return { verdict = verdict, write = cut and lease_write(held, ls.lease_us) or nil, repair = cut }
-      end
-      held[#held + 1] = { id = request.id, expires = expires, weight = request.weight }
-    end
-    local verdict = lease_verdict(ls, true, held, now_us, ZERO)
-    return { verdict = verdict, write = lease_write(held, ls.lease_us), repair = false }
-  end
-  function leases.peek(ls, stored, now)
-    local now_us = now_us_of(now)
-    local held = live_within(stored, now_us, ls.lease_us)
-    local load = 0
-    for _, l in ipairs(held) do load = load + l.weight end
-    local fits = load < ls.limit
-    local retry = fits and ZERO or lease_retry(ls, held, now_us, 1)
-    local now_verdict = lease_verdict(ls, true, held, now_us, ZERO)
-    return { now = now_verdict, one = lease_verdict(ls, fits, held, now_us, retry) }
-  end
-  function leases.describe(stored, now)
-    local now_us = now_us_of(now)
-    local count, weight, next_end, last_end = 0, 0, nil, nil
-    for _, l in ipairs(lease_decode(stored)) do
-      if l.expires > now_us then
-        count = count + 1
-        weight = weight + l.weight
-        next_end = next_end and math.min(next_end, l.expires) or l.expires
-        last_end = last_end and math.max(last_end, l.expires) or l.expires
-      end
-    end
-    local function ms(us) return us and math.ceil(us / 1000) or false end
-    return {
-      { "held", count },
-      { "weight_held", weight },
-      { "next_expiry_ms", ms(next_end) },
-      { "last_expiry_ms", ms(last_end) },
-    }
-  end
-  function leases.release(stored, now, id)
-    local now_us = now_us_of(now)
-    local held = lease_live(stored, now_us)
-    if #held <= 1 then
-      if held[1] and held[1].id == id then return true, { delete = true } end
-      return false, nil
-    end
-    local kept = {}
-    for _, l in ipairs(held) do
-      if l.id ~= id then kept[#kept + 1] = l end
-    end
-    local left = 0
-    for _, l in ipairs(kept) do left = math.max(left, l.expires - now_us) end
-    if #kept < #held then return true, lease_write(kept, left) end
-    return false, nil
-  end
-  function leases.renew(stored, now, id, lease)
-    local now_us = now_us_of(now)
-    local held, cut = live_within(stored, now_us, lease)
-    for _, l in ipairs(held) do
-      if l.id == id then
-        l.expires = now_us + lease
-        return true, lease_write(held, lease)
-      end
-    end
-    return false, cut and lease_write(held, lease) or nil
-  end
-  local KINDS = { token, fixed, counter, slide, leases, reserve }
-  local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
-  local FORM_OPTION = CONTRACT.form_option
-  local FORM_LEN = CONTRACT.form_len
-  for _, k in ipairs(KINDS) do
-    k.parse = remembered(k.parse, true)
-  end
-  local function kind_of_group(name)
-    local upper = name:upper()
-    for _, k in ipairs(KINDS) do
-      if k.group == upper then return k end
-    end
-    return nil
-  end
-  local function request_parse(form, args, at, command)
-    local option = FORM_OPTION[form]
-    local len = FORM_LEN[form] or 1
-    if option and P.is_option(args[at + 1], option[1]) then len = 2 + option[2] end
-    if at + len - 1 > #args then E.arity(command) end
-    local first = args[at]
-    if form == "cost" then return { cost = first }, len end
-    if form == "reserve" then return { cost = first, max_wait = args[at + 1] }, len end
-    if form == "id" then return { id = first, dedup = len == 2 }, len end
-    return { holder = first, weight = len == 3 and args[at + 2] or nil }, len
-  end
-  local function request_whole(form, args, at, command)
-    local request, len = request_parse(form, args, at, command)
-    local left = #args - (at - 1) - len
-    if left == 0 then return request end
-    local option = FORM_OPTION[form]
-    if option and len == 1 and left == 1 + option[2] then E.syntax() end
-    E.arity(command)
-  end
   local S = {}
   function S.read(key)
     local v = redis.pcall("GET", key)
@@ -1669,137 +1054,6 @@ local function build()
     for i = 1, groups do no_duplicate(keys, i) end
     return decide_all(keys, limits, now)
   end
-  local function count_command(k, name)
-    return function(keys, args, now)
-      if #keys ~= 1 or #args < 2 or #args > 3 then E.arity(name) end
-      local cost = args[3] and P.cost(args[3]) or ONE
-      return decide_one(keys[1], k, k.parse(args[1], args[2]), cost, now)
-    end
-  end
-  C.rl_fixed = count_command(fixed, "rl.fixed")
-  C.rl_slidecount = count_command(counter, "rl.slidecount")
-  function C.rl_slide(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 5 then E.arity("rl.slide") end
-    local request = request_whole("id", args, 3, "rl.slide")
-    local log = slide.parse(args[1], args[2])
-    return decide_one(keys[1], slide, log, slide.request(log, request), now)
-  end
-  function C.rl_acquire(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 6 then E.arity("rl.acquire") end
-    local request = request_whole("lease", args, 3, "rl.acquire")
-    leases.precheck(request)
-    local ls = leases.parse(args[1], args[2])
-    return decide_one(keys[1], leases, ls, leases.request(ls, request), now)
-  end
-  function C.rl_take(keys, args, now)
-    if #keys ~= 1 or #args ~= 3 then E.arity("rl.take") end
-    local bucket = token.parse(args[1], args[2])
-    local max = P.whole(args[3], "max", 1, CONTRACT.errors.max)
-    local old = S.read(keys[1])
-    local outcome, taken = token.take(bucket, old, now, max)
-    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
-    return V.reply(outcome.verdict, taken)
-  end
-  function C.rl_reserve(keys, args, now)
-    if #keys ~= 1 or #args < 4 then E.arity("rl.reserve") end
-    local upto
-    if #args == 6 then
-      if not P.is_option(args[5], "UPTO") then E.syntax() end
-      upto = P.whole(args[6], "max", 1, CONTRACT.errors.max)
-    elseif #args ~= 4 then
-      E.arity("rl.reserve")
-    end
-    local bucket = token.parse(args[1], args[2])
-    local cost = P.cost(args[3])
-    local max_wait = P.wait_ns(args[4])
-    local old = S.read(keys[1])
-    local outcome, taken = token.reserve(bucket, old, now, cost, B.max(upto or cost, cost), max_wait)
-    if outcome.write then S.apply(keys[1], old, outcome.write, now) end
-    return V.reply(outcome.verdict, upto and taken)
-  end
-  function C.rl_refund(keys, args, now)
-    if #args < 1 then E.arity("rl.refund") end
-    local k = kind_of_group(args[1])
-    if not k or not k.refunds then E.syntax() end
-    if #keys ~= 1 or #args ~= 4 then E.arity("rl.refund") end
-    local lim = k.parse(args[2], args[3])
-    local units = P.cost(args[4])
-    local old = S.read(keys[1])
-    local write, verdict = k.refund(lim, old, now, units)
-    if write then S.apply(keys[1], old, write, now) end
-    return V.reply(verdict)
-  end
-  function C.rl_all(keys, args, now)
-    local limits, at = {}, 1
-    for i = 1, #keys do
-      if #args - at + 1 < 4 then E.arity("rl.all") end
-      local k = kind_of_group(args[at])
-      if not k then E.syntax() end
-      local request, len = request_parse(k.form, args, at + 3, "rl.all")
-      if k.precheck then k.precheck(request) end
-      local lim = k.parse(args[at + 1], args[at + 2])
-      limits[i] = { kind = k, limiter = lim, request = k.request(lim, request) }
-      no_duplicate(keys, i)
-      at = at + 3 + len
-    end
-    if #keys == 0 or at <= #args then E.arity("rl.all") end
-    return decide_all(keys, limits, now)
-  end
-  function C.rl_release(keys, args, now)
-    if #keys ~= 1 or #args ~= 1 then E.arity("rl.release") end
-    local id = holder(args[1])
-    local old = S.read(keys[1])
-    local released, write = leases.release(old, now, id)
-    if write then S.apply(keys[1], old, write, now) end
-    return released and 1 or 0
-  end
-  function C.rl_renew(keys, args, now)
-    if #keys ~= 1 or #args ~= 2 then E.arity("rl.renew") end
-    local lease = lease_us(args[1])
-    local id = holder(args[2])
-    local old = S.read(keys[1])
-    local renewed, write = leases.renew(old, now, id, lease)
-    if write then S.apply(keys[1], old, write, now) end
-    return renewed and 1 or 0
-  end
-  function C.rl_inspect(keys, args, now)
-    if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity("rl.inspect") end
-    local stored = S.read(keys[1])
-    if stored == nil then return false end
-    local at = S.expiry(keys[1], now)
-    local ttl = -1
-    if at then ttl = math.max(at - B.num(B.div(now, MILLION)), 0) end
-    local layout = F.layout(stored)
-    if layout == "cell" then E.fail("ERR RL.INSPECT of a CL.THROTTLE key needs the module") end
-    local k = layout and BY_LAYOUT[layout]
-    if not k then E.bad_state() end
-    local peek
-    if #args == 2 then
-      peek = k.peek(k.parse(args[1], args[2]), stored, now)
-    elseif #args == 3 then
-      E.arity("rl.inspect")
-    end
-    local out = { { ok = "limiter" }, { ok = k.command } }
-    for _, f in ipairs(k.describe(stored, now)) do
-      out[#out + 1] = { ok = f[1] }
-      out[#out + 1] = f[2]
-    end
-    out[#out + 1] = { ok = "ttl_ms" }
-    out[#out + 1] = ttl
-    if peek then
-      local tail = {
-        "remaining", peek.now.remaining,
-        "retry_after_ms", peek.one.retry and ceil_ms(peek.one.retry) or -1,
-        "reset_after_ms", ceil_ms(peek.now.reset),
-      }
-      for i = 1, #tail, 2 do
-        out[#out + 1] = { ok = tail[i] }
-        out[#out + 1] = tail[i + 1]
-      end
-    end
-    return out
-  end
-  function C.rl_version() return { CONTRACT.version, CONTRACT.source_hash } end
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do

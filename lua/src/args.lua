@@ -6,7 +6,9 @@ local P = {}
 -- `fn` of one argument string (or of two, `two`), remembered by the strings themselves: for pure
 -- functions of argument strings that most calls repeat. Bounded (at most 1024 remembered, then
 -- forgotten at once); what raises is not kept. Kept across calls where the library is (FUNCTION
--- LOAD), rebuilt with each script run. No string is built to look one up.
+-- LOAD), rebuilt with each script run. No string is built to look one up. Each kind's parameters are
+-- remembered so (its `parse`: most calls repeat them, and the module keeps the last ones too), in the
+-- kind's own file, so that an EVALSHA script holds only the kinds its function reaches.
 local function remembered(fn, two)
   local seen, count = {}, 0
   if not two then

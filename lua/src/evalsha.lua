@@ -4,7 +4,10 @@
 -- the lines up to `--@ build` reach, in the library's order, and no other. The lines from `--@ fast` to
 -- `--@ end` only for a function the library's FAST_PATHS names, PATHS its group's builder: the call its
 -- fast path decides returns before anything else is built. At `--@ build`: the parts only the library's
--- build reaches, and build itself.
+-- build reaches, and build itself. Of the builders these lines call (build, PATHS) a script holds the
+-- statements of the body that FUNCTION reaches, their `return { ... }` with FUNCTION's entry only;
+-- `--@ only C.FUNCTION`: of C (the commands, whose every field build's result wraps), the script
+-- reaches C.FUNCTION only, since it calls nothing else.
 -- Redis 6.2 replicates a script by effect only when asked (Redis 7 always does).
 if redis.replicate_commands then redis.replicate_commands() end
 --@ parts
@@ -17,5 +20,6 @@ if n1 then
   if reply then return reply end
 end
 --@ end
+--@ only C.FUNCTION
 --@ build
 return build().FUNCTION(KEYS, ARGV, sec, usec, ns)

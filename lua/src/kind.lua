@@ -8,12 +8,6 @@ local FORM_OPTION = CONTRACT.form_option
 -- How many arguments a form takes without its option (1 unless listed).
 local FORM_LEN = CONTRACT.form_len
 
--- Each kind's parameters, remembered by their text: most calls repeat them (the module keeps the
--- last ones too).
-for _, k in ipairs(KINDS) do
-  k.parse = remembered(k.parse, true)
-end
-
 local function kind_of_group(name)
   local upper = name:upper()
   for _, k in ipairs(KINDS) do

@@ -31,6 +31,7 @@ function leases.parse(limit_s, lease_s)
   if B.cmp(limit, CONTRACT.max_lease_limit) > 0 then E.invalid("limit", LEASE_LIMIT) end
   return { limit = B.num(limit), lease_us = lease }
 end
+leases.parse = remembered(leases.parse, true)
 
 function leases.precheck(r)
   if r.weight then parse_weight(r.weight) end

@@ -20,6 +20,7 @@ function slide.parse(limit_s, window_s)
   local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
   return { limit = B.num(limit), window_us = window_us }
 end
+slide.parse = remembered(slide.parse, true)
 
 function slide.request(_, r)
   if r.id == nil then E.syntax() end

@@ -32,6 +32,7 @@ function token.parse(capacity_s, rate_s)
     expiry_step_ms = math.max(B.num(B.div(B.div(period, 16), NS_PER_SEC)) * 1000, 1000),
   }
 end
+token.parse = remembered(token.parse, true)
 
 function token.decode(stored) return F.words("token", stored, { true })[1] end
 

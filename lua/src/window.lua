@@ -7,5 +7,6 @@ local function windowed(k)
     local window = P.window_ns(window_s)
     return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
   end
+  k.parse = remembered(k.parse, true)
   return small_state(k)
 end
