@@ -6,7 +6,7 @@ mod common;
 
 use common::calls::Limit;
 use common::lua;
-use ratelimit_core::commands::CommandInfo;
+use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 use std::sync::Barrier;
 use std::time::Duration;
 use testkit::redis::{self, Connection};
@@ -167,6 +167,187 @@ fn the_scripts_and_the_functions_store_the_same_bytes() {
             );
         }
         assert!(source.contains(&format!("\"{name}\"")), "{name} is registered");
+    }
+}
+
+/// The keys the calls below name, by index: limiters' keys, then keys no limiter wrote.
+const KEYS: [&str; 10] = ["t", "t2", "f", "c", "s", "l", "a", "hash", "text", "cell"];
+
+/// Calls of every function (its keys by index in KEYS, its arguments), in an order that reads back
+/// each limiter's state: allowed and denied, several keys, every kind's refusal of its parameters and
+/// options, a key of another type or limiter, and the errors only the library replies.
+const CALLS: &[(&str, &[usize], &[&str])] = &[
+    ("rl_version", &[], &[]),
+    ("rl_token", &[0], &["10", "5", "1"]),
+    ("rl_token", &[0], &["10", "5", "11"]),
+    ("rl_token", &[0], &["10", "0.000001", "4"]),
+    ("rl_token", &[0, 1], &["10", "5", "1", "3", "1", "2"]),
+    ("rl_token", &[0, 0], &["10", "5", "1", "10", "5", "1"]),
+    ("rl_token", &[0], &["0", "5", "1"]),
+    ("rl_token", &[0], &["10", "0", "1"]),
+    ("rl_token", &[0], &["10", "5", "x"]),
+    ("rl_token", &[0], &["10", "5"]),
+    ("rl_token", &[0], &["9007199254740992", "1", "1"]),
+    ("rl_token", &[7], &["10", "5", "1"]),
+    ("rl_take", &[0], &["10", "5", "3"]),
+    ("rl_take", &[0], &["10", "5", "0"]),
+    ("rl_reserve", &[0], &["10", "5", "1", "0.5"]),
+    ("rl_reserve", &[1], &["3", "1", "5", "2", "UPTO", "4"]),
+    ("rl_reserve", &[0], &["10", "5", "1", "0.5", "BOGUS", "3"]),
+    ("rl_reserve", &[0], &["10", "5", "1", "x"]),
+    ("rl_fixed", &[2], &["10", "60"]),
+    ("rl_fixed", &[2], &["10", "60", "5"]),
+    ("rl_fixed", &[2], &["10", "60", "9"]),
+    ("rl_fixed", &[2], &["0", "60"]),
+    ("rl_fixed", &[2], &["10", "0.0001"]),
+    ("rl_fixed", &[2], &["10", "60", "1", "1"]),
+    ("rl_fixed", &[0], &["10", "60"]),
+    ("rl_slidecount", &[3], &["10", "60"]),
+    ("rl_slidecount", &[3], &["10", "60", "20"]),
+    ("rl_slidecount", &[8], &["10", "60"]),
+    ("rl_slide", &[4], &["3", "60", "a"]),
+    ("rl_slide", &[4], &["3", "60", "a", "DEDUP"]),
+    ("rl_slide", &[4], &["3", "60", "b"]),
+    ("rl_slide", &[4], &["3", "60", "c"]),
+    ("rl_slide", &[4], &["3", "60", "d"]),
+    ("rl_slide", &[4], &["3", "60", ""]),
+    ("rl_slide", &[4], &["3", "60", "e", "NODEDUP"]),
+    ("rl_slide", &[4], &["2000000", "60", "e"]),
+    ("rl_refund", &[0], &["TOKEN", "10", "5", "1"]),
+    ("rl_refund", &[0], &["RESERVE", "10", "5", "1"]),
+    ("rl_refund", &[2], &["FIXED", "10", "60", "2"]),
+    ("rl_refund", &[3], &["SLIDECOUNT", "10", "60", "1"]),
+    ("rl_refund", &[4], &["SLIDE", "3", "60", "1"]),
+    ("rl_refund", &[0], &["BOGUS", "1", "2", "3"]),
+    ("rl_acquire", &[5], &["2", "30", "h1"]),
+    ("rl_acquire", &[5], &["2", "30", "h2", "WEIGHT", "1"]),
+    ("rl_acquire", &[5], &["2", "30", "h3"]),
+    ("rl_acquire", &[5], &["2", "30", "h4", "WEIGHT", "0"]),
+    ("rl_renew", &[5], &["30", "h1"]),
+    ("rl_renew", &[5], &["30", "nobody"]),
+    ("rl_release", &[5], &["h2"]),
+    ("rl_release", &[5], &["nobody"]),
+    ("rl_all", &[6, 1], &["TOKEN", "10", "5", "1", "SLIDE", "5", "60", "r"]),
+    ("rl_all", &[6, 4], &["FIXED", "10", "60", "1", "SLIDE", "3", "60", "z"]),
+    ("rl_all", &[6, 5], &["SLIDECOUNT", "10", "60", "1", "ACQUIRE", "3", "30", "h5", "WEIGHT", "2"]),
+    ("rl_all", &[1], &["RESERVE", "3", "1", "1", "0.5"]),
+    ("rl_all", &[6, 6], &["TOKEN", "10", "5", "1", "TOKEN", "10", "5", "1"]),
+    ("rl_all", &[6], &["BOGUS", "10", "5", "1"]),
+    ("rl_inspect", &[0], &[]),
+    ("rl_inspect", &[0], &["10", "5"]),
+    ("rl_inspect", &[2], &["10", "60"]),
+    ("rl_inspect", &[3], &[]),
+    ("rl_inspect", &[4], &["3", "60"]),
+    ("rl_inspect", &[5], &["2", "30"]),
+    ("rl_inspect", &[7], &[]),
+    ("rl_inspect", &[8], &[]),
+    ("rl_inspect", &[9], &[]),
+    ("rl_inspect", &[6], &["10", "5", "1"]),
+];
+
+/// What CALLS answer through the library's functions (FCALL) or through its scripts (EVALSHA, loaded
+/// under `shas`), the clock an argument (a day ahead of the server's, stepping a quarter of a second
+/// and a nanosecond between calls): each reply, then each of the call's keys' bytes and (`expiries`)
+/// expiry, with what it is.
+fn transcript(
+    con: &mut Connection,
+    scripts: Option<&std::collections::BTreeMap<String, String>>,
+    start: i64,
+    expiries: bool,
+) -> Vec<(String, lua::Reply)> {
+    let key = |i: usize| format!("{}:{}", if scripts.is_some() { "e" } else { "f" }, KEYS[i]);
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    // Keys no limiter wrote: a hash, a text, a redis-cell TAT.
+    pipe.cmd("HSET").arg(key(7)).arg("f").arg("v");
+    pipe.cmd("SET").arg(key(8)).arg("hello");
+    pipe.cmd("SET").arg(key(9)).arg("1700000000000000000");
+    let mut what = Vec::new();
+    for (step, (function, keys, args)) in CALLS.iter().enumerate() {
+        let now = (start + step as i64 * 250_000_001).to_string();
+        let keys: Vec<String> = keys.iter().map(|&i| key(i)).collect();
+        let cmd = match scripts {
+            Some(shas) => pipe.cmd("EVALSHA").arg(&shas[*function]),
+            None => pipe.cmd("FCALL").arg(function),
+        };
+        cmd.arg(keys.len()).arg(&keys).arg(&now).arg(*args);
+        let call = format!("{function} {:?} {args:?}", keys.iter().map(|k| &k[2..]).collect::<Vec<_>>());
+        what.push(format!("{call}: the reply"));
+        for k in &keys {
+            pipe.cmd("GET").arg(k);
+            what.push(format!("{call}: {}'s bytes", &k[2..]));
+            if expiries {
+                pipe.cmd("PEXPIRETIME").arg(k);
+                what.push(format!("{call}: {}'s expiry", &k[2..]));
+            }
+        }
+    }
+    let mut replies = lua::run(con, &pipe);
+    replies.drain(..3);
+    assert_eq!(replies.len(), what.len());
+    what.into_iter().zip(replies).collect()
+}
+
+/// Each script on `con`, its clock an argument, by function: its SHA-1.
+fn load_scripts(con: &mut Connection) -> std::collections::BTreeMap<String, String> {
+    let load = |(name, code): (String, String)| {
+        let sha: String =
+            redis::cmd("SCRIPT").arg("LOAD").arg(lua::with_clock_argument(&code)).query(&mut *con).unwrap();
+        (name, sha)
+    };
+    lua::scripts().into_iter().map(load).collect()
+}
+
+/// A day ahead of `con`'s server's clock, in ns: every expiry the calls set lies in its future.
+fn a_day_ahead(con: &mut Connection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+    (s + 86_400) * 1_000_000_000 + us * 1000
+}
+
+/// Every function's script answers as its function does: the reply, the bytes stored and their expiry
+/// (both with the clock an argument, so alike to the nanosecond), through CALLS. A script without a
+/// part its function needs answers otherwise (a missing global, an internal error).
+#[test]
+fn every_function_s_script_answers_as_the_function_does() {
+    for function in CommandInfo::in_library().filter_map(|c| c.function).chain([VERSION_FUNCTION]) {
+        assert!(CALLS.iter().any(|c| c.0 == function), "no call of {function} here");
+    }
+    let server = Server::builder().stock().start();
+    let mut con = server.conn();
+    lua::load(&mut con, &lua::with_clock_argument(&lua::source()));
+    let shas = load_scripts(&mut con);
+    let start = a_day_ahead(&mut con);
+    let by_functions = transcript(&mut con, None, start, true);
+    let by_scripts = transcript(&mut con, Some(&shas), start, true);
+    let errors = by_functions.iter().filter(|(_, r)| r.is_error()).count();
+    assert!(errors >= 20 && errors < by_functions.len() / 2, "{errors} errors of {}", by_functions.len());
+    for ((what, f), (_, e)) in by_functions.iter().zip(&by_scripts) {
+        assert_eq!(e, f, "{what}: EVALSHA (left) and FCALL (right) differ");
+    }
+}
+
+/// The same on Redis 6.2, the scripts' own server (no FUNCTION, no PEXPIRETIME), beside the functions on
+/// a stock server: the replies and the bytes stored. (An expiry there is read as PTTL after the
+/// call's clock, a day off here, so RL.INSPECT's ttl_ms and the expiries are left out.) Runs when
+/// `RL_REDIS62_SERVER` names a 6.2 redis-server binary; skipped otherwise.
+#[test]
+fn every_function_s_script_answers_as_the_function_does_on_redis_6_2() {
+    let Some(binary) = std::env::var("RL_REDIS62_SERVER").ok().filter(|b| !b.is_empty()) else {
+        testkit::skip("no Redis 6.2 here (set RL_REDIS62_SERVER to a 6.2 redis-server)");
+        return;
+    };
+    let stock = Server::builder().stock().start();
+    let old = Server::builder().stock().binary(&binary).start();
+    let (mut f, mut e) = (stock.conn(), old.conn());
+    lua::load(&mut f, &lua::with_clock_argument(&lua::source()));
+    let shas = load_scripts(&mut e);
+    let start = a_day_ahead(&mut f);
+    let by_functions = transcript(&mut f, None, start, false);
+    let by_scripts = transcript(&mut e, Some(&shas), start, false);
+    for ((what, f), (_, e)) in by_functions.iter().zip(&by_scripts) {
+        if !what.starts_with("rl_inspect") {
+            assert_eq!(e, f, "{what}: EVALSHA on 6.2 (left) and FCALL (right) differ");
+        }
     }
 }
 
