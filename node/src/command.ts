@@ -1,7 +1,7 @@
 /** RL.* commands as argument lists (strings: what both clients send): the one place that turns limits
  * into arguments, as `client/src/command.rs`. Each limit's arguments follow its kind's declaration. */
 import { randomBytes } from "node:crypto";
-import { ERRORS, MAX_WHOLE } from "./contract.js";
+import { ERRORS, MAX_WHOLE, call, kind } from "./contract.js";
 import { UsageError } from "./errors.js";
 import { Policy, TokenBucket, secondsText } from "./policy.js";
 
@@ -106,30 +106,39 @@ export function take(key: string, policy: Policy, most: number): string[] {
   keyText(key);
   if (!(policy instanceof TokenBucket)) throw new UsageError("partial grants are taken from token buckets");
   if (!Number.isSafeInteger(most) || most < 1) throw new UsageError("take at least one token (max >= 1)");
-  return ["RL.TAKE", key, ...policy.params, String(most)];
+  return call("take", { key, ...params(policy), max: String(most) });
 }
 
 /** `RL.REFUND KIND key p1 p2 units`: gives units back (token buckets, fixed windows, sliding counters). */
 export function refund(key: string, policy: Policy, units: number): string[] {
   keyText(key);
   if (!policy.kind.refunds) throw new UsageError(`a ${policy.kind.name} takes no refunds`);
-  return ["RL.REFUND", policy.kind.group, key, ...policy.params, costText(units)];
+  return call("refund", { group: policy.kind.group, key, ...params(policy), units: costText(units) });
 }
 
 /** `RL.INSPECT key [p1 p2]`: what `key` holds; with the policy, what a request would meet now. */
 export function inspect(key: string, policy?: Policy): string[] {
   keyText(key);
-  return ["RL.INSPECT", key, ...(policy ? policy.params : [])];
+  return policy ? call("inspect_peek", { key, ...params(policy) }) : call("inspect", { key });
 }
 
 export function release(key: string, holder: string): string[] {
-  return ["RL.RELEASE", key, holder];
+  return call("release", { key, id: holder });
 }
 
 /** `RL.RENEW key lease id` (`leaseMs` whole milliseconds). */
 export function renew(key: string, leaseMs: number, holder: string): string[] {
-  return ["RL.RENEW", key, secondsText(Math.round(leaseMs)), holder];
+  return call("renew", { key, lease: secondsText(Math.round(leaseMs)), id: holder });
 }
+
+/** A policy's two parameters as the calls' `{p1}` and `{p2}`. */
+function params(policy: Policy): { p1: string; p2: string } {
+  const [p1, p2] = policy.params;
+  return { p1, p2 };
+}
+
+/** A token bucket reserving (RL.RESERVE, RESERVE groups of RL.ALL): the contract's kind. */
+const RESERVATION = kind("reservation");
 
 const waitText = (maxWaitMs: number): string => secondsText(Math.max(0, Math.floor(maxWaitMs)));
 
@@ -141,11 +150,11 @@ export function reserve(limits: readonly Limit[], maxWaitMs: number): string[] |
   const wait = waitText(maxWaitMs);
   if (limits.length === 1) {
     const [key, policy, cost] = limits[0]!;
-    return ["RL.RESERVE", key, ...policy.params, costText(cost), wait];
+    return [RESERVATION.command, key, ...policy.params, costText(cost), wait];
   }
   const out = ["RL.ALL"];
   for (const [key, policy, cost] of limits) {
-    if (policy instanceof TokenBucket) out.push(key, "RESERVE", ...policy.params, costText(cost), wait);
+    if (policy instanceof TokenBucket) out.push(key, RESERVATION.group, ...policy.params, costText(cost), wait);
     else out.push(key, policy.kind.group, ...decide([[key, policy, cost]]).slice(2));
   }
   return out;
@@ -156,5 +165,5 @@ export function batch(key: string, policy: Policy, least: number, most: number, 
   keyText(key);
   if (!(policy instanceof TokenBucket)) throw new UsageError("batches are reserved from token buckets");
   if (!(least >= 1) || !(most >= least)) throw new UsageError("a batch takes at least one token, and max >= min");
-  return ["RL.RESERVE", key, ...policy.params, String(least), waitText(maxWaitMs), "UPTO", String(most)];
+  return call("reserve_upto", { key, ...params(policy), min: String(least), max_wait: waitText(maxWaitMs), max: String(most) });
 }

@@ -1,8 +1,9 @@
 /**
  * The contract every client reads (`contract.json`, written by the Rust reference and shipped in this
  * package): the kinds, the commands and where their keys are, the bounds, the error texts, the
- * library's functions and its EVALSHA rule, the HTTP names. Nothing here restates a rule: this module
- * reads the file and interprets its key rules.
+ * library's functions and its EVALSHA rule, the HTTP names and problem texts, the commands of the calls
+ * beside the decisions. Nothing here restates a rule: this module reads the file and interprets its key
+ * rules.
  */
 import { CONTRACT_TEXT, LIBRARY_SOURCE } from "./assets.js";
 
@@ -33,6 +34,8 @@ export interface BatchingRules {
   precheck_max_keys: number; lease_ms: number; ahead: number; kinds: Record<string, "none" | "reset" | "reset_minus_window">;
   errors: { batch: string; kind: string; lease: string };
 }
+export type ProblemName = "concurrency_limited" | "cost_exceeds_limit" | "denied" | "misconfigured" | "rate_limited" | "unavailable";
+export type CallName = "take" | "reserve_upto" | "refund" | "inspect" | "inspect_peek" | "release" | "renew";
 export interface Contract {
   version: number;
   batching: BatchingRules;
@@ -53,7 +56,7 @@ export interface Contract {
   };
   http: {
     headers: Record<"content_type" | "degraded" | "limit" | "policy" | "remaining" | "reset" | "retry_after" | "state", string>;
-    problem_types: Record<"concurrency_limited" | "cost_exceeds_limit" | "denied" | "misconfigured" | "rate_limited" | "unavailable", string>;
+    problem_types: Record<ProblemName, string>;
     degraded_value: string;
     caller: {
       escapes: Record<string, string>; forms: string[]; ipv6_prefix_default: number; key: string; max_part_bytes: number;
@@ -64,7 +67,13 @@ export interface Contract {
     limit_key: string;
     forwarded: { max_hops: number; max_node_bytes: number };
     structured: { name_drops: string[]; policy: string; state: string };
+    /** Each problem body's title and detail (its `{placeholders}` filled by `fill`), by its type's name. */
+    problems: Record<ProblemName, { title: string; detail: string }>;
+    /** What a detail's `{what}` calls a limit. */
+    problem_what: Record<"rate" | "concurrency", string>;
   };
+  /** The commands a client sends beside its decisions, as words with `{placeholders}` (`call`). */
+  calls: Record<CallName, string[]>;
   /** The in-process limiter's bound: past `max_keys`, expired state goes first, then everything. */
   fallback: { max_keys: number };
 }
@@ -79,6 +88,22 @@ export const BOUNDS = CONTRACT.bounds;
 export const ERRORS = CONTRACT.errors;
 export const HTTP = CONTRACT.http;
 export const BATCHING = CONTRACT.batching;
+
+/** `template` with each `{placeholder}` that `values` names replaced, in one pass (a value is never read
+ * as a template: a limit may be named `{cost}`). */
+export function fill(template: string, values: Readonly<Record<string, string | number>>): string {
+  return template.replace(/\{(\w+)\}/g, (whole, name: string) => (Object.hasOwn(values, name) ? String(values[name]) : whole));
+}
+
+/** The command of the contract's call `name`, each `{placeholder}` word replaced by its value. */
+export function call(name: CallName, values: Readonly<Record<string, string>>): string[] {
+  return CONTRACT.calls[name].map((word) => {
+    if (!word.startsWith("{")) return word;
+    const value = values[word.slice(1, -1)];
+    if (value === undefined) throw new Error(`no value for ${word} in the call ${name}`);
+    return value;
+  });
+}
 
 const KINDS = new Map(CONTRACT.kinds.map((k) => [k.name, k]));
 const BY_GROUP = new Map(CONTRACT.kinds.map((k) => [k.group, k]));

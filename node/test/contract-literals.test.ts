@@ -1,8 +1,9 @@
-// No contract literal is re-typed in the package: the header names, the problem types, the error texts
-// the contract holds, the caller key's markers and the bounds' digits are read from the contract
-// (src/contract.ts), never written out in another module. A string or template literal (not a comment)
-// anywhere else in src/ that holds one, or a number that is one of the bounds, fails this test, naming
-// the file and line.
+// No contract literal is re-typed in the package: the header names, the problem types, the problem bodies'
+// titles and details, the error texts the contract holds, the caller key's markers, the commands' names
+// and words (`calls`) and the bounds' digits are read from the contract (src/contract.ts), never written
+// out in another module. A string or template literal (not a comment) anywhere else in src/ that holds
+// one (or is one, for a short word such as UPTO), or a number that is one of the bounds, fails this
+// test, naming the file and line.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
@@ -35,7 +36,27 @@ function literals(): string[] {
   found.push(...["duplicate_key", "syntax", "state", "wrong_type"].map((k) => errors[k] as string));
   for (const kind of CONTRACT.kinds) for (const p of kind.params) for (const e of p.errors) found.push(e.reply as string);
   found.push(...Object.values(CONTRACT.batching.errors as Record<string, string>));
+  // A problem detail's fixed parts, between its placeholders and clauses ("' could not be checked").
+  for (const p of Object.values((http.problems ?? {}) as Record<string, { detail: string }>)) {
+    found.push(...p.detail.split(/\{\w+\}|[:;]/).map((part) => part.trim()).filter((part) => part.length >= 10));
+  }
+  found.push(...callWords().filter((w) => w.length >= 5));
   return [...new Set(found.filter((f) => f.length >= 5))].sort();
+}
+
+/** The calls' fixed words: command names and option words (`UPTO`). */
+function callWords(): string[] {
+  return Object.values((CONTRACT.calls ?? {}) as Record<string, string[]>).flat().filter((w) => !w.startsWith("{"));
+}
+
+/** Contract values too short or too common to look for inside a text, so a literal that is one of them,
+ * whole, is re-typed: a call's option word (`UPTO`), a problem's title, what a detail calls a limit. */
+function wholeWords(): string[] {
+  const http = CONTRACT.http;
+  const found = callWords().filter((w) => w.length < 5);
+  found.push(...Object.values((http.problems ?? {}) as Record<string, { title: string }>).map((p) => p.title));
+  found.push(...Object.values((http.problem_what ?? {}) as Record<string, string>));
+  return [...new Set(found)].sort();
 }
 
 /** The bounds a module could re-type as a number (those no unit conversion shares). A contract from
@@ -57,7 +78,7 @@ function numberOf(text: string): bigint | null {
 
 /** The re-typed literals of a module's source, as `file:line: ...`. Comments and JSDoc are no nodes: prose
  * may name the contract's values. */
-function retyped(file: string, text: string, words: string[], numbers: bigint[]): string[] {
+function retyped(file: string, text: string, words: string[], numbers: bigint[], whole: string[] = wholeWords()): string[] {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   const found: string[] = [];
   const where = (node: ts.Node) => `${file}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}`;
@@ -67,6 +88,9 @@ function retyped(file: string, text: string, words: string[], numbers: bigint[])
       const lower = node.text.toLowerCase();
       for (const w of words) {
         if (lower.includes(w.toLowerCase())) found.push(`${where(node)}: ${node.getText(source).slice(0, 80)} holds ${JSON.stringify(w)}`);
+      }
+      if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) {
+        if (whole.some((w) => lower === w.toLowerCase())) found.push(`${where(node)}: ${node.getText(source)} is a contract word`);
       }
     } else if (ts.isNumericLiteral(node) || ts.isBigIntLiteral(node)) {
       const value = numberOf(node.getText(source));
@@ -108,7 +132,11 @@ test("the guard sees a re-typed literal, and not prose", () => {
     "// x-ratelimit-degraded in a comment",
     "export const part = (kind: string, id: string) => `${kind}.sha256:${id}`;",
     "export const BIG = 3_000_000_000n;",
+    'export const cmd = ["RL.TAKE", "k", "UPTO"];',
+    'export const title = "Too Many Requests";',
+    "export const detail = (name: string, s: number) => `rate limit '${name}' exceeded: retry in ${s} s`;",
   ].join("\n");
   const found = retyped("bad.ts", bad, literals(), bounds());
-  assert.deepEqual(found.map((f) => f.split(": ")[0]), ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6"], found.join("\n"));
+  assert.deepEqual(found.map((f) => f.split(": ")[0]),
+    ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6", "bad.ts:7", "bad.ts:7", "bad.ts:8", "bad.ts:9", "bad.ts:9"], found.join("\n"));
 });

@@ -2,7 +2,7 @@
  * denial a 429 with `Retry-After` and an RFC 9457 problem body (403 for the deny list). Byte for byte
  * the Rust layer's answers (`client/src/http/response.rs`): compact JSON with sorted keys. Every name
  * and problem type is the contract's. */
-import { HTTP } from "../contract.js";
+import { HTTP, fill, type ProblemName } from "../contract.js";
 import type { Decision } from "../decision.js";
 
 const H = HTTP.headers;
@@ -68,6 +68,12 @@ export function addHeaders(headers: [string, string][], d: Decision, limit: Desc
   if (d.degraded) put(headers, H.degraded, HTTP.degraded_value);
 }
 
+/** `body` with the problem's type, title and detail (the contract's texts, the detail's placeholders filled). */
+function described(body: Record<string, unknown>, name: ProblemName, values: Record<string, string | number> = {}): Record<string, unknown> {
+  const texts = HTTP.problems[name];
+  return Object.assign(body, { type: T[name], title: texts.title, detail: fill(texts.detail, values) });
+}
+
 function problem(status: number, body: Record<string, unknown>, headers: [string, string][] = []): Answer {
   headers.unshift(["content-type", H.content_type]);
   return { status, headers, body: problemBody(body) };
@@ -80,15 +86,11 @@ export function denied(d: Decision, limit: Described, structured: boolean): Answ
   const headers: [string, string][] = [];
   const secs = d.retryAfterSecs();
   if (secs !== null) {
-    body["type"] = T.rate_limited;
-    body["title"] = "Too Many Requests";
-    body["detail"] = `rate limit '${limit.name}' exceeded: retry in ${secs} s`;
+    described(body, "rate_limited", { name: limit.name, retry_after_secs: secs });
     body["retry_after_seconds"] = secs;
     headers.push([H.retry_after, String(secs)]);
   } else {
-    body["type"] = T.cost_exceeds_limit;
-    body["title"] = "Request costs more than the limit";
-    body["detail"] = `this request costs ${limit.cost} and limit '${limit.name}' allows ${d.limit}: it can never be allowed, do not retry it`;
+    described(body, "cost_exceeds_limit", { name: limit.name, cost: limit.cost, limit: d.limit });
     body["cost"] = limit.cost;
   }
   const answer = problem(429, body, headers);
@@ -98,22 +100,16 @@ export function denied(d: Decision, limit: Described, structured: boolean): Answ
 
 /** A caller on the deny list: 403, nothing to wait for. */
 export function forbidden(): Answer {
-  return problem(403, { type: T.denied, title: "Forbidden", status: 403, detail: "requests from this caller are refused" });
+  return problem(403, described({ status: 403 }, "denied"));
 }
 
 /** Redis could not decide and the failure policy is closed. */
 export function unavailable(d: Decision, limit: Described, structured: boolean, status: number, misconfigured: boolean): Answer {
   const secs = d.retryAfterSecs() ?? 1;
-  const what = limit.rate ? "rate limit" : "concurrency limit";
-  const [type, title, why] = misconfigured
-    ? [T.misconfigured, "Rate limiter misconfigured", "the rate limiter is misconfigured and fails closed"]
-    : [T.unavailable, "Rate limiter unavailable", "the rate limiter is unavailable and fails closed"];
-  const answer = problem(status, {
-    type, title, status,
-    detail: `${what} '${limit.name}' could not be checked: ${why}; retry in ${secs} s`,
-    limit: limit.name,
-    retry_after_seconds: secs,
-  }, [[H.retry_after, String(secs)]]);
+  const what = HTTP.problem_what[limit.rate ? "rate" : "concurrency"];
+  const body = { status, limit: limit.name, retry_after_seconds: secs };
+  const answer = problem(status, described(body, misconfigured ? "misconfigured" : "unavailable", { what, name: limit.name, retry_after_secs: secs }),
+    [[H.retry_after, String(secs)]]);
   addHeaders(answer.headers, d, limit, structured);
   return answer;
 }
@@ -123,13 +119,6 @@ export function concurrencyLimited(d: Decision, limit: Described): Answer {
   const secs = d.retryAfterSecs() ?? 1;
   const headers: [string, string][] = [[H.retry_after, String(secs)]];
   if (d.degraded) headers.push([H.degraded, HTTP.degraded_value]);
-  return problem(429, {
-    type: T.concurrency_limited,
-    title: "Too Many Requests In Flight",
-    status: 429,
-    detail: `concurrency limit '${limit.name}' reached: ${d.limit} requests in flight at most; retry in ${secs} s at the latest`,
-    limit: limit.name,
-    in_flight_limit: d.limit,
-    retry_after_seconds: secs,
-  }, headers);
+  const body = { status: 429, limit: limit.name, in_flight_limit: d.limit, retry_after_seconds: secs };
+  return problem(429, described(body, "concurrency_limited", { name: limit.name, limit: d.limit, retry_after_secs: secs }), headers);
 }
