@@ -10,6 +10,7 @@ mod lua;
 mod spec;
 mod vectors;
 mod volume;
+mod words;
 
 use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 use serde_json::Value;

@@ -73,7 +73,7 @@ fn calls() -> Value {
         (ratelimit_core::args::seconds(lease.as_nanos()), "lease"),
     ];
     let template = |cmd: Result<redis::Cmd, client::CallError>| -> Vec<String> {
-        let words = super::vectors::words(&cmd.expect("the builder takes these values"), false);
+        let words = super::words::words(&cmd.expect("the builder takes these values"), false);
         words
             .into_iter()
             .map(|w| named.iter().find(|(value, _)| *value == w).map_or(w, |(_, name)| format!("{{{name}}}")))

@@ -2,6 +2,7 @@
 //! Each file is `{"cases": [{"input": ..., "output": ...}]}` (see contract/README.md for each one's
 //! fields).
 
+use super::words::words;
 use client::command::{self, Limit};
 use client::decision::Decision;
 use client::engine::{script_of, Call};
@@ -91,24 +92,6 @@ fn policies() -> Vec<(Value, Value)> {
             (input, output)
         })
         .collect()
-}
-
-/// Every word of a command, with a sliding log's fresh request id written `{request_id}`.
-pub(super) fn words(cmd: &redis::Cmd, ids: bool) -> Vec<String> {
-    cmd.args_iter()
-        .map(|a| match a {
-            redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-            _ => "<other>".into(),
-        })
-        .map(|w| if ids && is_request_id(&w) { "{request_id}".into() } else { w })
-        .collect()
-}
-
-/// The form of `command::request_id`: hex digits, a dash, hex digits.
-fn is_request_id(word: &str) -> bool {
-    let Some((run, seq)) = word.split_once('-') else { return false };
-    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
-    hex(run) && hex(seq) && run.len() > 4
 }
 
 fn rendered(cmd: Result<redis::Cmd, CallError>, ids: bool, library: &str) -> Value {

@@ -3,7 +3,8 @@
 //! limit), and its outputs from the reference's rules (`batch.rs`, `precheck.rs`) driven as the
 //! limiter drives them: the commands sent, the decision, and the units held after it.
 
-use super::vectors::{decided, policy_of, words};
+use super::vectors::{decided, policy_of};
+use super::words::words;
 use client::batch::{Action, Batches};
 use client::command::{self, Limit};
 use client::decision::Decision;
