@@ -21,7 +21,7 @@ from .engine import Backend, Engine
 from .errors import BreakerOpenError, CallError, ReplyError, UsageError
 from .reply_class import ReplyClass, behaviour
 from .failure_policy import FailurePolicy
-from .policy import Policy
+from .policy import Policy, TokenBucket
 from .volume import Steps, Volume
 
 __all__ = ["LimiterBase", "Plan", "Verified", "VERIFY_KEY", "one_slot"]
@@ -220,7 +220,7 @@ class LimiterBase(Generic[C]):
     # verify(): RL.INSPECT (read-only, on a key that need not exist), then RL.TOKEN with cost 0 (a
     # peek: writes nothing); under AUTO these calls choose the engine.
     VERIFY_INSPECT: list[Arg] = command.inspect(VERIFY_KEY, None)
-    VERIFY_PEEK: list[Arg] = ["RL.TOKEN", VERIFY_KEY, 1, 1, 0]
+    VERIFY_PEEK: list[Arg] = [TokenBucket.KIND.command, VERIFY_KEY, 1, 1, 0]
 
     def _verified(self, inspected: Any, peeked: Any) -> Verified:
         if inspected is not None and not isinstance(inspected, (list, dict)):

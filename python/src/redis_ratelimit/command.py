@@ -7,7 +7,7 @@ import itertools
 import secrets
 from typing import Sequence, Tuple, Union
 
-from .contract import BOUNDS, ERRORS, call, request_error
+from .contract import ALL_COMMAND, BOUNDS, ERRORS, call, request_error
 from .errors import UsageError
 from .policy import Policy, TokenBucket
 
@@ -42,11 +42,11 @@ def _build(limits: Sequence[Limit], holder: str | None) -> list[Arg]:
         key, policy, cost = limits[0]
         return [policy.KIND.command, key, *policy.params, *_request(policy, cost, holder)]
     if all(isinstance(policy, TokenBucket) for _, policy, _ in limits):
-        out: list[Arg] = ["RL.TOKEN"]
+        out: list[Arg] = [TokenBucket.KIND.command]
         for key, policy, cost in limits:
             out += [key, *policy.params, *_request(policy, cost, holder)]
         return out
-    out = ["RL.ALL"]
+    out = [ALL_COMMAND]
     for key, policy, cost in limits:
         out += [key, policy.KIND.group, *policy.params, *_request(policy, cost, holder)]
     return out

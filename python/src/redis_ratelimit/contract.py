@@ -13,7 +13,8 @@ from typing import Any, Mapping, Sequence, Union
 from . import _package_data as package_data
 
 __all__ = ["CONTRACT", "BOUNDS", "ERRORS", "HTTP", "BATCHING", "BATCH_ERRORS", "kind", "command", "key_positions", "group_len",
-           "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY", "PROBLEMS", "PROBLEM_WHAT", "fill", "CALLS", "call"]
+           "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY", "PROBLEMS", "PROBLEM_WHAT", "fill", "CALLS", "call",
+           "ALL_COMMAND"]
 
 Arg = Union[str, bytes, int, float]
 
@@ -61,6 +62,9 @@ _KINDS: dict[str, Mapping[str, Any]] = {k["name"]: k for k in CONTRACT["kinds"]}
 _BY_GROUP: dict[str, Mapping[str, Any]] = {k["group"]: k for k in CONTRACT["kinds"]}
 _COMMANDS: dict[str, Mapping[str, Any]] = {c["name"]: c for c in CONTRACT["commands"]}
 _FORMS: Mapping[str, Any] = CONTRACT["request_forms"]
+
+#: The command deciding limits of any kinds in one call (``RL.ALL``): the one whose keys are its groups'.
+ALL_COMMAND: str = next(name for name, c in _COMMANDS.items() if c["keys"]["rule"] == "groups")
 
 #: Each module command the library implements, and its function (``RL.TOKEN``: ``rl_token``).
 LIBRARY_FUNCTIONS: dict[str, str] = {c["name"]: c["function"] for c in CONTRACT["commands"] if c["function"]}

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from . import command
 from .command import Limit
-from .contract import call, kind
+from .contract import ALL_COMMAND, call, kind
 from .decision import Decision, Taken
 from .errors import UsageError
 from .policy import Policy, TokenBucket
@@ -84,7 +84,7 @@ def reserve(limits: Sequence[Limit], max_wait: float) -> Request | None:
     if len(limits) == 1:
         key, policy, cost = limits[0]
         return Request(_RESERVATION["command"], [key], [*policy.params, cost, wait])
-    cmd: list[Any] = ["RL.ALL"]
+    cmd: list[Any] = [ALL_COMMAND]
     for key, policy, cost in limits:
         if isinstance(policy, TokenBucket):
             cmd += [key, _RESERVATION["group"], *policy.params, cost, wait]

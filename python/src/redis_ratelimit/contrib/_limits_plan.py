@@ -17,13 +17,19 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
-from ..contract import BOUNDS, call
+from ..contract import BOUNDS, call, kind
 from ..request_steps import Request
 
 T = TypeVar("T")
 Arg = Union[str, bytes, int, float]
 Command = tuple[str, list[str], list[Arg]]
 Plan = Generator[Command, Any, T]
+
+#: The commands of the three kinds the storage decides with (the contract's): a fixed window, a sliding
+#: log (`limits`' moving window) and a sliding window counter.
+FIXED_COMMAND: str = kind("fixed_window")["command"]
+SLIDE_COMMAND: str = kind("sliding_log")["command"]
+SLIDECOUNT_COMMAND: str = kind("sliding_counter")["command"]
 
 #: Seconds in each of `limits`' granularities (limits.limits.TIME_TYPES).
 GRANULARITY_SECONDS: Mapping[str, int] = {
@@ -165,7 +171,7 @@ class Plans:
         if limit < 1:  # "0/minute": nothing fits; RL.FIXED takes no limit of 0
             count = yield from self.get(key)
             return count + amount
-        return self.fixed_count((yield ("RL.FIXED", [fixed_key], [limit, expiry, amount])), amount)
+        return self.fixed_count((yield (FIXED_COMMAND, [fixed_key], [limit, expiry, amount])), amount)
 
     def get(self, key: str) -> Plan[int]:
         f = inspect_fields((yield _inspect(self.fixed_key(key))))
@@ -187,11 +193,11 @@ class Plans:
         if amount <= 0:
             return True
         k = self.moving_key(key)
-        r = Reply.of((yield ("RL.SLIDE", [k], [limit - amount + 1, expiry, _SLIDE_ID])))
+        r = Reply.of((yield (SLIDE_COMMAND, [k], [limit - amount + 1, expiry, _SLIDE_ID])))
         if not r.allowed:
             return False
         for _ in range(amount - 1):
-            yield ("RL.SLIDE", [k], [limit, expiry, _SLIDE_ID])
+            yield (SLIDE_COMMAND, [k], [limit, expiry, _SLIDE_ID])
         return True
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Plan[tuple[float, int]]:
@@ -224,7 +230,7 @@ class Plans:
 
     # Sliding window counter ---------------------------------------------------------------------------
     def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int) -> Plan[bool]:
-        r = Reply.of((yield ("RL.SLIDECOUNT", [self.sliding_key(key)], [limit, expiry, amount])))
+        r = Reply.of((yield (SLIDECOUNT_COMMAND, [self.sliding_key(key)], [limit, expiry, amount])))
         return r.allowed
 
     def get_sliding_window(self, key: str, expiry: int) -> Plan[tuple[int, float, int, float]]:

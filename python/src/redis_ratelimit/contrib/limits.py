@@ -32,7 +32,7 @@ from limits.storage.base import TimestampedSlidingWindow
 from .. import AsyncLimiter, Backend, FailurePolicy, Limiter, Verified
 from ..errors import CallError
 from . import _limits_uri
-from ._limits_plan import Arg, Plans, run_async, run_sync
+from ._limits_plan import FIXED_COMMAND, Arg, Plans, run_async, run_sync
 
 __all__ = ["RatelimitStorage", "AsyncRatelimitStorage"]
 
@@ -52,7 +52,7 @@ def _no_elastic_expiry(elastic_expiry: bool) -> None:
     """`limits` before 5.0 passes `elastic_expiry` (False but for its deprecated elastic strategy)."""
     if elastic_expiry:
         raise NotImplementedError("the elastic-expiry fixed window (removed in limits 5) is not supported: "
-                                  "a window that moves with every hit is not RL.FIXED's")
+                                  f"a window that moves with every hit is not {FIXED_COMMAND}'s")
 
 
 class RatelimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow):
@@ -92,7 +92,7 @@ class RatelimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport
         if limit < 1:
             return run_sync(self.plans.incr(key, expiry, amount), self._call)
         # The plan's one RL.FIXED, sent without driving a generator (the hit every request makes).
-        return self.plans.fixed_count(self.limiter.call("RL.FIXED", [fixed_key], [limit, expiry, amount]), amount)
+        return self.plans.fixed_count(self.limiter.call(FIXED_COMMAND, [fixed_key], [limit, expiry, amount]), amount)
 
     def get(self, key: str) -> int:
         return run_sync(self.plans.get(key), self._call)
@@ -172,7 +172,7 @@ class AsyncRatelimitStorage(AsyncStorage, AsyncMovingWindowSupport, AsyncSliding
         fixed_key, limit = self.plans.fixed_target(key, expiry)
         if limit < 1:
             return await run_async(self.plans.incr(key, expiry, amount), self._call)
-        return self.plans.fixed_count(await self.limiter.call("RL.FIXED", [fixed_key], [limit, expiry, amount]),
+        return self.plans.fixed_count(await self.limiter.call(FIXED_COMMAND, [fixed_key], [limit, expiry, amount]),
                                       amount)
 
     async def get(self, key: str) -> int:
