@@ -18,8 +18,9 @@ import (
 )
 
 // No contract literal is re-typed in the module: the header names, the problem types, the problem
-// bodies' titles and details, the error texts the contract holds, the caller key's markers, the
-// commands' names and words (calls) and the bounds' digits are read from the contract
+// bodies' titles and details, the error texts the contract holds, the caller key's markers, every
+// command's name (the kinds' commands and the commands table's, RL.ALL too), the calls' words and the
+// bounds' digits are read from the contract
 // (contract.go), never written out in another file. A string literal (not a comment) anywhere else
 // in the module's library source that holds one (or is one, for a short word such as UPTO), or an
 // integer literal that is one of the bounds, fails this test, naming the file and line.
@@ -57,8 +58,12 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 			State        string            `json:"state"`
 			WrongType    string            `json:"wrong_type"`
 		} `json:"errors"`
+		Commands []struct {
+			Name string `json:"name"`
+		} `json:"commands"`
 		Kinds []struct {
-			Params []struct {
+			Command string `json:"command"`
+			Params  []struct {
 				Errors []struct {
 					Reply string `json:"reply"`
 				} `json:"errors"`
@@ -142,6 +147,22 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 	}
 	for _, what := range doc.HTTP.ProblemWhat {
 		whole = append(whole, what)
+	}
+	// Every command the contract names: each kind's (RL.TOKEN) and the commands table's (RL.ALL, RL.TOP,
+	// the dialects); a short one (GCRA) is a whole literal.
+	var names []string
+	for _, kind := range doc.Kinds {
+		names = append(names, kind.Command)
+	}
+	for _, c := range doc.Commands {
+		names = append(names, c.Name)
+	}
+	for _, name := range names {
+		if len(name) < 5 {
+			whole = append(whole, name)
+		} else {
+			found = append(found, name)
+		}
 	}
 	seen := map[string]bool{}
 	for _, f := range found {
@@ -272,14 +293,15 @@ func TestNoContractLiteralIsRetyped(t *testing.T) {
 func TestTheGuardSeesARetypedLiteral(t *testing.T) {
 	words, whole, bounds := contractLiterals(t)
 	const bad = "package bad\n\n// Writes ratelimit-remaining in prose, and 100_000.\nconst name = \"RateLimit-Remaining\"\n\nconst max = 100_000\n\nvar raw = `x-ratelimit-degraded`\n" +
-		"var cmd = []string{\"RL.TAKE\", \"k\"}\nvar upto = \"UPTO\"\nvar title = \"Too Many Requests\"\nvar detail = \"rate limit '%s' exceeded: retry in %d s\"\n"
+		"var cmd = []string{\"RL.TAKE\", \"k\"}\nvar upto = \"UPTO\"\nvar title = \"Too Many Requests\"\nvar detail = \"rate limit '%s' exceeded: retry in %d s\"\n" +
+		"var all = []string{\"RL.ALL\", \"k\"}\nvar peek = []string{\"rl.token\", \"k\", \"1\", \"1\", \"0\"}\nvar dialect = \"GCRA\"\n"
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "bad.go", bad, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := retypedLiterals(fset, file, words, whole, bounds)
-	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:"}
+	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:"}
 	if len(found) != len(want) {
 		t.Fatalf("found %q, want one hit at each of %q", found, want)
 	}

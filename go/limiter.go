@@ -641,12 +641,15 @@ func (v Verified) String() string { return v.Engine.String() + " (" + v.Why + ")
 // ErrConfiguration when no engine works for this user on this server.
 func (l *Limiter) Verify(ctx context.Context) (Verified, error) {
 	const key = "rl:{verify}"
-	for _, cmd := range [][]string{buildInspect(key, nil), {"RL.TOKEN", key, "1", "1", "0"}} {
+	// RL.INSPECT (read-only, on a key that need not exist), then a token bucket's command with cost 0 (a
+	// peek: writes nothing), which answers a decision.
+	peek := []string{kindOf("token_bucket").Command, key, "1", "1", "0"}
+	for i, cmd := range [][]string{buildInspect(key, nil), peek} {
 		v, err := l.bounded(ctx, func(ctx context.Context) (any, error) { return l.engine.run(ctx, l.client, cmd, nil) })
 		if err = l.settle(err, keysOf(cmd)); err != nil {
 			return Verified{}, err
 		}
-		if cmd[0] == "RL.TOKEN" {
+		if i == 1 {
 			if _, err := DecisionOfReply(v); err != nil {
 				return Verified{}, err
 			}
