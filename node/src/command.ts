@@ -1,7 +1,7 @@
 /** RL.* commands as argument lists (strings: what both clients send): the one place that turns limits
  * into arguments, as `client/src/command.rs`. Each limit's arguments follow its kind's declaration. */
 import { randomBytes } from "node:crypto";
-import { ERRORS, MAX_WHOLE, call, kind } from "./contract.js";
+import { ALL_COMMAND, ERRORS, MAX_WHOLE, call, kind } from "./contract.js";
 import { UsageError } from "./errors.js";
 import { Policy, TokenBucket, secondsText } from "./policy.js";
 
@@ -56,11 +56,11 @@ function build(limits: readonly Limit[], holder: string | undefined): string[] {
     return [policy.kind.command, key, ...policy.params, ...request(policy, cost, holder)];
   }
   if (limits.every((l) => l[1] instanceof TokenBucket)) {
-    const out = ["RL.TOKEN"];
+    const out = [TokenBucket.KIND.command];
     for (const [key, policy, cost] of limits) out.push(key, ...policy.params, ...request(policy, cost, holder));
     return out;
   }
-  const out = ["RL.ALL"];
+  const out = [ALL_COMMAND];
   for (const [key, policy, cost] of limits) {
     out.push(key, policy.kind.group, ...policy.params, ...request(policy, cost, holder));
   }
@@ -152,7 +152,7 @@ export function reserve(limits: readonly Limit[], maxWaitMs: number): string[] |
     const [key, policy, cost] = limits[0]!;
     return [RESERVATION.command, key, ...policy.params, costText(cost), wait];
   }
-  const out = ["RL.ALL"];
+  const out = [ALL_COMMAND];
   for (const [key, policy, cost] of limits) {
     if (policy instanceof TokenBucket) out.push(key, RESERVATION.group, ...policy.params, costText(cost), wait);
     else out.push(key, policy.kind.group, ...decide([[key, policy, cost]]).slice(2));

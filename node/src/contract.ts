@@ -109,6 +109,13 @@ const KINDS = new Map(CONTRACT.kinds.map((k) => [k.name, k]));
 const BY_GROUP = new Map(CONTRACT.kinds.map((k) => [k.group, k]));
 const COMMANDS = new Map(CONTRACT.commands.map((c) => [c.name, c]));
 
+/** The command deciding limits of any kinds in one call (RL.ALL): the one whose keys are its groups'. */
+export const ALL_COMMAND: string = (() => {
+  const all = CONTRACT.commands.find((c) => c.keys.rule === "groups");
+  if (!all) throw new Error("the contract has no command with groups");
+  return all.name;
+})();
+
 /** Each module command the library implements, and its function (RL.TOKEN: rl_token). */
 export const LIBRARY_FUNCTIONS: ReadonlyMap<string, string> = new Map(
   CONTRACT.commands.filter((c) => c.function).map((c) => [c.name, c.function as string]),

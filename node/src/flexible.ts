@@ -71,7 +71,7 @@ export class RateLimiterModule {
     this.keyPrefix = opts.keyPrefix ?? "rlflx";
     if (!Number.isSafeInteger(this.points) || this.points < 1) throw new UsageError("RateLimiterModule: points must be a whole number >= 1");
     if (!(this.duration > 0)) {
-      throw new UsageError("RateLimiterModule: duration must be > 0 seconds (a window that never ends, duration 0, is not kept by RL.FIXED)");
+      throw new UsageError(`RateLimiterModule: duration must be > 0 seconds (a window that never ends, duration 0, is not kept by ${FixedWindow.KIND.command})`);
     }
     this.policy = new FixedWindow({ limit: this.points, windowMs: Math.round(this.duration * 1000) });
   }

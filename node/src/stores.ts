@@ -92,7 +92,7 @@ export class ExpressRateLimitStore {
   init(options: Any): void {
     const limit = options.limit ?? options.max;
     if (typeof limit !== "number") {
-      throw new UsageError("ExpressRateLimitStore: `limit` must be a number: a limit computed per request cannot be kept by one RL.FIXED window (give each group its own rateLimit instance)");
+      throw new UsageError(`ExpressRateLimitStore: \`limit\` must be a number: a limit computed per request cannot be kept by one ${FixedWindow.KIND.command} window (give each group its own rateLimit instance)`);
     }
     this.windowMs = options.windowMs;
     this.skipsFailed = !!options.skipFailedRequests;
@@ -159,7 +159,7 @@ export function fastifyRateLimitStore(limiter: Limiter, prefix?: string): new (o
     constructor(readonly options: Any = {}, readonly route = "", start?: string) {
       // A window RL.FIXED keeps: one that restarts or doubles on each request past the limit is not.
       if (options?.continueExceeding || options?.exponentialBackoff) {
-        throw new UsageError("fastifyRateLimitStore: `continueExceeding` and `exponentialBackoff` are not offered (RL.FIXED's window starts at the key's first request and does not move)");
+        throw new UsageError(`fastifyRateLimitStore: \`continueExceeding\` and \`exponentialBackoff\` are not offered (${FixedWindow.KIND.command}'s window starts at the key's first request and does not move)`);
       }
       this.prefix = start ?? prefix ?? defaultPrefix("frl", { max: shown(options?.max), timeWindow: shown(options?.timeWindow) });
     }

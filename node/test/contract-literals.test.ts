@@ -1,7 +1,7 @@
 // No contract literal is re-typed in the package: the header names, the problem types, the problem bodies'
-// titles and details, the error texts the contract holds, the caller key's markers, the commands' names
-// and words (`calls`) and the bounds' digits are read from the contract (src/contract.ts), never written
-// out in another module. A string or template literal (not a comment) anywhere else in src/ that holds
+// titles and details, the error texts the contract holds, the caller key's markers, every command's name
+// (the kinds' commands and the `commands` table's, RL.ALL too), the calls' words and the bounds' digits
+// are read from the contract (src/contract.ts), never written out in another module. A string or template literal (not a comment) anywhere else in src/ that holds
 // one (or is one, for a short word such as UPTO), or a number that is one of the bounds, fails this
 // test, naming the file and line.
 import { test } from "node:test";
@@ -41,6 +41,7 @@ function literals(): string[] {
     found.push(...p.detail.split(/\{\w+\}|[:;]/).map((part) => part.trim()).filter((part) => part.length >= 10));
   }
   found.push(...callWords().filter((w) => w.length >= 5));
+  found.push(...commandNames().filter((w) => w.length >= 5));
   return [...new Set(found.filter((f) => f.length >= 5))].sort();
 }
 
@@ -49,11 +50,19 @@ function callWords(): string[] {
   return Object.values((CONTRACT.calls ?? {}) as Record<string, string[]>).flat().filter((w) => !w.startsWith("{"));
 }
 
+/** Every command the contract names: each kind's (RL.TOKEN) and the commands table's (RL.ALL, RL.TOP, the
+ * dialects). */
+function commandNames(): string[] {
+  const kinds = (CONTRACT.kinds as { command: string }[]).map((k) => k.command);
+  return [...new Set([...kinds, ...(CONTRACT.commands as { name: string }[]).map((c) => c.name)])].sort();
+}
+
 /** Contract values too short or too common to look for inside a text, so a literal that is one of them,
- * whole, is re-typed: a call's option word (`UPTO`), a problem's title, what a detail calls a limit. */
+ * whole, is re-typed: a call's option word (`UPTO`), a short command name (`GCRA`), a problem's title,
+ * what a detail calls a limit. */
 function wholeWords(): string[] {
   const http = CONTRACT.http;
-  const found = callWords().filter((w) => w.length < 5);
+  const found = [...callWords(), ...commandNames()].filter((w) => w.length < 5);
   found.push(...Object.values((http.problems ?? {}) as Record<string, { title: string }>).map((p) => p.title));
   found.push(...Object.values((http.problem_what ?? {}) as Record<string, string>));
   return [...new Set(found)].sort();
@@ -135,8 +144,12 @@ test("the guard sees a re-typed literal, and not prose", () => {
     'export const cmd = ["RL.TAKE", "k", "UPTO"];',
     'export const title = "Too Many Requests";',
     "export const detail = (name: string, s: number) => `rate limit '${name}' exceeded: retry in ${s} s`;",
+    'export const all = ["RL.ALL", "k"];',
+    'export const peek = ["rl.token", "k", "1", "1", "0"];',
+    'export const dialect = "GCRA";',
   ].join("\n");
   const found = retyped("bad.ts", bad, literals(), bounds());
   assert.deepEqual(found.map((f) => f.split(": ")[0]),
-    ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6", "bad.ts:7", "bad.ts:7", "bad.ts:8", "bad.ts:9", "bad.ts:9"], found.join("\n"));
+    ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6", "bad.ts:7", "bad.ts:7", "bad.ts:8", "bad.ts:9", "bad.ts:9", "bad.ts:10", "bad.ts:11",
+      "bad.ts:12"], found.join("\n"));
 });
