@@ -20,7 +20,8 @@ without FUNCTION) are made from it by contract/contract.json's rule: nothing her
 
 The source is lua/src/, one file per module of core's (lua/src/sliding_log.lua beside
 core/src/sliding_log.rs); this file (lua/src/library.lua) names them in order, each `--@ part` line
-standing for lua/src/<part>.lua, and the contract writer assembles lua/ratelimit.lua from them.
+standing for lua/src/<part>.lua (`--@ kinds`: every limiter kind's part, named as its module in core,
+in the registry's order), and the contract's generator assembles lua/ratelimit.lua from them.
 ]]
 
 -- CONTRACT: GENERATED from the Rust reference by `cargo run -p contract-gen`: do not edit (contract/contract.json's library, bounds and errors)
@@ -30,7 +31,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "318dbed8d15a419f6ef8416a76a8e2b136f09b9e",
+  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -1400,6 +1401,30 @@ local function build()
   end
 
   ------------------------------------------------------------------------------------------------------------
+  -- The window limiters' parameters (core's window.rs): `limit window`.
+  ------------------------------------------------------------------------------------------------------------
+  local function windowed(k)
+    function k.parse(limit_s, window_s)
+      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
+      local window = P.window_ns(window_s)
+      return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
+    end
+    k.parse = remembered(k.parse, true)
+    return small_state(k)
+  end
+
+  ------------------------------------------------------------------------------------------------------------
+  -- Request and lease ids: the first bytes of the id's SHA-1, the same in the module (core's ids).
+  ------------------------------------------------------------------------------------------------------------
+  local function hex_byte(h) return char(tonumber(h, 16)) end
+  local function sha1_bytes(id, n)
+    local hex = redis.sha1hex(id)
+    return (hex:sub(1, n * 2):gsub("..", hex_byte))
+  end
+
+  local EMPTY_ID = CONTRACT.errors.empty_id
+
+  ------------------------------------------------------------------------------------------------------------
   -- The token bucket as GCRA (core's token_bucket.rs): the TAT in Unix ns behind `RLT\x01`.
   ------------------------------------------------------------------------------------------------------------
   local token = small_state(declared("token_bucket", { layout = "token" }))
@@ -1514,35 +1539,6 @@ local function build()
   -- RL.TAKE: as many whole tokens as the bucket holds, up to max (a reservation of one that does
   -- not wait, up to max).
   function token.take(b, stored, now, max) return token.reserve(b, stored, now, ONE, max, ZERO) end
-
-  ------------------------------------------------------------------------------------------------------------
-  -- Reservations (core's reservation.rs): a token bucket's decision with a queue in it, on the bucket's
-  -- own state; its requests are `cost max_wait`.
-  ------------------------------------------------------------------------------------------------------------
-  local reserve = declared("reservation", {
-    layout = "token", parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
-  })
-
-  function reserve.request(_, r)
-    return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
-  end
-
-  function reserve.decide(b, stored, now, r)
-    return (token.reserve(b, stored, now, r.cost, r.cost, r.max_wait))
-  end
-
-  ------------------------------------------------------------------------------------------------------------
-  -- The window limiters' parameters (core's window.rs): `limit window`.
-  ------------------------------------------------------------------------------------------------------------
-  local function windowed(k)
-    function k.parse(limit_s, window_s)
-      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
-      local window = P.window_ns(window_s)
-      return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
-    end
-    k.parse = remembered(k.parse, true)
-    return small_state(k)
-  end
 
   ------------------------------------------------------------------------------------------------------------
   -- The fixed window (core's fixed_window.rs): the count (u64) and the window's end (i64 ns), `RLF\x01`.
@@ -1685,17 +1681,6 @@ local function build()
     if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
     return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
   end
-
-  ------------------------------------------------------------------------------------------------------------
-  -- Request and lease ids: the first bytes of the id's SHA-1, the same in the module (core's ids).
-  ------------------------------------------------------------------------------------------------------------
-  local function hex_byte(h) return char(tonumber(h, 16)) end
-  local function sha1_bytes(id, n)
-    local hex = redis.sha1hex(id)
-    return (hex:sub(1, n * 2):gsub("..", hex_byte))
-  end
-
-  local EMPTY_ID = CONTRACT.errors.empty_id
 
   ------------------------------------------------------------------------------------------------------------
   -- The sliding log (core's sliding_log.rs): an 8-byte header and slots of a time in us (and an id hash).
@@ -2133,11 +2118,35 @@ local function build()
   end
 
   ------------------------------------------------------------------------------------------------------------
+  -- Reservations (core's reservation.rs): a token bucket's decision with a queue in it, on the bucket's
+  -- own state; its requests are `cost max_wait`.
+  ------------------------------------------------------------------------------------------------------------
+  local reserve = declared("reservation", {
+    layout = "token", parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
+  })
+
+  function reserve.request(_, r)
+    return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
+  end
+
+  function reserve.decide(b, stored, now, r)
+    return (token.reserve(b, stored, now, r.cost, r.cost, r.max_wait))
+  end
+  -- GENERATED: every kind, in the registry's order
+  local KINDS = { token, fixed, counter, slide, leases, reserve }
+
+  ------------------------------------------------------------------------------------------------------------
   -- The registry of kinds (core's kind.rs) and the request forms (core's declare.rs).
   ------------------------------------------------------------------------------------------------------------
-  -- A kind listed after another of its layout decides on that one's state (a reservation, on a bucket's).
-  local KINDS = { token, fixed, counter, slide, leases, reserve }
-  local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
+  -- KINDS, every kind in the registry's order, is written after their parts (`--@ kinds`). A kind listed
+  -- after another of its layout decides on that one's state (a reservation, on a bucket's): the first
+  -- owns the layout.
+  local function layout_owners(kinds)
+    local by = {}
+    for _, k in ipairs(kinds) do by[k.layout] = by[k.layout] or k end
+    return by
+  end
+  local BY_LAYOUT = layout_owners(KINDS)
   local FORM_OPTION = CONTRACT.form_option
   -- How many arguments a form takes without its option (1 unless listed).
   local FORM_LEN = CONTRACT.form_len

@@ -143,12 +143,30 @@ pub(super) fn assembled(src: &std::path::Path) -> String {
                 continue;
             }
             let indent = &line[..line.len() - trimmed.len()];
-            for l in read(part).lines() {
-                if !l.is_empty() {
-                    out += indent;
+            // `--@ kinds`: each kind's part, in the registry's order (a kind that decides on another's
+            // state comes after it there).
+            let parts: Vec<&str> = if part == "kinds" {
+                LimiterKind::ALL.iter().map(|k| k.module()).collect()
+            } else {
+                vec![part]
+            };
+            for (n, part) in parts.iter().enumerate() {
+                if n > 0 {
+                    out += "\n";
                 }
-                out += l;
-                out += "\n";
+                for l in read(part).lines() {
+                    if !l.is_empty() {
+                        out += indent;
+                    }
+                    out += l;
+                    out += "\n";
+                }
+            }
+            if part == "kinds" {
+                let locals: Vec<String> =
+                    LimiterKind::ALL.iter().map(|k| declared_local(&read(k.module()), k.name())).collect();
+                out += &format!("{indent}-- GENERATED: every kind, in the registry's order\n");
+                out += &format!("{indent}local KINDS = {{ {} }}\n", locals.join(", "));
             }
         } else {
             out += line;
@@ -160,6 +178,19 @@ pub(super) fn assembled(src: &std::path::Path) -> String {
         }
     }
     out
+}
+
+/// The local a kind's part declares the kind as (`local token = small_state(declared("token_bucket",
+/// ...))`): every kind's part has one, naming the kind as core does.
+fn declared_local(part: &str, kind: &str) -> String {
+    let call = format!("declared(\"{kind}\"");
+    part.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("local ")?;
+            let (name, value) = rest.split_once(" = ")?;
+            value.contains(&call).then(|| name.to_string())
+        })
+        .unwrap_or_else(|| panic!("the Lua part of {kind} has no `local <name> = ... {call}, ...)` line"))
 }
 
 /// `library` with its contract block written anew.

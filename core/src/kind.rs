@@ -19,7 +19,7 @@ use crate::time::Nanos;
 use crate::verdict::Verdict;
 
 macro_rules! kinds {
-    ($($kind:ident => $ty:ty),* $(,)?) => {
+    ($($kind:ident => $ty:ty, $module:expr);* $(;)?) => {
         /// A limiter kind, by name.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum LimiterKind { $($kind),* }
@@ -64,6 +64,12 @@ macro_rules! kinds {
                         <$ty as Declare>::SIXTH,
                     )),*
                 }
+            }
+
+            /// Its module in core (`token_bucket`), and so its part of the Lua library
+            /// (`lua/src/token_bucket.lua`).
+            pub const fn module(self) -> &'static str {
+                match self { $(LimiterKind::$kind => $module),* }
             }
 
             /// How its request is written.

@@ -19,7 +19,7 @@ macro_rules! limiter_kinds {
         /// The list above, as `kind.rs`' `kinds!` takes it.
         macro_rules! every_kind {
             () => {
-                kinds! { $($kind => crate::$module::$kind),* }
+                kinds! { $($kind => crate::$module::$kind, stringify!($module));* }
             };
         }
     };

@@ -11,7 +11,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "318dbed8d15a419f6ef8416a76a8e2b136f09b9e",
+  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -669,6 +669,13 @@ local function build()
     return ns
   end
   P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end)
+  local MAX_WAIT = CONTRACT.errors.max_wait
+  function P.wait_ns(s)
+    local d = D.parse(s)
+    if not d then E.invalid("max_wait", MAX_WAIT) end
+    if B.zero(d.m) then return ZERO end
+    return P.seconds_ns(s, "max_wait", MAX_WAIT)
+  end
   local WINDOW = CONTRACT.errors.window
   function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
   local F = {}
@@ -766,6 +773,21 @@ local function build()
     end
     return B.num(clamped)
   end
+  local function windowed(k)
+    function k.parse(limit_s, window_s)
+      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
+      local window = P.window_ns(window_s)
+      return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
+    end
+    k.parse = remembered(k.parse, true)
+    return small_state(k)
+  end
+  local function hex_byte(h) return char(tonumber(h, 16)) end
+  local function sha1_bytes(id, n)
+    local hex = redis.sha1hex(id)
+    return (hex:sub(1, n * 2):gsub("..", hex_byte))
+  end
+  local EMPTY_ID = CONTRACT.errors.empty_id
   local token = small_state(declared("token_bucket", { layout = "token" }))
   local REFILL_TOO_LONG = CONTRACT.errors.refill_too_long
   function token.parse(capacity_s, rate_s)
@@ -851,15 +873,6 @@ local function build()
     return outcome, step.verdict.allowed and B.num(taken) or 0
   end
   function token.take(b, stored, now, max) return token.reserve(b, stored, now, ONE, max, ZERO) end
-  local function windowed(k)
-    function k.parse(limit_s, window_s)
-      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
-      local window = P.window_ns(window_s)
-      return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
-    end
-    k.parse = remembered(k.parse, true)
-    return small_state(k)
-  end
   local fixed = windowed(declared("fixed_window", { layout = "fixed" }))
   function fixed.decode(stored)
     local w = F.words("fixed", stored, { false, true })
@@ -982,12 +995,6 @@ local function build()
     if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
     return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
   end
-  local function hex_byte(h) return char(tonumber(h, 16)) end
-  local function sha1_bytes(id, n)
-    local hex = redis.sha1hex(id)
-    return (hex:sub(1, n * 2):gsub("..", hex_byte))
-  end
-  local EMPTY_ID = CONTRACT.errors.empty_id
   local slide = declared("sliding_log", { layout = "log" })
   local HEADER_LEN, FILLER_CEILING, FUTURE_TOLERANCE_US, MIN_SHRINK_SLOTS = 8, W32, 1000, 16
   local NO_HASH = string.rep("\0", 8)
@@ -1371,7 +1378,22 @@ local function build()
     end
     return false, cut and lease_write(held, lease) or nil
   end
-  local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
+  local reserve = declared("reservation", {
+    layout = "token", parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
+  })
+  function reserve.request(_, r)
+    return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
+  end
+  function reserve.decide(b, stored, now, r)
+    return (token.reserve(b, stored, now, r.cost, r.cost, r.max_wait))
+  end
+  local KINDS = { token, fixed, counter, slide, leases, reserve }
+  local function layout_owners(kinds)
+    local by = {}
+    for _, k in ipairs(kinds) do by[k.layout] = by[k.layout] or k end
+    return by
+  end
+  local BY_LAYOUT = layout_owners(KINDS)
   local S = {}
   function S.read(key)
     local v = redis.pcall("GET", key)

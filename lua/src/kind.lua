@@ -1,9 +1,15 @@
 ------------------------------------------------------------------------------------------------------------
 -- The registry of kinds (core's kind.rs) and the request forms (core's declare.rs).
 ------------------------------------------------------------------------------------------------------------
--- A kind listed after another of its layout decides on that one's state (a reservation, on a bucket's).
-local KINDS = { token, fixed, counter, slide, leases, reserve }
-local BY_LAYOUT = { token = token, fixed = fixed, counter = counter, log = slide, leases = leases }
+-- KINDS, every kind in the registry's order, is written after their parts (`--@ kinds`). A kind listed
+-- after another of its layout decides on that one's state (a reservation, on a bucket's): the first
+-- owns the layout.
+local function layout_owners(kinds)
+  local by = {}
+  for _, k in ipairs(kinds) do by[k.layout] = by[k.layout] or k end
+  return by
+end
+local BY_LAYOUT = layout_owners(KINDS)
 local FORM_OPTION = CONTRACT.form_option
 -- How many arguments a form takes without its option (1 unless listed).
 local FORM_LEN = CONTRACT.form_len

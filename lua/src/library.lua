@@ -19,7 +19,8 @@ without FUNCTION) are made from it by contract/contract.json's rule: nothing her
 
 The source is lua/src/, one file per module of core's (lua/src/sliding_log.lua beside
 core/src/sliding_log.rs); this file (lua/src/library.lua) names them in order, each `--@ part` line
-standing for lua/src/<part>.lua, and the contract writer assembles lua/ratelimit.lua from them.
+standing for lua/src/<part>.lua (`--@ kinds`: every limiter kind's part, named as its module in core,
+in the registry's order), and the contract's generator assembles lua/ratelimit.lua from them.
 ]]
 
 --@ contract
@@ -53,21 +54,11 @@ local function build()
 
   --@ state
 
-  --@ token_bucket
-
-  --@ reservation
-
   --@ window
-
-  --@ fixed_window
-
-  --@ sliding_counter
 
   --@ ids
 
-  --@ sliding_log
-
-  --@ leases
+  --@ kinds
 
   --@ kind
 
