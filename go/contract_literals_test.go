@@ -19,11 +19,11 @@ import (
 
 // No contract literal is re-typed in the module: the header names, the problem types, the problem
 // bodies' titles and details, the error texts the contract holds, the caller key's markers, every
-// command's name (the kinds' commands and the commands table's, RL.ALL too), the calls' words and the
-// bounds' digits are read from the contract
-// (contract.go), never written out in another file. A string literal (not a comment) anywhere else
-// in the module's library source that holds one (or is one, for a short word such as UPTO), or an
-// integer literal that is one of the bounds, fails this test, naming the file and line.
+// command's name (the kinds' commands and the commands table's, RL.ALL too), the calls' and request
+// forms' words and the bounds' digits are read from the contract (contract.go), never written out in
+// another file. A string literal (not a comment) anywhere else in the module's library source that
+// holds one (or is one, for a short word such as UPTO or WEIGHT), or an integer literal that is one of
+// the bounds, fails this test, naming the file and line.
 
 // literalReaders are the files that read the contract (and so may name its members).
 var literalReaders = map[string]bool{"contract.go": true}
@@ -61,6 +61,11 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 		Commands []struct {
 			Name string `json:"name"`
 		} `json:"commands"`
+		RequestForms map[string]struct {
+			Option *struct {
+				Word string `json:"word"`
+			} `json:"option"`
+		} `json:"request_forms"`
 		Kinds []struct {
 			Command string `json:"command"`
 			Params  []struct {
@@ -162,6 +167,12 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 			whole = append(whole, name)
 		} else {
 			found = append(found, name)
+		}
+	}
+	// A request form's option word (WEIGHT, DEDUP) is a whole literal.
+	for _, form := range doc.RequestForms {
+		if form.Option != nil {
+			whole = append(whole, form.Option.Word)
 		}
 	}
 	seen := map[string]bool{}
@@ -294,14 +305,15 @@ func TestTheGuardSeesARetypedLiteral(t *testing.T) {
 	words, whole, bounds := contractLiterals(t)
 	const bad = "package bad\n\n// Writes ratelimit-remaining in prose, and 100_000.\nconst name = \"RateLimit-Remaining\"\n\nconst max = 100_000\n\nvar raw = `x-ratelimit-degraded`\n" +
 		"var cmd = []string{\"RL.TAKE\", \"k\"}\nvar upto = \"UPTO\"\nvar title = \"Too Many Requests\"\nvar detail = \"rate limit '%s' exceeded: retry in %d s\"\n" +
-		"var all = []string{\"RL.ALL\", \"k\"}\nvar peek = []string{\"rl.token\", \"k\", \"1\", \"1\", \"0\"}\nvar dialect = \"GCRA\"\n"
+		"var all = []string{\"RL.ALL\", \"k\"}\nvar peek = []string{\"rl.token\", \"k\", \"1\", \"1\", \"0\"}\nvar dialect = \"GCRA\"\n" +
+		"var lease = []string{\"h\", \"WEIGHT\", \"2\"}\n"
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "bad.go", bad, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := retypedLiterals(fset, file, words, whole, bounds)
-	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:"}
+	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:", "bad.go:16:"}
 	if len(found) != len(want) {
 		t.Fatalf("found %q, want one hit at each of %q", found, want)
 	}

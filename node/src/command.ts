@@ -1,7 +1,7 @@
 /** RL.* commands as argument lists (strings: what both clients send): the one place that turns limits
  * into arguments, as `client/src/command.rs`. Each limit's arguments follow its kind's declaration. */
 import { randomBytes } from "node:crypto";
-import { ALL_COMMAND, ERRORS, MAX_WHOLE, call, kind } from "./contract.js";
+import { ALL_COMMAND, ERRORS, MAX_WHOLE, call, kind, requestOption } from "./contract.js";
 import { UsageError } from "./errors.js";
 import { Policy, TokenBucket, secondsText } from "./policy.js";
 
@@ -98,7 +98,7 @@ function request(policy: Policy, cost: number, holder: string | undefined): stri
   }
   if (holder === undefined) throw new UsageError(NO_RELEASE);
   if (cost === 0) throw new UsageError(ERRORS.render.lease_weight);
-  return [holder, "WEIGHT", text];
+  return [holder, requestOption(form), text];
 }
 
 /** `RL.TAKE key capacity rate max`: as many tokens as the bucket holds now, up to `most`. */

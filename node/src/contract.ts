@@ -121,6 +121,13 @@ export const LIBRARY_FUNCTIONS: ReadonlyMap<string, string> = new Map(
   CONTRACT.commands.filter((c) => c.function).map((c) => [c.name, c.function as string]),
 );
 
+/** The option word of a request form that has one (`lease`: WEIGHT; `id`: DEDUP). */
+export function requestOption(form: string): string {
+  const option = CONTRACT.request_forms[form]?.option;
+  if (!option) throw new Error(`the contract's request form ${form} has no option`);
+  return option.word;
+}
+
 export function kind(name: string): KindSpec {
   const k = KINDS.get(name);
   if (!k) throw new Error(`the contract has no kind ${name}`);

@@ -1,9 +1,10 @@
 // No contract literal is re-typed in the package: the header names, the problem types, the problem bodies'
 // titles and details, the error texts the contract holds, the caller key's markers, every command's name
-// (the kinds' commands and the `commands` table's, RL.ALL too), the calls' words and the bounds' digits
-// are read from the contract (src/contract.ts), never written out in another module. A string or template literal (not a comment) anywhere else in src/ that holds
-// one (or is one, for a short word such as UPTO), or a number that is one of the bounds, fails this
-// test, naming the file and line.
+// (the kinds' commands and the `commands` table's, RL.ALL too), the calls' and request forms' words and
+// the bounds' digits are read from the contract (src/contract.ts), never written out in another module. A
+// string or template literal (not a comment) anywhere else in src/ that holds one (or is one, for a short
+// word such as UPTO or WEIGHT), or a number that is one of the bounds, fails this test, naming the file
+// and line.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
@@ -58,11 +59,15 @@ function commandNames(): string[] {
 }
 
 /** Contract values too short or too common to look for inside a text, so a literal that is one of them,
- * whole, is re-typed: a call's option word (`UPTO`), a short command name (`GCRA`), a problem's title,
- * what a detail calls a limit. */
+ * whole, is re-typed: a call's option word (`UPTO`), a request form's (`WEIGHT`), a short command name
+ * (`GCRA`), a problem's title, what a detail calls a limit. */
 function wholeWords(): string[] {
   const http = CONTRACT.http;
   const found = [...callWords(), ...commandNames()].filter((w) => w.length < 5);
+  // A request form's option word (WEIGHT, DEDUP).
+  for (const form of Object.values(CONTRACT.request_forms as Record<string, { option: { word: string } | null }>)) {
+    if (form.option) found.push(form.option.word);
+  }
   found.push(...Object.values((http.problems ?? {}) as Record<string, { title: string }>).map((p) => p.title));
   found.push(...Object.values((http.problem_what ?? {}) as Record<string, string>));
   return [...new Set(found)].sort();
@@ -147,9 +152,10 @@ test("the guard sees a re-typed literal, and not prose", () => {
     'export const all = ["RL.ALL", "k"];',
     'export const peek = ["rl.token", "k", "1", "1", "0"];',
     'export const dialect = "GCRA";',
+    'export const lease = ["h", "WEIGHT", "2"];',
   ].join("\n");
   const found = retyped("bad.ts", bad, literals(), bounds());
   assert.deepEqual(found.map((f) => f.split(": ")[0]),
     ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6", "bad.ts:7", "bad.ts:7", "bad.ts:8", "bad.ts:9", "bad.ts:9", "bad.ts:10", "bad.ts:11",
-      "bad.ts:12"], found.join("\n"));
+      "bad.ts:12", "bad.ts:13"], found.join("\n"));
 });

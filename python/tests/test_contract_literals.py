@@ -1,9 +1,10 @@
 """No contract literal re-typed in the package: the header names, the problem types, the problem bodies'
 titles and details, the error texts the contract holds, the caller key's markers, every command's name
-(the kinds' commands and the ``commands`` table's, ``RL.ALL`` too), the calls' words and the bounds'
-digits are read from the contract (`redis_ratelimit.contract`), never written out in another module. A
-string literal (not a docstring) anywhere else in the package's source that holds one (or is one, for a
-short word such as ``UPTO`` or ``GCRA``) fails this test, naming the file and line."""
+(the kinds' commands and the ``commands`` table's, ``RL.ALL`` too), the calls' and request forms' words
+and the bounds' digits are read from the contract (`redis_ratelimit.contract`), never written out in
+another module. A string literal (not a docstring) anywhere else in the package's source that holds one
+(or is one, for a short word such as ``UPTO``, ``WEIGHT`` or ``GCRA``) fails this test, naming the file
+and line."""
 
 from __future__ import annotations
 
@@ -50,10 +51,11 @@ def command_names() -> list[str]:
 
 def words() -> list[str]:
     """Contract values too short or too common to look for inside a text, so a literal that is one
-    of them, whole, is re-typed: a call's option word (``UPTO``), a short command name (``GCRA``), a
-    problem's title, what a detail calls a limit."""
+    of them, whole, is re-typed: a call's option word (``UPTO``), a request form's (``WEIGHT``), a short
+    command name (``GCRA``), a problem's title, what a detail calls a limit."""
     found = [w for call in CONTRACT.get("calls", {}).values() for w in call if not w.startswith("{") and len(w) < 5]
     found += [name for name in command_names() if len(name) < 5]  # GCRA
+    found += [f["option"]["word"] for f in CONTRACT["request_forms"].values() if f["option"]]  # WEIGHT, DEDUP
     found += [p["title"] for p in CONTRACT["http"].get("problems", {}).values()]
     found += list(CONTRACT["http"].get("problem_what", {}).values())
     return sorted(set(found))
@@ -117,10 +119,10 @@ def test_the_guard_sees_a_retyped_literal(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text('"""Writes ratelimit-remaining in prose."""\nNAME = "RateLimit-Remaining"\nMAX = 100_000\n'
                    'CMD = ["RL.TAKE", "k", "UPTO"]\nDETAIL = f"rate limit \'{name}\' exceeded: retry in {s} s"\n'
-                   'ALL = ["RL.ALL", "k"]\nPEEK = ["rl.token", "k", 1, 1, 0]\nDIALECT = "GCRA"\n')
+                   'ALL = ["RL.ALL", "k"]\nPEEK = ["rl.token", "k", 1, 1, 0]\nDIALECT = "GCRA"\nLEASE = ["h", "WEIGHT", 2]\n')
     assert [line for line, _ in strings(bad) if "ratelimit-remaining" in _.lower()] == [2]
     assert any(d.fullmatch(text) for _, text in numbers(bad) for d in digits())
     held = [line for line, text in strings(bad) for w in literals() if w.lower() in text.lower()]
     assert sorted(set(held)) == [2, 4, 5, 6, 7]
-    assert [line for line, text in strings(bad) if value(text) in words()] == [4, 8]
+    assert [line for line, text in strings(bad) if value(text) in words()] == [4, 8, 9]
     assert value('"Too Many Requests"') in words()

@@ -7,7 +7,7 @@ import itertools
 import secrets
 from typing import Sequence, Tuple, Union
 
-from .contract import ALL_COMMAND, BOUNDS, ERRORS, call, request_error
+from .contract import ALL_COMMAND, BOUNDS, ERRORS, call, request_error, request_option
 from .errors import UsageError
 from .policy import Policy, TokenBucket
 
@@ -110,7 +110,7 @@ def _request(policy: Policy, cost: int, holder: str | None) -> list[Arg]:
         raise UsageError(NO_RELEASE)
     if cost == 0:
         raise UsageError(ERRORS["render"]["lease_weight"])
-    return [holder, "WEIGHT", cost]
+    return [holder, request_option(form), cost]
 
 
 def take(key: str, policy: Policy, most: int) -> list[Arg]:

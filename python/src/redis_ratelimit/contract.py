@@ -14,7 +14,7 @@ from . import _package_data as package_data
 
 __all__ = ["CONTRACT", "BOUNDS", "ERRORS", "HTTP", "BATCHING", "BATCH_ERRORS", "kind", "command", "key_positions", "group_len",
            "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY", "PROBLEMS", "PROBLEM_WHAT", "fill", "CALLS", "call",
-           "ALL_COMMAND"]
+           "ALL_COMMAND", "request_option"]
 
 Arg = Union[str, bytes, int, float]
 
@@ -116,6 +116,11 @@ def request_len(form: str, rest: Sequence[Arg]) -> int:
     if option and len(rest) > 1 and _word(rest[1]).upper() == option["word"]:
         return 2 + int(option["values"])
     return len(spec["args"])
+
+
+def request_option(form: str) -> str:
+    """The option word of a request form that has one (``lease``: ``WEIGHT``; ``id``: ``DEDUP``)."""
+    return str(_FORMS[form]["option"]["word"])
 
 
 def group_len(group: Arg, rest: Sequence[Arg]) -> int | None:
