@@ -27,11 +27,12 @@ in the registry's order), and the contract's generator assembles lua/ratelimit.l
 -- CONTRACT: GENERATED from the Rust reference by `cargo run -p contract-gen`: do not edit (contract/contract.json's library, bounds and errors)
 local MAX_RATE_PER_SEC = 1000000000
 local MAX_LOG_LIMIT = 1000000
+local TAG_OF = { token = "RLT\001", fixed = "RLF\001", counter = "RLC\001", log = "RLS\001", leases = "RLA\001" }
 local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
+  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -64,6 +65,7 @@ local function contract()
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
+  invalid_reply = "ERR invalid %s: %s",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -272,7 +274,7 @@ local function derived_set(key, old, set, at, at_least, previous, certain, now_m
   end
 end
 
-local TOKEN_TAG = "RLT\1"
+local TOKEN_TAG = TAG_OF.token
 
 -- One request of `cost` on a token bucket (core's TokenBucket::decide, the store's write, the reply) in
 -- plain numbers, where every quantity lies below 2^52, as it does near now for any bucket of a
@@ -384,7 +386,7 @@ end
 -- decides. tests/lua_equal.rs holds both paths to core and reaches both. Built on
 -- first use: an EVALSHA script of another function does not build it.
 local function window_paths()
-  local FIXED_TAG, COUNTER_TAG = "RLF\1", "RLC\1"
+  local FIXED_TAG, COUNTER_TAG = TAG_OF.fixed, TAG_OF.counter
   local CAPACITY_MAX = 1125899906842624 -- 2^50
 
   -- `limit window` from their text where both are plain and small (a limit of digits; a window of digits
@@ -510,7 +512,7 @@ local function window_paths()
   -- log, a request recorded in the oldest slot when it is dead or in a log grown by a quarter when every
   -- slot is live, or a denial. A log to shrink or widen, one from a clock that ran ahead, DEDUP: the
   -- general path.
-  local LOG_HEADER, FILLER_CEILING, FUTURE_TOLERANCE_US = "RLS\1\8\0\0\0", 4294967296, 1000
+  local LOG_HEADER, FILLER_CEILING, FUTURE_TOLERANCE_US = TAG_OF.log .. "\8\0\0\0", 4294967296, 1000
   local function slot(s, p) return small_at(s, 9 + p * 8) end
   local function slide_fast(keys, args, n1, n2, n3)
     if #keys ~= 1 or #args ~= 3 or args[3] == "" then return nil end
@@ -1060,7 +1062,7 @@ local function build()
     E.raised = { err = text }
     error(text, 0)
   end
-  function E.invalid(field, expected) E.fail("ERR invalid " .. field .. ": " .. expected) end
+  function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
   function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
@@ -1263,10 +1265,14 @@ local function build()
   -- Stored layouts (core's format.rs): tags, 0.1's untagged lengths, redis-cell's decimal TAT.
   ------------------------------------------------------------------------------------------------------------
   local F = {}
-  F.TAGS = {
-    ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases",
-  }
-  F.TAG_OF = { token = "RLT\1", fixed = "RLF\1", counter = "RLC\1", log = "RLS\1", leases = "RLA\1" }
+  -- TAG_OF (each layout's tag, from core's) is in the generated block; TAGS reads it backwards.
+  local function by_tag(tag_of)
+    local by = {}
+    for layout, tag in pairs(tag_of) do by[tag] = layout end
+    return by
+  end
+  F.TAG_OF = TAG_OF
+  F.TAGS = by_tag(TAG_OF)
   F.UNTAGGED = { [8] = "token", [16] = "fixed", [24] = "counter" }
   local WORDS = { token = 1, fixed = 2, counter = 3 }
 
@@ -1742,7 +1748,7 @@ local function build()
 
   -- The parsed view of `s`, or nil when the bytes are not a log.
   local function log_parse(s)
-    if #s < HEADER_LEN or s:sub(1, 4) ~= "RLS\1" or s:sub(6, 8) ~= "\0\0\0" then return nil end
+    if #s < HEADER_LEN or s:sub(1, 4) ~= TAG_OF.log or s:sub(6, 8) ~= "\0\0\0" then return nil end
     local width = byte(s, 5)
     if width ~= 8 and width ~= 16 then return nil end
     local slots = #s - HEADER_LEN
@@ -1759,7 +1765,7 @@ local function build()
 
   -- A log laid out oldest first: fillers, then the entries.
   local function log_build(width, slots, entries)
-    local out = { "RLS\1", char(width), "\0\0\0" }
+    local out = { TAG_OF.log, char(width), "\0\0\0" }
     local function push(ts, hash)
       out[#out + 1] = u64le(ts)
       if width == 16 then out[#out + 1] = hash end
@@ -1960,7 +1966,7 @@ local function build()
   end
 
   local function lease_decode(stored)
-    if stored:sub(1, 4) ~= "RLA\1" or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
+    if stored:sub(1, 4) ~= TAG_OF.leases or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
     local out = {}
     for at = 5, #stored, ENTRY do
       local id, expires, weight = stored:sub(at, at + 15), us_at(stored, at + 16), u32at(stored, at + 24)
@@ -1994,7 +2000,7 @@ local function build()
   -- Held leases, expiring within max(1 s, 1/16 of a lease of `lease_us`) after the last one's end.
   local function lease_write(held, lease_us)
     if #held == 0 then return { delete = true } end
-    local out, last = { "RLA\1" }, 0
+    local out, last = { TAG_OF.leases }, 0
     for _, l in ipairs(held) do
       out[#out + 1] = l.id .. u64le(l.expires) .. u32le(l.weight)
       if l.expires > last then last = l.expires end

@@ -38,7 +38,7 @@ fn quoted(s: &str) -> String {
 }
 
 /// The block, from its first line to its last, naming `source_hash` as the library's.
-fn block(source_hash: &str) -> String {
+fn block(source_hash: &str, tag_of: &str) -> String {
     let functions: Vec<String> =
         CommandInfo::in_library().filter_map(|c| c.function).chain([VERSION_FUNCTION]).map(quoted).collect();
     let read_only: Vec<String> = CommandInfo::in_library()
@@ -53,6 +53,8 @@ fn block(source_hash: &str) -> String {
     // their first use, so an EVALSHA script builds them only when it builds the library.
     out += &format!("local MAX_RATE_PER_SEC = {}\n", limits::MAX_RATE_PER_SEC);
     out += &format!("local MAX_LOG_LIMIT = {}\n", limits::MAX_LOG_LIMIT);
+    // Each stored layout's tag (core's format.rs), by the name the library's parts give the layout.
+    out += &format!("local TAG_OF = {{ {tag_of} }}\n");
     out += "local CONTRACT_DATA = nil\n";
     out += "local function contract()\n";
     out += "  CONTRACT_DATA = CONTRACT_DATA or {\n";
@@ -109,6 +111,7 @@ fn block(source_hash: &str) -> String {
     out += "  },\n";
     // The whole replies a client may see besides a parameter's (`ERR invalid <field>: <expected>`).
     for (name, reply) in [
+        ("invalid", format!("ERR {}", ParamError { field: "%s", expected: "%s" })),
         ("syntax", super::spec::SYNTAX_REPLY.to_string()),
         ("state", format!("ERR {}", ratelimit_core::error::StateError)),
         ("duplicate_key", client::command::DUPLICATE_KEY.to_string()),
@@ -193,11 +196,41 @@ fn declared_local(part: &str, kind: &str) -> String {
         .unwrap_or_else(|| panic!("the Lua part of {kind} has no `local <name> = ... {call}, ...)` line"))
 }
 
+/// `TAG_OF`'s fields: every layout a kind owns, named as its part names it (`declared("token_bucket",
+/// { layout = "token" ...`), with core's tag as a Lua string.
+fn tags(library: &str) -> String {
+    LimiterKind::ALL
+        .iter()
+        .filter(|k| k.owner() == **k)
+        .map(|k| {
+            let call = format!("declared(\"{}\", {{ layout = \"", k.name());
+            let name = library
+                .lines()
+                .find_map(|l| l.split_once(&call).and_then(|(_, rest)| rest.split_once('"')).map(|(n, _)| n))
+                .unwrap_or_else(|| panic!("the Lua part of {} names no layout in its {call}...", k.name()));
+            let tag = k.layout().tag().unwrap_or_else(|| panic!("{}'s layout has no tag", k.name()));
+            let bytes: String =
+                tag.iter()
+                    .map(|&b| {
+                        if b.is_ascii_alphanumeric() {
+                            (b as char).to_string()
+                        } else {
+                            format!("\\{b:03}")
+                        }
+                    })
+                    .collect();
+            format!("{name} = \"{bytes}\"")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `library` with its contract block written anew.
 pub(super) fn with_block(library: &str) -> String {
     let start = library.find(BEGIN).expect("lua/ratelimit.lua has a -- CONTRACT: block");
     let end = library[start..].find(END).map(|i| start + i + END.len() + 1).expect("-- END CONTRACT");
-    let with = |hash: &str| format!("{}{}{}", &library[..start], block(hash), &library[end..]);
+    let tag_of = tags(library);
+    let with = |hash: &str| format!("{}{}{}", &library[..start], block(hash, &tag_of), &library[end..]);
     let hash = redis::Script::new(&with("")).get_hash().to_string();
     with(&hash)
 }

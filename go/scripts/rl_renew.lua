@@ -7,11 +7,12 @@ end
 local floor, char, byte
 floor, char, byte = math.floor, string.char, string.byte
 local sec, usec, ns = clock(ARGV)
+local TAG_OF = { token = "RLT\001", fixed = "RLF\001", counter = "RLC\001", log = "RLS\001", leases = "RLA\001" }
 local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
+  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -44,6 +45,7 @@ local function contract()
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
+  invalid_reply = "ERR invalid %s: %s",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -399,7 +401,7 @@ local function build()
     E.raised = { err = text }
     error(text, 0)
   end
-  function E.invalid(field, expected) E.fail("ERR invalid " .. field .. ": " .. expected) end
+  function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
   function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
@@ -517,6 +519,13 @@ local function build()
   end
   local WINDOW = CONTRACT.errors.window
   function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
+  local F = {}
+  local function by_tag(tag_of)
+    local by = {}
+    for layout, tag in pairs(tag_of) do by[tag] = layout end
+    return by
+  end
+  F.TAGS = by_tag(TAG_OF)
   local V = {}
   function V.new(allowed, limit, remaining, retry, reset)
     return { allowed = allowed, limit = limit, remaining = remaining, retry = retry, reset = reset }
@@ -583,7 +592,7 @@ local function build()
     return { id = holder(r.holder), weight = weight }
   end
   local function lease_decode(stored)
-    if stored:sub(1, 4) ~= "RLA\1" or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
+    if stored:sub(1, 4) ~= TAG_OF.leases or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
     local out = {}
     for at = 5, #stored, ENTRY do
       local id, expires, weight = stored:sub(at, at + 15), us_at(stored, at + 16), u32at(stored, at + 24)
@@ -612,7 +621,7 @@ local function build()
   end
   local function lease_write(held, lease_us)
     if #held == 0 then return { delete = true } end
-    local out, last = { "RLA\1" }, 0
+    local out, last = { TAG_OF.leases }, 0
     for _, l in ipairs(held) do
       out[#out + 1] = l.id .. u64le(l.expires) .. u32le(l.weight)
       if l.expires > last then last = l.expires end

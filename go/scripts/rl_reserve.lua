@@ -7,11 +7,12 @@ end
 local floor, char, byte
 floor, char, byte = math.floor, string.char, string.byte
 local sec, usec, ns = clock(ARGV)
+local TAG_OF = { token = "RLT\001", fixed = "RLF\001", counter = "RLC\001", log = "RLS\001", leases = "RLA\001" }
 local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
+  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -44,6 +45,7 @@ local function contract()
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
+  invalid_reply = "ERR invalid %s: %s",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -502,7 +504,7 @@ local function build()
     E.raised = { err = text }
     error(text, 0)
   end
-  function E.invalid(field, expected) E.fail("ERR invalid " .. field .. ": " .. expected) end
+  function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
   function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
@@ -658,10 +660,13 @@ local function build()
   end
   function P.is_option(s, name) return s ~= nil and s:upper() == name end
   local F = {}
-  F.TAGS = {
-    ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases",
-  }
-  F.TAG_OF = { token = "RLT\1", fixed = "RLF\1", counter = "RLC\1", log = "RLS\1", leases = "RLA\1" }
+  local function by_tag(tag_of)
+    local by = {}
+    for layout, tag in pairs(tag_of) do by[tag] = layout end
+    return by
+  end
+  F.TAG_OF = TAG_OF
+  F.TAGS = by_tag(TAG_OF)
   F.UNTAGGED = { [8] = "token", [16] = "fixed", [24] = "counter" }
   local WORDS = { token = 1, fixed = 2, counter = 3 }
   local function tagged_len_fits(layout, len)

@@ -1,6 +1,7 @@
 -- GENERATED from lua/ratelimit.lua and lua/src/evalsha.lua by `cargo run -p contract-gen`: do not edit
 if redis.replicate_commands then redis.replicate_commands() end
 local MAX_LOG_LIMIT = 1000000
+local TAG_OF = { token = "RLT\001", fixed = "RLF\001", counter = "RLC\001", log = "RLS\001", leases = "RLA\001" }
 local function clock(args)
   local t = redis.call("TIME")
   return t[1], t[2], nil
@@ -82,7 +83,7 @@ local function window_paths()
   end
   local window_params_of = remembered_pairs(window_params)
   local function set_at(key, bytes, at) redis.call("SET", key, bytes, "PXAT", at) end
-  local LOG_HEADER, FILLER_CEILING, FUTURE_TOLERANCE_US = "RLS\1\8\0\0\0", 4294967296, 1000
+  local LOG_HEADER, FILLER_CEILING, FUTURE_TOLERANCE_US = TAG_OF.log .. "\8\0\0\0", 4294967296, 1000
   local function slot(s, p) return small_at(s, 9 + p * 8) end
   local function slide_fast(keys, args, n1, n2, n3)
     if #keys ~= 1 or #args ~= 3 or args[3] == "" then return nil end
@@ -171,7 +172,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
+  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -204,6 +205,7 @@ local function contract()
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
+  invalid_reply = "ERR invalid %s: %s",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -548,7 +550,7 @@ local function build()
     E.raised = { err = text }
     error(text, 0)
   end
-  function E.invalid(field, expected) E.fail("ERR invalid " .. field .. ": " .. expected) end
+  function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
   function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
@@ -667,6 +669,13 @@ local function build()
   local WINDOW = CONTRACT.errors.window
   function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
   function P.is_option(s, name) return s ~= nil and s:upper() == name end
+  local F = {}
+  local function by_tag(tag_of)
+    local by = {}
+    for layout, tag in pairs(tag_of) do by[tag] = layout end
+    return by
+  end
+  F.TAGS = by_tag(TAG_OF)
   local V = {}
   function V.new(allowed, limit, remaining, retry, reset)
     return { allowed = allowed, limit = limit, remaining = remaining, retry = retry, reset = reset }
@@ -740,7 +749,7 @@ local function build()
     return out
   end
   local function log_parse(s)
-    if #s < HEADER_LEN or s:sub(1, 4) ~= "RLS\1" or s:sub(6, 8) ~= "\0\0\0" then return nil end
+    if #s < HEADER_LEN or s:sub(1, 4) ~= TAG_OF.log or s:sub(6, 8) ~= "\0\0\0" then return nil end
     local width = byte(s, 5)
     if width ~= 8 and width ~= 16 then return nil end
     local slots = #s - HEADER_LEN
@@ -755,7 +764,7 @@ local function build()
     return log
   end
   local function log_build(width, slots, entries)
-    local out = { "RLS\1", char(width), "\0\0\0" }
+    local out = { TAG_OF.log, char(width), "\0\0\0" }
     local function push(ts, hash)
       out[#out + 1] = u64le(ts)
       if width == 16 then out[#out + 1] = hash end

@@ -1,5 +1,6 @@
 -- GENERATED from lua/ratelimit.lua and lua/src/evalsha.lua by `cargo run -p contract-gen`: do not edit
 if redis.replicate_commands then redis.replicate_commands() end
+local TAG_OF = { token = "RLT\001", fixed = "RLF\001", counter = "RLC\001", log = "RLS\001", leases = "RLA\001" }
 local function clock(args)
   local t = redis.call("TIME")
   return t[1], t[2], nil
@@ -72,7 +73,7 @@ local function ms_up(ns)
 end
 local function ms_of_limbs(l1, l2, l3) return l3 * 100000000 + floor((l2 * LIMB + l1) / MS) end
 local function window_paths()
-  local FIXED_TAG, COUNTER_TAG = "RLF\1", "RLC\1"
+  local FIXED_TAG, COUNTER_TAG = TAG_OF.fixed, TAG_OF.counter
   local CAPACITY_MAX = 1125899906842624 -- 2^50
   local function window_params(limit_s, window_s)
     if #limit_s > 15 or not limit_s:find("^[1-9]%d*$") then return false end
@@ -151,7 +152,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
+  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -184,6 +185,7 @@ local function contract()
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
+  invalid_reply = "ERR invalid %s: %s",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -638,7 +640,7 @@ local function build()
     E.raised = { err = text }
     error(text, 0)
   end
-  function E.invalid(field, expected) E.fail("ERR invalid " .. field .. ": " .. expected) end
+  function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
   function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
@@ -765,10 +767,13 @@ local function build()
   local WINDOW = CONTRACT.errors.window
   function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
   local F = {}
-  F.TAGS = {
-    ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases",
-  }
-  F.TAG_OF = { token = "RLT\1", fixed = "RLF\1", counter = "RLC\1", log = "RLS\1", leases = "RLA\1" }
+  local function by_tag(tag_of)
+    local by = {}
+    for layout, tag in pairs(tag_of) do by[tag] = layout end
+    return by
+  end
+  F.TAG_OF = TAG_OF
+  F.TAGS = by_tag(TAG_OF)
   F.UNTAGGED = { [8] = "token", [16] = "fixed", [24] = "counter" }
   local WORDS = { token = 1, fixed = 2, counter = 3 }
   local function tagged_len_fits(layout, len)

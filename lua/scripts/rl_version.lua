@@ -11,7 +11,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "bd64bcf0fc5f8b7017ece181ccf48520b0bcd192",
+  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
@@ -44,6 +44,7 @@ local function contract()
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
   },
+  invalid_reply = "ERR invalid %s: %s",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",

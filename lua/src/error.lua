@@ -8,7 +8,7 @@ function E.fail(text)
   E.raised = { err = text }
   error(text, 0)
 end
-function E.invalid(field, expected) E.fail("ERR invalid " .. field .. ": " .. expected) end
+function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
 function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
 function E.syntax() E.fail(CONTRACT.syntax_reply) end
 function E.bad_state() E.fail(CONTRACT.state_reply) end

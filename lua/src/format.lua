@@ -2,10 +2,14 @@
 -- Stored layouts (core's format.rs): tags, 0.1's untagged lengths, redis-cell's decimal TAT.
 ------------------------------------------------------------------------------------------------------------
 local F = {}
-F.TAGS = {
-  ["RLT\1"] = "token", ["RLF\1"] = "fixed", ["RLC\1"] = "counter", ["RLS\1"] = "log", ["RLA\1"] = "leases",
-}
-F.TAG_OF = { token = "RLT\1", fixed = "RLF\1", counter = "RLC\1", log = "RLS\1", leases = "RLA\1" }
+-- TAG_OF (each layout's tag, from core's) is in the generated block; TAGS reads it backwards.
+local function by_tag(tag_of)
+  local by = {}
+  for layout, tag in pairs(tag_of) do by[tag] = layout end
+  return by
+end
+F.TAG_OF = TAG_OF
+F.TAGS = by_tag(TAG_OF)
 F.UNTAGGED = { [8] = "token", [16] = "fixed", [24] = "counter" }
 local WORDS = { token = 1, fixed = 2, counter = 3 }
 

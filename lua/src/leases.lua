@@ -44,7 +44,7 @@ function leases.request(_, r)
 end
 
 local function lease_decode(stored)
-  if stored:sub(1, 4) ~= "RLA\1" or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
+  if stored:sub(1, 4) ~= TAG_OF.leases or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
   local out = {}
   for at = 5, #stored, ENTRY do
     local id, expires, weight = stored:sub(at, at + 15), us_at(stored, at + 16), u32at(stored, at + 24)
@@ -78,7 +78,7 @@ end
 -- Held leases, expiring within max(1 s, 1/16 of a lease of `lease_us`) after the last one's end.
 local function lease_write(held, lease_us)
   if #held == 0 then return { delete = true } end
-  local out, last = { "RLA\1" }, 0
+  local out, last = { TAG_OF.leases }, 0
   for _, l in ipairs(held) do
     out[#out + 1] = l.id .. u64le(l.expires) .. u32le(l.weight)
     if l.expires > last then last = l.expires end

@@ -189,4 +189,4 @@ local function derived_set(key, old, set, at, at_least, previous, certain, now_m
   end
 end
 
-local TOKEN_TAG = "RLT\1"
+local TOKEN_TAG = TAG_OF.token

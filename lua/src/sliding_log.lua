@@ -58,7 +58,7 @@ end
 
 -- The parsed view of `s`, or nil when the bytes are not a log.
 local function log_parse(s)
-  if #s < HEADER_LEN or s:sub(1, 4) ~= "RLS\1" or s:sub(6, 8) ~= "\0\0\0" then return nil end
+  if #s < HEADER_LEN or s:sub(1, 4) ~= TAG_OF.log or s:sub(6, 8) ~= "\0\0\0" then return nil end
   local width = byte(s, 5)
   if width ~= 8 and width ~= 16 then return nil end
   local slots = #s - HEADER_LEN
@@ -75,7 +75,7 @@ end
 
 -- A log laid out oldest first: fillers, then the entries.
 local function log_build(width, slots, entries)
-  local out = { "RLS\1", char(width), "\0\0\0" }
+  local out = { TAG_OF.log, char(width), "\0\0\0" }
   local function push(ts, hash)
     out[#out + 1] = u64le(ts)
     if width == 16 then out[#out + 1] = hash end

@@ -6,7 +6,7 @@
 -- decides. tests/lua_equal.rs holds both paths to core and reaches both. Built on
 -- first use: an EVALSHA script of another function does not build it.
 local function window_paths()
-  local FIXED_TAG, COUNTER_TAG = "RLF\1", "RLC\1"
+  local FIXED_TAG, COUNTER_TAG = TAG_OF.fixed, TAG_OF.counter
   local CAPACITY_MAX = 1125899906842624 -- 2^50
 
   -- `limit window` from their text where both are plain and small (a limit of digits; a window of digits
@@ -132,7 +132,7 @@ local function window_paths()
   -- log, a request recorded in the oldest slot when it is dead or in a log grown by a quarter when every
   -- slot is live, or a denial. A log to shrink or widen, one from a clock that ran ahead, DEDUP: the
   -- general path.
-  local LOG_HEADER, FILLER_CEILING, FUTURE_TOLERANCE_US = "RLS\1\8\0\0\0", 4294967296, 1000
+  local LOG_HEADER, FILLER_CEILING, FUTURE_TOLERANCE_US = TAG_OF.log .. "\8\0\0\0", 4294967296, 1000
   local function slot(s, p) return small_at(s, 9 + p * 8) end
   local function slide_fast(keys, args, n1, n2, n3)
     if #keys ~= 1 or #args ~= 3 or args[3] == "" then return nil end
