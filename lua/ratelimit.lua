@@ -32,9 +32,10 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
+  source_hash = "1eccd9770433264075ee1fe5efb4f2272fe3b6b7",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
+  command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
@@ -66,6 +67,7 @@ local function contract()
     empty_id = "must not be empty",
   },
   invalid_reply = "ERR invalid %s: %s",
+  arity_reply = "ERR wrong number of arguments for '%s' command",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -1063,7 +1065,8 @@ local function build()
     error(text, 0)
   end
   function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
-  function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
+  -- The wrong number of arguments for the command running (`E.command`, set as each function starts).
+  function E.arity() E.fail(string.format(CONTRACT.arity_reply, E.command)) end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
   function E.duplicate() E.fail(CONTRACT.duplicate_key_reply) end
@@ -2166,11 +2169,11 @@ local function build()
   end
 
   -- The request at args[at..]: its fields and how many arguments it took (core's RequestForm::parse).
-  local function request_parse(form, args, at, command)
+  local function request_parse(form, args, at)
     local option = FORM_OPTION[form]
     local len = FORM_LEN[form] or 1
     if option and P.is_option(args[at + 1], option[1]) then len = 2 + option[2] end
-    if at + len - 1 > #args then E.arity(command) end
+    if at + len - 1 > #args then E.arity() end
     local first = args[at]
     if form == "cost" then return { cost = first }, len end
     if form == "reserve" then return { cost = first, max_wait = args[at + 1] }, len end
@@ -2179,13 +2182,13 @@ local function build()
   end
 
   -- A request that ends its command: one unknown option is a syntax error, more the wrong number.
-  local function request_whole(form, args, at, command)
-    local request, len = request_parse(form, args, at, command)
+  local function request_whole(form, args, at)
+    local request, len = request_parse(form, args, at)
     local left = #args - (at - 1) - len
     if left == 0 then return request end
     local option = FORM_OPTION[form]
     if option and len == 1 and left == 1 + option[2] then E.syntax() end
-    E.arity(command)
+    E.arity()
   end
 
   ------------------------------------------------------------------------------------------------------------
@@ -2316,7 +2319,7 @@ local function build()
 
   function C.rl_token(keys, args, now)
     local groups = #keys
-    if groups == 0 or #args ~= groups * 3 then E.arity("rl.token") end
+    if groups == 0 or #args ~= groups * 3 then E.arity() end
     if groups == 1 then
       -- One bucket: the common call, without the tables of the multi-key path.
       local bucket = token.parse(args[1], args[2])
@@ -2334,33 +2337,33 @@ local function build()
   end
 
   -- RL.FIXED / RL.SLIDECOUNT key limit window [cost]: the cost is read first, as the module reads it.
-  local function count_command(k, name)
+  local function count_command(k)
     return function(keys, args, now)
-      if #keys ~= 1 or #args < 2 or #args > 3 then E.arity(name) end
+      if #keys ~= 1 or #args < 2 or #args > 3 then E.arity() end
       local cost = args[3] and P.cost(args[3]) or ONE
       return decide_one(keys[1], k, k.parse(args[1], args[2]), cost, now)
     end
   end
-  C.rl_fixed = count_command(fixed, "rl.fixed")
-  C.rl_slidecount = count_command(counter, "rl.slidecount")
+  C.rl_fixed = count_command(fixed)
+  C.rl_slidecount = count_command(counter)
 
   function C.rl_slide(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 5 then E.arity("rl.slide") end
-    local request = request_whole("id", args, 3, "rl.slide")
+    if #keys ~= 1 or #args < 3 or #args > 5 then E.arity() end
+    local request = request_whole("id", args, 3)
     local log = slide.parse(args[1], args[2])
     return decide_one(keys[1], slide, log, slide.request(log, request), now)
   end
 
   function C.rl_acquire(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 6 then E.arity("rl.acquire") end
-    local request = request_whole("lease", args, 3, "rl.acquire")
+    if #keys ~= 1 or #args < 3 or #args > 6 then E.arity() end
+    local request = request_whole("lease", args, 3)
     leases.precheck(request)
     local ls = leases.parse(args[1], args[2])
     return decide_one(keys[1], leases, ls, leases.request(ls, request), now)
   end
 
   function C.rl_take(keys, args, now)
-    if #keys ~= 1 or #args ~= 3 then E.arity("rl.take") end
+    if #keys ~= 1 or #args ~= 3 then E.arity() end
     local bucket = token.parse(args[1], args[2])
     local max = P.whole(args[3], "max", 1, CONTRACT.errors.max)
     local old = S.read(keys[1])
@@ -2372,13 +2375,13 @@ local function build()
   -- RL.RESERVE key capacity rate cost max_wait [UPTO max]: the options first, then the bucket, the
   -- cost and the wait, as the module reads them; with UPTO, a sixth field: the number taken.
   function C.rl_reserve(keys, args, now)
-    if #keys ~= 1 or #args < 4 then E.arity("rl.reserve") end
+    if #keys ~= 1 or #args < 4 then E.arity() end
     local upto
     if #args == 6 then
       if not P.is_option(args[5], "UPTO") then E.syntax() end
       upto = P.whole(args[6], "max", 1, CONTRACT.errors.max)
     elseif #args ~= 4 then
-      E.arity("rl.reserve")
+      E.arity()
     end
     local bucket = token.parse(args[1], args[2])
     local cost = P.cost(args[3])
@@ -2391,10 +2394,10 @@ local function build()
 
   -- RL.REFUND KIND key p1 p2 units, called as rl_refund 1 key KIND p1 p2 units.
   function C.rl_refund(keys, args, now)
-    if #args < 1 then E.arity("rl.refund") end
+    if #args < 1 then E.arity() end
     local k = kind_of_group(args[1])
     if not k or not k.refunds then E.syntax() end
-    if #keys ~= 1 or #args ~= 4 then E.arity("rl.refund") end
+    if #keys ~= 1 or #args ~= 4 then E.arity() end
     local lim = k.parse(args[2], args[3])
     local units = P.cost(args[4])
     local old = S.read(keys[1])
@@ -2407,22 +2410,22 @@ local function build()
   function C.rl_all(keys, args, now)
     local limits, at = {}, 1
     for i = 1, #keys do
-      if #args - at + 1 < 4 then E.arity("rl.all") end
+      if #args - at + 1 < 4 then E.arity() end
       local k = kind_of_group(args[at])
       if not k then E.syntax() end
-      local request, len = request_parse(k.form, args, at + 3, "rl.all")
+      local request, len = request_parse(k.form, args, at + 3)
       if k.precheck then k.precheck(request) end
       local lim = k.parse(args[at + 1], args[at + 2])
       limits[i] = { kind = k, limiter = lim, request = k.request(lim, request) }
       no_duplicate(keys, i)
       at = at + 3 + len
     end
-    if #keys == 0 or at <= #args then E.arity("rl.all") end
+    if #keys == 0 or at <= #args then E.arity() end
     return decide_all(keys, limits, now)
   end
 
   function C.rl_release(keys, args, now)
-    if #keys ~= 1 or #args ~= 1 then E.arity("rl.release") end
+    if #keys ~= 1 or #args ~= 1 then E.arity() end
     local id = holder(args[1])
     local old = S.read(keys[1])
     local released, write = leases.release(old, now, id)
@@ -2431,7 +2434,7 @@ local function build()
   end
 
   function C.rl_renew(keys, args, now)
-    if #keys ~= 1 or #args ~= 2 then E.arity("rl.renew") end
+    if #keys ~= 1 or #args ~= 2 then E.arity() end
     local lease = lease_us(args[1])
     local id = holder(args[2])
     local old = S.read(keys[1])
@@ -2443,7 +2446,7 @@ local function build()
   -- RL.INSPECT key [p1 p2]: the fields as a flat array of names and values (RESP2's form of the
   -- module's map).
   function C.rl_inspect(keys, args, now)
-    if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity("rl.inspect") end
+    if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity() end
     local stored = S.read(keys[1])
     if stored == nil then return false end
     local at = S.expiry(keys[1], now)
@@ -2457,7 +2460,7 @@ local function build()
     if #args == 2 then
       peek = k.peek(k.parse(args[1], args[2]), stored, now)
     elseif #args == 3 then
-      E.arity("rl.inspect")
+      E.arity()
     end
     local out = { { ok = "limiter" }, { ok = k.command } }
     for _, f in ipairs(k.describe(stored, now)) do
@@ -2489,6 +2492,7 @@ local function build()
   for name, body in pairs(C) do
     FUNCTIONS[name] = function(keys, args, sec, usec, ns)
       E.raised = nil
+      E.command = CONTRACT.command_of[name]
       local ok, reply = pcall(run, body, keys, args, sec, usec, ns)
       if ok then return reply end
       if E.raised then return E.raised end

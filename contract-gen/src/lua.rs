@@ -64,6 +64,10 @@ fn block(source_hash: &str, tag_of: &str) -> String {
     out += &format!("  source_hash = {},\n", quoted(source_hash));
     out += &format!("  functions = {{ {} }},\n", functions.join(", "));
     out += &format!("  read_only = {{ {} }},\n", read_only.join(", "));
+    let command_of: Vec<String> = CommandInfo::in_library()
+        .filter_map(|c| c.function.map(|f| format!("{f} = {}", quoted(&c.name.to_lowercase()))))
+        .collect();
+    out += &format!("  command_of = {{ {} }},\n", command_of.join(", "));
     // The horizon in ns as the library's exact integers hold it above 2^53: limbs of base 10^7.
     let ns = limits::MAX_HORIZON_NS as u64;
     let base = 10_000_000;
@@ -112,6 +116,8 @@ fn block(source_hash: &str, tag_of: &str) -> String {
     // The whole replies a client may see besides a parameter's (`ERR invalid <field>: <expected>`).
     for (name, reply) in [
         ("invalid", format!("ERR {}", ParamError { field: "%s", expected: "%s" })),
+        // Redis' own form of it, which the module replies (its command's name as registered).
+        ("arity", format!("{} for '%s' command", ratelimit_core::error::WRONG_ARITY)),
         ("syntax", super::spec::SYNTAX_REPLY.to_string()),
         ("state", format!("ERR {}", ratelimit_core::error::StateError)),
         ("duplicate_key", client::command::DUPLICATE_KEY.to_string()),

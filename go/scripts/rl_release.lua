@@ -12,9 +12,10 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
+  source_hash = "1eccd9770433264075ee1fe5efb4f2272fe3b6b7",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
+  command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
@@ -46,6 +47,7 @@ local function contract()
     empty_id = "must not be empty",
   },
   invalid_reply = "ERR invalid %s: %s",
+  arity_reply = "ERR wrong number of arguments for '%s' command",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -402,7 +404,7 @@ local function build()
     error(text, 0)
   end
   function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
-  function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
+  function E.arity() E.fail(string.format(CONTRACT.arity_reply, E.command)) end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
   local D = {}
@@ -784,7 +786,7 @@ local function build()
   end
   local C = {}
   function C.rl_release(keys, args, now)
-    if #keys ~= 1 or #args ~= 1 then E.arity("rl.release") end
+    if #keys ~= 1 or #args ~= 1 then E.arity() end
     local id = holder(args[1])
     local old = S.read(keys[1])
     local released, write = leases.release(old, now, id)
@@ -796,6 +798,7 @@ local function build()
   for name, body in pairs(C) do
     FUNCTIONS[name] = function(keys, args, sec, usec, ns)
       E.raised = nil
+      E.command = CONTRACT.command_of[name]
       local ok, reply = pcall(run, body, keys, args, sec, usec, ns)
       if ok then return reply end
       if E.raised then return E.raised end

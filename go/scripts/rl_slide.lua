@@ -172,9 +172,10 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
+  source_hash = "1eccd9770433264075ee1fe5efb4f2272fe3b6b7",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
+  command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
@@ -206,6 +207,7 @@ local function contract()
     empty_id = "must not be empty",
   },
   invalid_reply = "ERR invalid %s: %s",
+  arity_reply = "ERR wrong number of arguments for '%s' command",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -551,7 +553,7 @@ local function build()
     error(text, 0)
   end
   function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
-  function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
+  function E.arity() E.fail(string.format(CONTRACT.arity_reply, E.command)) end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
   local D = {}
@@ -908,24 +910,24 @@ local function build()
   end
   local FORM_OPTION = CONTRACT.form_option
   local FORM_LEN = CONTRACT.form_len
-  local function request_parse(form, args, at, command)
+  local function request_parse(form, args, at)
     local option = FORM_OPTION[form]
     local len = FORM_LEN[form] or 1
     if option and P.is_option(args[at + 1], option[1]) then len = 2 + option[2] end
-    if at + len - 1 > #args then E.arity(command) end
+    if at + len - 1 > #args then E.arity() end
     local first = args[at]
     if form == "cost" then return { cost = first }, len end
     if form == "reserve" then return { cost = first, max_wait = args[at + 1] }, len end
     if form == "id" then return { id = first, dedup = len == 2 }, len end
     return { holder = first, weight = len == 3 and args[at + 2] or nil }, len
   end
-  local function request_whole(form, args, at, command)
-    local request, len = request_parse(form, args, at, command)
+  local function request_whole(form, args, at)
+    local request, len = request_parse(form, args, at)
     local left = #args - (at - 1) - len
     if left == 0 then return request end
     local option = FORM_OPTION[form]
     if option and len == 1 and left == 1 + option[2] then E.syntax() end
-    E.arity(command)
+    E.arity()
   end
   local S = {}
   function S.read(key)
@@ -984,8 +986,8 @@ local function build()
     return V.reply(outcome.verdict)
   end
   function C.rl_slide(keys, args, now)
-    if #keys ~= 1 or #args < 3 or #args > 5 then E.arity("rl.slide") end
-    local request = request_whole("id", args, 3, "rl.slide")
+    if #keys ~= 1 or #args < 3 or #args > 5 then E.arity() end
+    local request = request_whole("id", args, 3)
     local log = slide.parse(args[1], args[2])
     return decide_one(keys[1], slide, log, slide.request(log, request), now)
   end
@@ -994,6 +996,7 @@ local function build()
   for name, body in pairs(C) do
     FUNCTIONS[name] = function(keys, args, sec, usec, ns)
       E.raised = nil
+      E.command = CONTRACT.command_of[name]
       local ok, reply = pcall(run, body, keys, args, sec, usec, ns)
       if ok then return reply end
       if E.raised then return E.raised end

@@ -152,9 +152,10 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "fe4e7bc2d40379282a302cdd5eebf8d9c93e7867",
+  source_hash = "1eccd9770433264075ee1fe5efb4f2272fe3b6b7",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
+  command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
   max_horizon_ns = { 0, 0, 30000, neg = false }, -- 3000000000000000000
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
@@ -186,6 +187,7 @@ local function contract()
     empty_id = "must not be empty",
   },
   invalid_reply = "ERR invalid %s: %s",
+  arity_reply = "ERR wrong number of arguments for '%s' command",
   syntax_reply = "ERR syntax error",
   state_reply = "ERR the key holds a value that is not this limiter's state",
   duplicate_key_reply = "ERR the same key appears more than once",
@@ -641,7 +643,7 @@ local function build()
     error(text, 0)
   end
   function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
-  function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
+  function E.arity() E.fail(string.format(CONTRACT.arity_reply, E.command)) end
   function E.syntax() E.fail(CONTRACT.syntax_reply) end
   function E.bad_state() E.fail(CONTRACT.state_reply) end
   local LUA_MAX = "9007199254740991"
@@ -1006,19 +1008,20 @@ local function build()
     if outcome.write then S.apply(key, old, outcome.write, now) end
     return V.reply(outcome.verdict)
   end
-  local function count_command(k, name)
+  local function count_command(k)
     return function(keys, args, now)
-      if #keys ~= 1 or #args < 2 or #args > 3 then E.arity(name) end
+      if #keys ~= 1 or #args < 2 or #args > 3 then E.arity() end
       local cost = args[3] and P.cost(args[3]) or ONE
       return decide_one(keys[1], k, k.parse(args[1], args[2]), cost, now)
     end
   end
-  C.rl_slidecount = count_command(counter, "rl.slidecount")
+  C.rl_slidecount = count_command(counter)
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do
     FUNCTIONS[name] = function(keys, args, sec, usec, ns)
       E.raised = nil
+      E.command = CONTRACT.command_of[name]
       local ok, reply = pcall(run, body, keys, args, sec, usec, ns)
       if ok then return reply end
       if E.raised then return E.raised end

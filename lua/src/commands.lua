@@ -51,7 +51,7 @@ end
 
 function C.rl_token(keys, args, now)
   local groups = #keys
-  if groups == 0 or #args ~= groups * 3 then E.arity("rl.token") end
+  if groups == 0 or #args ~= groups * 3 then E.arity() end
   if groups == 1 then
     -- One bucket: the common call, without the tables of the multi-key path.
     local bucket = token.parse(args[1], args[2])
@@ -69,33 +69,33 @@ function C.rl_token(keys, args, now)
 end
 
 -- RL.FIXED / RL.SLIDECOUNT key limit window [cost]: the cost is read first, as the module reads it.
-local function count_command(k, name)
+local function count_command(k)
   return function(keys, args, now)
-    if #keys ~= 1 or #args < 2 or #args > 3 then E.arity(name) end
+    if #keys ~= 1 or #args < 2 or #args > 3 then E.arity() end
     local cost = args[3] and P.cost(args[3]) or ONE
     return decide_one(keys[1], k, k.parse(args[1], args[2]), cost, now)
   end
 end
-C.rl_fixed = count_command(fixed, "rl.fixed")
-C.rl_slidecount = count_command(counter, "rl.slidecount")
+C.rl_fixed = count_command(fixed)
+C.rl_slidecount = count_command(counter)
 
 function C.rl_slide(keys, args, now)
-  if #keys ~= 1 or #args < 3 or #args > 5 then E.arity("rl.slide") end
-  local request = request_whole("id", args, 3, "rl.slide")
+  if #keys ~= 1 or #args < 3 or #args > 5 then E.arity() end
+  local request = request_whole("id", args, 3)
   local log = slide.parse(args[1], args[2])
   return decide_one(keys[1], slide, log, slide.request(log, request), now)
 end
 
 function C.rl_acquire(keys, args, now)
-  if #keys ~= 1 or #args < 3 or #args > 6 then E.arity("rl.acquire") end
-  local request = request_whole("lease", args, 3, "rl.acquire")
+  if #keys ~= 1 or #args < 3 or #args > 6 then E.arity() end
+  local request = request_whole("lease", args, 3)
   leases.precheck(request)
   local ls = leases.parse(args[1], args[2])
   return decide_one(keys[1], leases, ls, leases.request(ls, request), now)
 end
 
 function C.rl_take(keys, args, now)
-  if #keys ~= 1 or #args ~= 3 then E.arity("rl.take") end
+  if #keys ~= 1 or #args ~= 3 then E.arity() end
   local bucket = token.parse(args[1], args[2])
   local max = P.whole(args[3], "max", 1, CONTRACT.errors.max)
   local old = S.read(keys[1])
@@ -107,13 +107,13 @@ end
 -- RL.RESERVE key capacity rate cost max_wait [UPTO max]: the options first, then the bucket, the
 -- cost and the wait, as the module reads them; with UPTO, a sixth field: the number taken.
 function C.rl_reserve(keys, args, now)
-  if #keys ~= 1 or #args < 4 then E.arity("rl.reserve") end
+  if #keys ~= 1 or #args < 4 then E.arity() end
   local upto
   if #args == 6 then
     if not P.is_option(args[5], "UPTO") then E.syntax() end
     upto = P.whole(args[6], "max", 1, CONTRACT.errors.max)
   elseif #args ~= 4 then
-    E.arity("rl.reserve")
+    E.arity()
   end
   local bucket = token.parse(args[1], args[2])
   local cost = P.cost(args[3])
@@ -126,10 +126,10 @@ end
 
 -- RL.REFUND KIND key p1 p2 units, called as rl_refund 1 key KIND p1 p2 units.
 function C.rl_refund(keys, args, now)
-  if #args < 1 then E.arity("rl.refund") end
+  if #args < 1 then E.arity() end
   local k = kind_of_group(args[1])
   if not k or not k.refunds then E.syntax() end
-  if #keys ~= 1 or #args ~= 4 then E.arity("rl.refund") end
+  if #keys ~= 1 or #args ~= 4 then E.arity() end
   local lim = k.parse(args[2], args[3])
   local units = P.cost(args[4])
   local old = S.read(keys[1])
@@ -142,22 +142,22 @@ end
 function C.rl_all(keys, args, now)
   local limits, at = {}, 1
   for i = 1, #keys do
-    if #args - at + 1 < 4 then E.arity("rl.all") end
+    if #args - at + 1 < 4 then E.arity() end
     local k = kind_of_group(args[at])
     if not k then E.syntax() end
-    local request, len = request_parse(k.form, args, at + 3, "rl.all")
+    local request, len = request_parse(k.form, args, at + 3)
     if k.precheck then k.precheck(request) end
     local lim = k.parse(args[at + 1], args[at + 2])
     limits[i] = { kind = k, limiter = lim, request = k.request(lim, request) }
     no_duplicate(keys, i)
     at = at + 3 + len
   end
-  if #keys == 0 or at <= #args then E.arity("rl.all") end
+  if #keys == 0 or at <= #args then E.arity() end
   return decide_all(keys, limits, now)
 end
 
 function C.rl_release(keys, args, now)
-  if #keys ~= 1 or #args ~= 1 then E.arity("rl.release") end
+  if #keys ~= 1 or #args ~= 1 then E.arity() end
   local id = holder(args[1])
   local old = S.read(keys[1])
   local released, write = leases.release(old, now, id)
@@ -166,7 +166,7 @@ function C.rl_release(keys, args, now)
 end
 
 function C.rl_renew(keys, args, now)
-  if #keys ~= 1 or #args ~= 2 then E.arity("rl.renew") end
+  if #keys ~= 1 or #args ~= 2 then E.arity() end
   local lease = lease_us(args[1])
   local id = holder(args[2])
   local old = S.read(keys[1])
@@ -178,7 +178,7 @@ end
 -- RL.INSPECT key [p1 p2]: the fields as a flat array of names and values (RESP2's form of the
 -- module's map).
 function C.rl_inspect(keys, args, now)
-  if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity("rl.inspect") end
+  if #keys ~= 1 or (#args ~= 0 and #args ~= 2 and #args ~= 3) then E.arity() end
   local stored = S.read(keys[1])
   if stored == nil then return false end
   local at = S.expiry(keys[1], now)
@@ -192,7 +192,7 @@ function C.rl_inspect(keys, args, now)
   if #args == 2 then
     peek = k.peek(k.parse(args[1], args[2]), stored, now)
   elseif #args == 3 then
-    E.arity("rl.inspect")
+    E.arity()
   end
   local out = { { ok = "limiter" }, { ok = k.command } }
   for _, f in ipairs(k.describe(stored, now)) do
@@ -224,6 +224,7 @@ local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_
 for name, body in pairs(C) do
   FUNCTIONS[name] = function(keys, args, sec, usec, ns)
     E.raised = nil
+    E.command = CONTRACT.command_of[name]
     local ok, reply = pcall(run, body, keys, args, sec, usec, ns)
     if ok then return reply end
     if E.raised then return E.raised end

@@ -9,7 +9,8 @@ function E.fail(text)
   error(text, 0)
 end
 function E.invalid(field, expected) E.fail(string.format(CONTRACT.invalid_reply, field, expected)) end
-function E.arity(command) E.fail("ERR wrong number of arguments for '" .. command .. "' command") end
+-- The wrong number of arguments for the command running (`E.command`, set as each function starts).
+function E.arity() E.fail(string.format(CONTRACT.arity_reply, E.command)) end
 function E.syntax() E.fail(CONTRACT.syntax_reply) end
 function E.bad_state() E.fail(CONTRACT.state_reply) end
 function E.duplicate() E.fail(CONTRACT.duplicate_key_reply) end

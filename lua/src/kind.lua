@@ -23,11 +23,11 @@ local function kind_of_group(name)
 end
 
 -- The request at args[at..]: its fields and how many arguments it took (core's RequestForm::parse).
-local function request_parse(form, args, at, command)
+local function request_parse(form, args, at)
   local option = FORM_OPTION[form]
   local len = FORM_LEN[form] or 1
   if option and P.is_option(args[at + 1], option[1]) then len = 2 + option[2] end
-  if at + len - 1 > #args then E.arity(command) end
+  if at + len - 1 > #args then E.arity() end
   local first = args[at]
   if form == "cost" then return { cost = first }, len end
   if form == "reserve" then return { cost = first, max_wait = args[at + 1] }, len end
@@ -36,11 +36,11 @@ local function request_parse(form, args, at, command)
 end
 
 -- A request that ends its command: one unknown option is a syntax error, more the wrong number.
-local function request_whole(form, args, at, command)
-  local request, len = request_parse(form, args, at, command)
+local function request_whole(form, args, at)
+  local request, len = request_parse(form, args, at)
   local left = #args - (at - 1) - len
   if left == 0 then return request end
   local option = FORM_OPTION[form]
   if option and len == 1 and left == 1 + option[2] then E.syntax() end
-  E.arity(command)
+  E.arity()
 end
