@@ -40,6 +40,7 @@ pub(super) fn contract(library_source: &str) -> Value {
         "library": library(library_source),
         "http": http(),
         "batching": batching(),
+        "holds": holds(),
         "fallback": {
             "max_keys": client::fallback::MAX_KEYS,
             "max_keys_means": "the most keys the in-process limiter keeps: past it, expired state goes first, then everything",
@@ -278,6 +279,8 @@ fn command(c: &CommandInfo) -> Value {
         KeyRule::At(i) => json!({ "rule": "at", "index": i }),
         KeyRule::Every(n) => json!({ "rule": "every", "step": n }),
         KeyRule::Groups => json!({ "rule": "groups" }),
+        KeyRule::LedgerGroups => json!({ "rule": "ledger_groups", "groups_from": 4 }),
+        KeyRule::LedgerPairs => json!({ "rule": "ledger_pairs", "pairs_from": 3 }),
     };
     let reply = match c.reply {
         ReplyForm::Verdict { sixth } => {
@@ -291,6 +294,9 @@ fn command(c: &CommandInfo) -> Value {
         ReplyForm::Top => json!({ "form": "top" }),
         ReplyForm::Ok => json!({ "form": "ok" }),
         ReplyForm::Dialect => json!({ "form": "dialect" }),
+        ReplyForm::Settled => {
+            json!({ "form": "settled", "fields": ReplyForm::VERDICT, "sixth": "the 1-based position of the named key it describes", "nil": "no hold of this id (never held, denied, or ended): nothing changed" })
+        }
     };
     json!({
         "name": c.name,
@@ -300,6 +306,40 @@ fn command(c: &CommandInfo) -> Value {
         "writes": c.writes,
         "function": c.function,
         "reply": reply,
+    })
+}
+
+/// RL.HOLD and RL.SETTLE as a client calls them (docs/commands.md): the words, bounds, errors and
+/// the ledger's default name; each call's argv is its prefix, then RL.ALL's groups (a hold) or
+/// `key units` pairs (a settle).
+fn holds() -> Value {
+    use ratelimit_core::hold::{self, Abandon, Mode};
+    json!({
+        "calls": {
+            "hold": ["RL.HOLD", "{ledger}", "{id}", "{ttl}", "{abandon}"],
+            "hold_then": "RL.ALL's groups: key KIND p1 p2 units (the kinds' request forms)",
+            "settle": ["RL.SETTLE", "{ledger}", "{id}", "{mode}"],
+            "settle_then": "key units, for each group settled",
+        },
+        "abandon": Abandon::WORDS,
+        "abandon_default": Abandon::WORDS[0],
+        "abandon_means": {
+            "CHARGE": "a hold never settled stays charged when its time ends (billing-safe)",
+            "RETURN": "a hold never settled gives back what it held beyond the usage a PARTIAL reported when its time ends",
+        },
+        "modes": Mode::WORDS,
+        "modes_mean": {
+            "FINAL": "units is the actual: the difference goes back or is charged in the hold's own window, once",
+            "PARTIAL": "units is the usage so far (a running total): usage beyond the hold is charged as it comes",
+        },
+        "held_kinds": LimiterKind::ALL.iter().filter(|k| k.refunds() && k.request_form() == RequestForm::Cost).map(|k| k.name()).collect::<Vec<_>>(),
+        "max_ttl_secs": hold::MAX_TTL_SECS,
+        "max_id_bytes": hold::MAX_ID_BYTES,
+        "max_holds": hold::MAX_HOLDS,
+        "ledger": "rl:holds:{{{tag}}}",
+        "ledger_means": "the ledger a client names by default: {tag} is the first key's hash tag (the text between its first '{' and the next '}', when not empty), else the whole first key, so the ledger shares the limits' slot",
+        "reply": "a hold replies RL.ALL's six fields; a settle six like a verdict (allowed 0: a named group went past its held units and its limit has nothing left: stop a stream) or nil (no hold of this id: nothing changed)",
+        "errors": [error(&hold::TTL), error(&hold::ID), error(&hold::NOT_HELD), error(&hold::FULL)],
     })
 }
 

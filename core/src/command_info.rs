@@ -13,6 +13,10 @@ pub enum KeyRule {
     /// RL.ALL's groups: a key, a kind's group name, then that kind's arguments
     /// (`LimiterKind::group_len`); the first argument that is not a group's key ends them.
     Groups,
+    /// RL.HOLD's: a ledger key first, then RL.ALL's groups after three more arguments.
+    LedgerGroups,
+    /// RL.SETTLE's: a ledger key first, then after two more arguments `key units` pairs.
+    LedgerPairs,
 }
 
 /// What a command replies.
@@ -31,6 +35,9 @@ pub enum ReplyForm {
     Ok,
     /// Another product's reply (a dialect's, see `dialect`).
     Dialect,
+    /// RL.SETTLE's: a verdict's six fields as the settle left the hold's limits (`allowed` 0: a named
+    /// limit went past its held units and has nothing left), or nil: no hold of this id.
+    Settled,
 }
 
 impl ReplyForm {

@@ -25,6 +25,15 @@ impl KeyRule {
                 }
                 keys
             }
+            KeyRule::LedgerGroups => {
+                let groups = KeyRule::Groups.positions(args.get(4..).unwrap_or_default());
+                let ledger = (!args.is_empty()).then_some(0);
+                ledger.into_iter().chain(groups.into_iter().map(|i| i + 4)).collect()
+            }
+            KeyRule::LedgerPairs => {
+                let ledger = (!args.is_empty()).then_some(0);
+                ledger.into_iter().chain((3..args.len()).step_by(2)).collect()
+            }
         }
     }
 }
@@ -45,7 +54,7 @@ impl CommandInfo {
 pub const VERSION_FUNCTION: &str = "rl_version";
 
 /// The commands that are no limiter kind's own.
-const OTHERS: [CommandInfo; 11] = [
+const OTHERS: [CommandInfo; 13] = [
     command("RL.TAKE", "RL.TAKE key capacity rate max", 4, KeyRule::At(0), Some("rl_take"), verdict(TAKEN)),
     command(
         "RL.REFUND",
@@ -62,6 +71,22 @@ const OTHERS: [CommandInfo; 11] = [
         KeyRule::Groups,
         Some("rl_all"),
         verdict(DECIDING),
+    ),
+    command(
+        "RL.HOLD",
+        "RL.HOLD ledger id ttl CHARGE|RETURN key KIND p1 p2 units [key KIND p1 p2 units ...]",
+        9,
+        KeyRule::LedgerGroups,
+        Some("rl_hold"),
+        verdict(DECIDING),
+    ),
+    command(
+        "RL.SETTLE",
+        "RL.SETTLE ledger id FINAL|PARTIAL key units [key units ...]",
+        5,
+        KeyRule::LedgerPairs,
+        Some("rl_settle"),
+        ReplyForm::Settled,
     ),
     command("RL.RELEASE", "RL.RELEASE key id", 2, KeyRule::At(0), Some("rl_release"), ReplyForm::Flag),
     command("RL.RENEW", "RL.RENEW key lease id", 3, KeyRule::At(0), Some("rl_renew"), ReplyForm::Flag),
@@ -157,5 +182,8 @@ mod tests {
         assert_eq!(KeyRule::None.positions(&args("5")), Vec::<usize>::new());
         let all = args("a TOKEN 10 1 1 b SLIDE 5 60 id DEDUP c ACQUIRE 3 10 h WEIGHT 2 d FIXED 1 1 1");
         assert_eq!(KeyRule::Groups.positions(&all), [0, 5, 11, 18]);
+        let hold = args("l id 60 CHARGE a TOKEN 10 1 1 b FIXED 5 60 3");
+        assert_eq!(KeyRule::LedgerGroups.positions(&hold), [0, 4, 9]);
+        assert_eq!(KeyRule::LedgerPairs.positions(&args("l id FINAL a 3 b 4")), [0, 3, 5]);
     }
 }

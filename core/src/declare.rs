@@ -211,6 +211,28 @@ pub trait Declare: Limiter + Copy {
     /// `n`, at least 1.
     fn share(&self, n: u64) -> Self;
 
+    /// The units a request holds (RL.HOLD): its cost, for the kinds a hold settles; None for others.
+    fn held(_request: &Self::Request) -> Option<u64> {
+        None
+    }
+
+    /// The window a hold's units were taken in, from the state the hold left (see `hold`).
+    fn hold_mark(&self, _stored: Option<&[u8]>) -> Option<Result<i64, StateError>> {
+        None
+    }
+
+    /// A settle's `delta` units in the window `mark` (see `hold`): the write, None when nothing
+    /// changes.
+    fn settle_units(
+        &self,
+        _stored: Option<&[u8]>,
+        _now: Nanos,
+        _mark: i64,
+        _delta: i128,
+    ) -> Option<Result<Option<Write>, StateError>> {
+        None
+    }
+
     /// Gives `units` back (see [`Refund`]); None for a kind that takes no refunds.
     fn refund_units(
         &self,
@@ -250,6 +272,24 @@ macro_rules! cost_requests {
             units: u64,
         ) -> Option<Result<(Option<Write>, Verdict), StateError>> {
             refunded(self, stored, now, units)
+        }
+
+        fn held(request: &u64) -> Option<u64> {
+            Some(*request)
+        }
+
+        fn hold_mark(&self, stored: Option<&[u8]>) -> Option<Result<i64, StateError>> {
+            Some(crate::state::mark_of::<Self>(stored))
+        }
+
+        fn settle_units(
+            &self,
+            stored: Option<&[u8]>,
+            now: Nanos,
+            mark: i64,
+            delta: i128,
+        ) -> Option<Result<Option<Write>, StateError>> {
+            Some(crate::state::settled(self, stored, now, mark, delta))
         }
     };
 }

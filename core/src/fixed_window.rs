@@ -127,6 +127,18 @@ impl SmallState for FixedWindow {
     fn give_back(&self, state: Option<WindowState>, now: Nanos, units: u64) -> Option<WindowState> {
         self.refund_window(state, now, units)
     }
+
+    /// A window is known by its end, in ms.
+    fn mark(state: &WindowState) -> i64 {
+        ceil_ms(state.ends_at)
+    }
+
+    /// Only while the window `mark` is open: never a later one.
+    fn adjust(&self, state: Option<WindowState>, now: Nanos, mark: i64, delta: i128) -> Option<WindowState> {
+        let s = state.filter(|s| s.ends_at > now && ceil_ms(s.ends_at) == mark)?;
+        let count = crate::state::moved(s.count, delta);
+        (count != s.count).then_some(WindowState { count, ..s })
+    }
 }
 
 #[cfg(test)]

@@ -133,6 +133,23 @@ macro_rules! kinds {
                 match self { $(AnyLimiter::$kind(l) => l.peek(stored, now)),* }
             }
 
+            /// The window a hold's units were taken in (see `hold`); None for a kind a hold does not
+            /// settle.
+            pub fn hold_mark(&self, stored: Option<&[u8]>) -> Option<Result<i64, StateError>> {
+                match self { $(AnyLimiter::$kind(l) => l.hold_mark(stored)),* }
+            }
+
+            /// A settle's `delta` units in the window `mark`; None for a kind a hold does not settle.
+            pub fn settle(
+                &self,
+                stored: Option<&[u8]>,
+                now: Nanos,
+                mark: i64,
+                delta: i128,
+            ) -> Option<Result<Option<Write>, StateError>> {
+                match self { $(AnyLimiter::$kind(l) => l.settle_units(stored, now, mark, delta)),* }
+            }
+
             /// Gives `units` back; None for a kind that takes no refunds.
             pub fn refund(
                 &self,
@@ -151,6 +168,11 @@ macro_rules! kinds {
         impl AnyLimit {
             pub fn decide(&self, stored: Option<&[u8]>, now: Nanos) -> Result<Outcome, StateError> {
                 match self { $(AnyLimit::$kind(l, request) => l.decide(stored, now, *request)),* }
+            }
+
+            /// The units this request holds in RL.HOLD; None for a kind a hold does not settle.
+            pub fn held_units(&self) -> Option<u64> {
+                match self { $(AnyLimit::$kind(_, request) => <$ty as Declare>::held(request)),* }
             }
 
             pub fn limiter(&self) -> AnyLimiter {

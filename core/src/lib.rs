@@ -43,6 +43,7 @@ pub mod declare;
 pub mod dialect;
 pub mod error;
 pub mod format;
+pub mod hold;
 pub mod kind;
 pub mod limiter;
 pub mod limits;

@@ -185,6 +185,27 @@ impl SmallState for SlidingCounter {
     fn give_back(&self, state: Option<CounterState>, now: Nanos, units: u64) -> Option<CounterState> {
         self.refund_counts(state, now, units)
     }
+
+    /// A window is known by its index since the epoch.
+    fn mark(state: &CounterState) -> i64 {
+        i64::try_from(state.window).unwrap_or(i64::MAX)
+    }
+
+    /// In the window `mark` while it is the current or the previous one (whose count still weighs):
+    /// never a later one.
+    fn adjust(&self, state: Option<CounterState>, now: Nanos, mark: i64, delta: i128) -> Option<CounterState> {
+        let index_now = (now.max(0) / self.window_ns) as u64;
+        let mark = u64::try_from(mark).ok().filter(|m| m.saturating_add(1) >= index_now)?;
+        let s = state.filter(|s| s.window <= index_now)?;
+        let next = if s.window == mark {
+            CounterState { current: crate::state::moved(s.current, delta), ..s }
+        } else if s.window == mark.saturating_add(1) {
+            CounterState { previous: crate::state::moved(s.previous, delta), ..s }
+        } else {
+            return None;
+        };
+        (next != s).then_some(next)
+    }
 }
 
 #[cfg(test)]

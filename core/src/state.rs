@@ -23,6 +23,43 @@ pub trait SmallState {
     fn fields(state: &Self::State, now: Nanos) -> Vec<Field>;
     /// The state after giving `units` back, when that changes anything.
     fn give_back(&self, state: Option<Self::State>, now: Nanos, units: u64) -> Option<Self::State>;
+    /// The window a state's units count in (see `hold`): a hold settles only there.
+    fn mark(_state: &Self::State) -> i64 {
+        0
+    }
+    /// The state after `delta` units (a settle's return, or its excess charged past the limit) in
+    /// the window `mark`, while that window still counts; None when nothing changes.
+    fn adjust(
+        &self,
+        _state: Option<Self::State>,
+        _now: Nanos,
+        _mark: i64,
+        _delta: i128,
+    ) -> Option<Self::State> {
+        None
+    }
+}
+
+/// A hold's window in the state it left (see [`SmallState::mark`]).
+pub(crate) fn mark_of<T: SmallState>(stored: Option<&[u8]>) -> Result<i64, StateError> {
+    Ok(read::<T>(stored)?.as_ref().map_or(0, T::mark))
+}
+
+/// A settle's write (see [`SmallState::adjust`]).
+pub(crate) fn settled<T: SmallState>(
+    limiter: &T,
+    stored: Option<&[u8]>,
+    now: Nanos,
+    mark: i64,
+    delta: i128,
+) -> Result<Option<Write>, StateError> {
+    let state = read::<T>(stored)?;
+    Ok(limiter.adjust(state, now, mark, delta).map(|next| limiter.write(&next, state.as_ref(), now)))
+}
+
+/// `n` moved by `delta`, within 0 and u64::MAX.
+pub(crate) fn moved(n: u64, delta: i128) -> u64 {
+    (i128::from(n) + delta).clamp(0, i128::from(u64::MAX)) as u64
 }
 
 /// A typed decision: the verdict, the state to store, and whether storing it repairs an impossible

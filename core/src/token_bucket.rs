@@ -331,6 +331,23 @@ impl SmallState for TokenBucket {
     fn give_back(&self, tat: Option<Nanos>, now: Nanos, tokens: u64) -> Option<Nanos> {
         self.refund_tat(tat, now, tokens)
     }
+
+    /// A bucket has no windows.
+    fn mark(_tat: &Nanos) -> i64 {
+        0
+    }
+
+    /// A return refills (never above capacity); an excess is charged as debt, at most one full
+    /// refill beyond empty (a backlog of two depths, the most a reservation may leave).
+    fn adjust(&self, tat: Option<Nanos>, now: Nanos, _mark: i64, delta: i128) -> Option<Nanos> {
+        if delta < 0 {
+            return self.refund_tat(tat, now, u64::try_from(-delta).unwrap_or(u64::MAX));
+        }
+        let (backlog, _) = self.backlog(tat, now);
+        let most = 2 * i128::from(self.depth());
+        let charged = (i128::from(backlog) + delta.saturating_mul(i128::from(self.interval_ns))).min(most);
+        (delta > 0 && charged > i128::from(backlog)).then(|| now.saturating_add(charged as Nanos))
+    }
 }
 
 /// A token bucket's parameters, as RL.TOKEN takes them.

@@ -7,7 +7,7 @@ use crate::declare::{
     cost_of, cost_requests, refunded, Declare, IdHash, Param, ParamType, RequestArgs, RequestForm,
 };
 use crate::error::{ParamError, StateError};
-use crate::limiter::{Limiter, Refund, WindowLimiter, Write};
+use crate::limiter::{Limiter, WindowLimiter, Write};
 use crate::limits::MAX_HORIZON_NS;
 use crate::time::Nanos;
 use crate::verdict::Verdict;
@@ -82,7 +82,7 @@ pub trait WindowAlgorithm {
 
 impl<A: WindowAlgorithm> Declare for Windowed<A>
 where
-    Windowed<A>: Refund<Request = u64>,
+    Windowed<A>: crate::state::SmallState,
 {
     const NAME: &'static str = A::NAME;
     const PARAMS: [Param; 2] = [

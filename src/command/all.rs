@@ -38,6 +38,14 @@ impl Command for All {
     const SPEC: Spec = Spec::limiter(c"rl.all", c"write deny-oom", Keys::Function(key_index), &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
+        let (keys, limits) = groups(args)?;
+        limit::decide_all(ctx, &keys, |i, stored, now| Ok(limits[i].decide(stored, now)?))
+    }
+}
+
+/// RL.ALL's groups (also RL.HOLD's): each key and its limit, in order; each key once.
+pub(super) fn groups(args: &[Arg]) -> Result<(Vec<&Arg>, Vec<AnyLimit>), RlError> {
+    {
         let bytes: Vec<&[u8]> = args.iter().map(Arg::bytes).collect();
         let mut keys: Vec<&Arg> = Vec::new();
         let mut limits: Vec<AnyLimit> = Vec::new();
@@ -62,12 +70,12 @@ impl Command for All {
         if limits.is_empty() {
             return Err(RlError::WrongArity);
         }
-        limit::decide_all(ctx, &keys, |i, stored, now| Ok(limits[i].decide(stored, now)?))
+        Ok((keys, limits))
     }
 }
 
 /// The index of the `position`-th key: each group's first argument.
-fn key_index(args: &[Arg], position: usize) -> Option<usize> {
+pub(super) fn key_index(args: &[Arg], position: usize) -> Option<usize> {
     let mut at = 0;
     for _ in 0..position {
         let kind = LimiterKind::from_group(args.get(at + 1)?.bytes())?;

@@ -33,6 +33,8 @@ commands! {
     slide_count::SlideCount,
     refund::Refund,
     all::All,
+    hold::Hold,
+    settle::Settle,
     take::Take,
     reserve::ReserveTokens,
     acquire::AcquireLease,

@@ -1,6 +1,6 @@
 //! A command argument as the server passes it, borrowed for the duration of the command.
 
-use redis_module::raw;
+use redis_module::{raw, Context};
 
 /// One element of a command's argv. `repr(transparent)` so the server's argv array can be viewed as
 /// a slice of these without copying or retaining anything.
@@ -62,5 +62,40 @@ impl Arg {
 
     pub fn raw(&self) -> *mut raw::RedisModuleString {
         self.0
+    }
+}
+
+/// A key name the module made from bytes it stored (a ledger's keys), freed when dropped.
+pub struct OwnedArg {
+    arg: Arg,
+    ctx: *mut raw::RedisModuleCtx,
+}
+
+impl OwnedArg {
+    pub fn new(ctx: &Context, bytes: &[u8]) -> OwnedArg {
+        // SAFETY: the server copies the buffer into a new string, owned here and freed on drop.
+        let raw = unsafe {
+            raw::RedisModule_CreateString
+                .map_or(std::ptr::null_mut(), |create| create(ctx.ctx, bytes.as_ptr().cast(), bytes.len()))
+        };
+        OwnedArg { arg: Arg(raw), ctx: ctx.ctx }
+    }
+}
+
+impl std::ops::Deref for OwnedArg {
+    type Target = Arg;
+    fn deref(&self) -> &Arg {
+        &self.arg
+    }
+}
+
+impl Drop for OwnedArg {
+    fn drop(&mut self) {
+        // SAFETY: a string this value created and nothing else frees.
+        unsafe {
+            if let (false, Some(free)) = (self.arg.0.is_null(), raw::RedisModule_FreeString) {
+                free(self.ctx, self.arg.0);
+            }
+        }
     }
 }

@@ -1,0 +1,200 @@
+//! Holds over an in-memory store: the properties docs/commands.md states, at explicit times.
+
+use super::*;
+use crate::kind::AnyLimiter;
+use crate::limiter::apply;
+use crate::time::NANOS_PER_SEC as SEC;
+use std::collections::HashMap;
+
+const T0: Nanos = 1_700_000_000 * SEC; // a multiple of 60 s
+
+#[derive(Default)]
+struct Memory(HashMap<Vec<u8>, Vec<u8>>);
+
+impl Store for Memory {
+    type Error = HoldError;
+    fn read(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, HoldError> {
+        Ok(self.0.get(key).cloned())
+    }
+    fn apply(&mut self, key: &[u8], write: &Write) -> Result<(), HoldError> {
+        if write.change == Change::Delete {
+            self.0.remove(key);
+            return Ok(());
+        }
+        let value = self.0.entry(key.to_vec()).or_default();
+        apply(value, &write.change);
+        Ok(())
+    }
+}
+
+const LEDGER: &[u8] = b"ledger";
+
+fn group<'a>(key: &'a str, kind: &str, p1: &'a str, p2: &'a str, units: u64) -> Group<'a> {
+    let kind = LimiterKind::from_group(kind.as_bytes()).unwrap();
+    let limiter = AnyLimiter::parse(kind, [p1.as_bytes(), p2.as_bytes()]).unwrap();
+    Group {
+        key: key.as_bytes(),
+        limit: limiter.request_of(units, None).unwrap(),
+        params: [p1.as_bytes(), p2.as_bytes()],
+    }
+}
+
+fn take(m: &mut Memory, id: &str, abandon: Abandon, groups: &[Group<'_>], now: Nanos) -> [i64; 6] {
+    hold(m, LEDGER, id.as_bytes(), 60_000, abandon, groups, now).unwrap()
+}
+
+fn remaining(m: &mut Memory, g: &Group<'_>, now: Nanos) -> u64 {
+    let stored = m.read(g.key).unwrap();
+    g.limit.limiter().peek(stored.as_deref(), now).unwrap().now.remaining
+}
+
+#[test]
+fn a_settle_returns_the_unused_part_once() {
+    let mut m = Memory::default();
+    let tpm = group("tpm", "FIXED", "1000", "60", 600);
+    assert_eq!(take(&mut m, "a", Abandon::Charge, std::slice::from_ref(&tpm), T0)[0], 1);
+    assert_eq!(remaining(&mut m, &tpm, T0), 400);
+    let first = settle(&mut m, LEDGER, b"a", Mode::Final, &[(b"tpm", 250)], T0 + SEC).unwrap().unwrap();
+    assert_eq!(remaining(&mut m, &tpm, T0 + SEC), 750);
+    for _ in 0..3 {
+        let again = settle(&mut m, LEDGER, b"a", Mode::Final, &[(b"tpm", 250)], T0 + 2 * SEC).unwrap();
+        assert_eq!(again, Some(first), "a retried settle replies as the first did");
+        let partial = settle(&mut m, LEDGER, b"a", Mode::Partial, &[(b"tpm", 999)], T0 + 2 * SEC).unwrap();
+        assert_eq!(partial, Some(first));
+    }
+    assert_eq!(remaining(&mut m, &tpm, T0 + 2 * SEC), 750, "counted once");
+    // A retried hold of the same id takes nothing more.
+    let again = take(&mut m, "a", Abandon::Charge, std::slice::from_ref(&tpm), T0 + 3 * SEC);
+    assert_eq!(again[0], 1);
+    assert_eq!(remaining(&mut m, &tpm, T0 + 3 * SEC), 750);
+}
+
+#[test]
+fn a_denied_hold_writes_nothing() {
+    let mut m = Memory::default();
+    let rpm = group("rpm", "FIXED", "1", "60", 1);
+    let tpm = group("tpm", "TOKEN", "100", "1", 90);
+    take(&mut m, "a", Abandon::Charge, &[group("rpm", "FIXED", "1", "60", 1)], T0);
+    let before = m.0.clone();
+    let denied = take(&mut m, "b", Abandon::Charge, &[rpm, tpm], T0);
+    assert_eq!(denied[0], 0);
+    assert_eq!(denied[5], 1, "the request limit denied");
+    assert_eq!(m.0, before, "nothing taken, nothing recorded");
+    assert_eq!(settle(&mut m, LEDGER, b"b", Mode::Final, &[(b"tpm", 0)], T0).unwrap(), None);
+}
+
+#[test]
+fn an_excess_is_charged_in_the_hold_s_window_never_a_later_one() {
+    let mut m = Memory::default();
+    let tpm = group("tpm", "FIXED", "1000", "60", 100);
+    take(&mut m, "a", Abandon::Charge, std::slice::from_ref(&tpm), T0);
+    take(&mut m, "b", Abandon::Charge, std::slice::from_ref(&tpm), T0);
+    settle(&mut m, LEDGER, b"a", Mode::Final, &[(b"tpm", 300)], T0 + SEC).unwrap();
+    assert_eq!(remaining(&mut m, &tpm, T0 + SEC), 1000 - 300 - 100);
+    // The window ends; b settles late: nothing lands in the new window.
+    let later = T0 + 61 * SEC;
+    take(&mut m, "c", Abandon::Charge, &[group("tpm", "FIXED", "1000", "60", 10)], later);
+    settle(&mut m, LEDGER, b"b", Mode::Final, &[(b"tpm", 900)], later).unwrap();
+    assert_eq!(remaining(&mut m, &tpm, later), 990);
+    settle(&mut m, LEDGER, b"c", Mode::Final, &[(b"tpm", 0)], later).unwrap();
+    assert_eq!(remaining(&mut m, &tpm, later), 1000);
+}
+
+#[test]
+fn a_partial_charges_usage_beyond_the_hold_and_says_when_the_budget_is_gone() {
+    let mut m = Memory::default();
+    let tpm = group("tpm", "SLIDECOUNT", "100", "60", 50);
+    take(&mut m, "s", Abandon::Charge, std::slice::from_ref(&tpm), T0);
+    let r = settle(&mut m, LEDGER, b"s", Mode::Partial, &[(b"tpm", 40)], T0).unwrap().unwrap();
+    assert_eq!((r[0], r[2]), (1, 50), "within the hold: nothing moves");
+    let r = settle(&mut m, LEDGER, b"s", Mode::Partial, &[(b"tpm", 90)], T0).unwrap().unwrap();
+    assert_eq!((r[0], r[2]), (1, 10));
+    let r = settle(&mut m, LEDGER, b"s", Mode::Partial, &[(b"tpm", 120)], T0).unwrap().unwrap();
+    assert_eq!((r[0], r[2]), (0, 0), "past the hold and past the limit: stop");
+    let r = settle(&mut m, LEDGER, b"s", Mode::Partial, &[(b"tpm", 110)], T0).unwrap().unwrap();
+    assert_eq!(r[0], 0, "a lower running total takes nothing back");
+    let r = settle(&mut m, LEDGER, b"s", Mode::Final, &[(b"tpm", 120)], T0).unwrap().unwrap();
+    assert_eq!(r[0], 0);
+    // In the next window the counter's previous count still weighs: a return lands there.
+    let next = T0 + 60 * SEC;
+    let other = group("tpm2", "SLIDECOUNT", "100", "60", 50);
+    assert_eq!(take(&mut m, "t", Abandon::Charge, std::slice::from_ref(&other), next - SEC)[0], 1);
+    let before = remaining(&mut m, &other, next);
+    settle(&mut m, LEDGER, b"t", Mode::Final, &[(b"tpm2", 0)], next).unwrap().unwrap();
+    assert_eq!((before, remaining(&mut m, &other, next)), (50, 100));
+}
+
+#[test]
+fn abandoned_holds_follow_their_policy() {
+    for (abandon, back) in [(Abandon::Charge, false), (Abandon::Return, true)] {
+        let mut m = Memory::default();
+        let tpm = group("tpm", "TOKEN", "1000", "1", 500);
+        take(&mut m, "gone", abandon, std::slice::from_ref(&tpm), T0);
+        settle(&mut m, LEDGER, b"gone", Mode::Partial, &[(b"tpm", 100)], T0).unwrap();
+        // The hold ends 60 s later; the next call on the ledger ends it.
+        let end = T0 + 60 * SEC;
+        let probe = group("other", "FIXED", "5", "60", 1);
+        let before = m.0.get(b"tpm".as_slice()).cloned();
+        take(&mut m, "next", Abandon::Charge, &[probe], end);
+        let after = m.0.get(b"tpm".as_slice()).cloned();
+        assert_eq!(after != before, back, "{abandon:?}");
+        assert_eq!(settle(&mut m, LEDGER, b"gone", Mode::Final, &[(b"tpm", 1)], end).unwrap(), None);
+    }
+    // Returned while the bucket still lacks them: 400 of the 500 come back, the reported 100 stay.
+    let mut m = Memory::default();
+    let tpm = group("tpm", "TOKEN", "1000", "0.001", 500);
+    take(&mut m, "gone", Abandon::Return, std::slice::from_ref(&tpm), T0);
+    settle(&mut m, LEDGER, b"gone", Mode::Partial, &[(b"tpm", 100)], T0).unwrap();
+    take(&mut m, "next", Abandon::Charge, &[group("x", "FIXED", "5", "60", 1)], T0 + 60 * SEC);
+    assert_eq!(remaining(&mut m, &tpm, T0 + 60 * SEC), 900);
+}
+
+#[test]
+fn input_and_output_tokens_in_one_hold() {
+    let mut m = Memory::default();
+    let input = group("in", "TOKEN", "10000", "100", 420);
+    let output = group("out", "TOKEN", "5000", "50", 1024);
+    take(&mut m, "r", Abandon::Charge, &[input, output], T0);
+    settle(&mut m, LEDGER, b"r", Mode::Final, &[(b"out", 312)], T0).unwrap().unwrap();
+    let (input, output) = (group("in", "TOKEN", "10000", "100", 0), group("out", "TOKEN", "5000", "50", 0));
+    assert_eq!(remaining(&mut m, &input, T0), 10000 - 420, "the prompt stays charged exactly");
+    assert_eq!(remaining(&mut m, &output, T0), 5000 - 312);
+    assert_eq!(settle(&mut m, LEDGER, b"r", Mode::Final, &[(b"x", 1)], T0).unwrap().map(|r| r[0]), Some(1));
+}
+
+#[test]
+fn usage_errors() {
+    let mut m = Memory::default();
+    let tpm = group("tpm", "FIXED", "10", "60", 1);
+    take(&mut m, "a", Abandon::Charge, std::slice::from_ref(&tpm), T0);
+    let e = settle(&mut m, LEDGER, b"a", Mode::Partial, &[(b"nope", 1)], T0).unwrap_err();
+    assert_eq!(e, HoldError::Param(NOT_HELD));
+    let dup = settle(&mut m, LEDGER, b"a", Mode::Final, &[(b"tpm", 1), (b"tpm", 2)], T0).unwrap_err();
+    assert_eq!(dup, HoldError::DuplicateKey);
+    let on_ledger =
+        hold(&mut m, b"tpm", b"z", 1000, Abandon::Charge, &[group("q", "FIXED", "1", "1", 1)], T0);
+    assert_eq!(on_ledger.unwrap_err(), HoldError::State, "a limit's key is no ledger");
+    assert_eq!(ttl_ms(b"0"), Err(TTL));
+    assert_eq!(ttl_ms(b"86400.001"), Err(TTL));
+    assert_eq!(ttl_ms(b"1.5"), Ok(1500));
+    assert_eq!(id(b""), Err(ID));
+    assert_eq!(Abandon::parse(b"return"), Ok(Abandon::Return));
+    assert_eq!(Mode::parse(b"later"), Err(ArgError::Syntax));
+}
+
+#[test]
+fn the_ledger_reads_back_what_it_wrote() {
+    let mut m = Memory::default();
+    take(
+        &mut m,
+        "a:1",
+        Abandon::Return,
+        &[group("k\u{0}:1", "SLIDECOUNT", "7", "0.5", 3), group("t", "TOKEN", "9", "2.5", 2)],
+        T0,
+    );
+    let bytes = m.0[LEDGER].clone();
+    let ledger = Ledger::parse(Some(&bytes)).unwrap();
+    assert_eq!(ledger.encode(), bytes);
+    assert_eq!(ledger.holds[0].groups[0].key, b"k\x00:1");
+    assert!(Ledger::parse(Some(b"RLH\x0112:short")).is_err());
+}
