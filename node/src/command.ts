@@ -1,7 +1,7 @@
 /** RL.* commands as argument lists (strings: what both clients send): the one place that turns limits
  * into arguments, as `client/src/command.rs`. Each limit's arguments follow its kind's declaration. */
 import { randomBytes } from "node:crypto";
-import { ALL_COMMAND, ERRORS, MAX_WHOLE, call, kind, requestOption } from "./contract.js";
+import { ALL_COMMAND, ERRORS, MAX_WHOLE, call, holdCall, kind, requestOption } from "./contract.js";
 import { UsageError } from "./errors.js";
 import { Policy, TokenBucket, secondsText } from "./policy.js";
 
@@ -60,10 +60,33 @@ function build(limits: readonly Limit[], holder: string | undefined): string[] {
     for (const [key, policy, cost] of limits) out.push(key, ...policy.params, ...request(policy, cost, holder));
     return out;
   }
-  const out = [ALL_COMMAND];
+  return [ALL_COMMAND, ...groups(limits, holder)];
+}
+
+/** RL.ALL's groups of `limits`: `key KIND p1 p2 request` each. */
+function groups(limits: readonly Limit[], holder: string | undefined): string[] {
+  const out: string[] = [];
   for (const [key, policy, cost] of limits) {
     out.push(key, policy.kind.group, ...policy.params, ...request(policy, cost, holder));
   }
+  return out;
+}
+
+export const NO_HOLD_RELEASE = "a concurrency limit is taken with acquire, which releases it: a hold cannot";
+
+/** `RL.HOLD ledger id ttl abandon` and RL.ALL's groups of `limits` (their estimates). */
+export function hold(ledger: string, id: string, ttlMs: number, abandon: string, limits: readonly Limit[]): string[] {
+  checked(limits);
+  keyText(ledger);
+  if (limits.some((l) => l[1].kind.request === "lease")) throw new UsageError(NO_HOLD_RELEASE);
+  if (!(Number.isInteger(ttlMs) && ttlMs > 0)) throw new UsageError("a hold's ttlMs is a whole number of milliseconds > 0");
+  return [...holdCall("hold", { ledger, id, ttl: secondsText(ttlMs), abandon }), ...groups(limits, undefined)];
+}
+
+/** `RL.SETTLE ledger id mode key units [key units ...]`. */
+export function settle(ledger: string, id: string, mode: string, units: readonly (readonly [string, number])[]): string[] {
+  const out = holdCall("settle", { ledger, id, mode });
+  for (const [key, n] of units) out.push(keyText(key), costText(n));
   return out;
 }
 

@@ -19,6 +19,10 @@ export type KeyRule =
   | { rule: "at"; index: number }
   | { rule: "every"; step: number }
   | { rule: "groups" }
+  /** RL.HOLD: the ledger first, then RL.ALL's groups from argument `groups_from`. */
+  | { rule: "ledger_groups"; groups_from: number }
+  /** RL.SETTLE: the ledger first, then `key units` pairs from argument `pairs_from`. */
+  | { rule: "ledger_pairs"; pairs_from: number }
   | { rule: "none" };
 export interface CommandSpec {
   name: string; syntax: string; min_args: number; keys: KeyRule; writes: boolean; function: string | null;
@@ -35,6 +39,14 @@ export interface BatchingRules {
   errors: { batch: string; kind: string; lease: string };
 }
 export type ProblemName = "concurrency_limited" | "cost_exceeds_limit" | "denied" | "misconfigured" | "rate_limited" | "unavailable";
+/** Holds (RL.HOLD, RL.SETTLE): the calls' words, the abandon policies and settle modes, the bounds, the
+ * default ledger's template (`{{`/`}}` a brace, `{tag}` the first key's hash tag), the error texts. */
+export interface HoldRules {
+  abandon: string[]; abandon_default: string; modes: string[]; ledger: string;
+  max_holds: number; max_id_bytes: number; max_ttl_secs: number; held_kinds: string[];
+  calls: { hold: string[]; settle: string[] };
+  errors: ParamError[];
+}
 export type CallName = "take" | "reserve_upto" | "refund" | "inspect" | "inspect_peek" | "release" | "renew";
 export interface Contract {
   version: number;
@@ -74,6 +86,7 @@ export interface Contract {
   };
   /** The commands a client sends beside its decisions, as words with `{placeholders}` (`call`). */
   calls: Record<CallName, string[]>;
+  holds: HoldRules;
   /** The in-process limiter's bound: past `max_keys`, expired state goes first, then everything. */
   fallback: { max_keys: number };
 }
@@ -88,6 +101,7 @@ export const BOUNDS = CONTRACT.bounds;
 export const ERRORS = CONTRACT.errors;
 export const HTTP = CONTRACT.http;
 export const BATCHING = CONTRACT.batching;
+export const HOLDS = CONTRACT.holds;
 
 /** `template` with each `{placeholder}` that `values` names replaced, in one pass (a value is never read
  * as a template: a limit may be named `{cost}`). */
@@ -102,6 +116,49 @@ export function call(name: CallName, values: Readonly<Record<string, string>>): 
     const value = values[word.slice(1, -1)];
     if (value === undefined) throw new Error(`no value for ${word} in the call ${name}`);
     return value;
+  });
+}
+
+/** A word of the contract's list `list` (a hold's abandon policy or settle mode), as the contract has it. */
+function holdWord(list: readonly string[], word: string): string {
+  const found = list.find((w) => w.toUpperCase() === word.toUpperCase());
+  if (found === undefined) throw new Error(`the contract's holds have no ${word}`);
+  return found;
+}
+
+/** A settle's modes: `final` (the actual, once) and `partial` (the usage so far). */
+export const SETTLE_MODE = { final: holdWord(HOLDS.modes, "FINAL"), partial: holdWord(HOLDS.modes, "PARTIAL") } as const;
+
+/** The abandon policy named `word` (any case) as the contract spells it; undefined: none of its. */
+export function abandonWord(word: string): string | undefined {
+  return HOLDS.abandon.find((w) => w.toUpperCase() === word.toUpperCase());
+}
+
+/** The kinds whose units a hold holds (and a settle settles). */
+export const HELD_KINDS: ReadonlySet<string> = new Set(HOLDS.held_kinds);
+
+/** `RL.HOLD ledger id ttl abandon` or `RL.SETTLE ledger id mode`: the contract's words, placeholders
+ * filled (the groups or pairs follow). */
+export function holdCall(name: "hold" | "settle", values: Readonly<Record<string, string>>): string[] {
+  return HOLDS.calls[name].map((word) => {
+    if (!word.startsWith("{")) return word;
+    const value = values[word.slice(1, -1)];
+    if (value === undefined) throw new Error(`no value for ${word} in the hold call ${name}`);
+    return value;
+  });
+}
+
+/** The default ledger of a hold whose first key is `key`: the contract's template (`{{` and `}}` are
+ * braces) with `{tag}` the key's hash tag (between its first `{` and the next `}`, when not empty),
+ * else the whole key, so the ledger shares the limits' slot. */
+export function ledgerOf(key: string): string {
+  const open = key.indexOf("{");
+  const close = open < 0 ? -1 : key.indexOf("}", open + 1);
+  const tag = close > open + 1 ? key.slice(open + 1, close) : key;
+  return HOLDS.ledger.replace(/\{\{|\}\}|\{(\w+)\}/g, (whole, name: string | undefined) => {
+    if (name === undefined) return whole[0]!;
+    if (name !== "tag") throw new Error(`the ledger template names {${name}}`);
+    return tag;
   });
 }
 
@@ -168,7 +225,7 @@ export function firstKey(name: string): number | undefined {
   const rule = command(name)?.keys;
   if (!rule) return undefined;
   if (rule.rule === "at") return rule.index;
-  if (rule.rule === "every" || rule.rule === "groups") return 0;
+  if (rule.rule === "every" || rule.rule === "groups" || rule.rule === "ledger_groups" || rule.rule === "ledger_pairs") return 0;
   return undefined;
 }
 
@@ -197,16 +254,25 @@ export function keyPositions(name: string, args: readonly string[]): number[] {
     for (let i = 0; i < args.length; i += rule.step) out.push(i);
     return out;
   }
-  if (rule.rule === "groups") {
-    const keys: number[] = [];
-    let at = 0;
-    while (at + 1 < args.length) {
-      keys.push(at);
-      const n = groupLen(args[at + 1]!, args.slice(at + 2));
-      if (n === undefined) break;
-      at += 2 + n;
-    }
+  if (rule.rule === "groups") return groupKeys(args, 0);
+  if (rule.rule === "ledger_groups") return args.length ? [0, ...groupKeys(args, rule.groups_from)] : [];
+  if (rule.rule === "ledger_pairs") {
+    const keys = args.length ? [0] : [];
+    for (let i = rule.pairs_from; i < args.length; i += 2) keys.push(i);
     return keys;
   }
   return [];
+}
+
+/** Where RL.ALL's groups' keys are among `args`, the first group at `from`. */
+function groupKeys(args: readonly string[], from: number): number[] {
+  const keys: number[] = [];
+  let at = from;
+  while (at + 1 < args.length) {
+    keys.push(at);
+    const n = groupLen(args[at + 1]!, args.slice(at + 2));
+    if (n === undefined) break;
+    at += 2 + n;
+  }
+  return keys;
 }

@@ -92,17 +92,30 @@ export function moduleCommand(name: string, keys: readonly string[], args: reado
     keys.forEach((key, i) => out.push(key, ...args.slice(step * i, step * i + step)));
     return out;
   }
-  if (rule.rule === "groups") {
-    const out = [upper];
-    let at = 0;
-    for (const key of keys) {
-      const n = at < args.length ? 1 + (groupLen(args[at]!, args.slice(at + 1)) ?? 3) : 0;
-      out.push(key, ...args.slice(at, at + n));
-      at += n;
-    }
-    return [...out, ...args.slice(at)];
+  if (rule.rule === "groups") return [upper, ...groupsOf(keys, args)];
+  if (rule.rule === "ledger_groups" && keys.length) {
+    const fixed = rule.groups_from - 1;
+    return [upper, keys[0]!, ...args.slice(0, fixed), ...groupsOf(keys.slice(1), args.slice(fixed))];
+  }
+  if (rule.rule === "ledger_pairs" && keys.length) {
+    const fixed = rule.pairs_from - 1;
+    const out = [upper, keys[0]!, ...args.slice(0, fixed)];
+    keys.slice(1).forEach((key, i) => out.push(key, ...args.slice(fixed + i, fixed + i + 1)));
+    return [...out, ...args.slice(fixed + keys.length - 1)];
   }
   return [upper, ...keys, ...args];
+}
+
+/** RL.ALL's groups from their keys and the other arguments (FCALL's order), then what is left over. */
+function groupsOf(keys: readonly string[], args: readonly string[]): string[] {
+  const out: string[] = [];
+  let at = 0;
+  for (const key of keys) {
+    const n = at < args.length ? 1 + (groupLen(args[at]!, args.slice(at + 1)) ?? 3) : 0;
+    out.push(key, ...args.slice(at, at + n));
+    at += n;
+  }
+  return [...out, ...args.slice(at)];
 }
 
 /** The first key of a module command (what routes it in a cluster); undefined without keys. */

@@ -1,4 +1,5 @@
 export { Limiter, Permit, type LimiterOptions, type FailurePolicy, type OutageEvent, type Logger } from "./limiter.js";
+export { Hold, SETTLE_ATTEMPTS, type HoldLimit, type HoldOptions, type Usage } from "./hold.js";
 export { Policy, TokenBucket, FixedWindow, SlidingCounter, SlidingLog, Concurrency, type Whole, type BatchOptions, type Batching } from "./policy.js";
 export { LocalLimiter, MAX_KEYS } from "./fallback.js";
 export { Decision, type Taken, type Inspection } from "./decision.js";

@@ -6,6 +6,7 @@
  * `client/src/limiter.rs`. Events: `outage` (Redis stopped deciding: the first failure after an answer),
  * `recovered` (Redis answers again), `degraded` (each decision the failure policy made).
  */
+import "./dispose.js";
 import { EventEmitter } from "node:events";
 import { randomBytes } from "node:crypto";
 import { adapt, OWN_ADAPTERS, type Adapter } from "./adapters.js";
@@ -19,7 +20,8 @@ import {
   BreakerOpenError, CallError, ConfigurationError, ConflictError, DeadlineError, ServerError, UnreachableError, UsageError,
 } from "./errors.js";
 import { COUNTERS, causeOf, classOfReply, classOfTransport, codeOf, replyClass, transportOf, type ReplyClass } from "./replyClass.js";
-import { ERRORS } from "./contract.js";
+import { ERRORS, HELD_KINDS, HOLDS, abandonWord, ledgerOf } from "./contract.js";
+import { Hold, type HoldLimit, type HoldOptions } from "./hold.js";
 import { slotOf } from "./slot.js";
 import { Concurrency, Policy, TokenBucket } from "./policy.js";
 import { LocalLimiter } from "./fallback.js";
@@ -64,8 +66,6 @@ export interface OutageEvent {
   engine: string;
 }
 
-// Node 18.0-18.17 has no Symbol.asyncDispose: the one Node itself adopted later.
-(Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol.for("nodejs.asyncDispose");
 const DEADLINE = Symbol("deadline");
 
 /** A call in flight: its deadline (`performance.now()` ms), whether it ended, how it is failed. */
@@ -668,11 +668,12 @@ export class Limiter extends EventEmitter {
 
   /** `cmd` for `limits`, refused before sending when its keys are in different hash slots on a
    * cluster client (the server would answer CROSSSLOT). */
-  private built<T>(limits: readonly Limit[], cmd: T): T {
-    if (this.adapter.cluster && limits.length > 1) {
+  private built<T>(limits: readonly Limit[], cmd: T, ledger?: string): T {
+    if (this.adapter.cluster && (limits.length > 1 || ledger !== undefined)) {
       const slot = slotOf(limits[0]![0]);
-      for (let i = 1; i < limits.length; i++) {
-        if (slotOf(limits[i]![0]) !== slot) throw new UsageError(ERRORS.render.cross_slot, codeOf(ERRORS.render.cross_slot));
+      const keys = ledger === undefined ? limits.map((l) => l[0]) : [ledger, ...limits.map((l) => l[0])];
+      for (const key of keys) {
+        if (slotOf(key) !== slot) throw new UsageError(ERRORS.render.cross_slot, codeOf(ERRORS.render.cross_slot));
       }
     }
     return cmd;
@@ -767,6 +768,33 @@ export class Limiter extends EventEmitter {
       .filter((l): l is readonly [string, Concurrency, number] => l[1] instanceof Concurrency)
       .map(([key, policy]) => [key, policy] as const);
     return new Permit(this, decision, holder, leases, options.renew ?? true, decision.degraded ? this.local : undefined);
+  }
+
+  /** Holds an estimate (RL.HOLD): allowed when every limit allows, then each is taken; the units of
+   * token buckets, fixed windows and sliding counters are held under the hold's id until it is settled
+   * (`Hold.settle`, `add`, `cancel`, `close` or `await using`). Redis not answering: the failure policy
+   * decides, and the hold is `local` (its settle does nothing). */
+  async hold(limits: readonly HoldLimit[], options: HoldOptions = {}): Promise<Hold> {
+    const plain: Limit[] = limits.map((l) => [l[0], l[1], l[2]]);
+    const id = options.id ?? randomBytes(12).toString("base64url");
+    let ledger: string;
+    let cmd: string[];
+    try {
+      const abandon = abandonWord(options.abandon ?? HOLDS.abandon_default);
+      if (abandon === undefined) throw new UsageError(`a hold's abandon policy is one of ${HOLDS.abandon.join(", ")}`);
+      ledger = options.ledger ?? ledgerOf(String(limits[0]?.[0] ?? ""));
+      cmd = this.built(plain, command.hold(ledger, id, options.ttlMs ?? 300_000, abandon, plain), ledger);
+    } catch (e) {
+      return this.refused(e);
+    }
+    const decision = await this.decided(plain, cmd);
+    const held = limits.filter((l) => HELD_KINDS.has(l[1].kind.name)).map((l) => l[0]);
+    return new Hold(this, decision, ledger, id, limits, held);
+  }
+
+  /** A line at error level in the limiter's log (a hold's settle given up). */
+  logError(message: string): void {
+    this.logger?.error(message);
   }
 
   /** Gives `units` back to a token bucket, a fixed window or a sliding counter; false when Redis
