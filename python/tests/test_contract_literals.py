@@ -1,7 +1,7 @@
 """No contract literal re-typed in the package: the header names, the problem types, the problem bodies'
 titles and details, the error texts the contract holds, the caller key's markers, every command's name
 (the kinds' commands and the ``commands`` table's, ``RL.ALL`` too), the calls' and request forms' words
-and the bounds' digits are read from the contract (`redis_ratelimit.contract`), never written out in
+the holds' words, error texts and ledger name and the bounds' digits are read from the contract (`redis_ratelimit.contract`), never written out in
 another module. A string literal (not a docstring) anywhere else in the package's source that holds one
 (or is one, for a short word such as ``UPTO``, ``WEIGHT`` or ``GCRA``) fails this test, naming the file
 and line."""
@@ -40,6 +40,8 @@ def literals() -> list[str]:
     found += [part.strip() for p in problems for part in re.split(r"\{\w+\}|[:;]", p["detail"]) if len(part.strip()) >= 10]
     found += [w for call in CONTRACT.get("calls", {}).values() for w in call if not w.startswith("{")]
     found += command_names()
+    holds = CONTRACT.get("holds", {})
+    found += [e["reply"] for e in holds.get("errors", [])] + ([holds["ledger"]] if "ledger" in holds else [])
     return sorted({f for f in found if len(f) >= 5})
 
 
@@ -58,6 +60,8 @@ def words() -> list[str]:
     found += [f["option"]["word"] for f in CONTRACT["request_forms"].values() if f["option"]]  # WEIGHT, DEDUP
     found += [p["title"] for p in CONTRACT["http"].get("problems", {}).values()]
     found += list(CONTRACT["http"].get("problem_what", {}).values())
+    holds = CONTRACT.get("holds", {})
+    found += holds.get("abandon", []) + holds.get("modes", [])  # CHARGE, RETURN, FINAL, PARTIAL
     return sorted(set(found))
 
 

@@ -17,6 +17,7 @@ from .errors import (BreakerOpenError, CallError, ConfigurationError, ConflictEr
                      ReplyError, ServerError, UnreachableError, UsageError)
 from .reply_class import ReplyClass
 from .failure_policy import FailurePolicy
+from .hold import AsyncHold, Hold
 from .limiter import Limiter
 from .permit import AsyncPermit, Permit
 from .policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
@@ -25,6 +26,7 @@ from .rate import parse_rate, parse_rates
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncHold",
     "AsyncLimiter",
     "AsyncPermit",
     "Backend",
@@ -39,6 +41,7 @@ __all__ = [
     "Decision",
     "FailurePolicy",
     "FixedWindow",
+    "Hold",
     "Inspection",
     "Limit",
     "Limiter",

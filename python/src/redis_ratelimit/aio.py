@@ -16,6 +16,7 @@ from .decision import Decision, Inspection, Taken
 from .drivers import AsyncClient, AsyncDriver
 from .engine import module_command
 from .errors import CallError
+from .hold import AsyncHoldMixin
 from .permit import AsyncAcquireMixin
 from .policy import Policy
 from .volume import Ahead, Wait, Woken
@@ -26,7 +27,7 @@ __all__ = ["AsyncLimiter"]
 T = TypeVar("T")
 
 
-class AsyncLimiter(AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
+class AsyncLimiter(AsyncHoldMixin, AsyncAcquireMixin, AsyncWaitMixin, LimiterBase[AsyncClient]):
     """``AsyncLimiter(redis.asyncio.Redis(...), FailurePolicy.open(), ...)``: `Limiter`'s settings and
     methods, awaited."""
 

@@ -11,7 +11,7 @@ from .contract import ALL_COMMAND, BOUNDS, ERRORS, call, request_error, request_
 from .errors import UsageError
 from .policy import Policy, TokenBucket
 
-__all__ = ["Limit", "decide", "acquire", "take", "refund", "inspect", "release", "renew", "seconds"]
+__all__ = ["Limit", "decide", "groups", "acquire", "take", "refund", "inspect", "release", "renew", "seconds"]
 
 Arg = Union[str, bytes, int, float]
 Limit = Tuple[str, Policy, int]
@@ -46,8 +46,22 @@ def _build(limits: Sequence[Limit], holder: str | None) -> list[Arg]:
         for key, policy, cost in limits:
             out += [key, *policy.params, *_request(policy, cost, holder)]
         return out
-    out = [ALL_COMMAND]
+    return [ALL_COMMAND, *_groups(limits, holder)]
+
+
+def groups(limits: Sequence[Limit]) -> list[Arg]:
+    """RL.ALL's groups for `limits` (``key KIND p1 p2 request`` each), as RL.HOLD takes them too."""
+    if not limits:
+        raise UsageError("no limits to check")
+    distinct_keys(limits)
+    return _groups(limits, None)
+
+
+def _groups(limits: Sequence[Limit], holder: str | None) -> list[Arg]:
+    out: list[Arg] = []
     for key, policy, cost in limits:
+        if not isinstance(policy, Policy):
+            raise UsageError(f"not a policy: {policy!r}")
         out += [key, policy.KIND.group, *policy.params, *_request(policy, cost, holder)]
     return out
 

@@ -14,7 +14,7 @@ from . import _package_data as package_data
 
 __all__ = ["CONTRACT", "BOUNDS", "ERRORS", "HTTP", "BATCHING", "BATCH_ERRORS", "kind", "command", "key_positions", "group_len",
            "param_error", "request_error", "LIBRARY_FUNCTIONS", "FIRST_KEY", "PROBLEMS", "PROBLEM_WHAT", "fill", "CALLS", "call",
-           "ALL_COMMAND", "request_option"]
+           "ALL_COMMAND", "request_option", "HOLDS", "hold_call", "hold_error"]
 
 Arg = Union[str, bytes, int, float]
 
@@ -49,6 +49,25 @@ def call(name: str, **values: Arg) -> list[Arg]:
     return [values[w[1:-1]] if w.startswith("{") else w for w in CALLS[name]]
 
 
+#: Token-budget holds (RL.HOLD / RL.SETTLE, docs/commands.md): the ``calls`` (``hold``, ``settle``), the
+#: ``abandon`` words and ``abandon_default``, the ``modes`` (FINAL, PARTIAL), the ``held_kinds``, the default
+#: ``ledger`` template (``{tag}``), the bounds (``max_ttl_secs``, ``max_id_bytes``) and the ``errors``.
+HOLDS: Mapping[str, Any] = CONTRACT["holds"]
+
+
+def hold_call(name: str, **values: Arg) -> list[Arg]:
+    """The command of the holds' call `name` (``hold``, ``settle``), each ``{placeholder}`` replaced."""
+    return [values[w[1:-1]] if w.startswith("{") else w for w in HOLDS["calls"][name]]
+
+
+def hold_error(field: str) -> str:
+    """The error reply for a hold's field (``ttl``, ``id``, ``key``, ``ledger``)."""
+    for e in HOLDS["errors"]:
+        if e["field"] == field:
+            return str(e["reply"])
+    raise KeyError(field)
+
+
 #: Batched units and the pre-check (docs/high-volume.md): the adaptive size's `start`, `grow` and
 #: `share`, `refund_margin_ms`, `sweep_ms`, `max_keys`, `precheck_max_keys`, the default `lease_ms`,
 #: the option's `errors`, and per kind that
@@ -71,7 +90,7 @@ LIBRARY_FUNCTIONS: dict[str, str] = {c["name"]: c["function"] for c in CONTRACT[
 
 
 def _first_key(rule: Mapping[str, Any]) -> int | None:
-    return {"at": rule.get("index"), "every": 0, "groups": 0}.get(rule["rule"])
+    return {"at": rule.get("index"), "every": 0, "groups": 0, "ledger_groups": 0, "ledger_pairs": 0}.get(rule["rule"])
 
 
 #: Where each command's first key is among its arguments (what routes it in a cluster); None: no keys.
@@ -140,13 +159,23 @@ def key_positions(name: str, args: Sequence[Arg]) -> list[int]:
         return [spec["index"]] if spec["index"] < len(args) else []
     if rule == "every":
         return list(range(0, len(args), spec["step"]))
+    if rule == "ledger_pairs":  # the ledger, then key units pairs
+        return [0, *range(spec["pairs_from"], len(args), 2)] if args else []
+    if rule == "ledger_groups":  # the ledger, then RL.ALL's groups
+        start = spec["groups_from"]
+        return [0, *(start + i for i in _group_keys(args[start:]))] if args else []
     if rule == "groups":
-        at, keys = 0, []
-        while at + 1 < len(args):
-            keys.append(at)
-            n = group_len(args[at + 1], args[at + 2:])
-            if n is None:
-                break
-            at += 2 + n
-        return keys
+        return _group_keys(args)
     return []
+
+
+def _group_keys(args: Sequence[Arg]) -> list[int]:
+    """Where the keys of RL.ALL's groups are among `args`."""
+    at, keys = 0, []
+    while at + 1 < len(args):
+        keys.append(at)
+        n = group_len(args[at + 1], args[at + 2:])
+        if n is None:
+            break
+        at += 2 + n
+    return keys

@@ -17,6 +17,7 @@ from .decision import Decision, Inspection, Taken
 from .drivers import SyncClient, SyncDriver
 from .engine import module_command
 from .errors import CallError
+from .hold import HoldMixin
 from .permit import AcquireMixin
 from .policy import Policy
 from .volume import Ahead, Wait, Woken
@@ -27,7 +28,7 @@ __all__ = ["Limiter"]
 T = TypeVar("T")
 
 
-class Limiter(AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
+class Limiter(HoldMixin, AcquireMixin, WaitMixin, LimiterBase[SyncClient]):
     """``Limiter(redis.Redis(...), FailurePolicy.open(), *, backend=Backend.AUTO, deadline=0.1,
     breaker=None, name="default")``; `LimiterBase` says what each setting does."""
 

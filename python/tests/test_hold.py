@@ -1,0 +1,279 @@
+"""Token-budget holds (RL.HOLD / RL.SETTLE) through `Limiter.hold` and `AsyncLimiter.hold`, on real
+servers: the module, and the Lua library (FCALL, EVALSHA on a stock server) once it has the functions.
+Every test body runs on both limiters: the async one through `Blocked` (its `async with`, awaited)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Any, Iterator
+
+import pytest
+import redis.asyncio
+
+from conftest import Lines, Servers
+from redis_ratelimit import (AsyncLimiter, Backend, Concurrency, FailurePolicy, FixedWindow, Limiter, SlidingCounter,
+                             SlidingLog, TokenBucket, UsageError)
+from redis_ratelimit.contract import HOLDS, hold_error
+from redis_ratelimit.engine import library
+from redis_ratelimit.hold import SETTLE_TRIES, ledger_of
+from servers import HOST, LONG_DEADLINE, REPO, Server, aclose
+
+TPM = FixedWindow(limit=100, window=60)
+KEY = "rl:{key:42}:tpm"
+LEDGER = ledger_of(KEY)
+
+ENGINES = [pytest.param((True, Backend.MODULE), id="module")]
+if "rl_hold" in library():  # the library's functions, once written
+    ENGINES += [pytest.param((False, Backend.FUNCTIONS), id="fcall"),
+                pytest.param((False, Backend.SCRIPTS), id="evalsha")]
+
+
+class Blocked:
+    """An AsyncHold used like a Hold: entered with its ``async with`` (or awaited), each method run to
+    its end on the loop."""
+
+    def __init__(self, holding: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._holding = holding
+        self._loop = loop
+        self._hold = loop.run_until_complete(holding.__aenter__())
+
+    def __getattr__(self, name: str) -> Any:
+        member = getattr(self._hold, name)
+        if not inspect.iscoroutinefunction(member):
+            return member
+        return lambda *args, **kwargs: self._loop.run_until_complete(member(*args, **kwargs))
+
+    def __bool__(self) -> bool:
+        return bool(self._hold)
+
+    def __enter__(self) -> Blocked:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._loop.run_until_complete(self._holding.__aexit__(*exc))
+
+
+class Holds:
+    """`hold(...)` on a Limiter or an AsyncLimiter (through `Blocked`); `peek` and `r` on the server."""
+
+    def __init__(self, server: Server, mode: str, failure: FailurePolicy, backend: Backend) -> None:
+        self.server = server
+        self.r = server.client()
+        self.loop = asyncio.new_event_loop()
+        settings: dict[str, Any] = {"deadline": LONG_DEADLINE, "backend": backend}
+        self.sync = Limiter(server.client(), failure, **settings)
+        self.aio = None
+        if mode == "async":
+            self.aio = AsyncLimiter(redis.asyncio.Redis(host=HOST, port=server.port), failure, **settings)
+
+    def hold(self, limits: Any, **kwargs: Any) -> Any:
+        if self.aio is None:
+            return self.sync.hold(limits, **kwargs)
+        return Blocked(self.aio.hold(limits, **kwargs), self.loop)
+
+    def remaining(self, key: str = KEY, policy: Any = TPM) -> int:
+        left = self.sync.peek(key, policy).remaining
+        assert left is not None
+        return left
+
+    def close(self) -> None:
+        if self.aio is not None:
+            self.loop.run_until_complete(aclose(self.aio.client))
+        self.loop.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=ENGINES)
+def holds(request: pytest.FixtureRequest, servers: Servers, mode: str) -> Iterator[Holds]:
+    module, backend = request.param
+    made = Holds(servers.redis(module=module), mode, FailurePolicy.closed(), backend)
+    yield made
+    made.close()
+
+
+def test_allowed_hold_then_a_denied_one_that_writes_nothing(holds: Holds) -> None:
+    h = holds.hold([(KEY, TPM, 60)])
+    assert h and h.allowed and not h.local and h.decision.remaining == 40 and h.keys == [KEY]
+    assert holds.r.exists(KEY, LEDGER) == 2
+    denied = holds.hold([(KEY, TPM, 50)])
+    assert not denied and denied.decision.retry_after is not None and denied.decision.retry_after > 0
+    assert holds.remaining() == 40, "a denied hold takes nothing"
+    assert denied.settle(10) is None and denied.cancel() is None, "a denied hold has nothing to settle"
+    fresh = "rl:{key:7}:tpm"
+    assert not holds.hold([(fresh, TPM, 150)]), "more than the limit"
+    assert holds.r.exists(fresh, ledger_of(fresh)) == 0, "a denial writes no key and no ledger"
+
+
+def test_settle_returns_the_unused_units_once(holds: Holds) -> None:
+    h = holds.hold([(KEY, TPM, 60)], id="req-1")
+    first = h.settle(20)
+    assert first is not None and first.allowed
+    assert holds.remaining() == 80, "40 of the 60 held went back"
+    assert h.settle(20) == first, "a repeated settle replies as the first"
+    assert h.settle(5) == first and holds.remaining() == 80, "and changes nothing"
+    again = holds.hold([(KEY, TPM, 60)], id="req-1")
+    assert again.allowed and holds.remaining() == 80, "a retried hold of a settled id takes nothing"
+
+
+def test_a_retried_hold_takes_once(holds: Holds) -> None:
+    first = holds.hold([(KEY, TPM, 30)], id="req-2")
+    second = holds.hold([(KEY, TPM, 30)], id="req-2")
+    assert first.decision == second.decision and holds.remaining() == 70
+
+
+def test_add_says_stop_past_the_hold_when_the_limit_is_spent(holds: Holds) -> None:
+    other = holds.hold([(KEY, TPM, 40)])
+    h = holds.hold([(KEY, TPM, 50)])
+    assert h.add(30) is False and holds.remaining() == 10, "usage within the hold charges nothing more"
+    assert h.add(55) is False and holds.remaining() == 5, "the excess is charged as it comes"
+    assert h.add(70) is True, "past the hold, nothing left: stop"
+    assert other.cancel() is not None
+
+
+def test_leaving_the_block_without_settling(holds: Holds) -> None:
+    with holds.hold([(KEY, TPM, 60)]) as h:
+        assert h and holds.remaining() == 40
+    assert holds.remaining() == 100, "cancelled: everything back"
+    with holds.hold([(KEY, TPM, 60)]) as h:
+        h.add(25)
+    assert holds.remaining() == 75, "settled at the last usage reported"
+    with pytest.raises(KeyError):
+        with holds.hold([(KEY, TPM, 60)]) as h:
+            raise KeyError("the block failed")
+    assert holds.remaining() == 75, "cancelled on an exception too"
+    with holds.hold([(KEY, TPM, 60)]) as h:
+        h.settle(60)
+    assert holds.remaining() == 15, "settled in the block: the exit sends nothing more"
+
+
+def test_input_exact_and_output_held(holds: Holds) -> None:
+    """Prompt tokens charged exactly up front, the completion's max_tokens held, a request counted."""
+    prompt, completion, rpm = "rl:{key:42}:in", "rl:{key:42}:out", "rl:{key:42}:rpm"
+    tin, tout, rq = FixedWindow(limit=1000, window=60), TokenBucket(capacity=500, per_second=1.0), \
+        SlidingCounter(limit=10, window=60)
+    h = holds.hold([(completion, tout, 400)], exact=[(prompt, tin, 300), (rpm, rq, 1)])
+    assert h.allowed and h.keys == [completion]
+    assert h.settle(100) is not None
+    assert holds.remaining(prompt, tin) == 700, "the prompt stays charged exactly"
+    assert holds.remaining(completion, tout) in (400, 401), "300 of the 400 held went back"
+    assert holds.remaining(rpm, rq) == 9
+    with pytest.raises(UsageError, match=hold_error("key")):
+        h.settle({prompt: 10})
+
+
+def test_per_key_settle_and_a_sliding_log_checked_not_held(holds: Holds) -> None:
+    a, b, log_key = "rl:{t}:a", "rl:{t}:b", "rl:{t}:log"
+    h = holds.hold([(a, TPM, 50), (b, TPM, 50), (log_key, SlidingLog(limit=5, window=60), 1)])
+    assert h.allowed and h.keys == [a, b] and h.ledger == ledger_of(a)
+    assert h.settle({a: 10}) is not None
+    assert holds.remaining(a) == 90 and holds.remaining(b) == 50, "a key not named stays charged as held"
+
+
+def test_a_settle_that_meets_an_outage_is_given_up(servers: Servers, mode: str, lines: Lines) -> None:
+    holds = Holds(servers.redis(module=True), mode, FailurePolicy.closed(), Backend.MODULE)
+    try:
+        with holds.hold([(KEY, TPM, 60)]) as h:
+            assert h.allowed
+            holds.server.stop()
+            assert h.settle(10) is None, "given up, not raised"
+        given_up = [m for m in lines.messages() if "given up" in m]
+        assert len(given_up) == 1, "logged once; the block's exit sends nothing more"
+        assert f"sent {SETTLE_TRIES} times" in given_up[0]
+    finally:
+        holds.close()
+
+
+def test_redis_down_at_hold_time_the_failure_policy_decides(servers: Servers, mode: str) -> None:
+    server = servers.redis(module=True)
+    server.stop()
+    for failure, allowed in ((FailurePolicy.open(), True), (FailurePolicy.closed(), False)):
+        holds = Holds(server, mode, failure, Backend.MODULE)
+        try:
+            with holds.hold([(KEY, TPM, 60)]) as h:
+                assert h.local and h.decision.degraded and h.allowed is allowed
+                assert h.add(10) is False and h.settle(10) is None, "a local hold settles nothing"
+        finally:
+            holds.close()
+
+
+def test_the_callers_mistakes_are_raised(holds: Holds) -> None:
+    for bad in (0, 0.0004, HOLDS["max_ttl_secs"] + 1):
+        with pytest.raises(UsageError, match=hold_error("ttl")):
+            holds.hold([(KEY, TPM, 1)], ttl=bad)
+    with pytest.raises(UsageError, match=hold_error("id")):
+        holds.hold([(KEY, TPM, 1)], id="x" * (HOLDS["max_id_bytes"] + 1))
+    with pytest.raises(UsageError):
+        holds.hold([(KEY, TPM, 1)], abandon="KEEP")
+    with pytest.raises(UsageError, match="permit"):
+        holds.hold([(KEY, Concurrency(limit=1, lease=5.0), 1)])
+    h = holds.hold([(KEY, TPM, 1)])
+    with pytest.raises(UsageError, match=hold_error("key")):
+        h.settle({"rl:{key:42}:other": 1})
+    assert holds.r.exists(KEY) == 1 and h.cancel() is not None
+
+
+def test_abandon_return_gives_back_when_the_ttl_ends(holds: Holds) -> None:
+    # A longer hold keeps the ledger (whose expiry is its latest hold's end) until the next call.
+    keeper = holds.hold([(KEY, TPM, 1)], ttl=30)
+    h = holds.hold([(KEY, TPM, 60)], ttl=0.2, abandon=HOLDS["abandon"][1])
+    assert keeper.allowed and h.allowed and h.add(10) is False
+    time.sleep(0.5)  # the hold has ended; the next call on the ledger finds it
+    holds.hold([(KEY, TPM, 0)])
+    assert holds.remaining() == 89, "its unused units back, the usage reported kept"
+
+
+def test_async_with_and_await(servers: Servers) -> None:
+    """``async with limiter.hold(...)`` and ``hold = await limiter.hold(...)``, as written in code."""
+    server = servers.redis(module=True)
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(host=HOST, port=server.port)
+        limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        try:
+            async with limiter.hold([(KEY, TPM, 60)]) as h:
+                assert h.allowed and await h.add(30) is False
+            h = await limiter.hold([(KEY, TPM, 50)])
+            assert (await limiter.peek(KEY, TPM)).remaining == 20
+            assert await h.settle(0) is not None
+            assert (await limiter.peek(KEY, TPM)).remaining == 70
+        finally:
+            await aclose(client)
+
+    asyncio.run(run())
+
+
+def test_the_ledger_is_named_by_the_contract() -> None:
+    assert ledger_of("rl:{user:1}:tpm") == str(HOLDS["ledger"]).format(tag="user:1")
+    assert ledger_of("rl:user:1") == str(HOLDS["ledger"]).format(tag="rl:user:1")
+    assert ledger_of("rl:{}:x") == str(HOLDS["ledger"]).format(tag="rl:{}:x"), "an empty tag: the whole key"
+
+
+def test_a_hold_logs_nothing_when_all_goes_well(holds: Holds, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="redis_ratelimit"):
+        with holds.hold([(KEY, TPM, 60)]) as h:
+            h.add(10)
+            h.settle(20)
+    assert not caplog.records
+
+
+def test_the_readme_example_prints_what_it_says(servers: Servers) -> None:
+    text = (REPO / "python/README.md").read_text()
+    found = re.search(r"<!-- token-budgets -->\n```python\n(.*?)```", text, re.S)
+    assert found, "the README's hold example is marked <!-- token-budgets -->"
+    server = servers.redis(module=True)
+    ran = subprocess.run([sys.executable, "-c", found.group(1)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "REDIS_URL": server.url})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == ["200", "98588"]
+    assert "# 200" in found.group(1) and "# 98588" in found.group(1)
