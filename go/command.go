@@ -54,16 +54,28 @@ func build(limits []Limit, holder *string) ([]string, error) {
 	} else {
 		out[0] = commandWithGroups()
 	}
+	if !allBuckets {
+		return groups(out, limits, holder)
+	}
 	for _, l := range limits {
 		req, err := request(l.Policy, l.Cost, holder)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, l.Key)
-		if !allBuckets {
-			out = append(out, l.Policy.kind.Group)
+		out = append(out, l.Key, l.Policy.params[0], l.Policy.params[1])
+		out = append(out, req...)
+	}
+	return out, nil
+}
+
+// groups appends limits to out as RL.ALL's groups: key KIND p1 p2 request.
+func groups(out []string, limits []Limit, holder *string) ([]string, error) {
+	for _, l := range limits {
+		req, err := request(l.Policy, l.Cost, holder)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, l.Policy.params[0], l.Policy.params[1])
+		out = append(out, l.Key, l.Policy.kind.Group, l.Policy.params[0], l.Policy.params[1])
 		out = append(out, req...)
 	}
 	return out, nil

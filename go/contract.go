@@ -55,6 +55,10 @@ type keyRule struct {
 	Rule  string `json:"rule"`
 	Index int    `json:"index"`
 	Step  int    `json:"step"`
+	// GroupsFrom (ledger_groups): where RL.ALL's groups start, after the ledger (key 0) and the
+	// words before them; PairsFrom (ledger_pairs): where the key/units pairs start.
+	GroupsFrom int `json:"groups_from"`
+	PairsFrom  int `json:"pairs_from"`
 }
 
 type commandDecl struct {
@@ -124,6 +128,81 @@ type contractDoc struct {
 	Fallback struct {
 		MaxKeys int `json:"max_keys"`
 	} `json:"fallback"`
+	Holds holdsDecl `json:"holds"`
+}
+
+// holdsDecl is the contract's "holds": RL.HOLD's and RL.SETTLE's words, bounds, the default
+// ledger's template and the error texts of a hold.
+type holdsDecl struct {
+	Abandon        []string `json:"abandon"`
+	AbandonDefault string   `json:"abandon_default"`
+	Calls          struct {
+		Hold   []string `json:"hold"`
+		Settle []string `json:"settle"`
+	} `json:"calls"`
+	Errors []struct {
+		Field string `json:"field"`
+		Reply string `json:"reply"`
+	} `json:"errors"`
+	HeldKinds  []string `json:"held_kinds"`
+	Ledger     string   `json:"ledger"`
+	MaxIDBytes int      `json:"max_id_bytes"`
+	MaxTTLSecs int64    `json:"max_ttl_secs"`
+	Modes      []string `json:"modes"` // FINAL, PARTIAL
+}
+
+// holdCall is the contract's hold call ("hold" or "settle") with its placeholders replaced.
+func holdCall(name string, values map[string]string) []string {
+	template := map[string][]string{"hold": contract.Holds.Calls.Hold, "settle": contract.Holds.Calls.Settle}[name]
+	if template == nil {
+		panic("redis-ratelimit: the contract has no hold call " + name)
+	}
+	return fill(name, template, values)
+}
+
+// holdError is the contract's error reply of a hold's field (ttl, id, key, ledger).
+func holdError(field string) string {
+	for _, e := range contract.Holds.Errors {
+		if e.Field == field {
+			return e.Reply
+		}
+	}
+	panic("redis-ratelimit: the contract has no hold error for " + field)
+}
+
+// holdMode is a settle's word: FINAL (final true) or PARTIAL, the contract's modes in its
+// syntax's order (FINAL|PARTIAL).
+func holdMode(final bool) string {
+	if final {
+		return contract.Holds.Modes[0]
+	}
+	return contract.Holds.Modes[1]
+}
+
+// ledgerOf is the default ledger of a hold whose first key is key: the contract's template
+// ({{ and }} are braces, {tag} the key's hash tag, or the whole key when it has none).
+func ledgerOf(key string) string {
+	tag := key
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			tag = key[open+1 : open+1+end]
+		}
+	}
+	var out strings.Builder
+	t := contract.Holds.Ledger
+	for i := 0; i < len(t); i++ {
+		switch {
+		case strings.HasPrefix(t[i:], "{{"), strings.HasPrefix(t[i:], "}}"):
+			out.WriteByte(t[i])
+			i++
+		case strings.HasPrefix(t[i:], "{tag}"):
+			out.WriteString(tag)
+			i += len("{tag}") - 1
+		default:
+			out.WriteByte(t[i])
+		}
+	}
+	return out.String()
 }
 
 // batchingDecl is the contract's "batching": the adaptive size's numbers, the refund margin, the
@@ -248,6 +327,11 @@ func call(name string, values map[string]string) []string {
 	if !ok {
 		panic("redis-ratelimit: the contract has no call " + name)
 	}
+	return fill(name, template, values)
+}
+
+// fill is a call's template with each "{placeholder}" word replaced by its value in values.
+func fill(name string, template []string, values map[string]string) []string {
 	out := make([]string, len(template))
 	for i, word := range template {
 		if len(word) > 2 && word[0] == '{' && word[len(word)-1] == '}' {
@@ -351,17 +435,57 @@ func keyPositions(name string, args []string) []int {
 		}
 		return out
 	case "groups":
-		var out []int
-		at := 0
-		for at+1 < len(args) {
-			out = append(out, at)
-			n := groupLen(args[at+1], args[at+2:])
-			if n < 0 {
-				break
-			}
-			at += 2 + n
+		return groupKeys(args, 0)
+	case "ledger_groups": // the ledger, then RL.ALL's groups
+		if len(args) == 0 {
+			return nil
+		}
+		return append([]int{0}, groupKeys(args, c.Keys.GroupsFrom)...)
+	case "ledger_pairs": // the ledger, then key units pairs
+		if len(args) == 0 {
+			return nil
+		}
+		out := []int{0}
+		for i := c.Keys.PairsFrom; i < len(args); i += 2 {
+			out = append(out, i)
 		}
 		return out
 	}
 	return nil
+}
+
+// groupKeys is where the keys of RL.ALL's groups are among args, the first group at at.
+func groupKeys(args []string, at int) []int {
+	var out []int
+	for at+1 < len(args) {
+		out = append(out, at)
+		n := groupLen(args[at+1], args[at+2:])
+		if n < 0 {
+			break
+		}
+		at += 2 + n
+	}
+	return out
+}
+
+// abandonWord is a hold's abandon policy as RL.HOLD takes it: the contract's words in its syntax's
+// order (CHARGE|RETURN), its default for AbandonDefault.
+func abandonWord(a Abandon) string {
+	switch a {
+	case Charge:
+		return contract.Holds.Abandon[0]
+	case Return:
+		return contract.Holds.Abandon[1]
+	}
+	return contract.Holds.AbandonDefault
+}
+
+// heldKind says whether the server holds (and settles) a limit of kind: the contract's held kinds.
+func heldKind(kind string) bool {
+	for _, k := range contract.Holds.HeldKinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
 }

@@ -84,6 +84,19 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 		Fallback struct {
 			MaxKeys *uint64 `json:"max_keys"`
 		} `json:"fallback"`
+		Holds struct {
+			Abandon []string `json:"abandon"`
+			Modes   []string `json:"modes"`
+			Ledger  string   `json:"ledger"`
+			Calls   struct {
+				Hold   []string `json:"hold"`
+				Settle []string `json:"settle"`
+			} `json:"calls"`
+			Errors []struct {
+				Reply string `json:"reply"`
+			} `json:"errors"`
+			MaxTTLSecs *uint64 `json:"max_ttl_secs"`
+		} `json:"holds"`
 	}
 	if err := json.Unmarshal(contractJSON, &doc); err != nil {
 		t.Fatal(err)
@@ -139,7 +152,21 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 			}
 		}
 	}
+	// A hold's words (CHARGE, RETURN, FINAL, PARTIAL) are whole literals; its ledger's template and
+	// error texts (the template up to its tag) are looked for inside any, its calls' words as the calls' are.
+	whole = append(whole, doc.Holds.Abandon...)
+	whole = append(whole, doc.Holds.Modes...)
+	ledgerHead, _, _ := strings.Cut(doc.Holds.Ledger, "{")
+	found = append(found, ledgerHead)
+	for _, e := range doc.Holds.Errors {
+		found = append(found, e.Reply)
+	}
+	calls := [][]string{}
 	for _, call := range doc.Calls {
+		calls = append(calls, call)
+	}
+	calls = append(calls, doc.Holds.Calls.Hold, doc.Holds.Calls.Settle)
+	for _, call := range calls {
 		for _, word := range call {
 			switch {
 			case strings.HasPrefix(word, "{"):
@@ -185,7 +212,7 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 	sort.Strings(words)
 	// The bounds a file could re-type as a number (those no unit conversion shares). A contract
 	// from before fallback.max_keys lacks that one.
-	for _, bound := range []*uint64{doc.Bounds.MaxHorizonSecs, doc.Fallback.MaxKeys, doc.Bounds.MaxLeaseLimit} {
+	for _, bound := range []*uint64{doc.Bounds.MaxHorizonSecs, doc.Fallback.MaxKeys, doc.Bounds.MaxLeaseLimit, doc.Holds.MaxTTLSecs} {
 		if bound != nil && !slices.Contains(bounds, *bound) {
 			bounds = append(bounds, *bound)
 		}
@@ -306,14 +333,15 @@ func TestTheGuardSeesARetypedLiteral(t *testing.T) {
 	const bad = "package bad\n\n// Writes ratelimit-remaining in prose, and 100_000.\nconst name = \"RateLimit-Remaining\"\n\nconst max = 100_000\n\nvar raw = `x-ratelimit-degraded`\n" +
 		"var cmd = []string{\"RL.TAKE\", \"k\"}\nvar upto = \"UPTO\"\nvar title = \"Too Many Requests\"\nvar detail = \"rate limit '%s' exceeded: retry in %d s\"\n" +
 		"var all = []string{\"RL.ALL\", \"k\"}\nvar peek = []string{\"rl.token\", \"k\", \"1\", \"1\", \"0\"}\nvar dialect = \"GCRA\"\n" +
-		"var lease = []string{\"h\", \"WEIGHT\", \"2\"}\n"
+		"var lease = []string{\"h\", \"WEIGHT\", \"2\"}\n" +
+		"var settle = []string{\"rl.settle\", \"rl:holds:{t}\", \"id\", \"FINAL\"}\nvar abandon = \"charge\"\nconst ttl = 86400\n"
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "bad.go", bad, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := retypedLiterals(fset, file, words, whole, bounds)
-	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:", "bad.go:16:"}
+	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:", "bad.go:16:", "bad.go:17:", "bad.go:17:", "bad.go:17:", "bad.go:18:", "bad.go:19:"}
 	if len(found) != len(want) {
 		t.Fatalf("found %q, want one hit at each of %q", found, want)
 	}
