@@ -41,14 +41,21 @@ function literals(): string[] {
   for (const p of Object.values((http.problems ?? {}) as Record<string, { detail: string }>)) {
     found.push(...p.detail.split(/\{\w+\}|[:;]/).map((part) => part.trim()).filter((part) => part.length >= 10));
   }
+  // Holds: their error texts and the default ledger's fixed part (`rl:holds:`).
+  const holds = CONTRACT.holds;
+  if (holds) {
+    found.push(...(holds.errors as { reply: string }[]).map((e) => e.reply));
+    found.push(...(holds.ledger as string).split(/\{+\w*\}+/).filter((part) => part.length >= 5));
+  }
   found.push(...callWords().filter((w) => w.length >= 5));
   found.push(...commandNames().filter((w) => w.length >= 5));
   return [...new Set(found.filter((f) => f.length >= 5))].sort();
 }
 
-/** The calls' fixed words: command names and option words (`UPTO`). */
+/** The calls' fixed words: command names and option words (`UPTO`), the holds' calls' too. */
 function callWords(): string[] {
-  return Object.values((CONTRACT.calls ?? {}) as Record<string, string[]>).flat().filter((w) => !w.startsWith("{"));
+  const calls = [...Object.values((CONTRACT.calls ?? {}) as Record<string, string[]>), ...Object.values((CONTRACT.holds?.calls ?? {}) as Record<string, string[]>)];
+  return calls.flat().filter((w) => !w.startsWith("{"));
 }
 
 /** Every command the contract names: each kind's (RL.TOKEN) and the commands table's (RL.ALL, RL.TOP, the
@@ -68,15 +75,19 @@ function wholeWords(): string[] {
   for (const form of Object.values(CONTRACT.request_forms as Record<string, { option: { word: string } | null }>)) {
     if (form.option) found.push(form.option.word);
   }
+  // A hold's abandon policies (CHARGE, RETURN) and settle modes (FINAL, PARTIAL).
+  if (CONTRACT.holds) found.push(...(CONTRACT.holds.abandon as string[]), ...(CONTRACT.holds.modes as string[]));
   found.push(...Object.values((http.problems ?? {}) as Record<string, { title: string }>).map((p) => p.title));
   found.push(...Object.values((http.problem_what ?? {}) as Record<string, string>));
   return [...new Set(found)].sort();
 }
 
-/** The bounds a module could re-type as a number (those no unit conversion shares). A contract from
+/** The bounds a module could re-type as a number (those no unit conversion shares; a hold's longest ttl). A contract from
  * before fallback.max_keys lacks that one. */
 function bounds(): bigint[] {
-  const values = [CONTRACT.bounds.max_horizon_secs, CONTRACT.fallback?.max_keys, CONTRACT.bounds.max_lease_limit];
+  // (A hold's other bounds, 256 id bytes and 10000 holds, are numbers the slot table and the conflict
+  // log's bound share.)
+  const values = [CONTRACT.bounds.max_horizon_secs, CONTRACT.fallback?.max_keys, CONTRACT.bounds.max_lease_limit, CONTRACT.holds?.max_ttl_secs];
   return [...new Set(values.filter((v): v is number => typeof v === "number"))].map(BigInt);
 }
 
@@ -153,9 +164,13 @@ test("the guard sees a re-typed literal, and not prose", () => {
     'export const peek = ["rl.token", "k", "1", "1", "0"];',
     'export const dialect = "GCRA";',
     'export const lease = ["h", "WEIGHT", "2"];',
+    'export const settle = ["RL.SETTLE", "l", "id", "PARTIAL"];',
+    "export const ledger = (tag: string) => `rl:holds:{${tag}}`;",
+    'export const abandon = "return";',
+    'export const error = "ERR invalid id: must be 1 to 256 bytes";',
   ].join("\n");
   const found = retyped("bad.ts", bad, literals(), bounds());
   assert.deepEqual(found.map((f) => f.split(": ")[0]),
     ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6", "bad.ts:7", "bad.ts:7", "bad.ts:8", "bad.ts:9", "bad.ts:9", "bad.ts:10", "bad.ts:11",
-      "bad.ts:12", "bad.ts:13"], found.join("\n"));
+      "bad.ts:12", "bad.ts:13", "bad.ts:14", "bad.ts:14", "bad.ts:15", "bad.ts:16", "bad.ts:17"], found.join("\n"));
 });
