@@ -19,9 +19,34 @@ import (
 
 func holdServer(t *testing.T) (*redistest.Server, *redis.Client, *ratelimit.Limiter) {
 	t.Helper()
-	srv := redistest.Start(t, true)
+	return holdServerOn(t, engineCases[0])
+}
+
+func holdServerOn(t *testing.T, ec engineCase) (*redistest.Server, *redis.Client, *ratelimit.Limiter) {
+	t.Helper()
+	srv := redistest.Start(t, ec.module)
 	c := srv.Client(t)
-	return srv, c, newLimiter(t, c, ratelimit.Options{Failure: ratelimit.FailClosed()})
+	return srv, c, newLimiter(t, c, ratelimit.Options{Failure: ratelimit.FailClosed(), Engine: ec.engine})
+}
+
+// onEngines runs a hold test on the module and, when the embedded library defines the hold
+// functions, on a stock server through FCALL and EVALSHA.
+func onEngines(t *testing.T, test func(t *testing.T, c *redis.Client, l *ratelimit.Limiter)) {
+	for _, ec := range engineCases {
+		if ec.redis62 {
+			continue
+		}
+		t.Run(ec.name, func(t *testing.T) {
+			if !ec.module && !strings.Contains(ratelimit.LibrarySource(), "function C.rl_hold(") {
+				t.Skip("the embedded Lua library has no rl_hold yet")
+			}
+			_, c, l := holdServerOn(t, ec)
+			test(t, c, l)
+			if e, _ := l.Engine(); e != ec.want {
+				t.Fatalf("decided by %v, want %v", e, ec.want)
+			}
+		})
+	}
 }
 
 var tpm = ratelimit.Must(ratelimit.FixedWindow(100, time.Hour))
@@ -49,166 +74,171 @@ func exists(t *testing.T, c *redis.Client, keys ...string) int64 {
 }
 
 func TestHoldAllowedThenDeniedWritesNothing(t *testing.T) {
-	ctx := context.Background()
-	_, c, l := holdServer(t)
-	const key = "rl:{t1}:tpm"
-	h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 60))
-	if err != nil || !h.Decision.Allowed || h.Decision.Remaining != 40 || h.Local() {
-		t.Fatalf("hold: %+v %v", h, err)
-	}
-	if h.Ledger() != "rl:holds:{t1}" || exists(t, c, h.Ledger()) != 1 {
-		t.Fatalf("the ledger %q is not written", h.Ledger())
-	}
-	ledger, _ := c.Get(ctx, h.Ledger()).Result()
-	denied, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 50))
-	if err != nil || denied.Decision.Allowed || denied.Decision.RetryAfter <= 0 {
-		t.Fatalf("a hold past the limit: %+v %v", denied, err)
-	}
-	if after, _ := c.Get(ctx, h.Ledger()).Result(); after != ledger || left(t, l, key, tpm) != 40 {
-		t.Fatal("a denied hold wrote to the ledger or the window")
-	}
-	// On fresh keys a denial leaves nothing at all; its settle finds no hold.
-	fresh, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{t2}:tpm", tpm, 101))
-	if err != nil || fresh.Decision.Allowed || exists(t, c, "rl:{t2}:tpm", "rl:holds:{t2}") != 0 {
-		t.Fatalf("a denied hold on fresh keys: %+v %v", fresh, err)
-	}
-	if s, err := fresh.Settle(ctx, 0); err != nil || s.Found {
-		t.Fatalf("settling a denied hold: %+v %v", s, err)
-	}
+	onEngines(t, func(t *testing.T, c *redis.Client, l *ratelimit.Limiter) {
+		ctx := context.Background()
+		const key = "rl:{t1}:tpm"
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 60))
+		if err != nil || !h.Decision.Allowed || h.Decision.Remaining != 40 || h.Local() {
+			t.Fatalf("hold: %+v %v", h, err)
+		}
+		if h.Ledger() != "rl:holds:{t1}" || exists(t, c, h.Ledger()) != 1 {
+			t.Fatalf("the ledger %q is not written", h.Ledger())
+		}
+		ledger, _ := c.Get(ctx, h.Ledger()).Result()
+		denied, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 50))
+		if err != nil || denied.Decision.Allowed || denied.Decision.RetryAfter <= 0 {
+			t.Fatalf("a hold past the limit: %+v %v", denied, err)
+		}
+		if after, _ := c.Get(ctx, h.Ledger()).Result(); after != ledger || left(t, l, key, tpm) != 40 {
+			t.Fatal("a denied hold wrote to the ledger or the window")
+		}
+		// On fresh keys a denial leaves nothing at all; its settle finds no hold.
+		fresh, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{t2}:tpm", tpm, 101))
+		if err != nil || fresh.Decision.Allowed || exists(t, c, "rl:{t2}:tpm", "rl:holds:{t2}") != 0 {
+			t.Fatalf("a denied hold on fresh keys: %+v %v", fresh, err)
+		}
+		if s, err := fresh.Settle(ctx, 0); err != nil || s.Found {
+			t.Fatalf("settling a denied hold: %+v %v", s, err)
+		}
+	})
 }
 
 func TestHoldSettleReturnsUnusedOnce(t *testing.T) {
-	ctx := context.Background()
-	_, _, l := holdServer(t)
-	const key = "rl:{s}:tpm"
-	h, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.Held(key, tpm, 60))
-	if err != nil || !h.Decision.Allowed || h.ID() != "req-1" {
-		t.Fatalf("hold: %+v %v", h, err)
-	}
-	s, err := h.Settle(ctx, 20)
-	if err != nil || !s.Found || !s.Allowed || s.Remaining != 80 {
-		t.Fatalf("settle: %+v %v", s, err)
-	}
-	if got := left(t, l, key, tpm); got != 80 {
-		t.Fatalf("remaining %d after settling 20 of 60, want 80", got)
-	}
-	// Retried (the same, another actual, a cancel, the scope's exit): counted once.
-	for _, again := range []func() (ratelimit.Settled, error){
-		func() (ratelimit.Settled, error) { return h.Settle(ctx, 20) },
-		func() (ratelimit.Settled, error) { return h.Settle(ctx, 5) },
-		func() (ratelimit.Settled, error) { return h.Cancel(ctx) },
-	} {
-		if s, err := again(); err != nil || !s.Found {
-			t.Fatalf("a repeated settle: %+v %v", s, err)
+	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
+		ctx := context.Background()
+		const key = "rl:{s}:tpm"
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.Held(key, tpm, 60))
+		if err != nil || !h.Decision.Allowed || h.ID() != "req-1" {
+			t.Fatalf("hold: %+v %v", h, err)
 		}
-	}
-	if err := h.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// A retried hold with the same id replies as the first and takes nothing.
-	again, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.Held(key, tpm, 60))
-	if err != nil || !again.Decision.Allowed || again.Decision.Remaining != 40 {
-		t.Fatalf("a retried hold: %+v %v", again, err)
-	}
-	if got := left(t, l, key, tpm); got != 80 {
-		t.Fatalf("remaining %d after a retried settle and hold, want 80", got)
-	}
+		s, err := h.Settle(ctx, 20)
+		if err != nil || !s.Found || !s.Allowed || s.Remaining != 80 {
+			t.Fatalf("settle: %+v %v", s, err)
+		}
+		if got := left(t, l, key, tpm); got != 80 {
+			t.Fatalf("remaining %d after settling 20 of 60, want 80", got)
+		}
+		// Retried (the same, another actual, a cancel, the scope's exit): counted once.
+		for _, again := range []func() (ratelimit.Settled, error){
+			func() (ratelimit.Settled, error) { return h.Settle(ctx, 20) },
+			func() (ratelimit.Settled, error) { return h.Settle(ctx, 5) },
+			func() (ratelimit.Settled, error) { return h.Cancel(ctx) },
+		} {
+			if s, err := again(); err != nil || !s.Found {
+				t.Fatalf("a repeated settle: %+v %v", s, err)
+			}
+		}
+		if err := h.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A retried hold with the same id replies as the first and takes nothing.
+		again, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.Held(key, tpm, 60))
+		if err != nil || !again.Decision.Allowed || again.Decision.Remaining != 40 {
+			t.Fatalf("a retried hold: %+v %v", again, err)
+		}
+		if got := left(t, l, key, tpm); got != 80 {
+			t.Fatalf("remaining %d after a retried settle and hold, want 80", got)
+		}
+	})
 }
 
 func TestHoldAddStopsPastTheLimit(t *testing.T) {
-	ctx := context.Background()
-	_, _, l := holdServer(t)
-	const key = "rl:{a}:tpm"
-	h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 50))
-	if err != nil || !h.Decision.Allowed {
-		t.Fatalf("hold: %+v %v", h, err)
-	}
-	defer func() { _ = h.Close(ctx) }()
-	for _, step := range []struct {
-		usage uint64
-		stop  bool
-		left  uint64
-	}{{40, false, 50}, {90, false, 10}, {110, true, 0}} {
-		stop, err := h.Add(ctx, step.usage)
-		if err != nil || stop != step.stop {
-			t.Fatalf("Add(%d): stop %v %v, want %v", step.usage, stop, err, step.stop)
-		}
-		if got := left(t, l, key, tpm); got != step.left {
-			t.Fatalf("after Add(%d): remaining %d, want %d", step.usage, got, step.left)
-		}
-	}
-	if _, err := h.AddEach(ctx, map[string]uint64{"rl:{a}:other": 1}); !errors.Is(err, ratelimit.ErrUsage) {
-		t.Fatalf("a usage of a key the hold does not hold: %v", err)
-	}
-}
-
-func TestHoldScopeExit(t *testing.T) {
-	ctx := context.Background()
-	_, _, l := holdServer(t)
-	scope := func(key string, usage uint64) {
-		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 60))
+	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
+		ctx := context.Background()
+		const key = "rl:{a}:tpm"
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 50))
 		if err != nil || !h.Decision.Allowed {
 			t.Fatalf("hold: %+v %v", h, err)
 		}
-		defer func() {
-			if err := h.Close(ctx); err != nil {
-				t.Fatal(err)
+		defer func() { _ = h.Close(ctx) }()
+		for _, step := range []struct {
+			usage uint64
+			stop  bool
+			left  uint64
+		}{{40, false, 50}, {90, false, 10}, {110, true, 0}} {
+			stop, err := h.Add(ctx, step.usage)
+			if err != nil || stop != step.stop {
+				t.Fatalf("Add(%d): stop %v %v, want %v", step.usage, stop, err, step.stop)
 			}
-		}()
-		if usage > 0 {
-			if _, err := h.Add(ctx, usage); err != nil {
-				t.Fatal(err)
+			if got := left(t, l, key, tpm); got != step.left {
+				t.Fatalf("after Add(%d): remaining %d, want %d", step.usage, got, step.left)
 			}
 		}
-	}
-	scope("rl:{x}:cancelled", 0)
-	if got := left(t, l, "rl:{x}:cancelled", tpm); got != 100 {
-		t.Fatalf("a scope left without a settle or usage: remaining %d, want 100 (cancelled)", got)
-	}
-	scope("rl:{x}:reported", 30)
-	if got := left(t, l, "rl:{x}:reported", tpm); got != 70 {
-		t.Fatalf("a scope left after Add(30): remaining %d, want 70 (settled with 30)", got)
-	}
+		if _, err := h.AddEach(ctx, map[string]uint64{"rl:{a}:other": 1}); !errors.Is(err, ratelimit.ErrUsage) {
+			t.Fatalf("a usage of a key the hold does not hold: %v", err)
+		}
+	})
+}
+
+func TestHoldScopeExit(t *testing.T) {
+	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
+		ctx := context.Background()
+		scope := func(key string, usage uint64) {
+			h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 60))
+			if err != nil || !h.Decision.Allowed {
+				t.Fatalf("hold: %+v %v", h, err)
+			}
+			defer func() {
+				if err := h.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			if usage > 0 {
+				if _, err := h.Add(ctx, usage); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		scope("rl:{x}:cancelled", 0)
+		if got := left(t, l, "rl:{x}:cancelled", tpm); got != 100 {
+			t.Fatalf("a scope left without a settle or usage: remaining %d, want 100 (cancelled)", got)
+		}
+		scope("rl:{x}:reported", 30)
+		if got := left(t, l, "rl:{x}:reported", tpm); got != 70 {
+			t.Fatalf("a scope left after Add(30): remaining %d, want 70 (settled with 30)", got)
+		}
+	})
 }
 
 func TestHoldExactPromptHeldCompletion(t *testing.T) {
-	ctx := context.Background()
-	_, _, l := holdServer(t)
-	rpm := ratelimit.Must(ratelimit.SlidingCounter(10, time.Minute))
-	in := ratelimit.Must(ratelimit.FixedWindow(1000, time.Hour))
-	out := ratelimit.Must(ratelimit.TokenBucket(1000, 0.001))
-	limits := []ratelimit.HoldLimit{
-		ratelimit.Exact("rl:{k}:rpm", rpm, 1),
-		ratelimit.Exact("rl:{k}:in", in, 300),
-		ratelimit.Held("rl:{k}:out", out, 500),
-	}
-	h, err := l.Hold(ctx, ratelimit.HoldOptions{Abandon: ratelimit.Return}, limits...)
-	if err != nil || !h.Decision.Allowed {
-		t.Fatalf("hold: %+v %v", h, err)
-	}
-	if s, err := h.Settle(ctx, 120); err != nil || !s.Found {
-		t.Fatalf("settle: %+v %v", s, err)
-	}
-	if got := left(t, l, "rl:{k}:in", in); got != 700 {
-		t.Fatalf("the exact prompt limit: remaining %d, want 700", got)
-	}
-	if got := left(t, l, "rl:{k}:rpm", rpm); got != 9 {
-		t.Fatalf("the exact request limit: remaining %d, want 9", got)
-	}
-	if got := left(t, l, "rl:{k}:out", out); got != 880 {
-		t.Fatalf("the held completion limit: remaining %d, want 880", got)
-	}
-	// A cancel gives the held limit back; the exact ones stay charged.
-	h2, err := l.Hold(ctx, ratelimit.HoldOptions{}, limits...)
-	if err != nil || !h2.Decision.Allowed {
-		t.Fatalf("hold: %+v %v", h2, err)
-	}
-	if _, err := h2.Cancel(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if in, out := left(t, l, "rl:{k}:in", in), left(t, l, "rl:{k}:out", out); in != 400 || out != 880 {
-		t.Fatalf("after a cancel: in %d (want 400), out %d (want 880)", in, out)
-	}
+	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
+		ctx := context.Background()
+		rpm := ratelimit.Must(ratelimit.SlidingCounter(10, time.Minute))
+		in := ratelimit.Must(ratelimit.FixedWindow(1000, time.Hour))
+		out := ratelimit.Must(ratelimit.TokenBucket(1000, 0.001))
+		limits := []ratelimit.HoldLimit{
+			ratelimit.Exact("rl:{k}:rpm", rpm, 1),
+			ratelimit.Exact("rl:{k}:in", in, 300),
+			ratelimit.Held("rl:{k}:out", out, 500),
+		}
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{Abandon: ratelimit.Return}, limits...)
+		if err != nil || !h.Decision.Allowed {
+			t.Fatalf("hold: %+v %v", h, err)
+		}
+		if s, err := h.Settle(ctx, 120); err != nil || !s.Found {
+			t.Fatalf("settle: %+v %v", s, err)
+		}
+		if got := left(t, l, "rl:{k}:in", in); got != 700 {
+			t.Fatalf("the exact prompt limit: remaining %d, want 700", got)
+		}
+		if got := left(t, l, "rl:{k}:rpm", rpm); got != 9 {
+			t.Fatalf("the exact request limit: remaining %d, want 9", got)
+		}
+		if got := left(t, l, "rl:{k}:out", out); got != 880 {
+			t.Fatalf("the held completion limit: remaining %d, want 880", got)
+		}
+		// A cancel gives the held limit back; the exact ones stay charged.
+		h2, err := l.Hold(ctx, ratelimit.HoldOptions{}, limits...)
+		if err != nil || !h2.Decision.Allowed {
+			t.Fatalf("hold: %+v %v", h2, err)
+		}
+		if _, err := h2.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if in, out := left(t, l, "rl:{k}:in", in), left(t, l, "rl:{k}:out", out); in != 400 || out != 880 {
+			t.Fatalf("after a cancel: in %d (want 400), out %d (want 880)", in, out)
+		}
+	})
 }
 
 // lines is a logger's output, safe for concurrent writes.
