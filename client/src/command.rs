@@ -3,7 +3,8 @@
 use crate::error::CallError;
 use crate::policy::Policy;
 use ratelimit_core::args::seconds;
-use ratelimit_core::kind::{LimiterKind, Word};
+use ratelimit_core::hold::{Abandon, Mode};
+use ratelimit_core::kind::{LimiterKind, RequestForm, Word};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -122,6 +123,63 @@ fn build(
             Ok(cmd)
         }
     }
+}
+
+/// `RL.HOLD ledger id ttl CHARGE|RETURN` then RL.ALL's groups: `limits` decided as one, the units of
+/// the kinds that hold ([`holds`]) held under `id` in `ledger`.
+pub fn hold(
+    ledger: &str,
+    id: &str,
+    ttl: Duration,
+    abandon: Abandon,
+    limits: &[Limit<'_>],
+) -> Result<redis::Cmd, CallError> {
+    check_keys(limits)?;
+    if limits.is_empty() {
+        return Err(CallError::Usage("no limits to check"));
+    }
+    let mut cmd = redis::cmd("RL.HOLD");
+    // The words' order is the enum's (core's parse reads them so).
+    cmd.arg(ledger).arg(id).arg(seconds(whole_ms(ttl))).arg(Abandon::WORDS[abandon as usize]);
+    for limit in limits {
+        let kind = limit.policy.kind();
+        cmd.arg(limit.key).arg(kind.group());
+        arguments(&mut cmd, limit, kind, None, "")?;
+    }
+    Ok(cmd)
+}
+
+/// `RL.SETTLE ledger id FINAL|PARTIAL key units ...`: each held key's usage so far (PARTIAL) or its
+/// actual (FINAL).
+pub fn settle(ledger: &str, id: &str, mode: Mode, usage: &[(&str, u64)]) -> Result<redis::Cmd, CallError> {
+    if usage.is_empty() {
+        return Err(CallError::Usage("no held limits to settle"));
+    }
+    let mut cmd = redis::cmd("RL.SETTLE");
+    cmd.arg(ledger).arg(id).arg(Mode::WORDS[mode as usize]);
+    for (key, units) in usage {
+        cmd.arg(*key).arg(*units);
+    }
+    Ok(cmd)
+}
+
+/// Whether RL.HOLD holds a limit of `kind` (settled later), rather than deciding it as RL.ALL does:
+/// the kinds that take refunds of a cost (the contract's `holds.held_kinds`).
+pub fn holds(kind: LimiterKind) -> bool {
+    kind.refunds() && kind.request_form() == RequestForm::Cost
+}
+
+/// The ledger a hold names by default (the contract's `holds.ledger`): the first key's hash tag (the
+/// text between its first `{` and the next `}`, when not empty), else the whole first key, in braces,
+/// so the ledger shares the limits' slot.
+pub fn ledger_of(first_key: &str) -> String {
+    let tag = first_key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(first_key);
+    format!("rl:holds:{{{tag}}}")
 }
 
 /// A limit's arguments after its key, in the grammar of the kind it is sent as
@@ -283,6 +341,46 @@ mod tests {
         assert_eq!(args(&take("t", &route, 3)), ["RL.TAKE", "t", "10", "5", "3"]);
         assert_eq!(args(&inspect("t", None)), ["RL.INSPECT", "t"]);
         assert_eq!(args(&inspect("t", Some(&fixed))), ["RL.INSPECT", "t", "5", "1.500"]);
+    }
+
+    #[test]
+    fn holds_and_settles_name_their_ledger_and_groups() {
+        let tpm = Policy::fixed_window(100_000, Duration::from_secs(60)).unwrap();
+        let rpm = Policy::token_bucket(60, 1.0).unwrap();
+        let limits = [Limit::new("rl:{key:42}:rpm", &rpm, 1), Limit::new("rl:{key:42}:tpm", &tpm, 1500)];
+        let ledger = ledger_of(limits[0].key);
+        assert_eq!(ledger, "rl:holds:{key:42}");
+        assert_eq!(ledger_of("plain"), "rl:holds:{plain}");
+        assert_eq!(ledger_of("a{}b"), "rl:holds:{a{}b}");
+        let held = hold(&ledger, "req-1", Duration::from_millis(120_500), Abandon::Return, &limits).unwrap();
+        assert_eq!(
+            args(&held),
+            [
+                "RL.HOLD",
+                "rl:holds:{key:42}",
+                "req-1",
+                "120.500",
+                "RETURN",
+                "rl:{key:42}:rpm",
+                "TOKEN",
+                "60",
+                "1",
+                "1",
+                "rl:{key:42}:tpm",
+                "FIXED",
+                "100000",
+                "60.000",
+                "1500"
+            ]
+        );
+        let partial = settle(&ledger, "req-1", Mode::Partial, &[("rl:{key:42}:tpm", 900)]).unwrap();
+        assert_eq!(
+            args(&partial),
+            ["RL.SETTLE", "rl:holds:{key:42}", "req-1", "PARTIAL", "rl:{key:42}:tpm", "900"]
+        );
+        assert!(settle(&ledger, "req-1", Mode::Final, &[]).is_err());
+        assert!(hold(&ledger, "req-1", Duration::from_secs(1), Abandon::Charge, &[]).is_err());
+        assert!(holds(LimiterKind::TokenBucket) && !holds(LimiterKind::SlidingLog));
     }
 
     #[test]

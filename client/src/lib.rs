@@ -54,6 +54,7 @@ pub mod evalsha;
 mod failure;
 #[doc(hidden)]
 pub mod fallback;
+mod hold;
 pub mod http;
 #[doc(hidden)]
 pub mod limiter;
@@ -88,6 +89,7 @@ pub mod lua {
 }
 pub use decision::Taken;
 pub use error::{CallError, PolicyError};
+pub use hold::{Abandon, Hold, HoldLimit, HoldOptions, Settlement, SETTLE_ATTEMPTS};
 pub use limiter::{FailurePolicy, Limiter, LimiterBuilder, WaitTimeout};
 pub use permit::{Acquired, Permit};
 pub use policy::{Policy, Window};

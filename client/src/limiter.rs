@@ -719,7 +719,7 @@ impl Limiter {
     }
 }
 
-fn parse_decision(value: Value) -> Result<Decision, CallError> {
+pub(crate) fn parse_decision(value: Value) -> Result<Decision, CallError> {
     let reply: Vec<i64> = redis::from_redis_value(value).map_err(|e| CallError::Reply(e.to_string()))?;
     Decision::from_reply(&reply).ok_or_else(|| CallError::Reply(format!("{reply:?}")))
 }

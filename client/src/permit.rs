@@ -143,7 +143,7 @@ impl Leases {
 }
 
 /// 128 random bits as hex: ids nobody can guess or collide with.
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
