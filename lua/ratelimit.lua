@@ -32,7 +32,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "57bbcaaf5f844c0c835869c7959de4691a757c60",
+  source_hash = "26c73d378d308366e9f88bcd873fbf203a2c7843",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -40,6 +40,7 @@ local function contract()
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
+  hold = { tag = "RLH\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
   kinds = {
     token_bucket = { group = "TOKEN", command = "RL.TOKEN", form = "cost", refunds = true },
     fixed_window = { group = "FIXED", command = "RL.FIXED", form = "cost", refunds = true },
@@ -65,6 +66,10 @@ local function contract()
     max = "must be a whole number >= 1",
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
+    hold_ttl = "must be a number of seconds > 0, in whole milliseconds, at most 86400",
+    hold_id = "must be 1 to 256 bytes",
+    not_held = "must be a key this hold holds",
+    ledger_full = "holds at most 10000 holds",
   },
   invalid_reply = "ERR invalid %s: %s",
   arity_reply = "ERR wrong number of arguments for '%s' command",
@@ -1392,6 +1397,16 @@ local function build()
       local verdict = k.step(lim, refunded or state, now, ZERO).verdict
       return refunded and k.write(lim, refunded, state, now), verdict
     end
+    -- A hold's window in the state it left, and a settle's write (core's state.rs mark_of, settled).
+    function k.hold_mark(stored)
+      local state = read(stored)
+      return state and k.mark(state) or 0
+    end
+    function k.settle(lim, stored, now, mark, delta)
+      local state = read(stored)
+      local next = k.adjust(lim, state, now, mark, delta)
+      return next and k.write(lim, next, state, now)
+    end
     function k.request(_, r)
       if r.cost == nil then E.syntax() end
       return P.cost(r.cost)
@@ -1532,6 +1547,19 @@ local function build()
     return B.sat_i64(B.add(now, B.max(B.sub(backlog, credit), ZERO)))
   end
 
+  -- A bucket has no windows (core's SmallState::mark).
+  function token.mark() return 0 end
+
+  -- A settle's delta: a return refills (never above capacity); an excess is charged as debt, at most
+  -- one full refill beyond empty.
+  function token.adjust(b, tat, now, _, delta)
+    if B.negative(delta) then return token.give_back(b, tat, now, B.min(B.sub(ZERO, delta), U64MAX)) end
+    local backlog = token_backlog(b, tat, now)
+    local charged = B.min(B.add(backlog, B.mul(delta, b.interval)), B.mul(b.depth, 2))
+    if B.pos(delta) and B.lt(backlog, charged) then return B.sat_i64(B.add(now, charged)) end
+    return nil
+  end
+
   -- A request that may wait (core's TokenBucket::reserve): `cost` tokens, now or within `max_wait`,
   -- and as many more as the bucket holds now, up to `upto` in all. The outcome, and the number taken
   -- (0 when denied).
@@ -1600,6 +1628,17 @@ local function build()
   function fixed.give_back(_, s, now, units)
     if not s or not B.lt(now, s.ends_at) or B.zero(s.count) or B.zero(units) then return nil end
     return { count = B.max(B.sub(s.count, units), ZERO), ends_at = s.ends_at }
+  end
+
+  -- A hold's window (core's SmallState::mark): its end, in ms.
+  function fixed.mark(s) return ceil_ms(s.ends_at) end
+
+  -- A settle's delta units while the window `mark` is open: never a later one.
+  function fixed.adjust(_, s, now, mark, delta)
+    if not s or not B.lt(now, s.ends_at) or ceil_ms(s.ends_at) ~= mark then return nil end
+    local count = B.sat_u64(B.add(s.count, delta))
+    if B.eq(count, s.count) then return nil end
+    return { count = count, ends_at = s.ends_at }
   end
 
   ------------------------------------------------------------------------------------------------------------
@@ -1689,6 +1728,26 @@ local function build()
     local index_now = B.div(B.max(now, ZERO), c.window)
     if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
     return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
+  end
+
+  -- A hold's window (core's SmallState::mark): its index.
+  function counter.mark(s) return B.num(B.min(s.window, I64MAX)) end
+
+  -- A settle's delta units in the window `mark` while it is the current or the previous one.
+  function counter.adjust(c, s, now, mark, delta)
+    local index_now = B.div(B.max(now, ZERO), c.window)
+    if mark < 0 or B.lt(B.add(mark, ONE), index_now) then return nil end
+    if not s or B.lt(index_now, s.window) then return nil end
+    local next
+    if B.eq(s.window, mark) then
+      next = { window = s.window, current = B.sat_u64(B.add(s.current, delta)), previous = s.previous }
+    elseif B.eq(s.window, B.add(mark, ONE)) then
+      next = { window = s.window, current = s.current, previous = B.sat_u64(B.add(s.previous, delta)) }
+    else
+      return nil
+    end
+    if B.eq(next.current, s.current) and B.eq(next.previous, s.previous) then return nil end
+    return next
   end
 
   ------------------------------------------------------------------------------------------------------------
@@ -2406,9 +2465,10 @@ local function build()
     return V.reply(verdict)
   end
 
-  -- RL.ALL: groups `KIND p1 p2 request...`, one per key, in the keys' order.
-  function C.rl_all(keys, args, now)
-    local limits, at = {}, 1
+  -- RL.ALL's groups `KIND p1 p2 request...` from args[at], one per key, in the keys' order (also
+  -- RL.HOLD's): each limit, with its two parameters as given.
+  local function groups(keys, args, at)
+    local limits = {}
     for i = 1, #keys do
       if #args - at + 1 < 4 then E.arity() end
       local k = kind_of_group(args[at])
@@ -2416,12 +2476,17 @@ local function build()
       local request, len = request_parse(k.form, args, at + 3)
       if k.precheck then k.precheck(request) end
       local lim = k.parse(args[at + 1], args[at + 2])
-      limits[i] = { kind = k, limiter = lim, request = k.request(lim, request) }
+      limits[i] = { kind = k, limiter = lim, request = k.request(lim, request), p1 = args[at + 1], p2 = args[at + 2] }
       no_duplicate(keys, i)
       at = at + 3 + len
     end
     if #keys == 0 or at <= #args then E.arity() end
-    return decide_all(keys, limits, now)
+    return limits
+  end
+
+  -- RL.ALL: groups `KIND p1 p2 request...`, one per key, in the keys' order.
+  function C.rl_all(keys, args, now)
+    return decide_all(keys, groups(keys, args, 1), now)
   end
 
   function C.rl_release(keys, args, now)
@@ -2486,6 +2551,301 @@ local function build()
   -- The library's version and the hash of its source (a client compares them with its own).
   function C.rl_version() return { CONTRACT.version, CONTRACT.source_hash } end
 
+  ------------------------------------------------------------------------------------------------------------
+  -- Holds (core's hold.rs): RL.HOLD and RL.SETTLE, and the ledger that records holds (tag `RLH\x01`, then
+  -- each hold's netstrings: id, end ms, ttl ms, flags, the hold's reply, the settle's, the number of held
+  -- groups, and each group's key, kind group, two parameters, held and used units and window).
+  ------------------------------------------------------------------------------------------------------------
+  local HOLD = CONTRACT.hold
+
+  -- Decimal text of a whole number (B): what core's to_string writes.
+  local function text(a)
+    if type(a) == "number" then return string.format("%.0f", a) end
+    local parts = { string.format("%.0f", a[#a]) }
+    for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format("%07d", a[i]) end
+    return (a.neg and "-" or "") .. concat(parts)
+  end
+
+  local function netstring(out, field) out[#out + 1] = #field .. ":" .. field end
+
+  -- The next netstring of s at `at`, and where the one after it starts.
+  local function next_field(s, at)
+    local colon = s:find(":", at, true)
+    if not colon then E.bad_state() end
+    local digits = s:sub(at, colon - 1)
+    if digits == "" or #digits > 9 or not digits:match("^%d+$") then E.bad_state() end
+    local stop = colon + tonumber(digits)
+    if stop > #s then E.bad_state() end
+    return s:sub(colon + 1, stop), stop + 1
+  end
+
+  local function whole_field(f)
+    if not f:match("^%d+$") or #f > 20 then E.bad_state() end
+    local n = B.digits((f:gsub("^0+(%d)", "%1")))
+    if B.cmp(n, U64MAX) > 0 then E.bad_state() end
+    return n
+  end
+
+  local function int_field(f)
+    if not f:match("^%-?%d+$") or #f > 19 then E.bad_state() end
+    return tonumber(f)
+  end
+
+  local function reply_field(f)
+    if f == "" then return nil end
+    local r = {}
+    for n in f:gmatch("[^,]+") do r[#r + 1] = int_field(n) end
+    if #r ~= 6 then E.bad_state() end
+    return r
+  end
+
+  local FLAGS = { CO = { "C", false }, CS = { "C", true }, RO = { "R", false }, RS = { "R", true } }
+
+  local function ledger_parse(stored)
+    local holds = {}
+    if stored == nil then return holds end
+    if stored:sub(1, 4) ~= HOLD.tag then E.bad_state() end
+    local at, f = 5, nil
+    local function take() f, at = next_field(stored, at) return f end
+    while at <= #stored do
+      local h = { id = take(), ends_ms = int_field(take()), ttl_ms = int_field(take()), groups = {} }
+      local flags = FLAGS[take()]
+      if not flags then E.bad_state() end
+      h.abandon, h.settled = flags[1], flags[2]
+      h.hold_reply = reply_field(take())
+      if not h.hold_reply then E.bad_state() end
+      h.settle_reply = reply_field(take())
+      local n = int_field(take())
+      for i = 1, n do
+        h.groups[i] = {
+          key = take(), group = take(), p1 = take(), p2 = take(),
+          held = whole_field(take()), used = whole_field(take()), mark = int_field(take()),
+        }
+      end
+      holds[#holds + 1] = h
+    end
+    return holds
+  end
+
+  local function ints(r) return concat({ text(r[1]), text(r[2]), text(r[3]), text(r[4]), text(r[5]), text(r[6]) }, ",") end
+
+  -- What to store: the ledger until its last hold ends, or nothing (core's Ledger::write).
+  local function ledger_write(holds)
+    if #holds == 0 then return { delete = true } end
+    local out, latest = { HOLD.tag }, nil
+    for _, h in ipairs(holds) do
+      latest = (latest == nil or h.ends_ms > latest) and h.ends_ms or latest
+      netstring(out, h.id)
+      netstring(out, text(h.ends_ms))
+      netstring(out, text(h.ttl_ms))
+      netstring(out, h.abandon .. (h.settled and "S" or "O"))
+      netstring(out, ints(h.hold_reply))
+      netstring(out, h.settle_reply and ints(h.settle_reply) or "")
+      netstring(out, text(#h.groups))
+      for _, g in ipairs(h.groups) do
+        netstring(out, g.key)
+        netstring(out, g.group)
+        netstring(out, g.p1)
+        netstring(out, g.p2)
+        netstring(out, text(g.held))
+        netstring(out, text(g.used))
+        netstring(out, text(g.mark))
+      end
+    end
+    return { set = concat(out), within = { latest, 0 } }
+  end
+
+  local function position(holds, id)
+    for i, h in ipairs(holds) do
+      if h.id == id then return i end
+    end
+    return nil
+  end
+
+  local function charged(g, settled)
+    if settled then return g.used end
+    return B.max(g.held, g.used)
+  end
+
+  -- The bytes a write leaves (a small state's writes are whole values).
+  local function after(stored, write)
+    if not write then return stored end
+    if write.delete then return nil end
+    return write.set or stored
+  end
+
+  -- A settle's delta units on a held group: its limiter and the state after it. A sweep skips a key
+  -- that no longer holds its kind; a settle refuses it.
+  local function adjust(g, now, delta, sweeping)
+    local k = kind_of_group(g.group)
+    if not k or not k.adjust then E.bad_state() end
+    local lim = k.parse(g.p1, g.p2)
+    local stored = S.read(g.key)
+    if stored ~= nil and F.layout(stored) ~= k.layout then
+      if sweeping then return k, lim, stored end
+      E.bad_state()
+    end
+    if B.zero(delta) then return k, lim, stored end
+    local write = k.settle(lim, stored, now, g.mark, delta)
+    if not write then return k, lim, stored end
+    S.apply(g.key, stored, write, now)
+    return k, lim, after(stored, write)
+  end
+
+  local function now_ms(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
+
+  -- Ends the holds whose time is over; an open RETURN hold gives back what it held beyond its usage.
+  local function end_holds(holds, now)
+    local kept, ended = {}, false
+    local ms = now_ms(now)
+    for _, h in ipairs(holds) do
+      if h.ends_ms <= ms then
+        ended = true
+        if not h.settled and h.abandon == "R" then
+          for _, g in ipairs(h.groups) do adjust(g, now, B.sub(g.used, charged(g, false)), true) end
+        end
+      else
+        kept[#kept + 1] = h
+      end
+    end
+    return kept, ended
+  end
+
+  local function hold_id(s)
+    if #s < 1 or #s > HOLD.max_id_bytes then E.invalid("id", CONTRACT.errors.hold_id) end
+    return s
+  end
+
+  local function hold_ttl_ms(s)
+    local expected = CONTRACT.errors.hold_ttl
+    local ok, ns = pcall(P.seconds_ns, s, "ttl", expected)
+    if not ok then E.invalid("ttl", expected) end
+    local ms = B.num(B.div(ns, MILLION))
+    if ms > HOLD.max_ttl_ms then E.invalid("ttl", expected) end
+    return ms
+  end
+
+  local function word_of(s, words)
+    local upper = s:upper()
+    for i, w in ipairs(words) do
+      if upper == w then return i end
+    end
+    E.syntax()
+  end
+
+  -- RL.HOLD ledger id ttl CHARGE|RETURN key KIND p1 p2 units ..., called as rl_hold with the ledger and
+  -- the groups' keys, then id ttl CHARGE|RETURN and the groups' `KIND p1 p2 units`.
+  function C.rl_hold(keys, args, now)
+    if #keys + #args < 9 or #args < 3 then E.arity() end
+    local id = hold_id(args[1])
+    local ttl_ms = hold_ttl_ms(args[2])
+    local abandon = word_of(args[3], { "CHARGE", "RETURN" }) == 1 and "C" or "R"
+    local ledger_key, group_keys = keys[1], {}
+    for i = 2, #keys do group_keys[i - 1] = keys[i] end
+    local limits = groups(group_keys, args, 4)
+    for _, key in ipairs(group_keys) do
+      if key == ledger_key then E.duplicate() end
+    end
+    local old = S.read(ledger_key)
+    local holds, ended = end_holds(ledger_parse(old), now)
+    local at = position(holds, id)
+    if at then
+      if ended then S.apply(ledger_key, old, ledger_write(holds), now) end
+      return holds[at].hold_reply
+    end
+    if #holds >= HOLD.max_holds then E.invalid("ledger", CONTRACT.errors.ledger_full) end
+    local olds, outcomes, verdicts = {}, {}, {}
+    for i, key in ipairs(group_keys) do
+      local l = limits[i]
+      olds[i] = S.read(key)
+      outcomes[i] = l.kind.decide(l.limiter, olds[i], now, l.request)
+      verdicts[i] = outcomes[i].verdict
+    end
+    local limiting = V.most_restrictive(verdicts)
+    local verdict = verdicts[limiting]
+    local reply = V.reply(verdict, limiting)
+    local held = {}
+    for i, key in ipairs(group_keys) do
+      local o, l = outcomes[i], limits[i]
+      if o.write and (verdict.allowed or o.repair) then S.apply(key, olds[i], o.write, now) end
+      if verdict.allowed and l.kind.form == "cost" and l.kind.adjust then
+        local state = after(olds[i], o.write)
+        held[#held + 1] = {
+          key = key, group = l.kind.group, p1 = l.p1, p2 = l.p2,
+          held = l.request, used = ZERO, mark = l.kind.hold_mark(state),
+        }
+      end
+    end
+    if verdict.allowed then
+      holds[#holds + 1] = {
+        id = id, ends_ms = now_ms(now) + ttl_ms, ttl_ms = ttl_ms, abandon = abandon, settled = false,
+        hold_reply = reply, settle_reply = nil, groups = held,
+      }
+    end
+    if verdict.allowed or ended then S.apply(ledger_key, old, ledger_write(holds), now) end
+    return reply
+  end
+
+  -- RL.SETTLE ledger id FINAL|PARTIAL key units ..., called as rl_settle with the ledger and the keys
+  -- settled, then id FINAL|PARTIAL and each key's units.
+  function C.rl_settle(keys, args, now)
+    if #keys + #args < 5 or (#keys + #args - 3) % 2 ~= 0 or #args ~= #keys + 1 then E.arity() end
+    local id = hold_id(args[1])
+    local final = word_of(args[2], { "FINAL", "PARTIAL" }) == 1
+    local named = {}
+    for i = 2, #keys do named[i - 1] = { key = keys[i], units = P.cost(args[i + 1]) } end
+    for i, n in ipairs(named) do
+      if n.key == keys[1] then E.duplicate() end
+      for j = 1, i - 1 do
+        if named[j].key == n.key then E.duplicate() end
+      end
+    end
+    local ledger_key = keys[1]
+    local old = S.read(ledger_key)
+    local holds, ended = end_holds(ledger_parse(old), now)
+    local at = position(holds, id)
+    if not at or (holds[at].settled and holds[at].settle_reply) then
+      if ended then S.apply(ledger_key, old, ledger_write(holds), now) end
+      return at and holds[at].settle_reply or false
+    end
+    local h = holds[at]
+    local places = {}
+    for i, n in ipairs(named) do
+      for j, g in ipairs(h.groups) do
+        if g.key == n.key then places[i] = j break end
+      end
+      if not places[i] then E.invalid("key", CONTRACT.errors.not_held) end
+    end
+    local verdicts = {}
+    for i, n in ipairs(named) do
+      local g = h.groups[places[i]]
+      local was = charged(g, false)
+      local used, delta
+      if final then
+        used = n.units
+        delta = B.sub(n.units, was)
+      else
+        used = B.max(g.used, n.units)
+        delta = B.sub(B.max(g.held, used), was)
+      end
+      local k, lim, state = adjust(g, now, delta, false)
+      local peek = k.peek(lim, state, now)
+      local exceeded = B.lt(g.held, used) and not peek.one.allowed
+      verdicts[i] = V.new(not exceeded, peek.now.limit, peek.now.remaining, peek.one.retry, peek.now.reset)
+      g.used = used
+    end
+    local limiting = V.most_restrictive(verdicts)
+    local reply = V.reply(verdicts[limiting], limiting)
+    if final then
+      h.settled, h.settle_reply, h.ends_ms = true, reply, now_ms(now) + h.ttl_ms
+    end
+    S.apply(ledger_key, old, ledger_write(holds), now)
+    return reply
+  end
+
+  ------------------------------------------------------------------------------------------------------------
+  -- The functions the library registers: every command of C.
+  ------------------------------------------------------------------------------------------------------------
   -- Every function: the clock read once, errors replied as the module's (a bug as an internal error).
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end

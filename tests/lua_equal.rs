@@ -17,6 +17,7 @@ use ratelimit_core::combine::all_or_nothing;
 use ratelimit_core::error::StateError;
 use ratelimit_core::fixed_window::FixedWindow;
 use ratelimit_core::format::Layout;
+use ratelimit_core::hold;
 use ratelimit_core::kind::{AnyLimit, AnyLimiter, Declare, LimiterKind, RequestArgs};
 use ratelimit_core::leases::{self, Leases};
 use ratelimit_core::limiter::{apply, Change, Expiry, Limiter, Outcome, Peek, Write};
@@ -213,6 +214,8 @@ impl Model {
                 Ok(Reply::Int(i64::from(renewed)))
             }
             "rl_all" => self.rl_all(c, keys, now),
+            "rl_hold" => self.rl_hold(c, keys, now),
+            "rl_settle" => self.rl_settle(c, keys, now),
             "rl_inspect" => self.inspect(key, &a, now),
             other => panic!("no model of {other}"),
         }
@@ -278,6 +281,46 @@ impl Model {
         self.all(&names, &limits, now)
     }
 
+    /// RL.HOLD as the module reads it (src/command/hold.rs), decided by core's `hold`.
+    fn rl_hold(&mut self, c: &Call, keys: &[String], now: Nanos) -> Result<Reply, String> {
+        let a: Vec<&[u8]> = c.args.iter().map(|s| s.as_bytes()).collect();
+        let id = hold::id(a[0]).map_err(param)?;
+        let ttl_ms = hold::ttl_ms(a[1]).map_err(param)?;
+        let abandon = hold::Abandon::parse(a[2]).map_err(arg)?;
+        let (mut groups, mut names, mut at) = (Vec::new(), Vec::<&str>::new(), 3);
+        for &k in &c.keys[1..] {
+            let (limit, len) = AnyLimit::parse_group(&a[at..], id_hash, &AnyLimiter::parse).map_err(arg)?;
+            let name = keys[k].as_str();
+            if names.contains(&name) {
+                return Err("ERR the same key appears more than once".into());
+            }
+            names.push(name);
+            groups.push(hold::Group { key: name.as_bytes(), limit, params: [a[at + 1], a[at + 2]] });
+            at += len;
+        }
+        let ledger = keys[c.keys[0]].clone();
+        let reply =
+            hold::hold(self, ledger.as_bytes(), id, ttl_ms, abandon, &groups, now).map_err(hold_error)?;
+        Ok(Reply::Array(reply.into_iter().map(Reply::Int).collect()))
+    }
+
+    /// RL.SETTLE as the module reads it (src/command/settle.rs).
+    fn rl_settle(&mut self, c: &Call, keys: &[String], now: Nanos) -> Result<Reply, String> {
+        let a: Vec<&[u8]> = c.args.iter().map(|s| s.as_bytes()).collect();
+        let id = hold::id(a[0]).map_err(param)?;
+        let mode = hold::Mode::parse(a[1]).map_err(arg)?;
+        let mut named = Vec::new();
+        for (i, &k) in c.keys[1..].iter().enumerate() {
+            named.push((keys[k].clone(), cost(a[2 + i]).map_err(param)?));
+        }
+        let named: Vec<(&[u8], u64)> = named.iter().map(|(k, n)| (k.as_bytes(), *n)).collect();
+        let ledger = keys[c.keys[0]].clone();
+        Ok(match hold::settle(self, ledger.as_bytes(), id, mode, &named, now).map_err(hold_error)? {
+            Some(reply) => Reply::Array(reply.into_iter().map(Reply::Int).collect()),
+            None => Reply::Nil,
+        })
+    }
+
     /// RL.INSPECT key [p1 p2] (src/command/inspect.rs), as RESP2 replies its map.
     fn inspect(&self, key: &str, params: &[&[u8]], now: Nanos) -> Result<Reply, String> {
         let Some(entry) = self.keys.get(key) else { return Ok(Reply::Nil) };
@@ -316,6 +359,25 @@ impl Model {
             out.extend([status("reset_after_ms"), Reply::Int(ceil_ms(p.reset_after_ns))]);
         }
         Ok(Reply::Array(out))
+    }
+}
+
+impl hold::Store for Model {
+    type Error = hold::HoldError;
+    fn read(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, hold::HoldError> {
+        Ok(self.stored(std::str::from_utf8(key).expect("test keys are text")).map(<[u8]>::to_vec))
+    }
+    fn apply(&mut self, key: &[u8], write: &Write) -> Result<(), hold::HoldError> {
+        Model::apply(self, std::str::from_utf8(key).expect("test keys are text"), write);
+        Ok(())
+    }
+}
+
+fn hold_error(e: hold::HoldError) -> String {
+    match e {
+        hold::HoldError::Param(p) => param(p),
+        hold::HoldError::State => state(StateError),
+        hold::HoldError::DuplicateKey => "ERR the same key appears more than once".into(),
     }
 }
 
@@ -1004,6 +1066,60 @@ fn all_sequences() -> impl Strategy<Value = Sequence> {
             .boxed();
         sequence(Just(None).boxed(), calls, 1..10)
     })
+}
+
+/// Holds and settles over a ledger (key 0) and three limits (a fixed window, a bucket, a sliding
+/// counter): repeated ids, partial and final settles, settles retried, holds ending by either
+/// policy as the clock moves (and steps back), and refusals.
+fn hold_sequences() -> impl Strategy<Value = Sequence> {
+    let ids = (0usize..3).prop_map(|i| IDS[i].to_string());
+    let ttl = prop_oneof![4 => text("0.5"), 4 => text("3"), 1 => text("0"), 1 => text("86400.001")];
+    let abandon = prop_oneof![4 => text("CHARGE"), 4 => text("return"), 1 => text("LATER")];
+    let mode = prop_oneof![4 => text("FINAL"), 4 => text("partial"), 1 => text("NOW")];
+    let some_keys = proptest::sample::subsequence(vec![1usize, 2, 3], 1..=3);
+    (whole(1..=30), prop_oneof![text("1"), text("10"), text("0.5")]).prop_flat_map(move |(limit, window)| {
+        let group = {
+            let (limit, window) = (limit.clone(), window.clone());
+            move |k: usize, units: String| -> Vec<String> {
+                match k {
+                    1 => vec!["FIXED".into(), limit.clone(), window.clone(), units],
+                    2 => vec!["TOKEN".into(), limit.clone(), "2".into(), units],
+                    _ => vec!["SLIDECOUNT".into(), limit.clone(), window.clone(), units],
+                }
+            }
+        };
+        let holds = (
+            ids.clone(),
+            ttl.clone(),
+            abandon.clone(),
+            some_keys.clone(),
+            proptest::collection::vec(0u64..25, 3),
+        )
+            .prop_map(move |(id, ttl, abandon, ks, units)| {
+                let mut args = vec![id, ttl, abandon];
+                for (i, &k) in ks.iter().enumerate() {
+                    args.extend(group(k, units[i].to_string()));
+                }
+                let keys: Vec<usize> = std::iter::once(0).chain(ks).collect();
+                Call { function: "rl_hold", keys, args }
+            });
+        let settles = (ids.clone(), mode.clone(), some_keys.clone(), proptest::collection::vec(0u64..40, 3))
+            .prop_map(|(id, mode, ks, units)| {
+                let mut args = vec![id, mode];
+                args.extend(ks.iter().enumerate().map(|(i, _)| units[i].to_string()));
+                let keys: Vec<usize> = std::iter::once(0).chain(ks).collect();
+                Call { function: "rl_settle", keys, args }
+            });
+        let calls = prop_oneof![3 => holds, 3 => settles].boxed();
+        let init = prop_oneof![8 => Just(None), 1 => other_data().prop_map(Some)].boxed();
+        sequence(init, calls, 1..14)
+    })
+}
+
+#[test]
+fn holds_and_settles_equal_core() {
+    let (_server, h) = Harness::start();
+    h.run("RL.HOLD / RL.SETTLE", hold_sequences());
 }
 
 #[test]

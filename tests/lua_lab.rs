@@ -171,7 +171,7 @@ fn the_scripts_and_the_functions_store_the_same_bytes() {
 }
 
 /// The keys the calls below name, by index: limiters' keys, then keys no limiter wrote.
-const KEYS: [&str; 10] = ["t", "t2", "f", "c", "s", "l", "a", "hash", "text", "cell"];
+const KEYS: [&str; 11] = ["t", "t2", "f", "c", "s", "l", "a", "hash", "text", "cell", "holds"];
 
 /// Calls of every function (its keys by index in KEYS, its arguments), in an order that reads back
 /// each limiter's state: allowed and denied, several keys, every kind's refusal of its parameters and
@@ -233,6 +233,29 @@ const CALLS: &[(&str, &[usize], &[&str])] = &[
     ("rl_all", &[1], &["RESERVE", "3", "1", "1", "0.5"]),
     ("rl_all", &[6, 6], &["TOKEN", "10", "5", "1", "TOKEN", "10", "5", "1"]),
     ("rl_all", &[6], &["BOGUS", "10", "5", "1"]),
+    (
+        "rl_hold",
+        &[10, 2, 3],
+        &["r1", "60", "CHARGE", "FIXED", "10", "60", "3", "SLIDECOUNT", "10", "60", "2"],
+    ),
+    (
+        "rl_hold",
+        &[10, 2, 3],
+        &["r1", "60", "CHARGE", "FIXED", "10", "60", "3", "SLIDECOUNT", "10", "60", "2"],
+    ),
+    ("rl_hold", &[10, 1], &["r2", "60", "RETURN", "TOKEN", "3", "1", "2"]),
+    ("rl_hold", &[10, 2], &["r3", "60", "CHARGE", "FIXED", "10", "60", "50"]),
+    ("rl_hold", &[10, 2], &["", "60", "CHARGE", "FIXED", "10", "60", "1"]),
+    ("rl_hold", &[10, 2], &["r4", "0", "CHARGE", "FIXED", "10", "60", "1"]),
+    ("rl_hold", &[10, 2], &["r4", "60", "MAYBE", "FIXED", "10", "60", "1"]),
+    ("rl_hold", &[2, 1], &["r5", "60", "CHARGE", "TOKEN", "3", "1", "1"]),
+    ("rl_settle", &[10, 2], &["r1", "PARTIAL", "5"]),
+    ("rl_settle", &[10, 2, 3], &["r1", "FINAL", "1", "0"]),
+    ("rl_settle", &[10, 2], &["r1", "FINAL", "1"]),
+    ("rl_settle", &[10, 3], &["r2", "FINAL", "1"]),
+    ("rl_settle", &[10, 1], &["r2", "LATER", "1"]),
+    ("rl_settle", &[10, 1], &["r2", "FINAL", "0"]),
+    ("rl_settle", &[10, 1], &["nobody", "FINAL", "1"]),
     ("rl_inspect", &[0], &[]),
     ("rl_inspect", &[0], &["10", "5"]),
     ("rl_inspect", &[2], &["10", "60"]),
@@ -285,7 +308,15 @@ fn transcript(
     let mut replies = lua::run(con, &pipe);
     replies.drain(..3);
     assert_eq!(replies.len(), what.len());
-    what.into_iter().zip(replies).collect()
+    // A ledger names its limits' keys: the scripts' (`e:`) read as the functions' (`f:`).
+    let same_names = |r: lua::Reply| match r {
+        lua::Reply::Bulk(b) if scripts.is_some() && b.starts_with(b"RLH\x01") => {
+            let text = b.iter().map(|&c| c as char).collect::<String>().replace(":e:", ":f:");
+            lua::Reply::Bulk(text.chars().map(|c| c as u8).collect())
+        }
+        other => other,
+    };
+    what.into_iter().zip(replies.into_iter().map(same_names)).collect()
 }
 
 /// Each script on `con`, its clock an argument, by function: its SHA-1.
@@ -520,6 +551,9 @@ fn the_documented_acl_lines_run_every_function_with_nothing_refused() {
         ("rl_refund", "rl:t", &["TOKEN", "10", "5", "1"]),
         ("rl_refund", "rl:f", &["FIXED", "10", "60", "1"]),
         ("rl_all", "rl:a", &["FIXED", "10", "60", "1"]),
+        // Several keys, split at spaces: a ledger and a limit.
+        ("rl_hold", "rl:holds:{h} rl:{h}:f", &["r", "60", "CHARGE", "FIXED", "10", "60", "1"]),
+        ("rl_settle", "rl:holds:{h} rl:{h}:f", &["r", "FINAL", "0"]),
         ("rl_acquire", "rl:l", &["3", "30", "h"]),
         ("rl_renew", "rl:l", &["30", "h"]),
         ("rl_release", "rl:l", &["h"]),
@@ -538,7 +572,7 @@ fn the_documented_acl_lines_run_every_function_with_nothing_refused() {
             calls.iter().map(|(f, k, a)| (*f, Some(*k), *a)).collect();
         functions.push(("rl_version", None, &[]));
         for (function, key, args) in functions {
-            let keys: Vec<&str> = key.into_iter().collect();
+            let keys: Vec<&str> = key.into_iter().flat_map(|k| k.split(' ')).collect();
             let mut cmd = if evalsha {
                 redis::cmd("EVALSHA").arg(&shas[function]).clone()
             } else {

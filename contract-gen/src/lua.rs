@@ -10,7 +10,7 @@ use ratelimit_core::commands::{CommandInfo, VERSION_FUNCTION};
 use ratelimit_core::declare::EMPTY_ID;
 use ratelimit_core::error::ParamError;
 use ratelimit_core::kind::{LimiterKind, RequestForm};
-use ratelimit_core::{leases, limits, reservation, sliding_log, token_bucket, window};
+use ratelimit_core::{hold, leases, limits, reservation, sliding_log, token_bucket, window};
 
 const BEGIN: &str = "-- CONTRACT:";
 const END: &str = "-- END CONTRACT";
@@ -31,6 +31,10 @@ const ERRORS: &[(&str, ParamError)] = &[
     ("max", MAX),
     ("max_wait", reservation::MAX_WAIT),
     ("empty_id", EMPTY_ID),
+    ("hold_ttl", hold::TTL),
+    ("hold_id", hold::ID),
+    ("not_held", hold::NOT_HELD),
+    ("ledger_full", hold::FULL),
 ];
 
 fn quoted(s: &str) -> String {
@@ -80,6 +84,15 @@ fn block(source_hash: &str, tag_of: &str) -> String {
     out += &format!("  max_rate_per_sec = {},\n", limits::MAX_RATE_PER_SEC);
     out += &format!("  max_log_limit = {},\n", limits::MAX_LOG_LIMIT);
     out += &format!("  max_lease_limit = {},\n", limits::MAX_LEASE_LIMIT);
+    // RL.HOLD's ledger: its tag (as a Lua string: its last byte escaped) and bounds.
+    let tag = String::from_utf8_lossy(&hold::TAG[..3]);
+    out += &format!(
+        "  hold = {{ tag = \"{tag}\\{}\", max_holds = {}, max_id_bytes = {}, max_ttl_ms = {} }},\n",
+        hold::TAG[3],
+        hold::MAX_HOLDS,
+        hold::MAX_ID_BYTES,
+        hold::MAX_TTL_SECS * 1000
+    );
     out += "  kinds = {\n";
     for k in LimiterKind::ALL {
         out += &format!(

@@ -152,7 +152,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "57bbcaaf5f844c0c835869c7959de4691a757c60",
+  source_hash = "26c73d378d308366e9f88bcd873fbf203a2c7843",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -160,6 +160,7 @@ local function contract()
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
+  hold = { tag = "RLH\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
   kinds = {
     token_bucket = { group = "TOKEN", command = "RL.TOKEN", form = "cost", refunds = true },
     fixed_window = { group = "FIXED", command = "RL.FIXED", form = "cost", refunds = true },
@@ -185,6 +186,10 @@ local function contract()
     max = "must be a whole number >= 1",
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
+    hold_ttl = "must be a number of seconds > 0, in whole milliseconds, at most 86400",
+    hold_id = "must be 1 to 256 bytes",
+    not_held = "must be a key this hold holds",
+    ledger_full = "holds at most 10000 holds",
   },
   invalid_reply = "ERR invalid %s: %s",
   arity_reply = "ERR wrong number of arguments for '%s' command",
@@ -851,6 +856,15 @@ local function build()
       local verdict = k.step(lim, refunded or state, now, ZERO).verdict
       return refunded and k.write(lim, refunded, state, now), verdict
     end
+    function k.hold_mark(stored)
+      local state = read(stored)
+      return state and k.mark(state) or 0
+    end
+    function k.settle(lim, stored, now, mark, delta)
+      local state = read(stored)
+      local next = k.adjust(lim, state, now, mark, delta)
+      return next and k.write(lim, next, state, now)
+    end
     function k.request(_, r)
       if r.cost == nil then E.syntax() end
       return P.cost(r.cost)
@@ -952,6 +966,22 @@ local function build()
     if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
     return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
   end
+  function counter.mark(s) return B.num(B.min(s.window, I64MAX)) end
+  function counter.adjust(c, s, now, mark, delta)
+    local index_now = B.div(B.max(now, ZERO), c.window)
+    if mark < 0 or B.lt(B.add(mark, ONE), index_now) then return nil end
+    if not s or B.lt(index_now, s.window) then return nil end
+    local next
+    if B.eq(s.window, mark) then
+      next = { window = s.window, current = B.sat_u64(B.add(s.current, delta)), previous = s.previous }
+    elseif B.eq(s.window, B.add(mark, ONE)) then
+      next = { window = s.window, current = s.current, previous = B.sat_u64(B.add(s.previous, delta)) }
+    else
+      return nil
+    end
+    if B.eq(next.current, s.current) and B.eq(next.previous, s.previous) then return nil end
+    return next
+  end
   local S = {}
   function S.read(key)
     local v = redis.pcall("GET", key)
@@ -1016,6 +1046,18 @@ local function build()
     end
   end
   C.rl_slidecount = count_command(counter)
+  local function text(a)
+    if type(a) == "number" then return string.format("%.0f", a) end
+    local parts = { string.format("%.0f", a[#a]) }
+    for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format("%07d", a[i]) end
+    return (a.neg and "-" or "") .. concat(parts)
+  end
+  local function after(stored, write)
+    if not write then return stored end
+    if write.delete then return nil end
+    return write.set or stored
+  end
+  local function now_ms(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do

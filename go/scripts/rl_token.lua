@@ -214,7 +214,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "57bbcaaf5f844c0c835869c7959de4691a757c60",
+  source_hash = "26c73d378d308366e9f88bcd873fbf203a2c7843",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -222,6 +222,7 @@ local function contract()
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
+  hold = { tag = "RLH\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
   kinds = {
     token_bucket = { group = "TOKEN", command = "RL.TOKEN", form = "cost", refunds = true },
     fixed_window = { group = "FIXED", command = "RL.FIXED", form = "cost", refunds = true },
@@ -247,6 +248,10 @@ local function contract()
     max = "must be a whole number >= 1",
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
+    hold_ttl = "must be a number of seconds > 0, in whole milliseconds, at most 86400",
+    hold_id = "must be 1 to 256 bytes",
+    not_held = "must be a key this hold holds",
+    ledger_full = "holds at most 10000 holds",
   },
   invalid_reply = "ERR invalid %s: %s",
   arity_reply = "ERR wrong number of arguments for '%s' command",
@@ -255,6 +260,23 @@ local function contract()
   duplicate_key_reply = "ERR the same key appears more than once",
   }
   return CONTRACT_DATA
+end
+local W32 = 4294967296
+local function u32le(x)
+  local b0 = x % 256
+  x = (x - b0) / 256
+  local b1 = x % 256
+  x = (x - b1) / 256
+  local b2 = x % 256
+  return char(b0, b1, b2, (x - b2) / 256)
+end
+local function u64le(x)
+  local lo = x % W32
+  return u32le(lo) .. u32le((x - lo) / W32)
+end
+local function u32at(s, at)
+  local b0, b1, b2, b3 = byte(s, at, at + 3)
+  return ((b3 * 256 + b2) * 256 + b1) * 256 + b0
 end
 local function build()
   local CONTRACT = contract()
@@ -489,6 +511,8 @@ local function build()
     return tcmp(tab(a), tab(b))
   end
   function B.lt(a, b) return B.cmp(a, b) < 0 end
+  function B.le(a, b) return B.cmp(a, b) <= 0 end
+  function B.eq(a, b) return B.cmp(a, b) == 0 end
   function B.min(a, b) return B.cmp(a, b) <= 0 and a or b end
   function B.max(a, b) return B.cmp(a, b) >= 0 and a or b end
   function B.zero(a) return a == 0 end
@@ -584,6 +608,7 @@ local function build()
     if type(a) == "number" then return a end
     return B.max(I64MIN, B.min(a, I64MAX))
   end
+  function B.sat_u64(a) return B.max(ZERO, B.min(a, U64MAX)) end
   B.le64_limbs = le64_limbs
   function B.le64(a)
     if type(a) == "number" then
@@ -723,6 +748,16 @@ local function build()
     if not den then return B.pos(scaled) and ONE or ZERO end
     return B.divceil(scaled, den)
   end
+  function D.mul_exact(d, factor)
+    local scaled = cmul(d.m, factor)
+    if not scaled then return nil end
+    if d.e >= 0 then return cmul(scaled, pow10(d.e)) end
+    local den = pow10(-d.e)
+    if not den then return nil end
+    local q, r = B.divmod(scaled, den)
+    if r ~= 0 then return nil end
+    return q
+  end
   local P = {}
   local function remembered(fn, two)
     local seen, count = {}, 0
@@ -768,7 +803,24 @@ local function build()
     if why == "range" then E.invalid(field, "out of range") end
     E.invalid(field, expected)
   end
+  function P.seconds_ns(s, field, expected)
+    local seconds = P.positive_decimal(s, field, expected)
+    local ms = D.mul_exact(seconds, THOUSAND)
+    local ns = ms and cmul(ms, MILLION)
+    if not ns or B.cmp(ns, HORIZON_NS) > 0 then E.invalid(field, expected) end
+    return ns
+  end
   P.cost = remembered(function(s) return P.whole(s, "cost", 0, CONTRACT.errors.cost) end)
+  local MAX_WAIT = CONTRACT.errors.max_wait
+  function P.wait_ns(s)
+    local d = D.parse(s)
+    if not d then E.invalid("max_wait", MAX_WAIT) end
+    if B.zero(d.m) then return ZERO end
+    return P.seconds_ns(s, "max_wait", MAX_WAIT)
+  end
+  local WINDOW = CONTRACT.errors.window
+  function P.window_ns(s) return P.seconds_ns(s, "window", WINDOW) end
+  function P.is_option(s, name) return s ~= nil and s:upper() == name end
   local F = {}
   local function by_tag(tag_of)
     local by = {}
@@ -837,6 +889,7 @@ local function build()
     end
     return best
   end
+  local function us_ns(us) return B.mul(B.int(us), THOUSAND) end
   local function declared(name, extra)
     local k = {}
     for field, value in pairs(CONTRACT.kinds[name]) do k[field] = value end
@@ -865,12 +918,44 @@ local function build()
       local verdict = k.step(lim, refunded or state, now, ZERO).verdict
       return refunded and k.write(lim, refunded, state, now), verdict
     end
+    function k.hold_mark(stored)
+      local state = read(stored)
+      return state and k.mark(state) or 0
+    end
+    function k.settle(lim, stored, now, mark, delta)
+      local state = read(stored)
+      local next = k.adjust(lim, state, now, mark, delta)
+      return next and k.write(lim, next, state, now)
+    end
     function k.request(_, r)
       if r.cost == nil then E.syntax() end
       return P.cost(r.cost)
     end
     return k
   end
+  local function field_value(value)
+    if value == nil then return false end
+    local clamped = B.min(value, I64MAX)
+    if B.cmp(clamped, TWO53) >= 0 then
+      E.fail("ERR the key holds a value beyond 2^53, which the Lua library cannot reply exactly")
+    end
+    return B.num(clamped)
+  end
+  local function windowed(k)
+    function k.parse(limit_s, window_s)
+      local limit = P.whole(limit_s, "limit", 1, CONTRACT.errors.limit)
+      local window = P.window_ns(window_s)
+      return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
+    end
+    k.parse = remembered(k.parse, true)
+    return small_state(k)
+  end
+  local function hex_byte(h) return char(tonumber(h, 16)) end
+  local function sha1_bytes(id, n)
+    local hex = redis.sha1hex(id)
+    return (hex:sub(1, n * 2):gsub("..", hex_byte))
+  end
+  local EMPTY_ID = CONTRACT.errors.empty_id
   local token = small_state(declared("token_bucket", { layout = "token" }))
   local REFILL_TOO_LONG = CONTRACT.errors.refill_too_long
   function token.parse(capacity_s, rate_s)
@@ -946,6 +1031,14 @@ local function build()
     local credit = B.mul(B.min(tokens, b.capacity), b.interval)
     return B.sat_i64(B.add(now, B.max(B.sub(backlog, credit), ZERO)))
   end
+  function token.mark() return 0 end
+  function token.adjust(b, tat, now, _, delta)
+    if B.negative(delta) then return token.give_back(b, tat, now, B.min(B.sub(ZERO, delta), U64MAX)) end
+    local backlog = token_backlog(b, tat, now)
+    local charged = B.min(B.add(backlog, B.mul(delta, b.interval)), B.mul(b.depth, 2))
+    if B.pos(delta) and B.lt(backlog, charged) then return B.sat_i64(B.add(now, charged)) end
+    return nil
+  end
   function token.reserve(b, stored, now, cost, upto, max_wait)
     local tat = stored and token.decode(stored)
     local available = B.int(token.step(b, tat, now, ZERO).verdict.remaining)
@@ -956,6 +1049,570 @@ local function build()
     return outcome, step.verdict.allowed and B.num(taken) or 0
   end
   function token.take(b, stored, now, max) return token.reserve(b, stored, now, ONE, max, ZERO) end
+  local fixed = windowed(declared("fixed_window", { layout = "fixed" }))
+  function fixed.decode(stored)
+    local w = F.words("fixed", stored, { false, true })
+    return { count = w[1], ends_at = w[2] }
+  end
+  function fixed.step(f, state, now, cost)
+    local latest_end = B.sat_i64(B.add(now, f.window))
+    local stored = state and B.lt(now, state.ends_at) and state or nil
+    local repaired = stored and B.lt(latest_end, stored.ends_at)
+        and { count = stored.count, ends_at = latest_end } or nil
+    local current = repaired or stored
+    local count = current and current.count or ZERO
+    local ends_at = current and current.ends_at or latest_end
+    local open_for = current and B.sat_i64(B.sub(ends_at, now)) or ZERO
+    local function verdict(allowed, n, retry, reset)
+      return V.new(allowed, f.limit, B.num(B.max(B.sub(f.limit_b, n), ZERO)), retry, reset)
+    end
+    local function unchanged(v)
+      return { verdict = v, next = repaired, repair = repaired ~= nil }
+    end
+    if B.lt(f.limit_b, cost) then return unchanged(verdict(false, count, nil, open_for)) end
+    local total = B.add(count, cost)
+    if B.cmp(total, U64MAX) <= 0 and B.le(total, f.limit_b) then
+      if B.pos(cost) then
+        return {
+          verdict = verdict(true, total, ZERO, B.sat_i64(B.sub(ends_at, now))),
+          next = { count = total, ends_at = ends_at },
+          repair = false,
+        }
+      end
+      return unchanged(verdict(true, count, ZERO, open_for))
+    end
+    return unchanged(verdict(false, count, open_for, open_for))
+  end
+  function fixed.write(_, state)
+    return { set = F.tagged("fixed", { state.count, state.ends_at }), within = { ceil_ms(state.ends_at), 0 } }
+  end
+  function fixed.fields(s)
+    return { { "count", field_value(s.count) }, { "window_ends_at_ms", ceil_ms(s.ends_at) } }
+  end
+  function fixed.give_back(_, s, now, units)
+    if not s or not B.lt(now, s.ends_at) or B.zero(s.count) or B.zero(units) then return nil end
+    return { count = B.max(B.sub(s.count, units), ZERO), ends_at = s.ends_at }
+  end
+  function fixed.mark(s) return ceil_ms(s.ends_at) end
+  function fixed.adjust(_, s, now, mark, delta)
+    if not s or not B.lt(now, s.ends_at) or ceil_ms(s.ends_at) ~= mark then return nil end
+    local count = B.sat_u64(B.add(s.count, delta))
+    if B.eq(count, s.count) then return nil end
+    return { count = count, ends_at = s.ends_at }
+  end
+  local counter = windowed(declared("sliding_counter", { layout = "counter" }))
+  function counter.decode(stored)
+    local w = F.words("counter", stored)
+    return { window = w[1], current = w[2], previous = w[3] }
+  end
+  local function counter_roll(c, state, now)
+    local w = c.window
+    local index_now, elapsed = B.divmod(B.max(now, ZERO), w)
+    local repaired = state and B.lt(index_now, state.window)
+        and { window = index_now, current = state.current, previous = state.previous } or nil
+    local s = repaired or state
+    if s and B.eq(B.add(s.window, ONE), index_now) then
+      s = { window = index_now, current = ZERO, previous = s.current }
+    elseif not (s and B.eq(s.window, index_now)) then
+      s = { window = index_now, current = ZERO, previous = ZERO }
+    end
+    local expires_at = B.min(B.mul(B.add(s.window, B.int(2)), w), I64MAX)
+    return s, repaired, elapsed, expires_at
+  end
+  function counter.step(c, state, now, cost)
+    local w, limit = c.window, c.limit_b
+    local s, repaired, elapsed, expires_at = counter_roll(c, state, now)
+    local weighted_previous = B.mul(s.previous, B.sub(w, elapsed))
+    local capacity = B.mul(limit, w)
+    local function used(current) return B.min(B.add(weighted_previous, B.mul(current, w)), U128MAX) end
+    local function verdict(allowed, current, retry)
+      local remaining = B.num(B.div(B.max(B.sub(capacity, used(current)), ZERO), w))
+      local to_window_end = B.sub(w, elapsed)
+      local reset = ZERO
+      if B.pos(current) then
+        reset = B.sat_i64(B.add(to_window_end, w))
+      elseif B.pos(s.previous) then
+        reset = to_window_end
+      end
+      return V.new(allowed, c.limit, remaining, retry, reset)
+    end
+    local function fits_at(previous, room)
+      if B.zero(previous) then return ZERO end
+      return B.max(B.sub(w, B.div(B.mul(room, w), previous)), ZERO)
+    end
+    local function unchanged(v)
+      return { verdict = v, next = repaired, repair = repaired ~= nil, expires_at = expires_at }
+    end
+    if B.lt(limit, cost) then return unchanged(verdict(false, s.current, nil)) end
+    local after = B.sat_u64(B.add(s.current, cost))
+    if B.le(used(after), capacity) then
+      local next = B.pos(cost) and { window = s.window, current = after, previous = s.previous } or repaired
+      local repair = next ~= nil and not B.pos(cost)
+      return { verdict = verdict(true, after, ZERO), next = next, repair = repair, expires_at = expires_at }
+    end
+    local room = B.sub(B.sub(limit, s.current), cost)
+    local wait
+    if not B.negative(room) then
+      wait = B.max(B.sub(fits_at(s.previous, room), elapsed), ZERO)
+    else
+      wait = B.add(B.sub(w, elapsed), fits_at(s.current, B.sub(limit, cost)))
+    end
+    return unchanged(verdict(false, s.current, B.min(wait, I64MAX)))
+  end
+  function counter.write(c, state, _, now)
+    local _, _, _, expires_at = counter_roll(c, state, now)
+    return {
+      set = F.tagged("counter", { state.window, state.current, state.previous }),
+      within = { ceil_ms(expires_at), 0 },
+    }
+  end
+  function counter.fields(s)
+    return {
+      { "window_index", field_value(s.window) },
+      { "current", field_value(s.current) },
+      { "previous", field_value(s.previous) },
+    }
+  end
+  function counter.give_back(c, s, now, units)
+    local index_now = B.div(B.max(now, ZERO), c.window)
+    if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
+    return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
+  end
+  function counter.mark(s) return B.num(B.min(s.window, I64MAX)) end
+  function counter.adjust(c, s, now, mark, delta)
+    local index_now = B.div(B.max(now, ZERO), c.window)
+    if mark < 0 or B.lt(B.add(mark, ONE), index_now) then return nil end
+    if not s or B.lt(index_now, s.window) then return nil end
+    local next
+    if B.eq(s.window, mark) then
+      next = { window = s.window, current = B.sat_u64(B.add(s.current, delta)), previous = s.previous }
+    elseif B.eq(s.window, B.add(mark, ONE)) then
+      next = { window = s.window, current = s.current, previous = B.sat_u64(B.add(s.previous, delta)) }
+    else
+      return nil
+    end
+    if B.eq(next.current, s.current) and B.eq(next.previous, s.previous) then return nil end
+    return next
+  end
+  local slide = declared("sliding_log", { layout = "log" })
+  local HEADER_LEN, FILLER_CEILING, FUTURE_TOLERANCE_US, MIN_SHRINK_SLOTS = 8, W32, 1000, 16
+  local NO_HASH = string.rep("\0", 8)
+  local SLIDE_LIMIT = CONTRACT.errors.slide_limit
+  local function us_at(s, at)
+    local hi = u32at(s, at + 4)
+    if hi >= 2097152 then
+      E.fail("ERR the key holds a time beyond 2^53 us, which the Lua library cannot compare exactly")
+    end
+    return hi * W32 + u32at(s, at)
+  end
+  function slide.parse(limit_s, window_s)
+    local limit = P.whole(limit_s, "limit", 1, SLIDE_LIMIT)
+    if B.cmp(limit, CONTRACT.max_log_limit) > 0 then E.invalid("limit", SLIDE_LIMIT) end
+    local window_us = B.num(B.div(P.window_ns(window_s), THOUSAND))
+    return { limit = B.num(limit), window_us = window_us }
+  end
+  slide.parse = remembered(slide.parse, true)
+  function slide.request(_, r)
+    if r.id == nil then E.syntax() end
+    if r.id == "" then E.invalid("id", EMPTY_ID) end
+    return { hash = sha1_bytes(r.id, 8), dedup = r.dedup }
+  end
+  local Log = {}
+  Log.__index = Log
+  function Log:ts(p) return us_at(self.s, HEADER_LEN + p * self.width + 1) end
+  function Log:hash(p)
+    if self.width == 8 then return NO_HASH end
+    local at = HEADER_LEN + p * 16 + 9
+    return self.s:sub(at, at + 7)
+  end
+  function Log:physical(l) return (self.pivot + l) % self.n end
+  function Log:first_above(threshold)
+    local l, h = 0, self.n
+    while l < h do
+      local mid = l + floor((h - l) / 2)
+      if self:ts(self:physical(mid)) > threshold then h = mid else l = mid + 1 end
+    end
+    return l
+  end
+  function Log:newest() return self:ts(self:physical(self.n - 1)) end
+  function Log:entries_from(first)
+    local out = {}
+    for l = first, self.n - 1 do
+      local p = self:physical(l)
+      out[#out + 1] = { self:ts(p), self:hash(p) }
+    end
+    return out
+  end
+  local function log_parse(s)
+    if #s < HEADER_LEN or s:sub(1, 4) ~= TAG_OF.log or s:sub(6, 8) ~= "\0\0\0" then return nil end
+    local width = byte(s, 5)
+    if width ~= 8 and width ~= 16 then return nil end
+    local slots = #s - HEADER_LEN
+    if slots == 0 or slots % width ~= 0 then return nil end
+    local log = setmetatable({ s = s, width = width, n = slots / width, pivot = 0 }, Log)
+    local lo, hi = 0, log.n - 1
+    while lo < hi do
+      local mid = lo + floor((hi - lo) / 2)
+      if log:ts(mid) > log:ts(hi) then lo = mid + 1 else hi = mid end
+    end
+    log.pivot = lo
+    return log
+  end
+  local function log_build(width, slots, entries)
+    local out = { TAG_OF.log, char(width), "\0\0\0" }
+    local function push(ts, hash)
+      out[#out + 1] = u64le(ts)
+      if width == 16 then out[#out + 1] = hash end
+    end
+    for f = 1, slots - #entries do push(f, NO_HASH) end
+    for _, e in ipairs(entries) do push(e[1], e[2]) end
+    return concat(out)
+  end
+  local function splice(s, offset, bytes) return s:sub(1, offset) .. bytes .. s:sub(offset + #bytes + 1) end
+  local function decide_on(l, log, now_us, id)
+    local window_us = l.window_us
+    local threshold = math.max(math.max(now_us - window_us, 0), FILLER_CEILING)
+    local function wait(ts) return us_ns(math.max(ts + window_us - now_us, 0)) end
+    local function reset(ts) return us_ns(math.max(math.min(ts + window_us - now_us, window_us), 0)) end
+    local function verdict(allowed, live, retry, newest)
+      return V.new(allowed, l.limit, math.max(l.limit - live, 0), retry, newest and reset(newest) or ZERO)
+    end
+    local width_for = id.dedup and 16 or 8
+    if not log then
+      return {
+        verdict = verdict(true, 1, ZERO, now_us),
+        change = { set = log_build(width_for, 1, { { now_us, id.hash } }) },
+        empty_at = now_us + window_us,
+        repair = false,
+      }
+    end
+    local first_live = log:first_above(threshold)
+    local live = log.n - first_live
+    local newest = live > 0 and log:newest() or nil
+    local empty_at = newest and newest + window_us
+    if id.dedup then
+      for _, e in ipairs(log:entries_from(first_live)) do
+        if e[2] == id.hash then
+          return { verdict = verdict(true, live, ZERO, newest), empty_at = empty_at, repair = false }
+        end
+      end
+    end
+    if live >= l.limit then
+      local leaving = log:ts(log:physical(log.n - l.limit))
+      local retry = B.max(wait(leaving), ONE)
+      return { verdict = verdict(false, live, retry, newest), empty_at = empty_at, repair = false }
+    end
+    local stamp = math.max(now_us, log:newest() + 1)
+    local entry_width = math.max(width_for, log.width)
+    local live_after = live + 1
+    local shrink = log.n >= MIN_SHRINK_SLOTS and live_after * 4 <= log.n
+    local change
+    if entry_width ~= log.width or live == log.n or shrink then
+      local entries = log:entries_from(first_live)
+      entries[#entries + 1] = { stamp, id.hash }
+      local slots = log.n
+      if live_after > log.n then
+        slots = math.min(math.max(log.n + floor(log.n / 4), live_after), math.max(l.limit, live_after))
+      elseif shrink then
+        slots = math.max(live_after * 2, live_after + 1)
+      end
+      change = { set = log_build(entry_width, slots, entries) }
+    else
+      local slot = u64le(stamp)
+      if log.width == 16 then slot = slot .. id.hash end
+      change = { range = { HEADER_LEN + log.pivot * log.width, slot } }
+    end
+    local allowed = verdict(true, live + 1, ZERO, stamp)
+    return { verdict = allowed, change = change, empty_at = stamp + window_us, repair = false }
+  end
+  local function decide_repaired(l, log, now_us, id)
+    local previous = 0
+    local entries = log:entries_from(0)
+    for _, e in ipairs(entries) do
+      e[1] = math.max(math.min(e[1], now_us), previous + 1)
+      previous = e[1]
+    end
+    local repaired = log_build(log.width, log.n, entries)
+    local parsed = log_parse(repaired)
+    if not parsed then return decide_on(l, log, now_us, id) end
+    local d = decide_on(l, parsed, now_us, id)
+    d.repair = d.change == nil
+    if d.change and d.change.range then
+      d.change = { set = splice(repaired, d.change.range[1], d.change.range[2]) }
+    elseif not d.change then
+      d.change = { set = repaired }
+    end
+    return d
+  end
+  local function decide_log(l, log, now_us, id)
+    if log and log:newest() > now_us + FUTURE_TOLERANCE_US then return decide_repaired(l, log, now_us, id) end
+    return decide_on(l, log, now_us, id)
+  end
+  local function now_us_of(now)
+    if type(now) == "table" and #now == 3 and not now.neg then
+      local n1 = now[1]
+      return now[3] * 100000000000 + now[2] * 10000 + (n1 - n1 % 1000) / 1000
+    end
+    return B.num(B.div(B.max(now, ZERO), THOUSAND))
+  end
+  local function log_read(stored)
+    if stored == nil then return nil end
+    return log_parse(stored) or E.bad_state()
+  end
+  function slide.decide(l, stored, now, id)
+    local d = decide_log(l, log_read(stored), now_us_of(now), id)
+    local write
+    if d.change and d.empty_at then
+      d.change.within = { math.ceil(d.empty_at / 1000), 999 }
+      write = d.change
+    end
+    return { verdict = d.verdict, write = write, repair = d.repair }
+  end
+  function slide.peek(l, stored, now)
+    local log, now_us = log_read(stored), now_us_of(now)
+    local one = decide_log(l, log, now_us, { hash = NO_HASH, dedup = false }).verdict
+    local newest = 0
+    if log then
+      for _, e in ipairs(log:entries_from(0)) do
+        if e[1] > FILLER_CEILING then newest = e[1] end
+      end
+    end
+    local remaining = one.allowed and one.remaining + 1 or one.remaining
+    local before = V.new(one.allowed, one.limit, remaining, one.retry,
+      us_ns(math.max(math.min(newest + l.window_us - now_us, l.window_us), 0)))
+    return { now = before, one = one }
+  end
+  function slide.describe(stored)
+    local log = log_parse(stored) or E.bad_state()
+    local recorded, oldest, newest = 0, nil, nil
+    for _, e in ipairs(log:entries_from(0)) do
+      if e[1] > FILLER_CEILING then
+        recorded = recorded + 1
+        oldest = oldest or e[1]
+        newest = e[1]
+      end
+    end
+    local function ms(us) return us and math.ceil(us / 1000) or false end
+    return {
+      { "recorded", recorded },
+      { "slots", log.n },
+      { "dedup", log.width == 16 and 1 or 0 },
+      { "oldest_ms", ms(oldest) },
+      { "newest_ms", ms(newest) },
+    }
+  end
+  local leases = declared("concurrency", { layout = "leases" })
+  local LEASE_LIMIT = CONTRACT.errors.lease_limit
+  local LEASE = CONTRACT.errors.lease
+  local ENTRY = 28
+  local function lease_us(s)
+    local ok, ns = pcall(P.window_ns, s)
+    E.raised = nil
+    if not ok then E.invalid("lease", LEASE) end
+    return B.num(B.div(ns, THOUSAND))
+  end
+  local function parse_weight(s)
+    local w = P.whole(s, "weight", 1, CONTRACT.errors.weight)
+    if B.cmp(w, CONTRACT.max_lease_limit) > 0 then E.invalid("weight", CONTRACT.errors.weight) end
+    return B.num(w)
+  end
+  local function holder(id)
+    if id == "" then E.invalid("id", EMPTY_ID) end
+    return sha1_bytes(id, 16)
+  end
+  function leases.parse(limit_s, lease_s)
+    local limit = P.whole(limit_s, "limit", 1, LEASE_LIMIT)
+    local lease = lease_us(lease_s)
+    if B.cmp(limit, CONTRACT.max_lease_limit) > 0 then E.invalid("limit", LEASE_LIMIT) end
+    return { limit = B.num(limit), lease_us = lease }
+  end
+  leases.parse = remembered(leases.parse, true)
+  function leases.precheck(r)
+    if r.weight then parse_weight(r.weight) end
+  end
+  function leases.request(_, r)
+    if r.holder == nil then E.syntax() end
+    local weight = r.weight and parse_weight(r.weight) or 1
+    return { id = holder(r.holder), weight = weight }
+  end
+  local function lease_decode(stored)
+    if stored:sub(1, 4) ~= TAG_OF.leases or (#stored - 4) % ENTRY ~= 0 then E.bad_state() end
+    local out = {}
+    for at = 5, #stored, ENTRY do
+      local id, expires, weight = stored:sub(at, at + 15), us_at(stored, at + 16), u32at(stored, at + 24)
+      out[#out + 1] = { id = id, expires = expires, weight = weight }
+    end
+    return out
+  end
+  local function lease_live(stored, now_us)
+    local out = {}
+    if stored == nil then return out end
+    for _, l in ipairs(lease_decode(stored)) do
+      if l.expires > now_us then out[#out + 1] = l end
+    end
+    return out
+  end
+  local function live_within(stored, now_us, lease)
+    local held, cut = lease_live(stored, now_us), false
+    local latest = now_us + lease
+    for _, l in ipairs(held) do
+      if l.expires > latest then
+        l.expires = latest
+        cut = true
+      end
+    end
+    return held, cut
+  end
+  local function lease_write(held, lease_us)
+    if #held == 0 then return { delete = true } end
+    local out, last = { TAG_OF.leases }, 0
+    for _, l in ipairs(held) do
+      out[#out + 1] = l.id .. u64le(l.expires) .. u32le(l.weight)
+      if l.expires > last then last = l.expires end
+    end
+    local slack = math.max(floor(floor(lease_us / 16) / 1000), 1000)
+    return { set = concat(out), within = { math.ceil(last / 1000), slack } }
+  end
+  local function lease_verdict(ls, allowed, held, now_us, retry)
+    local weight, last = 0, now_us
+    for _, l in ipairs(held) do
+      weight = weight + l.weight
+      if l.expires > last then last = l.expires end
+    end
+    return V.new(allowed, ls.limit, math.max(ls.limit - weight, 0), retry, us_ns(last - now_us))
+  end
+  local function lease_retry(ls, held, now_us, weight)
+    if weight > ls.limit then return nil end
+    local ends, load = {}, 0
+    for i, l in ipairs(held) do
+      ends[i] = { l.expires, l.weight }
+      load = load + l.weight
+    end
+    table.sort(ends, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+    for _, e in ipairs(ends) do
+      load = load - e[2]
+      if load + weight <= ls.limit then return B.max(us_ns(math.max(e[1] - now_us, 0)), ONE) end
+    end
+    return ONE
+  end
+  function leases.decide(ls, stored, now, request)
+    local now_us = now_us_of(now)
+    local held, cut = live_within(stored, now_us, ls.lease_us)
+    local expires = now_us + ls.lease_us
+    local found = nil
+    for _, l in ipairs(held) do
+      if l.id == request.id then
+        found = l
+        break
+      end
+    end
+    if found then
+      found.expires = expires
+    else
+      local load = 0
+      for _, l in ipairs(held) do load = load + l.weight end
+      if load + request.weight > ls.limit then
+        local retry = lease_retry(ls, held, now_us, request.weight)
+        local verdict = lease_verdict(ls, false, held, now_us, retry)
+        return { verdict = verdict, write = cut and lease_write(held, ls.lease_us) or nil, repair = cut }
+      end
+      held[#held + 1] = { id = request.id, expires = expires, weight = request.weight }
+    end
+    local verdict = lease_verdict(ls, true, held, now_us, ZERO)
+    return { verdict = verdict, write = lease_write(held, ls.lease_us), repair = false }
+  end
+  function leases.peek(ls, stored, now)
+    local now_us = now_us_of(now)
+    local held = live_within(stored, now_us, ls.lease_us)
+    local load = 0
+    for _, l in ipairs(held) do load = load + l.weight end
+    local fits = load < ls.limit
+    local retry = fits and ZERO or lease_retry(ls, held, now_us, 1)
+    local now_verdict = lease_verdict(ls, true, held, now_us, ZERO)
+    return { now = now_verdict, one = lease_verdict(ls, fits, held, now_us, retry) }
+  end
+  function leases.describe(stored, now)
+    local now_us = now_us_of(now)
+    local count, weight, next_end, last_end = 0, 0, nil, nil
+    for _, l in ipairs(lease_decode(stored)) do
+      if l.expires > now_us then
+        count = count + 1
+        weight = weight + l.weight
+        next_end = next_end and math.min(next_end, l.expires) or l.expires
+        last_end = last_end and math.max(last_end, l.expires) or l.expires
+      end
+    end
+    local function ms(us) return us and math.ceil(us / 1000) or false end
+    return {
+      { "held", count },
+      { "weight_held", weight },
+      { "next_expiry_ms", ms(next_end) },
+      { "last_expiry_ms", ms(last_end) },
+    }
+  end
+  function leases.release(stored, now, id)
+    local now_us = now_us_of(now)
+    local held = lease_live(stored, now_us)
+    if #held <= 1 then
+      if held[1] and held[1].id == id then return true, { delete = true } end
+      return false, nil
+    end
+    local kept = {}
+    for _, l in ipairs(held) do
+      if l.id ~= id then kept[#kept + 1] = l end
+    end
+    local left = 0
+    for _, l in ipairs(kept) do left = math.max(left, l.expires - now_us) end
+    if #kept < #held then return true, lease_write(kept, left) end
+    return false, nil
+  end
+  function leases.renew(stored, now, id, lease)
+    local now_us = now_us_of(now)
+    local held, cut = live_within(stored, now_us, lease)
+    for _, l in ipairs(held) do
+      if l.id == id then
+        l.expires = now_us + lease
+        return true, lease_write(held, lease)
+      end
+    end
+    return false, cut and lease_write(held, lease) or nil
+  end
+  local reserve = declared("reservation", {
+    layout = "token", parse = token.parse, peek = token.peek, describe = token.describe, refund = token.refund,
+  })
+  function reserve.request(_, r)
+    return { cost = P.cost(r.cost), max_wait = P.wait_ns(r.max_wait) }
+  end
+  function reserve.decide(b, stored, now, r)
+    return (token.reserve(b, stored, now, r.cost, r.cost, r.max_wait))
+  end
+  local KINDS = { token, fixed, counter, slide, leases, reserve }
+  local function layout_owners(kinds)
+    local by = {}
+    for _, k in ipairs(kinds) do by[k.layout] = by[k.layout] or k end
+    return by
+  end
+  local BY_LAYOUT = layout_owners(KINDS)
+  local FORM_OPTION = CONTRACT.form_option
+  local FORM_LEN = CONTRACT.form_len
+  local function kind_of_group(name)
+    local upper = name:upper()
+    for _, k in ipairs(KINDS) do
+      if k.group == upper then return k end
+    end
+    return nil
+  end
+  local function request_parse(form, args, at)
+    local option = FORM_OPTION[form]
+    local len = FORM_LEN[form] or 1
+    if option and P.is_option(args[at + 1], option[1]) then len = 2 + option[2] end
+    if at + len - 1 > #args then E.arity() end
+    local first = args[at]
+    if form == "cost" then return { cost = first }, len end
+    if form == "reserve" then return { cost = first, max_wait = args[at + 1] }, len end
+    if form == "id" then return { id = first, dedup = len == 2 }, len end
+    return { holder = first, weight = len == 3 and args[at + 2] or nil }, len
+  end
   local S = {}
   function S.read(key)
     local v = redis.pcall("GET", key)
@@ -1061,6 +1718,47 @@ local function build()
     for i = 1, groups do no_duplicate(keys, i) end
     return decide_all(keys, limits, now)
   end
+  local function count_command(k)
+    return function(keys, args, now)
+      if #keys ~= 1 or #args < 2 or #args > 3 then E.arity() end
+      local cost = args[3] and P.cost(args[3]) or ONE
+      return decide_one(keys[1], k, k.parse(args[1], args[2]), cost, now)
+    end
+  end
+  C.rl_fixed = count_command(fixed)
+  C.rl_slidecount = count_command(counter)
+  local function groups(keys, args, at)
+    local limits = {}
+    for i = 1, #keys do
+      if #args - at + 1 < 4 then E.arity() end
+      local k = kind_of_group(args[at])
+      if not k then E.syntax() end
+      local request, len = request_parse(k.form, args, at + 3)
+      if k.precheck then k.precheck(request) end
+      local lim = k.parse(args[at + 1], args[at + 2])
+      limits[i] = { kind = k, limiter = lim, request = k.request(lim, request), p1 = args[at + 1], p2 = args[at + 2] }
+      no_duplicate(keys, i)
+      at = at + 3 + len
+    end
+    if #keys == 0 or at <= #args then E.arity() end
+    return limits
+  end
+  local function text(a)
+    if type(a) == "number" then return string.format("%.0f", a) end
+    local parts = { string.format("%.0f", a[#a]) }
+    for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format("%07d", a[i]) end
+    return (a.neg and "-" or "") .. concat(parts)
+  end
+  local function charged(g, settled)
+    if settled then return g.used end
+    return B.max(g.held, g.used)
+  end
+  local function after(stored, write)
+    if not write then return stored end
+    if write.delete then return nil end
+    return write.set or stored
+  end
+  local function now_ms(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do

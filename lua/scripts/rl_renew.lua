@@ -12,7 +12,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "57bbcaaf5f844c0c835869c7959de4691a757c60",
+  source_hash = "26c73d378d308366e9f88bcd873fbf203a2c7843",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -20,6 +20,7 @@ local function contract()
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
+  hold = { tag = "RLH\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
   kinds = {
     token_bucket = { group = "TOKEN", command = "RL.TOKEN", form = "cost", refunds = true },
     fixed_window = { group = "FIXED", command = "RL.FIXED", form = "cost", refunds = true },
@@ -45,6 +46,10 @@ local function contract()
     max = "must be a whole number >= 1",
     max_wait = "must be a number of seconds >= 0, in whole milliseconds",
     empty_id = "must not be empty",
+    hold_ttl = "must be a number of seconds > 0, in whole milliseconds, at most 86400",
+    hold_id = "must be 1 to 256 bytes",
+    not_held = "must be a key this hold holds",
+    ledger_full = "holds at most 10000 holds",
   },
   invalid_reply = "ERR invalid %s: %s",
   arity_reply = "ERR wrong number of arguments for '%s' command",
@@ -794,6 +799,13 @@ local function build()
     if write then S.apply(keys[1], old, write, now) end
     return renewed and 1 or 0
   end
+  local function text(a)
+    if type(a) == "number" then return string.format("%.0f", a) end
+    local parts = { string.format("%.0f", a[#a]) }
+    for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format("%07d", a[i]) end
+    return (a.neg and "-" or "") .. concat(parts)
+  end
+  local function now_ms(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do

@@ -138,9 +138,10 @@ function C.rl_refund(keys, args, now)
   return V.reply(verdict)
 end
 
--- RL.ALL: groups `KIND p1 p2 request...`, one per key, in the keys' order.
-function C.rl_all(keys, args, now)
-  local limits, at = {}, 1
+-- RL.ALL's groups `KIND p1 p2 request...` from args[at], one per key, in the keys' order (also
+-- RL.HOLD's): each limit, with its two parameters as given.
+local function groups(keys, args, at)
+  local limits = {}
   for i = 1, #keys do
     if #args - at + 1 < 4 then E.arity() end
     local k = kind_of_group(args[at])
@@ -148,12 +149,17 @@ function C.rl_all(keys, args, now)
     local request, len = request_parse(k.form, args, at + 3)
     if k.precheck then k.precheck(request) end
     local lim = k.parse(args[at + 1], args[at + 2])
-    limits[i] = { kind = k, limiter = lim, request = k.request(lim, request) }
+    limits[i] = { kind = k, limiter = lim, request = k.request(lim, request), p1 = args[at + 1], p2 = args[at + 2] }
     no_duplicate(keys, i)
     at = at + 3 + len
   end
   if #keys == 0 or at <= #args then E.arity() end
-  return decide_all(keys, limits, now)
+  return limits
+end
+
+-- RL.ALL: groups `KIND p1 p2 request...`, one per key, in the keys' order.
+function C.rl_all(keys, args, now)
+  return decide_all(keys, groups(keys, args, 1), now)
 end
 
 function C.rl_release(keys, args, now)
@@ -217,18 +223,3 @@ end
 
 -- The library's version and the hash of its source (a client compares them with its own).
 function C.rl_version() return { CONTRACT.version, CONTRACT.source_hash } end
-
--- Every function: the clock read once, errors replied as the module's (a bug as an internal error).
-local FUNCTIONS = {}
-local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
-for name, body in pairs(C) do
-  FUNCTIONS[name] = function(keys, args, sec, usec, ns)
-    E.raised = nil
-    E.command = CONTRACT.command_of[name]
-    local ok, reply = pcall(run, body, keys, args, sec, usec, ns)
-    if ok then return reply end
-    if E.raised then return E.raised end
-    return { err = "ERR internal error: " .. tostring(reply) }
-  end
-end
-return FUNCTIONS

@@ -50,3 +50,14 @@ function fixed.give_back(_, s, now, units)
   if not s or not B.lt(now, s.ends_at) or B.zero(s.count) or B.zero(units) then return nil end
   return { count = B.max(B.sub(s.count, units), ZERO), ends_at = s.ends_at }
 end
+
+-- A hold's window (core's SmallState::mark): its end, in ms.
+function fixed.mark(s) return ceil_ms(s.ends_at) end
+
+-- A settle's delta units while the window `mark` is open: never a later one.
+function fixed.adjust(_, s, now, mark, delta)
+  if not s or not B.lt(now, s.ends_at) or ceil_ms(s.ends_at) ~= mark then return nil end
+  local count = B.sat_u64(B.add(s.count, delta))
+  if B.eq(count, s.count) then return nil end
+  return { count = count, ends_at = s.ends_at }
+end

@@ -65,6 +65,10 @@ local function build()
   --@ store
 
   --@ commands
+
+  --@ hold
+
+  --@ functions
 end
 
 local built = nil

@@ -86,3 +86,23 @@ function counter.give_back(c, s, now, units)
   if not s or B.lt(s.window, index_now) or B.zero(s.current) or B.zero(units) then return nil end
   return { window = s.window, current = B.max(B.sub(s.current, units), ZERO), previous = s.previous }
 end
+
+-- A hold's window (core's SmallState::mark): its index.
+function counter.mark(s) return B.num(B.min(s.window, I64MAX)) end
+
+-- A settle's delta units in the window `mark` while it is the current or the previous one.
+function counter.adjust(c, s, now, mark, delta)
+  local index_now = B.div(B.max(now, ZERO), c.window)
+  if mark < 0 or B.lt(B.add(mark, ONE), index_now) then return nil end
+  if not s or B.lt(index_now, s.window) then return nil end
+  local next
+  if B.eq(s.window, mark) then
+    next = { window = s.window, current = B.sat_u64(B.add(s.current, delta)), previous = s.previous }
+  elseif B.eq(s.window, B.add(mark, ONE)) then
+    next = { window = s.window, current = s.current, previous = B.sat_u64(B.add(s.previous, delta)) }
+  else
+    return nil
+  end
+  if B.eq(next.current, s.current) and B.eq(next.previous, s.previous) then return nil end
+  return next
+end

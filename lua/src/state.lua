@@ -33,6 +33,16 @@ local function small_state(k)
     local verdict = k.step(lim, refunded or state, now, ZERO).verdict
     return refunded and k.write(lim, refunded, state, now), verdict
   end
+  -- A hold's window in the state it left, and a settle's write (core's state.rs mark_of, settled).
+  function k.hold_mark(stored)
+    local state = read(stored)
+    return state and k.mark(state) or 0
+  end
+  function k.settle(lim, stored, now, mark, delta)
+    local state = read(stored)
+    local next = k.adjust(lim, state, now, mark, delta)
+    return next and k.write(lim, next, state, now)
+  end
   function k.request(_, r)
     if r.cost == nil then E.syntax() end
     return P.cost(r.cost)

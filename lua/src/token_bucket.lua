@@ -97,6 +97,19 @@ function token.give_back(b, tat, now, tokens)
   return B.sat_i64(B.add(now, B.max(B.sub(backlog, credit), ZERO)))
 end
 
+-- A bucket has no windows (core's SmallState::mark).
+function token.mark() return 0 end
+
+-- A settle's delta: a return refills (never above capacity); an excess is charged as debt, at most
+-- one full refill beyond empty.
+function token.adjust(b, tat, now, _, delta)
+  if B.negative(delta) then return token.give_back(b, tat, now, B.min(B.sub(ZERO, delta), U64MAX)) end
+  local backlog = token_backlog(b, tat, now)
+  local charged = B.min(B.add(backlog, B.mul(delta, b.interval)), B.mul(b.depth, 2))
+  if B.pos(delta) and B.lt(backlog, charged) then return B.sat_i64(B.add(now, charged)) end
+  return nil
+end
+
 -- A request that may wait (core's TokenBucket::reserve): `cost` tokens, now or within `max_wait`,
 -- and as many more as the bucket holds now, up to `upto` in all. The outcome, and the number taken
 -- (0 when denied).
