@@ -44,13 +44,13 @@ type HoldLimit struct {
 	Exact  bool
 }
 
-// Held is a limit held at estimate units and settled later.
-func Held(key string, p Policy, estimate uint64) HoldLimit {
+// HeldLimit is a limit held at estimate units and settled later.
+func HeldLimit(key string, p Policy, estimate uint64) HoldLimit {
 	return HoldLimit{Key: key, Policy: p, Units: estimate}
 }
 
-// Exact is a limit charged units exactly, never settled.
-func Exact(key string, p Policy, units uint64) HoldLimit {
+// ExactLimit is a limit charged units exactly, never settled.
+func ExactLimit(key string, p Policy, units uint64) HoldLimit {
 	return HoldLimit{Key: key, Policy: p, Units: units, Exact: true}
 }
 

@@ -77,7 +77,7 @@ func TestHoldAllowedThenDeniedWritesNothing(t *testing.T) {
 	onEngines(t, func(t *testing.T, c *redis.Client, l *ratelimit.Limiter) {
 		ctx := context.Background()
 		const key = "rl:{t1}:tpm"
-		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 60))
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit(key, tpm, 60))
 		if err != nil || !h.Decision.Allowed || h.Decision.Remaining != 40 || h.Local() {
 			t.Fatalf("hold: %+v %v", h, err)
 		}
@@ -85,7 +85,7 @@ func TestHoldAllowedThenDeniedWritesNothing(t *testing.T) {
 			t.Fatalf("the ledger %q is not written", h.Ledger())
 		}
 		ledger, _ := c.Get(ctx, h.Ledger()).Result()
-		denied, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 50))
+		denied, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit(key, tpm, 50))
 		if err != nil || denied.Decision.Allowed || denied.Decision.RetryAfter <= 0 {
 			t.Fatalf("a hold past the limit: %+v %v", denied, err)
 		}
@@ -93,7 +93,7 @@ func TestHoldAllowedThenDeniedWritesNothing(t *testing.T) {
 			t.Fatal("a denied hold wrote to the ledger or the window")
 		}
 		// On fresh keys a denial leaves nothing at all; its settle finds no hold.
-		fresh, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{t2}:tpm", tpm, 101))
+		fresh, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit("rl:{t2}:tpm", tpm, 101))
 		if err != nil || fresh.Decision.Allowed || exists(t, c, "rl:{t2}:tpm", "rl:holds:{t2}") != 0 {
 			t.Fatalf("a denied hold on fresh keys: %+v %v", fresh, err)
 		}
@@ -107,7 +107,7 @@ func TestHoldSettleReturnsUnusedOnce(t *testing.T) {
 	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
 		ctx := context.Background()
 		const key = "rl:{s}:tpm"
-		h, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.Held(key, tpm, 60))
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.HeldLimit(key, tpm, 60))
 		if err != nil || !h.Decision.Allowed || h.ID() != "req-1" {
 			t.Fatalf("hold: %+v %v", h, err)
 		}
@@ -132,7 +132,7 @@ func TestHoldSettleReturnsUnusedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A retried hold with the same id replies as the first and takes nothing.
-		again, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.Held(key, tpm, 60))
+		again, err := l.Hold(ctx, ratelimit.HoldOptions{ID: "req-1", TTL: time.Minute}, ratelimit.HeldLimit(key, tpm, 60))
 		if err != nil || !again.Decision.Allowed || again.Decision.Remaining != 40 {
 			t.Fatalf("a retried hold: %+v %v", again, err)
 		}
@@ -146,7 +146,7 @@ func TestHoldAddStopsPastTheLimit(t *testing.T) {
 	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
 		ctx := context.Background()
 		const key = "rl:{a}:tpm"
-		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 50))
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit(key, tpm, 50))
 		if err != nil || !h.Decision.Allowed {
 			t.Fatalf("hold: %+v %v", h, err)
 		}
@@ -174,7 +174,7 @@ func TestHoldScopeExit(t *testing.T) {
 	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
 		ctx := context.Background()
 		scope := func(key string, usage uint64) {
-			h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held(key, tpm, 60))
+			h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit(key, tpm, 60))
 			if err != nil || !h.Decision.Allowed {
 				t.Fatalf("hold: %+v %v", h, err)
 			}
@@ -207,9 +207,9 @@ func TestHoldExactPromptHeldCompletion(t *testing.T) {
 		in := ratelimit.Must(ratelimit.FixedWindow(1000, time.Hour))
 		out := ratelimit.Must(ratelimit.TokenBucket(1000, 0.001))
 		limits := []ratelimit.HoldLimit{
-			ratelimit.Exact("rl:{k}:rpm", rpm, 1),
-			ratelimit.Exact("rl:{k}:in", in, 300),
-			ratelimit.Held("rl:{k}:out", out, 500),
+			ratelimit.ExactLimit("rl:{k}:rpm", rpm, 1),
+			ratelimit.ExactLimit("rl:{k}:in", in, 300),
+			ratelimit.HeldLimit("rl:{k}:out", out, 500),
 		}
 		h, err := l.Hold(ctx, ratelimit.HoldOptions{Abandon: ratelimit.Return}, limits...)
 		if err != nil || !h.Decision.Allowed {
@@ -265,7 +265,7 @@ func TestHoldSettleOutageIsGivenUp(t *testing.T) {
 	log := &lines{}
 	l := newLimiter(t, srv.Client(t), ratelimit.Options{Failure: ratelimit.FailClosed(), Deadline: time.Second,
 		Logger: slog.New(slog.NewTextHandler(log, nil)), BreakerFailures: 10})
-	h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{o}:tpm", tpm, 60))
+	h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit("rl:{o}:tpm", tpm, 60))
 	if err != nil || !h.Decision.Allowed {
 		t.Fatalf("hold: %+v %v", h, err)
 	}
@@ -295,12 +295,12 @@ func TestHoldUnderTheFailurePolicyIsLocal(t *testing.T) {
 	if err := c.Set(ctx, "rl:holds:{c}", "not a ledger", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := closed.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{c}:tpm", tpm, 1))
+	h, err := closed.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit("rl:{c}:tpm", tpm, 1))
 	if err != nil || h.Decision.Allowed || !h.Local() {
 		t.Fatalf("a conflict under fail closed: %+v %v", h, err)
 	}
 	srv.Stop()
-	h, err = open.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{l}:tpm", tpm, 60))
+	h, err = open.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit("rl:{l}:tpm", tpm, 60))
 	if err != nil || !h.Decision.Allowed || !h.Local() {
 		t.Fatalf("an outage under fail open: %+v %v", h, err)
 	}
@@ -317,21 +317,21 @@ func TestHoldUsageErrors(t *testing.T) {
 		"id":  {ID: strings.Repeat("x", 257)},
 	}
 	for field, opts := range bad {
-		_, err := l.Hold(ctx, opts, ratelimit.Held("rl:{u}:tpm", tpm, 1))
+		_, err := l.Hold(ctx, opts, ratelimit.HeldLimit("rl:{u}:tpm", tpm, 1))
 		var ue *ratelimit.UsageError
 		if !errors.As(err, &ue) || ue.Code != "ERR" || !strings.Contains(ue.Message, "invalid "+field) {
 			t.Fatalf("%s: %v", field, err)
 		}
 	}
 	lease := ratelimit.Must(ratelimit.Concurrency(2, time.Second))
-	if _, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{u}:c", lease, 1)); !errors.Is(err, ratelimit.ErrUsage) {
+	if _, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit("rl:{u}:c", lease, 1)); !errors.Is(err, ratelimit.ErrUsage) {
 		t.Fatalf("a concurrency limit in a hold: %v", err)
 	}
 	if _, err := l.Hold(ctx, ratelimit.HoldOptions{}); !errors.Is(err, ratelimit.ErrUsage) {
 		t.Fatalf("no limits: %v", err)
 	}
 	// Redis' own: the same key twice (refused before sending in the server's words).
-	_, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.Held("rl:{u}:tpm", tpm, 1), ratelimit.Held("rl:{u}:tpm", tpm, 1))
+	_, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit("rl:{u}:tpm", tpm, 1), ratelimit.HeldLimit("rl:{u}:tpm", tpm, 1))
 	if !errors.Is(err, ratelimit.ErrUsage) {
 		t.Fatalf("a key twice: %v", err)
 	}

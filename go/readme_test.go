@@ -70,3 +70,12 @@ func runReadmeProgram(t *testing.T, marker string) string {
 	}
 	return out.String()
 }
+
+// The README's hold example, the same way: the output tokens' limit after settling 212 of the 1,000
+// held (99,788 of 100,000 left).
+func TestReadmeHolds(t *testing.T) {
+	out := runReadmeProgram(t, "<!-- holds")
+	if strings.TrimSpace(out) != "output tokens left: 99788" {
+		t.Fatalf("the hold example printed:\n%s", out)
+	}
+}
