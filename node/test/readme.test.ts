@@ -41,3 +41,7 @@ test("README high volume", async () => {
   assert.ok(n >= 75 && n <= 98, local);
   assert.equal(back, "13 tokens given back");
 });
+
+test("README token budgets", async () => {
+  assert.deepEqual(await run("Token budgets"), ["98788 tokens left this minute"]);
+});
