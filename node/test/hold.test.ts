@@ -11,7 +11,12 @@ const servers = moduleAndStock();
 const SETUPS: { name: string; server: () => (typeof servers)["module"]; engine: EngineName }[] = [
   { name: "module", server: () => servers.module, engine: "module" },
   // The library's holds land after the module's: tested on a stock server once it has them.
-  ...(/\bC\.rl_hold\b/.test(LIBRARY) ? [{ name: "library (FCALL)", server: () => servers.stock, engine: "fcall" as EngineName }] : []),
+  ...(/\bC\.rl_hold\b/.test(LIBRARY)
+    ? [
+      { name: "library (FCALL)", server: () => servers.stock, engine: "fcall" as EngineName },
+      { name: "library (EVALSHA)", server: () => servers.stock, engine: "evalsha" as EngineName },
+    ]
+    : []),
 ];
 const HOLDS = (CONTRACT as unknown as { holds: { errors: { field: string; reply: string }[]; max_id_bytes: number } }).holds;
 
