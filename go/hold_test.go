@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -337,5 +338,30 @@ func TestHoldUsageErrors(t *testing.T) {
 	}
 	if l.Counts().UsageErrors != 5 {
 		t.Fatalf("counts %+v, want 5 usage errors", l.Counts())
+	}
+}
+
+// On a cluster the default ledger shares the limits' slot (their hash tag); a ledger in another slot
+// is refused before sending, as Redis would (CROSSSLOT).
+func TestHoldOnACluster(t *testing.T) {
+	ctx := context.Background()
+	cl := sharedCluster(t, true)
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	l := newLimiter(t, rc, ratelimit.Options{Failure: ratelimit.FailClosed()})
+	for i := range 8 { // tags on different nodes
+		key := fmt.Sprintf("rl:{holdtag%d}:tpm", i)
+		h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit(key, tpm, 60))
+		if err != nil || !h.Decision.Allowed || h.Local() {
+			t.Fatalf("hold on %s: %+v %v", key, h, err)
+		}
+		if s, err := h.Settle(ctx, 10); err != nil || !s.Found || s.Remaining != 90 {
+			t.Fatalf("settle on %s: %+v %v", key, s, err)
+		}
+	}
+	_, err := l.Hold(ctx, ratelimit.HoldOptions{Ledger: "rl:holds:elsewhere"}, ratelimit.HeldLimit("rl:{holdtag0}:x", tpm, 1))
+	var ue *ratelimit.UsageError
+	if !errors.As(err, &ue) || ue.Code != "CROSSSLOT" {
+		t.Fatalf("a ledger in another slot: %v", err)
 	}
 }
