@@ -1,0 +1,86 @@
+"""The LiteLLM integration (contrib/litellm.py) on a module server, with LiteLLM's own mock responses
+(no upstream): each request holds its estimate in the pre-call hook, settles its usage on success,
+gives its hold back on failure; the tokens admitted in a window never pass the limit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the price list
+litellm = pytest.importorskip("litellm", reason="litellm is not installed (pip install redis-ratelimit-client[litellm])")
+
+from conftest import Servers  # noqa: E402
+from redis_ratelimit import AsyncLimiter, FailurePolicy, FixedWindow  # noqa: E402
+from redis_ratelimit.contrib.litellm import TokenBudget, TokenBudgetExceeded  # noqa: E402
+from servers import HOST, LONG_DEADLINE, aclose  # noqa: E402
+
+TPM = FixedWindow(limit=400, window=60)
+KEY = "rl:{anonymous}:tpm"
+
+
+class Key:
+    api_key = "anonymous"
+
+
+async def settled(budget: TokenBudget) -> None:
+    """LiteLLM logs in the background: until every hold is settled (or a long while passed)."""
+    for _ in range(1000):
+        if not budget._holds:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the holds were never settled")
+
+
+async def call(budget: TokenBudget, reply: Any, max_tokens: int = 60) -> Any:
+    data: dict[str, Any] = {"model": "gpt-3.5-turbo", "max_tokens": max_tokens,
+                            "messages": [{"role": "user", "content": "Say hello in a few words."}]}
+    data = await budget.async_pre_call_hook(Key(), None, data, "completion")
+    try:
+        return await litellm.acompletion(**data, mock_response=reply)
+    except Exception as e:
+        return e
+
+
+def test_admitted_tokens_stay_within_the_limit_and_unused_ones_come_back(servers: Servers) -> None:
+    server = servers.redis(module=True)
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(host=HOST, port=server.port)
+        limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        budget = TokenBudget(limiter, TPM)
+        litellm.callbacks = [budget]
+        try:
+            estimate = budget.estimate({"model": "gpt-3.5-turbo", "max_tokens": 60,
+                                        "messages": [{"role": "user", "content": "Say hello in a few words."}]})
+            used = 0
+            for _ in range(40):
+                try:
+                    response = await call(budget, "Hello there, friend!")
+                except TokenBudgetExceeded as denied:
+                    assert denied.retry_after is not None and denied.retry_after >= 1
+                    break
+                await settled(budget)
+                used += response.usage.total_tokens
+                assert response.usage.total_tokens < estimate, "max_tokens covers the usage"
+                left = (await limiter.peek(KEY, TPM)).remaining
+                assert left == TPM.limit - used, "the unused part of each estimate came back"
+            else:
+                raise AssertionError("never denied")
+            assert used <= TPM.limit and used > TPM.limit - estimate, "admitted up to the limit, never past it"
+            # A failed call gives its hold back.
+            await limiter.refund(KEY, TPM, TPM.limit)
+            before = (await limiter.peek(KEY, TPM)).remaining
+            failed = await call(budget, litellm.exceptions.InternalServerError("boom", "openai", "gpt-3.5-turbo"))
+            assert isinstance(failed, Exception)
+            await settled(budget)
+            assert (await limiter.peek(KEY, TPM)).remaining == before
+        finally:
+            litellm.callbacks = []
+            await aclose(client)
+
+    asyncio.run(run())
