@@ -406,7 +406,15 @@ fn library(source: &str) -> Value {
 }
 
 fn http() -> Value {
+    use client::http::llm;
     json!({
+        "llm": {
+            "name": llm::NAME,
+            "fields": llm::FIELDS,
+            "units": llm::UNITS,
+            "duration": "the reset as OpenAI writes it (Go's form): 0s, 850ms, 1s, 1.5s (up to three decimals, trailing zeros dropped), 6m0s, 1h2m3.4s",
+            "then": "the three of each unit given (requests, then tokens), then RateLimit-Policy and RateLimit listing each unit's policy as http.structured does, named by its unit, joined by \", \"",
+        },
         "headers": {
             "limit": RATELIMIT_LIMIT.as_str(),
             "remaining": RATELIMIT_REMAINING.as_str(),

@@ -26,6 +26,7 @@ pub(super) fn all(library: &str) -> Vec<(&'static str, Value)> {
         ("callers", cases(callers())),
         ("forwarded", cases(forwarded())),
         ("http", cases(http())),
+        ("llm_headers", cases(llm_headers())),
         ("fallback", cases(fallback())),
         ("errors", cases(errors())),
         ("engines", cases(engines())),
@@ -621,6 +622,30 @@ fn http() -> Vec<(Value, Value)> {
 }
 
 /// Decision fields as every vector writes them.
+/// The LLM headers (client::http::llm) for requests and tokens budgets, each given or not.
+fn llm_headers() -> Vec<(Value, Value)> {
+    use client::http::llm::{headers, Budget};
+    let budget = |limit, remaining, reset_ms, window_secs| Budget { limit, remaining, reset_ms, window_secs };
+    let cases = [
+        (Some(budget(60, 59, 1000, 60)), Some(budget(150_000, 149_000, 400, 60))),
+        (Some(budget(10, 0, 59_999, 60)), None),
+        (None, Some(budget(1_000_000, 0, 86_399_001, 86_400))),
+        (Some(budget(1, 1, 0, 1)), Some(budget(5, 5, 1_500, 10))),
+        (Some(budget(100, 3, 361_000, 3600)), Some(budget(9, 0, 3_723_400, 7200))),
+        (None, None),
+    ];
+    let input = |b: Option<Budget>| {
+        b.map(|b| json!({ "limit": b.limit, "remaining": b.remaining, "reset_ms": b.reset_ms, "window_secs": b.window_secs }))
+    };
+    cases
+        .into_iter()
+        .map(|(r, t)| {
+            let out: Vec<Value> = headers(r, t).into_iter().map(|(n, v)| json!([n, v])).collect();
+            (json!({ "requests": input(r), "tokens": input(t) }), json!(out))
+        })
+        .collect()
+}
+
 pub(super) fn decided(d: &Decision) -> Value {
     json!({
         "allowed": d.allowed,

@@ -44,6 +44,7 @@ mod error;
 pub mod forwarded;
 pub mod future;
 mod layer;
+pub mod llm;
 mod metrics;
 #[doc(hidden)]
 pub mod plan;
