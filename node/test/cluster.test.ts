@@ -97,6 +97,34 @@ for (const f of FACTORIES) {
 }
 
 for (const f of FACTORIES) {
+  for (const engine of ["module", "fcall"] as EngineName[]) {
+    test(`${f.name} cluster, ${engine}: a hold and its settle on the tag's node (the default ledger shares its slot), no MOVED; a ledger in another slot refused before sending`, async () => {
+      const made = await f.cluster(cluster.nodes[0]!.port);
+      try {
+        const rl = new Limiter(made.client, { failure: "open", engine, deadlineMs: LONG_DEADLINE_MS });
+        const tpm = new FixedWindow({ limit: 1000, windowMs: 60_000 });
+        const before = moved();
+        const tags = Array.from({ length: 30 }, (_, i) => `hold-${f.name}-${engine}-${i}`);
+        assert.equal(new Set(tags.map((t) => Math.floor(slotOf(t) / 5462))).size, 3, "tags over the three slot thirds");
+        for (const t of tags) {
+          const h = await rl.hold([[`rl:{${t}}:rpm`, tpm, 1, "exact"], [`rl:{${t}}:tpm`, tpm, 500]]);
+          assert.deepEqual([h.allowed, h.local], [true, false], String(h.decision.error));
+          assert.equal(await h.add(100), false);
+          assert.ok(await h.settle(200));
+          assert.equal((await rl.peek(`rl:{${t}}:tpm`, tpm)).remaining, 800);
+        }
+        assert.equal(moved() - before, 0, "MOVED redirects");
+        const [a, b] = ["rl:{a}:tpm", "rl:holds:{b}"];
+        assert.notEqual(slotOf(a), slotOf(b));
+        await assert.rejects(rl.hold([[a, tpm, 1]], { ledger: b }), { name: "UsageError", code: "CROSSSLOT" });
+      } finally {
+        await made.close();
+      }
+    });
+  }
+}
+
+for (const f of FACTORIES) {
   test(`${f.name} cluster, FCALL, cold: 90 calls at once find the library missing; one FUNCTION LOAD per node, every call decided`, async () => {
     cold(cluster.nodes);
     const made = await f.cluster(cluster.nodes[0]!.port);
