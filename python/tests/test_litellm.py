@@ -23,6 +23,15 @@ TPM = FixedWindow(limit=400, window=60)
 KEY = "rl:{anonymous}:tpm"
 
 
+@pytest.fixture(autouse=True)
+def fresh_callbacks() -> Any:
+    """LiteLLM keeps the callbacks it has seen in its own lists (one per type): each test starts anew."""
+    litellm.logging_callback_manager._reset_all_callbacks()
+    yield
+    litellm.callbacks = []
+    litellm.logging_callback_manager._reset_all_callbacks()
+
+
 class Key:
     api_key = "anonymous"
 
@@ -36,14 +45,17 @@ async def settled(budget: TokenBudget) -> None:
     raise AssertionError("the holds were never settled")
 
 
-async def call(budget: TokenBudget, reply: Any, max_tokens: int = 60) -> Any:
+async def call(budget: TokenBudget, reply: Any, max_tokens: int = 60, stream: bool = False) -> Any:
     data: dict[str, Any] = {"model": "gpt-3.5-turbo", "max_tokens": max_tokens,
                             "messages": [{"role": "user", "content": "Say hello in a few words."}]}
     data = await budget.async_pre_call_hook(Key(), None, data, "completion")
     try:
-        return await litellm.acompletion(**data, mock_response=reply)
+        response = await litellm.acompletion(**data, mock_response=reply, stream=stream)
     except Exception as e:
         return e
+    if not stream:
+        return response
+    return [chunk async for chunk in response]
 
 
 def test_admitted_tokens_stay_within_the_limit_and_unused_ones_come_back(servers: Servers) -> None:
@@ -81,6 +93,56 @@ def test_admitted_tokens_stay_within_the_limit_and_unused_ones_come_back(servers
             assert (await limiter.peek(KEY, TPM)).remaining == before
         finally:
             litellm.callbacks = []
+            await aclose(client)
+
+    asyncio.run(run())
+
+
+def test_a_stream_settles_at_its_end(servers: Servers) -> None:
+    server = servers.redis(module=True)
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(host=HOST, port=server.port)
+        limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        budget = TokenBudget(limiter, TPM)
+        seen: list[int] = []
+
+        class Usage(litellm.integrations.custom_logger.CustomLogger):  # type: ignore[misc]
+            async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any,
+                                              end_time: Any) -> None:
+                seen.append(response_obj.usage.total_tokens)
+
+        litellm.callbacks = [budget, Usage()]
+        try:
+            chunks = await call(budget, "Hello there, my friend, how are you today?", stream=True)
+            assert len(chunks) > 1
+            await settled(budget)
+            for _ in range(1000):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            assert seen and seen[0] > 0
+            assert (await limiter.peek(KEY, TPM)).remaining == TPM.limit - seen[0], "settled at the stream's usage"
+        finally:
+            litellm.callbacks = []
+            await aclose(client)
+
+    asyncio.run(run())
+
+
+def test_a_request_the_proxy_refused_after_the_hold_gives_it_back(servers: Servers) -> None:
+    server = servers.redis(module=True)
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(host=HOST, port=server.port)
+        limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        budget = TokenBudget(limiter, TPM, default_max_tokens=100)
+        try:
+            data = await budget.async_pre_call_hook(Key(), None, {"model": "gpt-3.5-turbo", "messages": []}, "completion")
+            assert (await limiter.peek(KEY, TPM)).remaining <= TPM.limit - 100, "no max_tokens: the default held"
+            await budget.async_post_call_failure_hook(data, RuntimeError("refused by a later hook"), Key())
+            assert (await limiter.peek(KEY, TPM)).remaining == TPM.limit and not budget._holds
+        finally:
             await aclose(client)
 
     asyncio.run(run())

@@ -89,9 +89,12 @@ class TokenBudget(CustomLogger):
         return data
 
     def _hold_of(self, kwargs: Mapping[str, Any]) -> AsyncHold | None:
+        """The hold of a logged call (its metadata names it), no longer under way."""
         params = kwargs.get("litellm_params") or {}
-        metadata = params.get("metadata") or kwargs.get("metadata") or {}
-        hold_id = metadata.get(HOLD_ID)
+        return self._pop(params.get("metadata") or kwargs.get("metadata"))
+
+    def _pop(self, metadata: Mapping[str, Any] | None) -> AsyncHold | None:
+        hold_id = (metadata or {}).get(HOLD_ID)
         return None if hold_id is None else self._holds.pop(hold_id, None)
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
@@ -106,5 +109,13 @@ class TokenBudget(CustomLogger):
 
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         hold = self._hold_of(kwargs)
+        if hold is not None:
+            await hold.cancel()
+
+    async def async_post_call_failure_hook(self, request_data: dict[str, Any], original_exception: Exception,
+                                           user_api_key_dict: Any, traceback_str: str | None = None) -> None:
+        """The proxy's failed request (also one a later hook refused, which logs no failure event): its
+        hold given back."""
+        hold = self._pop(request_data.get("metadata"))
         if hold is not None:
             await hold.cancel()
