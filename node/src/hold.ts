@@ -32,6 +32,9 @@ export interface HoldOptions {
   ledger?: string;
 }
 
+/** How long a hold lives unsettled by default, ms. */
+export const DEFAULT_TTL_MS = 300_000;
+
 /** A settle (or `add`) that meets an outage is sent this many times in all, then given up. */
 export const SETTLE_ATTEMPTS = 3;
 

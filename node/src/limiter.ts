@@ -21,7 +21,7 @@ import {
 } from "./errors.js";
 import { COUNTERS, causeOf, classOfReply, classOfTransport, codeOf, replyClass, transportOf, type ReplyClass } from "./replyClass.js";
 import { ERRORS, HELD_KINDS, HOLDS, abandonWord, ledgerOf } from "./contract.js";
-import { Hold, type HoldLimit, type HoldOptions } from "./hold.js";
+import { DEFAULT_TTL_MS, Hold, type HoldLimit, type HoldOptions } from "./hold.js";
 import { slotOf } from "./slot.js";
 import { Concurrency, Policy, TokenBucket } from "./policy.js";
 import { LocalLimiter } from "./fallback.js";
@@ -783,7 +783,7 @@ export class Limiter extends EventEmitter {
       const abandon = abandonWord(options.abandon ?? HOLDS.abandon_default);
       if (abandon === undefined) throw new UsageError(`a hold's abandon policy is one of ${HOLDS.abandon.join(", ")}`);
       ledger = options.ledger ?? ledgerOf(String(limits[0]?.[0] ?? ""));
-      cmd = this.built(plain, command.hold(ledger, id, options.ttlMs ?? 300_000, abandon, plain), ledger);
+      cmd = this.built(plain, command.hold(ledger, id, options.ttlMs ?? DEFAULT_TTL_MS, abandon, plain), ledger);
     } catch (e) {
       return this.refused(e);
     }
