@@ -553,6 +553,9 @@ impl Harness {
 
     fn check_through(&self, s: &Sequence, name: &str, scripts: bool) -> Result<(), TestCaseError> {
         let keys: Vec<String> = (0..KEYS).map(|k| format!("{name}:{{x}}:{k}")).collect();
+        // Also the keys a hold of key 0's ledger writes (`<ledger>:<id>`).
+        let watched: Vec<String> =
+            keys.iter().cloned().chain(IDS[..3].iter().map(|id| format!("{}:{id}", keys[0]))).collect();
         let start = self.base + s.start;
         let mut model = Model::default();
         let mut pipe = redis::pipe();
@@ -581,7 +584,7 @@ impl Harness {
             });
             f.arg(now.to_string()).arg(&c.args);
             expected.push(model.call(c, &keys, now));
-            for key in &keys {
+            for key in &watched {
                 pipe.cmd("GET").arg(key).cmd("PEXPIRETIME").arg(key);
                 expected.push(model.keys.get(key).map_or(Reply::Nil, |e| Reply::Bulk(e.value.clone())));
                 let expire = model.keys.get(key).map_or(-2, |e| e.expire_ms.unwrap_or(-1));
@@ -590,7 +593,7 @@ impl Harness {
         }
         let mut got = lua::run(&mut self.con.borrow_mut(), &pipe);
         got.drain(..s.init.len());
-        let per_step = 1 + 2 * KEYS;
+        let per_step = 1 + 2 * watched.len();
         for (i, (want, have)) in expected.iter().zip(&got).enumerate() {
             if want != have {
                 let step = i / per_step;

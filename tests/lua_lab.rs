@@ -171,7 +171,7 @@ fn the_scripts_and_the_functions_store_the_same_bytes() {
 }
 
 /// The keys the calls below name, by index: limiters' keys, then keys no limiter wrote.
-const KEYS: [&str; 11] = ["t", "t2", "f", "c", "s", "l", "a", "hash", "text", "cell", "holds"];
+const KEYS: [&str; 11] = ["t", "t2", "f", "c", "s", "l", "a", "hash", "text", "cell", "{h}holds"];
 
 /// Calls of every function (its keys by index in KEYS, its arguments), in an order that reads back
 /// each limiter's state: allowed and denied, several keys, every kind's refusal of its parameters and
@@ -296,7 +296,9 @@ fn transcript(
         cmd.arg(keys.len()).arg(&keys).arg(&now).arg(*args);
         let call = format!("{function} {:?} {args:?}", keys.iter().map(|k| &k[2..]).collect::<Vec<_>>());
         what.push(format!("{call}: the reply"));
-        for k in &keys {
+        // A hold's own key, `<ledger>:<id>`, beside the call's.
+        let own = ["rl_hold", "rl_settle"].contains(function).then(|| format!("{}:{}", keys[0], args[0]));
+        for k in keys.iter().chain(&own) {
             pipe.cmd("GET").arg(k);
             what.push(format!("{call}: {}'s bytes", &k[2..]));
             if expiries {
@@ -308,7 +310,7 @@ fn transcript(
     let mut replies = lua::run(con, &pipe);
     replies.drain(..3);
     assert_eq!(replies.len(), what.len());
-    // A ledger names its limits' keys: the scripts' (`e:`) read as the functions' (`f:`).
+    // A hold names its limits' keys: the scripts' (`e:`) read as the functions' (`f:`).
     let same_names = |r: lua::Reply| match r {
         lua::Reply::Bulk(b) if scripts.is_some() && b.starts_with(b"RLH\x01") => {
             let text = b.iter().map(|&c| c as char).collect::<String>().replace(":e:", ":f:");

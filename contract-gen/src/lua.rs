@@ -35,6 +35,7 @@ const ERRORS: &[(&str, ParamError)] = &[
     ("hold_id", hold::ID),
     ("not_held", hold::NOT_HELD),
     ("ledger_full", hold::FULL),
+    ("ledger_untagged", hold::UNTAGGED),
 ];
 
 fn quoted(s: &str) -> String {
@@ -85,10 +86,11 @@ fn block(source_hash: &str, tag_of: &str) -> String {
     out += &format!("  max_log_limit = {},\n", limits::MAX_LOG_LIMIT);
     out += &format!("  max_lease_limit = {},\n", limits::MAX_LEASE_LIMIT);
     // RL.HOLD's ledger: its tag (as a Lua string: its last byte escaped) and bounds.
-    let tag = String::from_utf8_lossy(&hold::TAG[..3]);
+    let lua_tag = |t: &[u8; 4]| format!("\"{}\\{}\"", String::from_utf8_lossy(&t[..3]), t[3]);
     out += &format!(
-        "  hold = {{ tag = \"{tag}\\{}\", max_holds = {}, max_id_bytes = {}, max_ttl_ms = {} }},\n",
-        hold::TAG[3],
+        "  hold = {{ tag = {}, ledger_tag = {}, max_holds = {}, max_id_bytes = {}, max_ttl_ms = {} }},\n",
+        lua_tag(&hold::TAG),
+        lua_tag(&hold::LEDGER_TAG),
         hold::MAX_HOLDS,
         hold::MAX_ID_BYTES,
         hold::MAX_TTL_SECS * 1000

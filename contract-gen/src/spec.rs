@@ -339,7 +339,8 @@ fn holds() -> Value {
         "ledger": "rl:holds:{{{tag}}}",
         "ledger_means": "the ledger a client names by default: {tag} is the first key's hash tag (the text between its first '{' and the next '}', when not empty), else the whole first key, so the ledger shares the limits' slot",
         "reply": "a hold replies RL.ALL's six fields; a settle six like a verdict (allowed 0: a named group went past its held units and its limit has nothing left: stop a stream) or nil (no hold of this id: nothing changed)",
-        "errors": [error(&hold::TTL), error(&hold::ID), error(&hold::NOT_HELD), error(&hold::FULL)],
+        "errors": [error(&hold::TTL), error(&hold::ID), error(&hold::NOT_HELD), error(&hold::FULL), error(&hold::UNTAGGED)],
+        "hold_key": "{ledger}:{id}: each hold's own key, in the ledger's slot (the ledger's name carries a hash tag)",
     })
 }
 

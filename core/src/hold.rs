@@ -2,14 +2,20 @@
 //! exactly once, in the window they were taken from (LLM tokens, whose count is known only after the
 //! response).
 //!
-//! A hold is RL.ALL's decision over its groups, recorded under a caller's id in a *ledger*: one
-//! string per tenant (tag `RLH\x01`), each hold a run of netstrings (`<len>:<bytes>`): its id, its
-//! end (Unix ms), its time to live (ms), its flags (`C`harge or `R`eturn when abandoned, then `O`pen
-//! or `S`ettled), the hold's reply and the settle's (six integers joined by commas; empty until
-//! settled), the number of held groups, and for each its key, kind group, two parameters as given,
-//! the units held, the units used (a PARTIAL's running total, a FINAL's actual) and the window the
-//! units were taken from (the kind's `hold_mark`). While open a group has charged
-//! `max(held, used)`; once settled, `used`.
+//! A hold is RL.ALL's decision over its groups, recorded under a caller's id in its own key,
+//! `<ledger>:<id>` (the ledger's name carries a hash tag, so the hold's key shares its slot): tag
+//! `RLH\x01`, then netstrings (`<len>:<bytes>`): its id, its end (Unix ms), its time to live (ms),
+//! how long a return may still matter (ms, see below), its flags (`C`harge or `R`eturn when
+//! abandoned, then `O`pen or `S`ettled), the hold's reply and the settle's (six integers joined by
+//! commas; empty until settled), the number of held groups, and for each its key, kind group, two
+//! parameters as given, the units held, the units used (a PARTIAL's running total, a FINAL's actual)
+//! and the window the units were taken from (the kind's `hold_mark`). While open a group has
+//! charged `max(held, used)`; once settled, `used`. The key expires when the hold ends (a `Charge`
+//! hold: abandoned, it stays charged), or once settled `ttl` after the settle: one hold, one key, O(1).
+//!
+//! The ledger itself (`RLL\x01`) lists only the `Return` holds still open (id, end, and until when
+//! returning them matters: two of their longest period after their end): every RL.HOLD and RL.SETTLE
+//! on it first ends those whose time is over, giving back what they held beyond the usage reported.
 //!
 //! Each adapter (the module, the Lua library) gives the keys' storage (`Store`) and calls `hold` or
 //! `settle`: everything else is here, once.
@@ -22,9 +28,11 @@ use crate::limiter::{Change, Expiry, Write};
 use crate::time::{ceil_ms, Nanos, NANOS_PER_MS, NANOS_PER_SEC};
 use crate::verdict::{most_restrictive, Verdict};
 
-/// The ledger's tag.
+/// A hold's tag.
 pub const TAG: [u8; 4] = *b"RLH\x01";
-/// The most holds (open or settled and remembered) one ledger keeps.
+/// The ledger's tag.
+pub const LEDGER_TAG: [u8; 4] = *b"RLL\x01";
+/// The most `Return` holds one ledger keeps open.
 pub const MAX_HOLDS: usize = 10_000;
 /// The longest id.
 pub const MAX_ID_BYTES: usize = 256;
@@ -35,7 +43,21 @@ pub const TTL: ParamError =
     ParamError::new("ttl", "must be a number of seconds > 0, in whole milliseconds, at most 86400");
 pub const ID: ParamError = ParamError::new("id", "must be 1 to 256 bytes");
 pub const NOT_HELD: ParamError = ParamError::new("key", "must be a key this hold holds");
-pub const FULL: ParamError = ParamError::new("ledger", "holds at most 10000 holds");
+pub const FULL: ParamError = ParamError::new("ledger", "holds at most 10000 holds to return");
+pub const UNTAGGED: ParamError =
+    ParamError::new("ledger", "must carry a hash tag ({...}), which the keys of its holds share");
+
+/// A ledger's name: one with a hash tag (a `{`, then a `}` after it with something between).
+pub fn ledger(name: &[u8]) -> Result<&[u8], ParamError> {
+    let open = name.iter().position(|&b| b == b'{').ok_or(UNTAGGED)?;
+    let close = name[open + 1..].iter().position(|&b| b == b'}').ok_or(UNTAGGED)?;
+    (close > 0).then_some(name).ok_or(UNTAGGED)
+}
+
+/// The key of the hold `id` in `ledger`: `<ledger>:<id>`, in the ledger's slot.
+pub fn hold_key(ledger: &[u8], id: &[u8]) -> Vec<u8> {
+    [ledger, b":", id].concat()
+}
 
 /// What becomes of a hold never settled, when its time ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,12 +124,15 @@ pub struct Held {
     pub mark: i64,
 }
 
-/// One hold, as its ledger records it.
+/// One hold, as its key records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hold {
     pub id: Vec<u8>,
     pub ends_ms: i64,
     pub ttl_ms: i64,
+    /// Until when giving a `Return` hold back may still matter: two of its longest period after
+    /// its end (a window that has ended, a bucket refilled, take nothing back).
+    pub keep_ms: i64,
     pub abandon: Abandon,
     pub settled: bool,
     pub hold_reply: [i64; 6],
@@ -130,12 +155,6 @@ impl Held {
         let kind = LimiterKind::from_group(&self.group).ok_or(StateError)?;
         AnyLimiter::parse(kind, [&self.params[0], &self.params[1]]).map_err(|_| StateError)
     }
-}
-
-/// A ledger's holds, in the order they were taken.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Ledger {
-    pub holds: Vec<Hold>,
 }
 
 fn put(out: &mut Vec<u8>, field: &[u8]) {
@@ -166,7 +185,11 @@ impl<'a> Fields<'a> {
     }
 
     fn number<T: std::str::FromStr>(&mut self) -> Result<T, StateError> {
-        std::str::from_utf8(self.next()?).map_err(|_| StateError)?.parse().map_err(|_| StateError)
+        let text = std::str::from_utf8(self.next()?).map_err(|_| StateError)?;
+        if text.is_empty() || text.starts_with('+') {
+            return Err(StateError);
+        }
+        text.parse().map_err(|_| StateError)
     }
 
     fn reply(&mut self) -> Result<Option<[i64; 6]>, StateError> {
@@ -174,85 +197,145 @@ impl<'a> Fields<'a> {
         if text.is_empty() {
             return Ok(None);
         }
-        let numbers: Vec<i64> =
-            text.split(',').map(str::parse).collect::<Result<_, _>>().map_err(|_| StateError)?;
+        let numbers: Vec<i64> = text
+            .split(',')
+            .map(|n| {
+                if n.is_empty() || n.starts_with('+') {
+                    Err(StateError)
+                } else {
+                    n.parse().map_err(|_| StateError)
+                }
+            })
+            .collect::<Result<_, _>>()?;
         numbers.try_into().map(Some).map_err(|_| StateError)
     }
+}
+
+impl Hold {
+    /// The hold in `stored` (a value this module wrote under a hold's key).
+    pub fn parse(stored: &[u8]) -> Result<Hold, StateError> {
+        let mut fields = Fields(stored.strip_prefix(&TAG).ok_or(StateError)?);
+        let id = fields.next()?.to_vec();
+        let (ends_ms, ttl_ms, keep_ms) = (fields.number()?, fields.number()?, fields.number()?);
+        let (abandon, settled) = match fields.next()? {
+            b"CO" => (Abandon::Charge, false),
+            b"CS" => (Abandon::Charge, true),
+            b"RO" => (Abandon::Return, false),
+            b"RS" => (Abandon::Return, true),
+            _ => return Err(StateError),
+        };
+        let hold_reply = fields.reply()?.ok_or(StateError)?;
+        let settle_reply = fields.reply()?;
+        let n: usize = fields.number()?;
+        let mut groups = Vec::with_capacity(n.min(64));
+        for _ in 0..n {
+            groups.push(Held {
+                key: fields.next()?.to_vec(),
+                group: fields.next()?.to_vec(),
+                params: [fields.next()?.to_vec(), fields.next()?.to_vec()],
+                held: fields.number()?,
+                used: fields.number()?,
+                mark: fields.number()?,
+            });
+        }
+        if !fields.0.is_empty() {
+            return Err(StateError);
+        }
+        Ok(Hold { id, ends_ms, ttl_ms, keep_ms, abandon, settled, hold_reply, settle_reply, groups })
+    }
+
+    /// The stored bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = TAG.to_vec();
+        put(&mut out, &self.id);
+        for n in [self.ends_ms, self.ttl_ms, self.keep_ms] {
+            put(&mut out, n.to_string().as_bytes());
+        }
+        let flags = [
+            if self.abandon == Abandon::Charge { b'C' } else { b'R' },
+            if self.settled { b'S' } else { b'O' },
+        ];
+        put(&mut out, &flags);
+        put(&mut out, ints(&self.hold_reply).as_bytes());
+        put(&mut out, self.settle_reply.as_ref().map(ints).unwrap_or_default().as_bytes());
+        put(&mut out, self.groups.len().to_string().as_bytes());
+        for g in &self.groups {
+            for field in [&g.key, &g.group, &g.params[0], &g.params[1]] {
+                put(&mut out, field);
+            }
+            for n in [g.held.to_string(), g.used.to_string(), g.mark.to_string()] {
+                put(&mut out, n.as_bytes());
+            }
+        }
+        out
+    }
+
+    /// Whether it is open and gives back what it held when abandoned.
+    fn returns(&self) -> bool {
+        !self.settled && self.abandon == Abandon::Return
+    }
+
+    /// What to store: the hold until it ends (an open `Return` hold: until returning it matters no
+    /// more, so that its ledger finds it).
+    pub fn write(&self) -> Write {
+        let at = if self.returns() { self.keep_ms } else { self.ends_ms };
+        Write {
+            change: Change::Set(self.encode().into()),
+            expiry: Expiry::Within { at_least_ms: at, slack_ms: 0 },
+        }
+    }
+}
+
+/// A `Return` hold still open, as its ledger lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub id: Vec<u8>,
+    pub ends_ms: i64,
+    pub keep_ms: i64,
+}
+
+/// A ledger: its `Return` holds still open, in the order they were taken.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ledger {
+    pub entries: Vec<Entry>,
 }
 
 impl Ledger {
     /// The ledger in `stored` (None: no key, an empty ledger).
     pub fn parse(stored: Option<&[u8]>) -> Result<Ledger, StateError> {
         let Some(stored) = stored else { return Ok(Ledger::default()) };
-        let mut fields = Fields(stored.strip_prefix(&TAG).ok_or(StateError)?);
-        let mut holds = Vec::new();
+        let mut fields = Fields(stored.strip_prefix(&LEDGER_TAG).ok_or(StateError)?);
+        let mut entries = Vec::new();
         while !fields.0.is_empty() {
-            let id = fields.next()?.to_vec();
-            let (ends_ms, ttl_ms) = (fields.number()?, fields.number()?);
-            let (abandon, settled) = match fields.next()? {
-                b"CO" => (Abandon::Charge, false),
-                b"CS" => (Abandon::Charge, true),
-                b"RO" => (Abandon::Return, false),
-                b"RS" => (Abandon::Return, true),
-                _ => return Err(StateError),
-            };
-            let hold_reply = fields.reply()?.ok_or(StateError)?;
-            let settle_reply = fields.reply()?;
-            let n: usize = fields.number()?;
-            let mut groups = Vec::with_capacity(n.min(64));
-            for _ in 0..n {
-                groups.push(Held {
-                    key: fields.next()?.to_vec(),
-                    group: fields.next()?.to_vec(),
-                    params: [fields.next()?.to_vec(), fields.next()?.to_vec()],
-                    held: fields.number()?,
-                    used: fields.number()?,
-                    mark: fields.number()?,
-                });
-            }
-            holds.push(Hold { id, ends_ms, ttl_ms, abandon, settled, hold_reply, settle_reply, groups });
+            entries.push(Entry {
+                id: fields.next()?.to_vec(),
+                ends_ms: fields.number()?,
+                keep_ms: fields.number()?,
+            });
         }
-        Ok(Ledger { holds })
+        Ok(Ledger { entries })
     }
 
     /// The stored bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = TAG.to_vec();
-        for h in &self.holds {
-            put(&mut out, &h.id);
-            put(&mut out, h.ends_ms.to_string().as_bytes());
-            put(&mut out, h.ttl_ms.to_string().as_bytes());
-            let flags =
-                [if h.abandon == Abandon::Charge { b'C' } else { b'R' }, if h.settled { b'S' } else { b'O' }];
-            put(&mut out, &flags);
-            put(&mut out, ints(&h.hold_reply).as_bytes());
-            put(&mut out, h.settle_reply.as_ref().map(ints).unwrap_or_default().as_bytes());
-            put(&mut out, h.groups.len().to_string().as_bytes());
-            for g in &h.groups {
-                for field in [&g.key, &g.group, &g.params[0], &g.params[1]] {
-                    put(&mut out, field);
-                }
-                for n in [g.held.to_string(), g.used.to_string(), g.mark.to_string()] {
-                    put(&mut out, n.as_bytes());
-                }
-            }
+        let mut out = LEDGER_TAG.to_vec();
+        for e in &self.entries {
+            put(&mut out, &e.id);
+            put(&mut out, e.ends_ms.to_string().as_bytes());
+            put(&mut out, e.keep_ms.to_string().as_bytes());
         }
         out
     }
 
-    /// What to store: the ledger until its last hold ends, or nothing.
+    /// What to store: the ledger until returning its last hold matters no more, or nothing.
     pub fn write(&self) -> Write {
-        match self.holds.iter().map(|h| h.ends_ms).max() {
+        match self.entries.iter().map(|e| e.keep_ms).max() {
             Some(at) => Write {
                 change: Change::Set(self.encode().into()),
                 expiry: Expiry::Within { at_least_ms: at, slack_ms: 0 },
             },
             None => Write { change: Change::Delete, expiry: Expiry::Within { at_least_ms: 0, slack_ms: 0 } },
         }
-    }
-
-    fn position(&self, id: &[u8]) -> Option<usize> {
-        self.holds.iter().position(|h| h.id == id)
     }
 }
 
@@ -317,6 +400,10 @@ fn after<'a>(stored: Option<&'a [u8]>, write: Option<&'a Write>) -> Option<&'a [
     }
 }
 
+fn ms_of(now: Nanos) -> i64 {
+    now.max(0) / NANOS_PER_MS
+}
+
 /// Applies `delta` units to a held group's window; the state after it.
 fn adjust<S: Store>(
     store: &mut S,
@@ -345,25 +432,64 @@ fn adjust<S: Store>(
     Ok((limiter, after(stored.as_deref(), Some(&write)).map(<[u8]>::to_vec)))
 }
 
-/// Ends the holds whose time is over: a `Return` hold still open gives back what it held beyond
-/// its reported usage.
-fn end_holds<S: Store>(store: &mut S, ledger: &mut Ledger, now: Nanos) -> Result<bool, S::Error> {
-    let now_ms = now.max(0) / NANOS_PER_MS;
-    let (ended, kept): (Vec<Hold>, Vec<Hold>) =
-        std::mem::take(&mut ledger.holds).into_iter().partition(|h| h.ends_ms <= now_ms);
-    ledger.holds = kept;
-    for h in ended.iter().filter(|h| !h.settled && h.abandon == Abandon::Return) {
-        for g in &h.groups {
-            let delta = i128::from(g.used) - i128::from(g.charged(false));
-            adjust(store, g, now, delta, true)?;
+/// The hold of `key`, when there is one that has not ended at `now` (its key's expiry, read on
+/// this call's clock).
+fn read_hold<S: Store>(store: &mut S, key: &[u8], now: Nanos) -> Result<Option<Hold>, S::Error> {
+    match store.read(key)? {
+        Some(bytes) => {
+            Ok(Some(Hold::parse(&bytes).map_err(HoldError::from)?).filter(|h| h.ends_ms > ms_of(now)))
         }
+        None => Ok(None),
+    }
+}
+
+/// Ends the ledger's `Return` holds whose time is over: each gives back what it held beyond its
+/// reported usage, and its key goes. Whether the ledger changed.
+fn end_holds<S: Store>(
+    store: &mut S,
+    ledger_key: &[u8],
+    ledger: &mut Ledger,
+    now: Nanos,
+) -> Result<bool, S::Error> {
+    let now_ms = ms_of(now);
+    let (ended, kept): (Vec<Entry>, Vec<Entry>) =
+        std::mem::take(&mut ledger.entries).into_iter().partition(|e| e.ends_ms <= now_ms);
+    ledger.entries = kept;
+    for e in &ended {
+        let key = hold_key(ledger_key, &e.id);
+        let Some(bytes) = store.read(&key)? else { continue };
+        let Ok(h) = Hold::parse(&bytes) else { continue };
+        if !h.returns() {
+            continue;
+        }
+        for g in &h.groups {
+            adjust(store, g, now, i128::from(g.used) - i128::from(g.charged(false)), true)?;
+        }
+        store.apply(&key, &Write { change: Change::Delete, ..Ledger::default().write() })?;
     }
     Ok(!ended.is_empty())
 }
 
+/// Checks a call's keys: the ledger's name, and each key once (the hold's own key among them).
+fn check_keys<'k>(
+    ledger_key: &[u8],
+    id: &[u8],
+    keys: impl Iterator<Item = &'k [u8]>,
+) -> Result<(), HoldError> {
+    ledger(ledger_key)?;
+    let own = hold_key(ledger_key, id);
+    let mut seen: Vec<&[u8]> = Vec::new();
+    for key in keys {
+        if key == ledger_key || key == own.as_slice() || seen.contains(&key) {
+            return Err(HoldError::DuplicateKey);
+        }
+        seen.push(key);
+    }
+    Ok(())
+}
+
 /// RL.HOLD: decides `groups` as RL.ALL does and, when allowed, records the hold of the kinds that
 /// hold units under `id`. Replies RL.ALL's six fields; a retried id replies as the first did.
-#[allow(clippy::too_many_arguments)]
 pub fn hold<S: Store>(
     store: &mut S,
     ledger_key: &[u8],
@@ -373,20 +499,18 @@ pub fn hold<S: Store>(
     groups: &[Group<'_>],
     now: Nanos,
 ) -> Result<[i64; 6], S::Error> {
-    for (i, g) in groups.iter().enumerate() {
-        if g.key == ledger_key || groups[..i].iter().any(|o| o.key == g.key) {
-            return Err(HoldError::DuplicateKey.into());
-        }
-    }
+    check_keys(ledger_key, id, groups.iter().map(|g| g.key))?;
     let mut ledger = Ledger::parse(store.read(ledger_key)?.as_deref()).map_err(HoldError::from)?;
-    let ended = end_holds(store, &mut ledger, now)?;
-    if let Some(at) = ledger.position(id) {
-        if ended {
-            store.apply(ledger_key, &ledger.write())?;
-        }
-        return Ok(ledger.holds[at].hold_reply);
+    let ended = end_holds(store, ledger_key, &mut ledger, now)?;
+    let key = hold_key(ledger_key, id);
+    let existing = read_hold(store, &key, now)?;
+    if ended {
+        store.apply(ledger_key, &ledger.write())?;
     }
-    if ledger.holds.len() >= MAX_HOLDS {
+    if let Some(h) = existing {
+        return Ok(h.hold_reply);
+    }
+    if abandon == Abandon::Return && ledger.entries.len() >= MAX_HOLDS {
         return Err(HoldError::Param(FULL).into());
     }
     let mut stored = Vec::with_capacity(groups.len());
@@ -398,17 +522,19 @@ pub fn hold<S: Store>(
     }
     let combined = crate::combine::all_or_nothing(outcomes).ok_or(HoldError::State)?;
     let reply = reply_of(&combined.verdict, combined.limiting);
-    let mut held = Vec::new();
+    let (mut held, mut period_ms) = (Vec::new(), 0);
     for ((g, value), outcome) in groups.iter().zip(&stored).zip(&combined.outcomes) {
         if let Some(write) = &outcome.write {
             store.apply(g.key, write)?;
         }
         let (Some(units), true) = (g.limit.held_units(), combined.verdict.allowed) else { continue };
+        let limiter = g.limit.limiter();
         let state = after(value.as_deref(), outcome.write.as_ref());
-        let mark = g.limit.limiter().hold_mark(state).ok_or(HoldError::State)?.map_err(HoldError::from)?;
+        let mark = limiter.hold_mark(state).ok_or(HoldError::State)?.map_err(HoldError::from)?;
+        period_ms = period_ms.max(ceil_ms(limiter.period_ns()));
         held.push(Held {
             key: g.key.to_vec(),
-            group: g.limit.limiter().kind().group().as_bytes().to_vec(),
+            group: limiter.kind().group().as_bytes().to_vec(),
             params: [g.params[0].to_vec(), g.params[1].to_vec()],
             held: units,
             used: 0,
@@ -416,26 +542,30 @@ pub fn hold<S: Store>(
         });
     }
     if combined.verdict.allowed {
-        let now_ms = now.max(0) / NANOS_PER_MS;
-        ledger.holds.push(Hold {
+        let ends_ms = ms_of(now).saturating_add(ttl_ms);
+        let keep_ms = ends_ms.saturating_add(period_ms.saturating_mul(2));
+        let h = Hold {
             id: id.to_vec(),
-            ends_ms: now_ms + ttl_ms,
+            ends_ms,
             ttl_ms,
+            keep_ms,
             abandon,
             settled: false,
             hold_reply: reply,
             settle_reply: None,
             groups: held,
-        });
-    }
-    if combined.verdict.allowed || ended {
-        store.apply(ledger_key, &ledger.write())?;
+        };
+        store.apply(&key, &h.write())?;
+        if abandon == Abandon::Return {
+            ledger.entries.push(Entry { id: id.to_vec(), ends_ms, keep_ms });
+            store.apply(ledger_key, &ledger.write())?;
+        }
     }
     Ok(reply)
 }
 
 /// RL.SETTLE: each `(key, units)` of the hold `id` settled (`Final`: the actual; `Partial`: the
-/// usage so far). None when the ledger holds no hold of `id`.
+/// usage so far). None when there is no hold of `id`.
 pub fn settle<S: Store>(
     store: &mut S,
     ledger_key: &[u8],
@@ -444,22 +574,18 @@ pub fn settle<S: Store>(
     named: &[(&[u8], u64)],
     now: Nanos,
 ) -> Result<Option<[i64; 6]>, S::Error> {
-    for (i, (key, _)) in named.iter().enumerate() {
-        if *key == ledger_key || named[..i].iter().any(|(o, _)| o == key) {
-            return Err(HoldError::DuplicateKey.into());
-        }
-    }
+    check_keys(ledger_key, id, named.iter().map(|(k, _)| *k))?;
     let mut ledger = Ledger::parse(store.read(ledger_key)?.as_deref()).map_err(HoldError::from)?;
-    let ended = end_holds(store, &mut ledger, now)?;
-    let Some(at) = ledger.position(id) else {
-        if ended {
+    let mut changed = end_holds(store, ledger_key, &mut ledger, now)?;
+    let key = hold_key(ledger_key, id);
+    let Some(mut hold) = read_hold(store, &key, now)? else {
+        if changed {
             store.apply(ledger_key, &ledger.write())?;
         }
         return Ok(None);
     };
-    let mut hold = ledger.holds[at].clone();
     if let Some(reply) = hold.settle_reply.filter(|_| hold.settled) {
-        if ended {
+        if changed {
             store.apply(ledger_key, &ledger.write())?;
         }
         return Ok(Some(reply));
@@ -489,12 +615,18 @@ pub fn settle<S: Store>(
     let limiting = most_restrictive(verdicts.iter().copied()).ok_or(HoldError::State)?;
     let reply = reply_of(&verdicts[limiting], limiting);
     if mode == Mode::Final {
+        if hold.returns() {
+            ledger.entries.retain(|e| e.id != id);
+            changed = true;
+        }
         hold.settled = true;
         hold.settle_reply = Some(reply);
-        hold.ends_ms = now.max(0) / NANOS_PER_MS + hold.ttl_ms;
+        hold.ends_ms = ms_of(now).saturating_add(hold.ttl_ms);
     }
-    ledger.holds[at] = hold;
-    store.apply(ledger_key, &ledger.write())?;
+    store.apply(&key, &hold.write())?;
+    if changed {
+        store.apply(ledger_key, &ledger.write())?;
+    }
     Ok(Some(reply))
 }
 

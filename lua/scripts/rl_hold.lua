@@ -12,7 +12,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "26c73d378d308366e9f88bcd873fbf203a2c7843",
+  source_hash = "d7df76da440325fb365fa637733ec8f5789d620a",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -20,7 +20,7 @@ local function contract()
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
-  hold = { tag = "RLH\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
+  hold = { tag = "RLH\1", ledger_tag = "RLL\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
   kinds = {
     token_bucket = { group = "TOKEN", command = "RL.TOKEN", form = "cost", refunds = true },
     fixed_window = { group = "FIXED", command = "RL.FIXED", form = "cost", refunds = true },
@@ -49,7 +49,8 @@ local function contract()
     hold_ttl = "must be a number of seconds > 0, in whole milliseconds, at most 86400",
     hold_id = "must be 1 to 256 bytes",
     not_held = "must be a key this hold holds",
-    ledger_full = "holds at most 10000 holds",
+    ledger_full = "holds at most 10000 holds to return",
+    ledger_untagged = "must carry a hash tag ({...}), which the keys of its holds share",
   },
   invalid_reply = "ERR invalid %s: %s",
   arity_reply = "ERR wrong number of arguments for '%s' command",
@@ -816,6 +817,7 @@ local function build()
       return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
     end
     k.parse = remembered(k.parse, true)
+    function k.period(w) return w.window end
     return small_state(k)
   end
   local function hex_byte(h) return char(tonumber(h, 16)) end
@@ -899,6 +901,7 @@ local function build()
     local credit = B.mul(B.min(tokens, b.capacity), b.interval)
     return B.sat_i64(B.add(now, B.max(B.sub(backlog, credit), ZERO)))
   end
+  function token.period(b) return b.period end
   function token.mark() return 0 end
   function token.adjust(b, tat, now, _, delta)
     if B.negative(delta) then return token.give_back(b, tat, now, B.min(B.sub(ZERO, delta), U64MAX)) end
@@ -1602,61 +1605,87 @@ local function build()
     return r
   end
   local FLAGS = { CO = { "C", false }, CS = { "C", true }, RO = { "R", false }, RS = { "R", true } }
-  local function ledger_parse(stored)
-    local holds = {}
-    if stored == nil then return holds end
+  local function hold_parse(stored)
     if stored:sub(1, 4) ~= HOLD.tag then E.bad_state() end
     local at, f = 5, nil
     local function take() f, at = next_field(stored, at) return f end
-    while at <= #stored do
-      local h = { id = take(), ends_ms = int_field(take()), ttl_ms = int_field(take()), groups = {} }
-      local flags = FLAGS[take()]
-      if not flags then E.bad_state() end
-      h.abandon, h.settled = flags[1], flags[2]
-      h.hold_reply = reply_field(take())
-      if not h.hold_reply then E.bad_state() end
-      h.settle_reply = reply_field(take())
-      local n = int_field(take())
-      for i = 1, n do
-        h.groups[i] = {
-          key = take(), group = take(), p1 = take(), p2 = take(),
-          held = whole_field(take()), used = whole_field(take()), mark = int_field(take()),
-        }
-      end
-      holds[#holds + 1] = h
+    local h = { id = take(), ends_ms = int_field(take()), ttl_ms = int_field(take()), keep_ms = int_field(take()) }
+    local flags = FLAGS[take()]
+    if not flags then E.bad_state() end
+    h.abandon, h.settled = flags[1], flags[2]
+    h.hold_reply = reply_field(take())
+    if not h.hold_reply then E.bad_state() end
+    h.settle_reply = reply_field(take())
+    h.groups = {}
+    for i = 1, int_field(take()) do
+      h.groups[i] = {
+        key = take(), group = take(), p1 = take(), p2 = take(),
+        held = whole_field(take()), used = whole_field(take()), mark = int_field(take()),
+      }
     end
-    return holds
+    if at <= #stored then E.bad_state() end
+    return h
   end
   local function ints(r) return concat({ text(r[1]), text(r[2]), text(r[3]), text(r[4]), text(r[5]), text(r[6]) }, ",") end
-  local function ledger_write(holds)
-    if #holds == 0 then return { delete = true } end
-    local out, latest = { HOLD.tag }, nil
-    for _, h in ipairs(holds) do
-      latest = (latest == nil or h.ends_ms > latest) and h.ends_ms or latest
-      netstring(out, h.id)
-      netstring(out, text(h.ends_ms))
-      netstring(out, text(h.ttl_ms))
-      netstring(out, h.abandon .. (h.settled and "S" or "O"))
-      netstring(out, ints(h.hold_reply))
-      netstring(out, h.settle_reply and ints(h.settle_reply) or "")
-      netstring(out, text(#h.groups))
-      for _, g in ipairs(h.groups) do
-        netstring(out, g.key)
-        netstring(out, g.group)
-        netstring(out, g.p1)
-        netstring(out, g.p2)
-        netstring(out, text(g.held))
-        netstring(out, text(g.used))
-        netstring(out, text(g.mark))
-      end
+  local function returns(h) return not h.settled and h.abandon == "R" end
+  local function hold_write(h)
+    local out = { HOLD.tag }
+    netstring(out, h.id)
+    netstring(out, text(h.ends_ms))
+    netstring(out, text(h.ttl_ms))
+    netstring(out, text(h.keep_ms))
+    netstring(out, h.abandon .. (h.settled and "S" or "O"))
+    netstring(out, ints(h.hold_reply))
+    netstring(out, h.settle_reply and ints(h.settle_reply) or "")
+    netstring(out, text(#h.groups))
+    for _, g in ipairs(h.groups) do
+      netstring(out, g.key)
+      netstring(out, g.group)
+      netstring(out, g.p1)
+      netstring(out, g.p2)
+      netstring(out, text(g.held))
+      netstring(out, text(g.used))
+      netstring(out, text(g.mark))
+    end
+    return { set = concat(out), within = { returns(h) and h.keep_ms or h.ends_ms, 0 } }
+  end
+  local function ledger_parse(stored)
+    local entries = {}
+    if stored == nil then return entries end
+    if stored:sub(1, 4) ~= HOLD.ledger_tag then E.bad_state() end
+    local at, f = 5, nil
+    local function take() f, at = next_field(stored, at) return f end
+    while at <= #stored do
+      entries[#entries + 1] = { id = take(), ends_ms = int_field(take()), keep_ms = int_field(take()) }
+    end
+    return entries
+  end
+  local function ledger_write(entries)
+    if #entries == 0 then return { delete = true } end
+    local out, latest = { HOLD.ledger_tag }, nil
+    for _, e in ipairs(entries) do
+      latest = (latest == nil or e.keep_ms > latest) and e.keep_ms or latest
+      netstring(out, e.id)
+      netstring(out, text(e.ends_ms))
+      netstring(out, text(e.keep_ms))
     end
     return { set = concat(out), within = { latest, 0 } }
   end
-  local function position(holds, id)
-    for i, h in ipairs(holds) do
-      if h.id == id then return i end
+  local function ledger_name(name)
+    local open = name:find("{", 1, true)
+    local close = open and name:find("}", open + 1, true)
+    if not close or close == open + 1 then E.invalid("ledger", CONTRACT.errors.ledger_untagged) end
+  end
+  local function hold_key(ledger, id) return ledger .. ":" .. id end
+  local function check_keys(ledger, id, keys)
+    ledger_name(ledger)
+    local own = hold_key(ledger, id)
+    for i, key in ipairs(keys) do
+      if key == ledger or key == own then E.duplicate() end
+      for j = 1, i - 1 do
+        if keys[j] == key then E.duplicate() end
+      end
     end
-    return nil
   end
   local function charged(g, settled)
     if settled then return g.used end
@@ -1683,20 +1712,31 @@ local function build()
     return k, lim, after(stored, write)
   end
   local function now_ms(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
-  local function end_holds(holds, now)
-    local kept, ended = {}, false
+  local function read_hold(key, now)
+    local stored = S.read(key)
+    if stored == nil then return nil end
+    local h = hold_parse(stored)
+    if h.ends_ms <= now_ms(now) then return nil end
+    return h
+  end
+  local function end_holds(ledger, entries, now)
+    local kept, ended = {}, {}
     local ms = now_ms(now)
-    for _, h in ipairs(holds) do
-      if h.ends_ms <= ms then
-        ended = true
-        if not h.settled and h.abandon == "R" then
-          for _, g in ipairs(h.groups) do adjust(g, now, B.sub(g.used, charged(g, false)), true) end
-        end
-      else
-        kept[#kept + 1] = h
+    for _, e in ipairs(entries) do
+      if e.ends_ms <= ms then ended[#ended + 1] = e else kept[#kept + 1] = e end
+    end
+    for _, e in ipairs(ended) do
+      local key = hold_key(ledger, e.id)
+      local stored = S.read(key)
+      local ok, h = true, nil
+      if stored ~= nil then ok, h = pcall(hold_parse, stored) end
+      if stored ~= nil and ok and returns(h) then
+        for _, g in ipairs(h.groups) do adjust(g, now, B.sub(g.used, charged(g, false)), true) end
+        S.apply(key, stored, { delete = true }, now)
       end
     end
-    return kept, ended
+    E.raised = nil
+    return kept, #ended > 0
   end
   local function hold_id(s)
     if #s < 1 or #s > HOLD.max_id_bytes then E.invalid("id", CONTRACT.errors.hold_id) end
@@ -1722,49 +1762,57 @@ local function build()
     local id = hold_id(args[1])
     local ttl_ms = hold_ttl_ms(args[2])
     local abandon = word_of(args[3], { "CHARGE", "RETURN" }) == 1 and "C" or "R"
-    local ledger_key, group_keys = keys[1], {}
+    local ledger, group_keys = keys[1], {}
     for i = 2, #keys do group_keys[i - 1] = keys[i] end
     local limits = groups(group_keys, args, 4)
-    for _, key in ipairs(group_keys) do
-      if key == ledger_key then E.duplicate() end
+    check_keys(ledger, id, group_keys)
+    local old = S.read(ledger)
+    local entries, ended = end_holds(ledger, ledger_parse(old), now)
+    local key = hold_key(ledger, id)
+    local existing = read_hold(key, now)
+    if ended then
+      S.apply(ledger, old, ledger_write(entries), now)
+      old = S.read(ledger)
     end
-    local old = S.read(ledger_key)
-    local holds, ended = end_holds(ledger_parse(old), now)
-    local at = position(holds, id)
-    if at then
-      if ended then S.apply(ledger_key, old, ledger_write(holds), now) end
-      return holds[at].hold_reply
-    end
-    if #holds >= HOLD.max_holds then E.invalid("ledger", CONTRACT.errors.ledger_full) end
+    if existing then return existing.hold_reply end
+    if abandon == "R" and #entries >= HOLD.max_holds then E.invalid("ledger", CONTRACT.errors.ledger_full) end
     local olds, outcomes, verdicts = {}, {}, {}
-    for i, key in ipairs(group_keys) do
+    for i, k in ipairs(group_keys) do
       local l = limits[i]
-      olds[i] = S.read(key)
+      olds[i] = S.read(k)
       outcomes[i] = l.kind.decide(l.limiter, olds[i], now, l.request)
       verdicts[i] = outcomes[i].verdict
     end
     local limiting = V.most_restrictive(verdicts)
     local verdict = verdicts[limiting]
     local reply = V.reply(verdict, limiting)
-    local held = {}
-    for i, key in ipairs(group_keys) do
+    local held, period_ms = {}, 0
+    for i, k in ipairs(group_keys) do
       local o, l = outcomes[i], limits[i]
-      if o.write and (verdict.allowed or o.repair) then S.apply(key, olds[i], o.write, now) end
+      if o.write and (verdict.allowed or o.repair) then S.apply(k, olds[i], o.write, now) end
       if verdict.allowed and l.kind.form == "cost" and l.kind.adjust then
         local state = after(olds[i], o.write)
+        local period = l.kind.period(l.limiter)
+        period_ms = math.max(period_ms, ceil_ms(period))
         held[#held + 1] = {
-          key = key, group = l.kind.group, p1 = l.p1, p2 = l.p2,
+          key = k, group = l.kind.group, p1 = l.p1, p2 = l.p2,
           held = l.request, used = ZERO, mark = l.kind.hold_mark(state),
         }
       end
     end
     if verdict.allowed then
-      holds[#holds + 1] = {
-        id = id, ends_ms = now_ms(now) + ttl_ms, ttl_ms = ttl_ms, abandon = abandon, settled = false,
+      local ends_ms = now_ms(now) + ttl_ms
+      local keep_ms = ends_ms + period_ms * 2
+      local h = {
+        id = id, ends_ms = ends_ms, ttl_ms = ttl_ms, keep_ms = keep_ms, abandon = abandon, settled = false,
         hold_reply = reply, settle_reply = nil, groups = held,
       }
+      S.apply(key, S.read(key), hold_write(h), now)
+      if abandon == "R" then
+        entries[#entries + 1] = { id = id, ends_ms = ends_ms, keep_ms = keep_ms }
+        S.apply(ledger, old, ledger_write(entries), now)
+      end
     end
-    if verdict.allowed or ended then S.apply(ledger_key, old, ledger_write(holds), now) end
     return reply
   end
   local FUNCTIONS = {}

@@ -172,7 +172,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "26c73d378d308366e9f88bcd873fbf203a2c7843",
+  source_hash = "d7df76da440325fb365fa637733ec8f5789d620a",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -180,7 +180,7 @@ local function contract()
   max_rate_per_sec = 1000000000,
   max_log_limit = 1000000,
   max_lease_limit = 100000,
-  hold = { tag = "RLH\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
+  hold = { tag = "RLH\1", ledger_tag = "RLL\1", max_holds = 10000, max_id_bytes = 256, max_ttl_ms = 86400000 },
   kinds = {
     token_bucket = { group = "TOKEN", command = "RL.TOKEN", form = "cost", refunds = true },
     fixed_window = { group = "FIXED", command = "RL.FIXED", form = "cost", refunds = true },
@@ -209,7 +209,8 @@ local function contract()
     hold_ttl = "must be a number of seconds > 0, in whole milliseconds, at most 86400",
     hold_id = "must be 1 to 256 bytes",
     not_held = "must be a key this hold holds",
-    ledger_full = "holds at most 10000 holds",
+    ledger_full = "holds at most 10000 holds to return",
+    ledger_untagged = "must carry a hash tag ({...}), which the keys of its holds share",
   },
   invalid_reply = "ERR invalid %s: %s",
   arity_reply = "ERR wrong number of arguments for '%s' command",

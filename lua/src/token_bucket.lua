@@ -97,6 +97,9 @@ function token.give_back(b, tat, now, tokens)
   return B.sat_i64(B.add(now, B.max(B.sub(backlog, credit), ZERO)))
 end
 
+-- A full refill (core's Declare::period_ns).
+function token.period(b) return b.period end
+
 -- A bucket has no windows (core's SmallState::mark).
 function token.mark() return 0 end
 

@@ -8,5 +8,7 @@ local function windowed(k)
     return { limit = reply_bound(limit, "limit"), limit_b = limit, window = window }
   end
   k.parse = remembered(k.parse, true)
+  -- The time its limit is measured over (core's Declare::period_ns).
+  function k.period(w) return w.window end
   return small_state(k)
 end

@@ -1,9 +1,9 @@
 //! RL.HOLD ledger id ttl CHARGE|RETURN key KIND p1 p2 units [key KIND p1 p2 units ...]
 //!
 //! RL.ALL's decision over its groups, and when allowed the units of each group a hold settles
-//! (TOKEN, FIXED, SLIDECOUNT) recorded under `id` in the ledger, with the window they were taken
-//! from: settled later by RL.SETTLE, exactly once. `ratelimit_core::hold` decides; this file reads
-//! the arguments and gives it the keys (`Ledger`).
+//! (TOKEN, FIXED, SLIDECOUNT) recorded under `id` in the hold's own key (`<ledger>:<id>`), with the
+//! window they were taken from: settled later by RL.SETTLE, exactly once. `ratelimit_core::hold`
+//! decides; this file reads the arguments and gives it the keys (`Ledger`).
 
 use super::all::{groups, key_index};
 use crate::server::arg::OwnedArg;
@@ -64,8 +64,8 @@ fn hold_key(args: &[Arg], position: usize) -> Option<usize> {
     }
 }
 
-/// The keys a hold or a settle touches: its arguments', and the keys a ledger names (every one of
-/// them in the ledger's slot: they were named with it).
+/// The keys a hold or a settle touches: its arguments', each hold's own key and the keys a hold
+/// names (every one of them in the ledger's slot: the ledger's hash tag, and named with it).
 pub(super) struct Ledger<'a> {
     pub ctx: &'a Context,
     pub args: &'a [Arg],

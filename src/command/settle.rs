@@ -24,7 +24,7 @@ impl Command for Settle {
         .with_stats(&STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        if args.len() < HEAD + 2 || (args.len() - HEAD) % 2 != 0 {
+        if args.len() < HEAD + 2 || !(args.len() - HEAD).is_multiple_of(2) {
             return Err(RlError::WrongArity);
         }
         let id = hold::id(args[1].bytes())?;

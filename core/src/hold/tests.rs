@@ -27,7 +27,7 @@ impl Store for Memory {
     }
 }
 
-const LEDGER: &[u8] = b"ledger";
+const LEDGER: &[u8] = b"rl:holds:{t}";
 
 fn group<'a>(key: &'a str, kind: &str, p1: &'a str, p2: &'a str, units: u64) -> Group<'a> {
     let kind = LimiterKind::from_group(kind.as_bytes()).unwrap();
@@ -171,9 +171,17 @@ fn usage_errors() {
     assert_eq!(e, HoldError::Param(NOT_HELD));
     let dup = settle(&mut m, LEDGER, b"a", Mode::Final, &[(b"tpm", 1), (b"tpm", 2)], T0).unwrap_err();
     assert_eq!(dup, HoldError::DuplicateKey);
-    let on_ledger =
-        hold(&mut m, b"tpm", b"z", 1000, Abandon::Charge, &[group("q", "FIXED", "1", "1", 1)], T0);
+    take(&mut m, "w", Abandon::Charge, &[group("{t}:f", "FIXED", "5", "60", 1)], T0);
+    let q = || [group("q", "FIXED", "1", "1", 1)];
+    let on_ledger = hold(&mut m, b"{t}:f", b"z", 1000, Abandon::Charge, &q(), T0);
     assert_eq!(on_ledger.unwrap_err(), HoldError::State, "a limit's key is no ledger");
+    let untagged = hold(&mut m, b"holds", b"z", 1000, Abandon::Charge, &q(), T0);
+    assert_eq!(untagged.unwrap_err(), HoldError::Param(UNTAGGED));
+    assert_eq!(ledger(b"a{}b{c}"), Err(UNTAGGED), "the first braces decide, as Redis hashes");
+    assert_eq!(ledger(b"rl:holds:{t}"), Ok(&b"rl:holds:{t}"[..]));
+    let own = [group("rl:holds:{t}:x", "FIXED", "1", "1", 1)];
+    let own = hold(&mut m, LEDGER, b"x", 1000, Abandon::Charge, &own, T0);
+    assert_eq!(own.unwrap_err(), HoldError::DuplicateKey, "the hold's own key is no limit");
     assert_eq!(ttl_ms(b"0"), Err(TTL));
     assert_eq!(ttl_ms(b"86400.001"), Err(TTL));
     assert_eq!(ttl_ms(b"1.5"), Ok(1500));
@@ -183,18 +191,22 @@ fn usage_errors() {
 }
 
 #[test]
-fn the_ledger_reads_back_what_it_wrote() {
+fn a_hold_and_its_ledger_read_back_what_they_wrote() {
     let mut m = Memory::default();
-    take(
-        &mut m,
-        "a:1",
-        Abandon::Return,
-        &[group("k\u{0}:1", "SLIDECOUNT", "7", "0.5", 3), group("t", "TOKEN", "9", "2.5", 2)],
-        T0,
-    );
-    let bytes = m.0[LEDGER].clone();
-    let ledger = Ledger::parse(Some(&bytes)).unwrap();
-    assert_eq!(ledger.encode(), bytes);
-    assert_eq!(ledger.holds[0].groups[0].key, b"k\x00:1");
-    assert!(Ledger::parse(Some(b"RLH\x0112:short")).is_err());
+    let groups = [group("k\u{0}:1", "SLIDECOUNT", "7", "0.5", 3), group("t", "TOKEN", "9", "2.5", 2)];
+    take(&mut m, "a:1", Abandon::Return, &groups, T0);
+    take(&mut m, "b", Abandon::Charge, &[group("f", "FIXED", "9", "60", 2)], T0);
+    let bytes = m.0[b"rl:holds:{t}:a:1".as_slice()].clone();
+    let h = Hold::parse(&bytes).unwrap();
+    assert_eq!(h.encode(), bytes);
+    assert_eq!(h.groups[0].key, b"k\x00:1");
+    assert_eq!(h.keep_ms - h.ends_ms, 2 * 3600, "two of its longest period: the bucket's refill, 3.6 s");
+    let ledger = Ledger::parse(Some(&m.0[LEDGER])).unwrap();
+    assert_eq!(ledger.entries.len(), 1, "only the hold that returns is listed");
+    assert_eq!(ledger.encode(), m.0[LEDGER]);
+    assert!(m.0.contains_key(b"rl:holds:{t}:b".as_slice()));
+    assert!(Hold::parse(b"RLH\x0112:short").is_err());
+    // Settled, the returning hold leaves the ledger, which goes.
+    settle(&mut m, LEDGER, b"a:1", Mode::Final, &[(b"t", 1)], T0).unwrap();
+    assert!(!m.0.contains_key(LEDGER));
 }
