@@ -284,6 +284,17 @@ type HTTPContract struct {
 		Rate        string `json:"rate"`
 		Concurrency string `json:"concurrency"`
 	} `json:"problem_what"`
+	// LLM is the rate limit headers LLM clients read (OpenAI's): Name, a template of {field} (each of
+	// Fields: limit, remaining, reset, in that order) and {unit} (each of Units: requests, then
+	// tokens); Duration says how a reset is written (Go's time.Duration form), Then what follows the
+	// three of each unit (RateLimit-Policy and RateLimit, a policy per unit, as Structured writes them).
+	LLM struct {
+		Name     string   `json:"name"`
+		Fields   []string `json:"fields"`
+		Units    []string `json:"units"`
+		Duration string   `json:"duration"`
+		Then     string   `json:"then"`
+	} `json:"llm"`
 }
 
 // Problem is a problem body's title and its detail, a template whose placeholders Fill replaces:

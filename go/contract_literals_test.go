@@ -17,7 +17,7 @@ import (
 	"testing"
 )
 
-// No contract literal is re-typed in the module: the header names, the problem types, the problem
+// No contract literal is re-typed in the module: the header names (the LLM headers' too), the problem types, the problem
 // bodies' titles and details, the error texts the contract holds, the caller key's markers, every
 // command's name (the kinds' commands and the commands table's, RL.ALL too), the calls' and request
 // forms' words and the bounds' digits are read from the contract (contract.go), never written out in
@@ -49,6 +49,11 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 				Detail string `json:"detail"`
 			} `json:"problems"`
 			ProblemWhat map[string]string `json:"problem_what"`
+			LLM         struct {
+				Name   string   `json:"name"`
+				Fields []string `json:"fields"`
+				Units  []string `json:"units"`
+			} `json:"llm"`
 		} `json:"http"`
 		Calls  map[string][]string `json:"calls"`
 		Errors struct {
@@ -179,6 +184,17 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 	}
 	for _, what := range doc.HTTP.ProblemWhat {
 		whole = append(whole, what)
+	}
+	// The LLM headers (http.llm): every name its template makes and the template's fixed parts
+	// (x-ratelimit-) are looked for inside any literal; its units (requests, tokens) are whole
+	// literals. Its fields (limit, remaining, reset) are not: they are the structured fields'
+	// placeholders too.
+	found = append(found, detailParts.Split(doc.HTTP.LLM.Name, -1)...)
+	for _, unit := range doc.HTTP.LLM.Units {
+		whole = append(whole, unit)
+		for _, field := range doc.HTTP.LLM.Fields {
+			found = append(found, strings.NewReplacer("{field}", field, "{unit}", unit).Replace(doc.HTTP.LLM.Name))
+		}
 	}
 	// Every command the contract names: each kind's (RL.TOKEN) and the commands table's (RL.ALL, RL.TOP,
 	// the dialects); a short one (GCRA) is a whole literal.
@@ -334,14 +350,15 @@ func TestTheGuardSeesARetypedLiteral(t *testing.T) {
 		"var cmd = []string{\"RL.TAKE\", \"k\"}\nvar upto = \"UPTO\"\nvar title = \"Too Many Requests\"\nvar detail = \"rate limit '%s' exceeded: retry in %d s\"\n" +
 		"var all = []string{\"RL.ALL\", \"k\"}\nvar peek = []string{\"rl.token\", \"k\", \"1\", \"1\", \"0\"}\nvar dialect = \"GCRA\"\n" +
 		"var lease = []string{\"h\", \"WEIGHT\", \"2\"}\n" +
-		"var settle = []string{\"rl.settle\", \"rl:holds:{t}\", \"id\", \"FINAL\"}\nvar abandon = \"charge\"\nconst ttl = 86400\n"
+		"var settle = []string{\"rl.settle\", \"rl:holds:{t}\", \"id\", \"FINAL\"}\nvar abandon = \"charge\"\nconst ttl = 86400\n" +
+		"var llm = \"X-RateLimit-Remaining-Tokens\"\nvar unit = \"tokens\"\nvar llmName = fmt.Sprintf(\"x-ratelimit-%s-%s\", f, u)\n"
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "bad.go", bad, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := retypedLiterals(fset, file, words, whole, bounds)
-	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:", "bad.go:16:", "bad.go:17:", "bad.go:17:", "bad.go:17:", "bad.go:18:", "bad.go:19:"}
+	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:", "bad.go:16:", "bad.go:17:", "bad.go:17:", "bad.go:17:", "bad.go:18:", "bad.go:19:", "bad.go:20:", "bad.go:20:", "bad.go:20:", "bad.go:21:", "bad.go:22:"}
 	if len(found) != len(want) {
 		t.Fatalf("found %q, want one hit at each of %q", found, want)
 	}

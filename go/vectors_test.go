@@ -14,7 +14,7 @@ import (
 // The contract's vectors (contract/vectors/*.json, written by the Rust reference): every case this
 // package can run, run, with the reference's output. Skipped here, and why:
 var skippedVectorFiles = map[string]string{
-	// callers, forwarded and http run in the httplimit package's tests.
+	// callers, forwarded, http and llm_headers run in the httplimit package's tests.
 }
 
 type vectorCase struct {
@@ -47,7 +47,7 @@ func vectorCases(t *testing.T, name string) []vectorCase {
 func TestEveryVectorFileIsRunOrListed(t *testing.T) {
 	run := map[string]bool{"policies.json": true, "commands.json": true, "replies.json": true, "fallback.json": true,
 		"callers.json": true, "forwarded.json": true, "http.json": true, "errors.json": true, "engines.json": true,
-		"volume.json": true}
+		"volume.json": true, "llm_headers.json": true}
 	files, _ := filepath.Glob(filepath.Join("..", "contract", "vectors", "*.json"))
 	for _, f := range files {
 		name := filepath.Base(f)
