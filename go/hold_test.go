@@ -82,16 +82,17 @@ func TestHoldAllowedThenDeniedWritesNothing(t *testing.T) {
 		if err != nil || !h.Decision.Allowed || h.Decision.Remaining != 40 || h.Local() {
 			t.Fatalf("hold: %+v %v", h, err)
 		}
-		if h.Ledger() != "rl:holds:{t1}" || exists(t, c, h.Ledger()) != 1 {
-			t.Fatalf("the ledger %q is not written", h.Ledger())
+		// Each hold is its own key, <ledger>:<id>; a CHARGE hold is not listed in the ledger.
+		own := h.Ledger() + ":" + h.ID()
+		if h.Ledger() != "rl:holds:{t1}" || exists(t, c, own) != 1 || exists(t, c, h.Ledger()) != 0 {
+			t.Fatalf("the hold %q is not written", own)
 		}
-		ledger, _ := c.Get(ctx, h.Ledger()).Result()
 		denied, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit(key, tpm, 50))
 		if err != nil || denied.Decision.Allowed || denied.Decision.RetryAfter <= 0 {
 			t.Fatalf("a hold past the limit: %+v %v", denied, err)
 		}
-		if after, _ := c.Get(ctx, h.Ledger()).Result(); after != ledger || left(t, l, key, tpm) != 40 {
-			t.Fatal("a denied hold wrote to the ledger or the window")
+		if exists(t, c, h.Ledger(), denied.Ledger()+":"+denied.ID()) != 0 || left(t, l, key, tpm) != 40 {
+			t.Fatal("a denied hold wrote a hold, the ledger or the window")
 		}
 		// On fresh keys a denial leaves nothing at all; its settle finds no hold.
 		fresh, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit("rl:{t2}:tpm", tpm, 101))
