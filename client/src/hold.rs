@@ -217,30 +217,40 @@ impl Open {
         self.send(Mode::Final, &usage).await
     }
 
-    /// RL.SETTLE, sent again on an outage up to [`SETTLE_ATTEMPTS`] times with the same id (a repeat
-    /// counts once), then logged and given up. Other errors (the caller's mistake) are returned.
     async fn send(&self, mode: Mode, usage: &[(&str, u64)]) -> Result<Settlement, CallError> {
-        let cmd = command::settle(&self.ledger, &self.id, mode, usage)?;
-        let mut pause = Duration::from_millis(20);
-        for attempt in 1..=SETTLE_ATTEMPTS {
-            match self.limiter.query(&cmd).await {
-                Ok(Value::Nil) => return Ok(Settlement::NoHold),
-                Ok(value) => return parse_decision(value).map(Settlement::Settled),
-                Err(e) if ReplyClass::of(&e) != ReplyClass::Outage => return Err(e),
-                Err(e) if attempt == SETTLE_ATTEMPTS => {
-                    tracing::warn!(limiter = %self.limiter.name(), ledger = %self.ledger, id = %self.id,
-                        mode = Mode::WORDS[mode as usize], error = %e, attempts = SETTLE_ATTEMPTS,
-                        "a hold's settle did not reach Redis: given up; the hold ends by its abandon policy");
-                    return Ok(Settlement::GaveUp(e));
-                }
-                Err(_) => {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
+        send_settle(&self.limiter, &self.ledger, &self.id, mode, usage).await
+    }
+}
+
+/// RL.SETTLE, sent again on an outage up to [`SETTLE_ATTEMPTS`] times with the same id (a repeat
+/// counts once), then logged and given up. Other errors (the caller's mistake) are returned.
+async fn send_settle(
+    limiter: &Limiter,
+    ledger: &str,
+    id: &str,
+    mode: Mode,
+    usage: &[(&str, u64)],
+) -> Result<Settlement, CallError> {
+    let cmd = command::settle(ledger, id, mode, usage)?;
+    let mut pause = Duration::from_millis(20);
+    for attempt in 1..=SETTLE_ATTEMPTS {
+        match limiter.query(&cmd).await {
+            Ok(Value::Nil) => return Ok(Settlement::NoHold),
+            Ok(value) => return parse_decision(value).map(Settlement::Settled),
+            Err(e) if ReplyClass::of(&e) != ReplyClass::Outage => return Err(e),
+            Err(e) if attempt == SETTLE_ATTEMPTS => {
+                tracing::warn!(limiter = %limiter.name(), ledger, id, mode = Mode::WORDS[mode as usize],
+                    error = %e, attempts = SETTLE_ATTEMPTS,
+                    "a hold's settle did not reach Redis: given up; the hold ends by its abandon policy");
+                return Ok(Settlement::GaveUp(e));
+            }
+            Err(_) => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
             }
         }
-        unreachable!("the last attempt returns")
     }
+    unreachable!("the last attempt returns")
 }
 
 impl Limiter {
@@ -313,5 +323,39 @@ impl Limiter {
             }
         };
         Ok(Hold { decision, open: None })
+    }
+
+    /// Holds as [`hold`](Self::hold) does, but keeps no guard: the hold is settled by
+    /// [`settle_detached`](Self::settle_detached) with the same ledger and id, from anywhere (another
+    /// process, a later request), or ends by its abandon policy. For a holder that does not see the
+    /// work end: the rate limit service, whose settle comes in a later request from Envoy. No failure
+    /// policy: Redis' decision, or the reason there is none.
+    pub async fn hold_detached(
+        &self,
+        limits: &[HoldLimit<'_>],
+        options: &HoldOptions,
+    ) -> Result<Decision, CallError> {
+        let plain: Vec<Limit<'_>> = limits.iter().map(|l| l.limit).collect();
+        let id = options.id.as_deref().ok_or(CallError::Usage("a detached hold needs its id"))?;
+        let ledger = self.ledger_for(options, &plain);
+        let cmd = command::hold(&ledger, id, options.ttl, options.abandon, &plain)?;
+        let decision = self.send_decision(&cmd, &plain).await?;
+        self.record(&decision, false);
+        Ok(decision)
+    }
+
+    /// RL.SETTLE FINAL of a hold held under `id` in `ledger` (the hold's [`HoldOptions::ledger`], or its default): each
+    /// key's actual. Retried on an outage as [`Hold::settle`] is.
+    pub async fn settle_detached(
+        &self,
+        ledger: &str,
+        id: &str,
+        actual: &[(&str, u64)],
+    ) -> Result<Settlement, CallError> {
+        send_settle(self, ledger, id, Mode::Final, actual).await
+    }
+
+    fn ledger_for(&self, options: &HoldOptions, limits: &[Limit<'_>]) -> String {
+        options.ledger.clone().unwrap_or_else(|| command::ledger_of(limits.first().map_or("", |l| l.key)))
     }
 }

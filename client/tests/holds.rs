@@ -53,13 +53,15 @@ async fn a_denied_hold_writes_nothing_and_an_allowed_one_records_its_id() {
     let ledger = redis_ratelimit_client::command::ledger_of(&key);
     let mut too_big = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 1001)], "r0").await;
     assert!(!too_big.allowed() && too_big.id().is_none());
-    assert!(!exists(&server, &key) && !exists(&server, &ledger), "a denial writes nothing");
+    // Where a hold is recorded: the ledger, or its own key beside it (`<ledger>:<id>`).
+    let recorded = |id: &str| exists(&server, &ledger) || exists(&server, &format!("{ledger}:{id}"));
+    assert!(!exists(&server, &key) && !recorded("r0"), "a denial writes nothing");
     assert!(matches!(too_big.settle(5).await.unwrap(), Settlement::Nothing));
 
     let first = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 600)], "r1").await;
     assert!(first.allowed() && !first.decision().degraded);
     assert_eq!((first.decision().remaining, first.id()), (400, Some("r1")));
-    assert!(exists(&server, &ledger));
+    assert!(recorded("r1"));
     // A retried hold with the same id takes nothing and replies as the first.
     let again = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 600)], "r1").await;
     assert_eq!(again.decision().remaining, 400);
