@@ -55,6 +55,8 @@ pub struct Limit {
     pub key: String,
     /// A concurrency limit's lease id (the `rls_lease` entry's value).
     pub lease: Option<String>,
+    /// The request id a limit with an `estimate` is held under (the hold entry's value).
+    pub hold: Option<String>,
     /// The key of its counters (crate::metrics): the rule's full key, or with `detailed_metric` (and
     /// for Envoy's own limits) the request's entries.
     pub stat_key: String,
@@ -68,6 +70,14 @@ pub enum RuleRef {
 }
 
 impl RuleRef {
+    /// The units a hold takes (a configured `estimate`).
+    pub fn estimate(&self) -> Option<u64> {
+        match self {
+            RuleRef::Configured(r) => r.estimate,
+            RuleRef::Override { .. } => None,
+        }
+    }
+
     pub fn requests_per_unit(&self) -> u32 {
         match self {
             RuleRef::Configured(r) => r.requests_per_unit,
@@ -121,13 +131,20 @@ pub fn plan(
     descriptors: &[RateLimitDescriptor],
     hits_addend: u32,
     hash: HashTag,
+    hold_entry: &str,
 ) -> Vec<Slot> {
     // envoyproxy/ratelimit: a request's hits_addend of 0 means 1; a descriptor's own, when sent, wins.
     let request_cost = u64::from(hits_addend.max(1));
     // The lease entries split off: what is matched and keyed is the rest.
-    let split: Vec<(RateLimitDescriptor, Option<(bool, String)>)> =
-        descriptors.iter().map(lease_of).collect();
-    let found: Vec<Option<RuleRef>> = split.iter().map(|(d, _)| rule_of(config, domain, d)).collect();
+    let split: Vec<(RateLimitDescriptor, Option<Lease>, Option<String>)> = descriptors
+        .iter()
+        .map(|d| {
+            let (rest, hold) = hold_of(d, hold_entry);
+            let (rest, lease) = lease_of(&rest);
+            (rest, lease, hold)
+        })
+        .collect();
+    let found: Vec<Option<RuleRef>> = split.iter().map(|(d, ..)| rule_of(config, domain, d)).collect();
     let replaced: HashSet<&str> = found
         .iter()
         .flatten()
@@ -140,7 +157,7 @@ pub fn plan(
     split
         .iter()
         .zip(found.iter())
-        .map(|((descriptor, lease), rule)| {
+        .map(|((descriptor, lease, hold), rule)| {
             let Some(rule) = rule else { return Slot::Free };
             let concurrency = rule.algorithm() == Algorithm::Concurrency;
             if !rule.name().is_empty() && replaced.contains(rule.name()) {
@@ -161,7 +178,8 @@ pub fn plan(
                 Some((false, id)) => (Some(id).filter(|_| concurrency), None),
                 None => (None, None),
             };
-            let limit = Limit { rule: rule.clone(), cost, key, lease, stat_key };
+            let hold = hold.clone().filter(|_| matches!(rule, RuleRef::Configured(r) if r.estimate.is_some()));
+            let limit = Limit { rule: rule.clone(), cost, key, lease, hold, stat_key };
             if let Some(id) = release {
                 // A release of a limit that is not a concurrency limit gives nothing back: OK, uncharged.
                 return if concurrency { Slot::Release(limit, id) } else { Slot::Free };
@@ -182,8 +200,23 @@ pub fn plan(
         .collect()
 }
 
+/// A lease entry: (true, id) to release, (false, id) to take.
+type Lease = (bool, String);
+
+/// The descriptor without its request id entry (`hold_entry`, wherever it is), and that id.
+fn hold_of(descriptor: &RateLimitDescriptor, hold_entry: &str) -> (RateLimitDescriptor, Option<String>) {
+    let mut rest = descriptor.clone();
+    match rest.entries.iter().position(|e| e.key == hold_entry) {
+        Some(i) => {
+            let id = rest.entries.remove(i).value;
+            (rest, Some(id).filter(|id| !id.is_empty()))
+        }
+        None => (rest, None),
+    }
+}
+
 /// The descriptor without its last entry when that names a lease: (true, id) to release, (false, id) to take.
-fn lease_of(descriptor: &RateLimitDescriptor) -> (RateLimitDescriptor, Option<(bool, String)>) {
+fn lease_of(descriptor: &RateLimitDescriptor) -> (RateLimitDescriptor, Option<Lease>) {
     match descriptor.entries.last() {
         Some(e) if e.key == LEASE_ENTRY || e.key == RELEASE_ENTRY => {
             let mut rest = descriptor.clone();

@@ -17,6 +17,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tonic::{Request, Response, Status};
 
+mod holds;
+
 /// How a request's descriptors are decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Combine {
@@ -68,6 +70,34 @@ pub struct Options {
     pub hash: HashTag,
     /// On Redis Cluster: a request whose keys fall in different slots cannot be one call.
     pub cluster: bool,
+    /// Token budgets held by request id (`RLS_HOLD_*`; crate::holds).
+    pub holds: Holds,
+}
+
+/// How a request's two calls (before it, and on its stream's end) become a hold and its settle.
+#[derive(Debug, Clone)]
+pub struct Holds {
+    /// `RLS_HOLD_ENTRY`: the descriptor entry whose value is the request's id.
+    pub entry: String,
+    /// `RLS_HOLD_TTL_MS`: how long a hold waits for its settle.
+    pub ttl: Duration,
+    /// `RLS_HOLD_ABANDON`: what a hold never settled becomes when its ttl ends.
+    pub abandon: redis_ratelimit_client::Abandon,
+}
+
+impl Holds {
+    pub const DEFAULT_ENTRY: &'static str = "request_id";
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Holds {
+            entry: Self::DEFAULT_ENTRY.into(),
+            ttl: Self::DEFAULT_TTL,
+            abandon: redis_ratelimit_client::Abandon::Charge,
+        }
+    }
 }
 
 /// The configuration in force; a reload replaces it whole.
@@ -169,12 +199,13 @@ impl Service {
             return Err(Status::invalid_argument("rate limit descriptor list must not be empty"));
         }
         let config = self.config.current();
-        let slots = plan::plan(
+        let mut slots = plan::plan(
             &config,
             &request.domain,
             &request.descriptors,
             request.hits_addend,
             self.options.hash,
+            &self.options.holds.entry,
         );
         let mut leases = slots.iter().filter_map(|s| match s {
             Slot::Limited(l) => l.lease.as_deref(),
@@ -197,10 +228,14 @@ impl Service {
             self.metrics.service_error.inc();
             return Err(Status::invalid_argument(reason));
         }
+        let held = holds::held(&slots).inspect_err(|_| self.metrics.service_error.inc())?;
         self.release(&slots).await;
-        let outcomes = match self.options.combine {
-            Combine::Atomic => self.atomic(&slots).await,
-            Combine::PerDescriptor => self.per_descriptor(&slots).await,
+        let outcomes = match held {
+            Some((id, held)) => self.hold_or_settle(&mut slots, &id, &held).await,
+            None => match self.options.combine {
+                Combine::Atomic => self.atomic(&slots).await,
+                Combine::PerDescriptor => self.per_descriptor(&slots).await,
+            },
         }
         .map_err(|e| {
             if ReplyClass::of(&e) == ReplyClass::Usage {

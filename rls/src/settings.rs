@@ -1,8 +1,8 @@
 //! The service's settings from its environment: envoyproxy/ratelimit's variable names where it has
 //! them (a drop-in keeps its deployment), `RLS_*` for what this service adds.
 
-use crate::service::{Combine, HeaderNames, OnFailure, Options};
-use redis_ratelimit_client::{Backend, FailurePolicy, Limiter, LimiterBuilder};
+use crate::service::{Combine, HeaderNames, Holds, OnFailure, Options};
+use redis_ratelimit_client::{Abandon, Backend, FailurePolicy, Limiter, LimiterBuilder};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -195,6 +195,25 @@ impl Settings {
             Duration::from_millis(number("RLS_BREAKER_COOLDOWN_MS", 5000)?),
         );
         let cluster = matches!(redis, RedisTarget::Cluster(_));
+        let holds = Holds {
+            entry: get("RLS_HOLD_ENTRY").unwrap_or(Holds::DEFAULT_ENTRY).to_string(),
+            ttl: Duration::from_millis(
+                number("RLS_HOLD_TTL_MS", Holds::DEFAULT_TTL.as_millis() as u64)?.max(1),
+            ),
+            abandon: match get("RLS_HOLD_ABANDON").map(str::to_ascii_uppercase).as_deref() {
+                None => Abandon::Charge,
+                Some(word) => match Abandon::WORDS.iter().position(|w| *w == word) {
+                    Some(0) => Abandon::Charge,
+                    Some(_) => Abandon::Return,
+                    None => {
+                        return Err(format!(
+                            "RLS_HOLD_ABANDON={word}: expected {}",
+                            Abandon::WORDS.join(" or ")
+                        ))
+                    }
+                },
+            },
+        };
         Ok(Settings {
             listen,
             http_listen,
@@ -219,6 +238,7 @@ impl Settings {
                 global_shadow: flag("SHADOW_MODE")?,
                 hash,
                 cluster,
+                holds,
             },
         })
     }
@@ -309,6 +329,15 @@ mod tests {
         );
         assert_eq!(s.failure, FailurePolicy::LocalFallback { instances: 3 });
         assert_eq!(s.options.combine, Combine::PerDescriptor);
+        let holds =
+            Settings::from_vars(&vars(&[("RLS_HOLD_ABANDON", "return"), ("RLS_HOLD_ENTRY", "x-request-id")]))
+                .unwrap()
+                .options
+                .holds;
+        assert_eq!(
+            (holds.entry.as_str(), holds.abandon),
+            ("x-request-id", redis_ratelimit_client::Abandon::Return)
+        );
         for (name, value) in [
             ("RLS_FAILURE_MODE", "maybe"),
             ("REDIS_TYPE", "x"),
@@ -319,6 +348,8 @@ mod tests {
             ("PROMETHEUS_PATH", "/json"),
             ("PROMETHEUS_ADDR", "x:y"),
             ("RLS_MAX_METRIC_KEYS", "-1"),
+            ("RLS_HOLD_ABANDON", "KEEP"),
+            ("RLS_HOLD_TTL_MS", "soon"),
         ] {
             let e = Settings::from_vars(&vars(&[(name, value)])).unwrap_err();
             assert!(e.starts_with(&format!("{name}={value}")), "{e}");

@@ -12,7 +12,7 @@ fn the_readme_s_configurations_load() {
         .filter_map(|b| b.split("```").next())
         .filter(|b| b.starts_with("domain:"))
         .collect();
-    assert_eq!(blocks.len(), 3, "the configuration and the extension's two");
+    assert_eq!(blocks.len(), 4, "the configuration and the extension's three");
     for block in blocks {
         let config = load(&[Source { path: Path::new("README.md"), text: block }], false).unwrap();
         assert_eq!(config.domains().count(), 1);

@@ -228,7 +228,7 @@ impl Reader<'_> {
         };
         self.check_keys(
             map,
-            &["requests_per_unit", "unit", "unlimited", "name", "replaces", "algorithm", "burst"],
+            &["requests_per_unit", "unit", "unlimited", "name", "replaces", "algorithm", "burst", "estimate"],
         )?;
         let unlimited = self.boolean(map.get_node("unlimited"), "unlimited")?;
         let unit_text = map.get_node("unit").map(|u| self.string(u)).transpose()?.unwrap_or_default();
@@ -289,6 +289,22 @@ impl Reader<'_> {
                 "burst is a token bucket's: set algorithm: token_bucket",
             ));
         }
+        let estimate = self.number(map.get_node("estimate"), "estimate")?;
+        if estimate.is_some() {
+            let line = line_of(map.get_node("estimate"));
+            if !matches!(
+                algorithm,
+                Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::TokenBucket
+            ) {
+                return Err(self.error(
+                    line,
+                    "estimate is held by fixed_window, sliding_window and token_bucket limits only",
+                ));
+            }
+            if estimate == Some(0) {
+                return Err(self.error(line, "estimate must be a whole number >= 1"));
+            }
+        }
         let policy = match unit {
             Some(unit) if !unlimited => crate::limits::policy(algorithm, requests_per_unit, unit, burst)
                 .map_err(|e: LimitError| self.error(line, e.to_string()))?,
@@ -306,6 +322,7 @@ impl Reader<'_> {
             quota_mode,
             algorithm,
             policy,
+            estimate,
         })
     }
 }

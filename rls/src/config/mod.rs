@@ -59,6 +59,9 @@ pub struct Rule {
     pub algorithm: Algorithm,
     /// None when unlimited, or when `requests_per_unit` is 0 (every request is over the limit).
     pub policy: Option<Policy>,
+    /// The extension's `estimate`: the units a request's hold takes before its usage is known (a
+    /// descriptor with the request id entry, `RLS_HOLD_ENTRY`), settled by its second call.
+    pub estimate: Option<u64>,
 }
 
 impl Config {

@@ -109,6 +109,8 @@ fn refusals_name_the_line_and_the_reason() {
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: gcra}\n", 4, "invalid algorithm 'gcra': expected token_bucket, sliding_window, sliding_log, fixed_window or concurrency"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n", 4, "burst is a token bucket's: set algorithm: token_bucket"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: token_bucket, burst: 0}\n", 4, "invalid capacity: must be a whole number >= 1"),
+        ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: sliding_log, estimate: 5}\n", 4, "estimate is held by fixed_window, sliding_window and token_bucket limits only"),
+        ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, estimate: 0}\n", 4, "estimate must be a whole number >= 1"),
         ("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second\n", 5, "error loading config file"),
         ("domain: d\ndomain: e\n", 2, "duplicate key 'domain' in a mapping"),
     ];
