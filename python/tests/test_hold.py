@@ -20,14 +20,20 @@ import redis.asyncio
 from conftest import Lines, Servers
 from redis_ratelimit import (AsyncLimiter, Backend, Concurrency, FailurePolicy, FixedWindow, Limiter, SlidingCounter,
                              SlidingLog, TokenBucket, UsageError)
-from redis_ratelimit.contract import HOLDS, hold_error
-from redis_ratelimit.engine import library
-from redis_ratelimit.hold import SETTLE_TRIES, ledger_of
+from redis_ratelimit.contract import HOLDS, hold_call, hold_error
+from redis_ratelimit.engine import Call, library, module_command
+from redis_ratelimit.hold import SETTLE_TRIES, Hold, ledger_of
+from redis_ratelimit.request_steps import Request
 from servers import HOST, LONG_DEADLINE, REPO, Server, aclose
 
 TPM = FixedWindow(limit=100, window=60)
 KEY = "rl:{key:42}:tpm"
 LEDGER = ledger_of(KEY)
+
+
+def hold_key(ledger: str, id: str) -> str:
+    """Where the module records a hold: the contract's ``hold_key`` (``{ledger}:{id}: what it is``)."""
+    return str(HOLDS["hold_key"]).split(": ", 1)[0].format(ledger=ledger, id=id)
 
 ENGINES = [pytest.param((True, Backend.MODULE), id="module")]
 if "rl_hold" in library():  # the library's functions, once written
@@ -105,14 +111,16 @@ def holds(request: pytest.FixtureRequest, servers: Servers, mode: str) -> Iterat
 def test_allowed_hold_then_a_denied_one_that_writes_nothing(holds: Holds) -> None:
     h = holds.hold([(KEY, TPM, 60)])
     assert h and h.allowed and not h.local and h.decision.remaining == 40 and h.keys == [KEY]
-    assert holds.r.exists(KEY, LEDGER) == 2
+    assert holds.r.exists(KEY, hold_key(LEDGER, h.id)) == 2, "the limit and the hold's own key"
     denied = holds.hold([(KEY, TPM, 50)])
     assert not denied and denied.decision.retry_after is not None and denied.decision.retry_after > 0
     assert holds.remaining() == 40, "a denied hold takes nothing"
     assert denied.settle(10) is None and denied.cancel() is None, "a denied hold has nothing to settle"
     fresh = "rl:{key:7}:tpm"
-    assert not holds.hold([(fresh, TPM, 150)]), "more than the limit"
-    assert holds.r.exists(fresh, ledger_of(fresh)) == 0, "a denial writes no key and no ledger"
+    denied = holds.hold([(fresh, TPM, 150)], abandon=HOLDS["abandon"][1])
+    assert not denied, "more than the limit"
+    assert holds.r.exists(fresh, ledger_of(fresh), hold_key(ledger_of(fresh), denied.id)) == 0, \
+        "a denial writes no key, no hold and no ledger"
 
 
 def test_settle_returns_the_unused_units_once(holds: Holds) -> None:
@@ -215,6 +223,9 @@ def test_the_callers_mistakes_are_raised(holds: Holds) -> None:
         holds.hold([(KEY, TPM, 1)], id="x" * (HOLDS["max_id_bytes"] + 1))
     with pytest.raises(UsageError):
         holds.hold([(KEY, TPM, 1)], abandon="KEEP")
+    with pytest.raises(UsageError) as untagged:
+        holds.hold([(KEY, TPM, 1)], ledger="rl:holds:plain")
+    assert untagged.value.message == hold_error("ledger", "hash tag")
     with pytest.raises(UsageError, match="permit"):
         holds.hold([(KEY, Concurrency(limit=1, lease=5.0), 1)])
     h = holds.hold([(KEY, TPM, 1)])
@@ -223,14 +234,15 @@ def test_the_callers_mistakes_are_raised(holds: Holds) -> None:
     assert holds.r.exists(KEY) == 1 and h.cancel() is not None
 
 
-def test_abandon_return_gives_back_when_the_ttl_ends(holds: Holds) -> None:
-    # A longer hold keeps the ledger (whose expiry is its latest hold's end) until the next call.
-    keeper = holds.hold([(KEY, TPM, 1)], ttl=30)
+def test_abandon_return_gives_back_when_the_ttl_ends_and_charge_keeps(holds: Holds) -> None:
     h = holds.hold([(KEY, TPM, 60)], ttl=0.2, abandon=HOLDS["abandon"][1])
-    assert keeper.allowed and h.allowed and h.add(10) is False
-    time.sleep(0.5)  # the hold has ended; the next call on the ledger finds it
+    assert h.allowed and h.add(10) is False
+    kept = holds.hold([("rl:{key:42}:other", TPM, 60)], ttl=0.2)
+    assert kept.allowed and kept.abandon == HOLDS["abandon_default"]
+    time.sleep(0.5)  # both have ended; the next call on the ledger finds the one to return
     holds.hold([(KEY, TPM, 0)])
-    assert holds.remaining() == 89, "its unused units back, the usage reported kept"
+    assert holds.remaining() == 90, "its unused units back, the usage reported kept"
+    assert holds.remaining("rl:{key:42}:other") == 40, "an abandoned CHARGE hold stays charged"
 
 
 def test_async_with_and_await(servers: Servers) -> None:
@@ -277,3 +289,17 @@ def test_the_readme_example_prints_what_it_says(servers: Servers) -> None:
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == ["200", "98588"]
     assert "# 200" in found.group(1) and "# 98588" in found.group(1)
+
+
+def test_the_commands_round_trip_through_the_library_form_and_call(holds: Holds) -> None:
+    """RL.HOLD / RL.SETTLE split into keys and arguments (FCALL's form) and put back (`call`'s)."""
+    hold = Hold(holds.sync, [(KEY, TPM, 5), ("rl:{key:42}:b", SlidingCounter(limit=9, window=60), 2)],
+                [("rl:{key:42}:c", TokenBucket(capacity=4, per_second=1.0), 1)], "id-1", 30.0, None, None)
+    settle = [*hold_call("settle", ledger=LEDGER, id="id-1", mode=HOLDS["modes"][0]), KEY, 3, "rl:{key:42}:b", 1]
+    for cmd in (hold.plan.cmd, settle):
+        split = Call.of(cmd)
+        assert split is not None and split.keys[0] == LEDGER
+        assert module_command(str(cmd[0]), split.keys, split.args) == cmd
+        request = Request.of(cmd)
+        holds.sync.call(request.command, request.keys, request.args)  # the module takes it as it is
+    assert holds.remaining() == 97, "held 5, settled at 3"

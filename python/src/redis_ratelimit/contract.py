@@ -60,12 +60,13 @@ def hold_call(name: str, **values: Arg) -> list[Arg]:
     return [values[w[1:-1]] if w.startswith("{") else w for w in HOLDS["calls"][name]]
 
 
-def hold_error(field: str) -> str:
-    """The error reply for a hold's field (``ttl``, ``id``, ``key``, ``ledger``)."""
+def hold_error(field: str, about: str = "") -> str:
+    """The error reply for a hold's field (``ttl``, ``id``, ``key``, ``ledger``): the first whose text
+    holds `about` (a field with several errors: ``ledger``'s ``hash tag``)."""
     for e in HOLDS["errors"]:
-        if e["field"] == field:
+        if e["field"] == field and about in e["reply"]:
             return str(e["reply"])
-    raise KeyError(field)
+    raise KeyError((field, about))
 
 
 #: Batched units and the pre-check (docs/high-volume.md): the adaptive size's `start`, `grow` and

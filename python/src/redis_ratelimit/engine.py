@@ -121,13 +121,26 @@ def module_command(command: str, keys: Sequence[Arg], args: Sequence[Arg]) -> li
             out += [key, *args[step * i:step * i + step]]
         return out
     if rule["rule"] == "groups":
-        out, at = [name], 0
-        for key in keys:
-            n = 1 + _group_len(_word(args[at]), args[at + 1:]) if at < len(args) else 0
-            out += [key, *args[at:at + n]]
-            at += n
-        return out + list(args[at:])
+        return [name, *_interleave_groups(keys, args)]
+    if rule["rule"] == "ledger_groups" and keys:  # the ledger, its arguments, then RL.ALL's groups
+        head = int(rule["groups_from"]) - 1
+        return [name, keys[0], *args[:head], *_interleave_groups(keys[1:], args[head:])]
+    if rule["rule"] == "ledger_pairs" and keys:  # the ledger, its arguments, then key units pairs
+        head = int(rule["pairs_from"]) - 1
+        pairs = [w for key, units in zip(keys[1:], args[head:]) for w in (key, units)]
+        return [name, keys[0], *args[:head], *pairs, *args[head + len(keys) - 1:]]
     return [name, *keys, *args]
+
+
+def _interleave_groups(keys: Sequence[Arg], args: Sequence[Arg]) -> list[Arg]:
+    """RL.ALL's groups put back together: each key before its kind, parameters and request."""
+    out: list[Arg] = []
+    at = 0
+    for key in keys:
+        n = 1 + _group_len(_word(args[at]), args[at + 1:]) if at < len(args) else 0
+        out += [key, *args[at:at + n]]
+        at += n
+    return out + list(args[at:])
 
 
 @dataclass(frozen=True)

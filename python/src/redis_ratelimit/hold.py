@@ -58,10 +58,14 @@ _Steps = Generator[list[Arg], Any, Any]
 def ledger_of(key: str) -> str:
     """The contract's ledger for a hold whose first key is `key`: ``rl:holds:{<tag>}`` with its hash
     tag (the text between its first ``{`` and the next ``}``, when not empty), else the whole key."""
+    return str(HOLDS["ledger"]).format(tag=_tag(key) or key)
+
+
+def _tag(key: str) -> str | None:
+    """A key's hash tag: the text between its first ``{`` and the next ``}``; None when empty or none."""
     start = key.find("{")
     end = key.find("}", start + 1) if start >= 0 else -1
-    tag = key[start + 1:end] if start >= 0 and end > start + 1 else key
-    return str(HOLDS["ledger"]).format(tag=tag)
+    return key[start + 1:end] if start >= 0 and end > start + 1 else None
 
 
 class _HoldCore:
@@ -97,12 +101,14 @@ class _HoldCore:
             raise UsageError.of_reply(hold_error("id"))
         if not 0 < round(ttl * 1000) <= int(HOLDS["max_ttl_secs"]) * 1000:
             raise UsageError.of_reply(hold_error("ttl"))
-        word = str(HOLDS["abandon_default"] if abandon is None else abandon).upper()
-        if word not in HOLDS["abandon"]:
+        self.abandon = str(HOLDS["abandon_default"] if abandon is None else abandon).upper()
+        if self.abandon not in HOLDS["abandon"]:
             raise UsageError(f"abandon: one of {', '.join(HOLDS['abandon'])}, not {abandon!r}")
+        if _tag(self.ledger) is None:  # each hold's own key shares the ledger's slot by its tag
+            raise UsageError.of_reply(hold_error("ledger", "hash tag"))
         if getattr(self._limiter, "_cluster", False):
             one_slot([self.ledger, *(key for key, _, _ in every)])
-        return [*hold_call("hold", ledger=self.ledger, id=self.id, ttl=command.seconds(ttl), abandon=word),
+        return [*hold_call("hold", ledger=self.ledger, id=self.id, ttl=command.seconds(ttl), abandon=self.abandon),
                 *command.groups(every)]
 
     # The decision.
