@@ -32,7 +32,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "d7df76da440325fb365fa637733ec8f5789d620a",
+  source_hash = "76efbf04aad8b598e0793e331c0b780d07690d86",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -2473,7 +2473,7 @@ local function build()
 
   -- RL.ALL's groups `KIND p1 p2 request...` from args[at], one per key, in the keys' order (also
   -- RL.HOLD's): each limit, with its two parameters as given.
-  local function groups(keys, args, at)
+  local function parse_groups(keys, args, at)
     local limits = {}
     for i = 1, #keys do
       if #args - at + 1 < 4 then E.arity() end
@@ -2492,7 +2492,7 @@ local function build()
 
   -- RL.ALL: groups `KIND p1 p2 request...`, one per key, in the keys' order.
   function C.rl_all(keys, args, now)
-    return decide_all(keys, groups(keys, args, 1), now)
+    return decide_all(keys, parse_groups(keys, args, 1), now)
   end
 
   function C.rl_release(keys, args, now)
@@ -2565,7 +2565,7 @@ local function build()
   local HOLD = CONTRACT.hold
 
   -- Decimal text of a whole number (B): what core's to_string writes.
-  local function text(a)
+  local function decimal_text(a)
     if type(a) == "number" then return string.format("%.0f", a) end
     local parts = { string.format("%.0f", a[#a]) }
     for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format("%07d", a[i]) end
@@ -2630,7 +2630,7 @@ local function build()
     return h
   end
 
-  local function ints(r) return concat({ text(r[1]), text(r[2]), text(r[3]), text(r[4]), text(r[5]), text(r[6]) }, ",") end
+  local function ints(r) return concat({ decimal_text(r[1]), decimal_text(r[2]), decimal_text(r[3]), decimal_text(r[4]), decimal_text(r[5]), decimal_text(r[6]) }, ",") end
 
   local function returns(h) return not h.settled and h.abandon == "R" end
 
@@ -2638,21 +2638,21 @@ local function build()
   local function hold_write(h)
     local out = { HOLD.tag }
     netstring(out, h.id)
-    netstring(out, text(h.ends_ms))
-    netstring(out, text(h.ttl_ms))
-    netstring(out, text(h.keep_ms))
+    netstring(out, decimal_text(h.ends_ms))
+    netstring(out, decimal_text(h.ttl_ms))
+    netstring(out, decimal_text(h.keep_ms))
     netstring(out, h.abandon .. (h.settled and "S" or "O"))
     netstring(out, ints(h.hold_reply))
     netstring(out, h.settle_reply and ints(h.settle_reply) or "")
-    netstring(out, text(#h.groups))
+    netstring(out, decimal_text(#h.groups))
     for _, g in ipairs(h.groups) do
       netstring(out, g.key)
       netstring(out, g.group)
       netstring(out, g.p1)
       netstring(out, g.p2)
-      netstring(out, text(g.held))
-      netstring(out, text(g.used))
-      netstring(out, text(g.mark))
+      netstring(out, decimal_text(g.held))
+      netstring(out, decimal_text(g.used))
+      netstring(out, decimal_text(g.mark))
     end
     return { set = concat(out), within = { returns(h) and h.keep_ms or h.ends_ms, 0 } }
   end
@@ -2676,8 +2676,8 @@ local function build()
     for _, e in ipairs(entries) do
       latest = (latest == nil or e.keep_ms > latest) and e.keep_ms or latest
       netstring(out, e.id)
-      netstring(out, text(e.ends_ms))
-      netstring(out, text(e.keep_ms))
+      netstring(out, decimal_text(e.ends_ms))
+      netstring(out, decimal_text(e.keep_ms))
     end
     return { set = concat(out), within = { latest, 0 } }
   end
@@ -2702,13 +2702,13 @@ local function build()
     end
   end
 
-  local function charged(g, settled)
+  local function held_charge(g, settled)
     if settled then return g.used end
     return B.max(g.held, g.used)
   end
 
   -- The bytes a write leaves (a small state's writes are whole values).
-  local function after(stored, write)
+  local function state_after(stored, write)
     if not write then return stored end
     if write.delete then return nil end
     return write.set or stored
@@ -2729,17 +2729,17 @@ local function build()
     local write = k.settle(lim, stored, now, g.mark, delta)
     if not write then return k, lim, stored end
     S.apply(g.key, stored, write, now)
-    return k, lim, after(stored, write)
+    return k, lim, state_after(stored, write)
   end
 
-  local function now_ms(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
+  local function ms_now(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
 
   -- The hold of `key` that has not ended at `now`, or nil.
   local function read_hold(key, now)
     local stored = S.read(key)
     if stored == nil then return nil end
     local h = hold_parse(stored)
-    if h.ends_ms <= now_ms(now) then return nil end
+    if h.ends_ms <= ms_now(now) then return nil end
     return h
   end
 
@@ -2747,7 +2747,7 @@ local function build()
   -- beyond its usage, and its key goes. The entries kept, and whether any ended.
   local function end_holds(ledger, entries, now)
     local kept, ended = {}, {}
-    local ms = now_ms(now)
+    local ms = ms_now(now)
     for _, e in ipairs(entries) do
       if e.ends_ms <= ms then ended[#ended + 1] = e else kept[#kept + 1] = e end
     end
@@ -2757,7 +2757,7 @@ local function build()
       local ok, h = true, nil
       if stored ~= nil then ok, h = pcall(hold_parse, stored) end
       if stored ~= nil and ok and returns(h) then
-        for _, g in ipairs(h.groups) do adjust(g, now, B.sub(g.used, charged(g, false)), true) end
+        for _, g in ipairs(h.groups) do adjust(g, now, B.sub(g.used, held_charge(g, false)), true) end
         S.apply(key, stored, { delete = true }, now)
       end
     end
@@ -2796,7 +2796,7 @@ local function build()
     local abandon = word_of(args[3], { "CHARGE", "RETURN" }) == 1 and "C" or "R"
     local ledger, group_keys = keys[1], {}
     for i = 2, #keys do group_keys[i - 1] = keys[i] end
-    local limits = groups(group_keys, args, 4)
+    local limits = parse_groups(group_keys, args, 4)
     check_keys(ledger, id, group_keys)
     local old = S.read(ledger)
     local entries, ended = end_holds(ledger, ledger_parse(old), now)
@@ -2823,7 +2823,7 @@ local function build()
       local o, l = outcomes[i], limits[i]
       if o.write and (verdict.allowed or o.repair) then S.apply(k, olds[i], o.write, now) end
       if verdict.allowed and l.kind.form == "cost" and l.kind.adjust then
-        local state = after(olds[i], o.write)
+        local state = state_after(olds[i], o.write)
         local period = l.kind.period(l.limiter)
         period_ms = math.max(period_ms, ceil_ms(period))
         held[#held + 1] = {
@@ -2833,7 +2833,7 @@ local function build()
       end
     end
     if verdict.allowed then
-      local ends_ms = now_ms(now) + ttl_ms
+      local ends_ms = ms_now(now) + ttl_ms
       local keep_ms = ends_ms + period_ms * 2
       local h = {
         id = id, ends_ms = ends_ms, ttl_ms = ttl_ms, keep_ms = keep_ms, abandon = abandon, settled = false,
@@ -2879,7 +2879,7 @@ local function build()
     local verdicts = {}
     for i, n in ipairs(named) do
       local g = h.groups[places[i]]
-      local was = charged(g, false)
+      local was = held_charge(g, false)
       local used, delta
       if final then
         used = n.units
@@ -2904,7 +2904,7 @@ local function build()
         end
         entries, changed = kept, true
       end
-      h.settled, h.settle_reply, h.ends_ms = true, reply, now_ms(now) + h.ttl_ms
+      h.settled, h.settle_reply, h.ends_ms = true, reply, ms_now(now) + h.ttl_ms
     end
     S.apply(key, S.read(key), hold_write(h), now)
     if changed then S.apply(ledger, old, ledger_write(entries), now) end

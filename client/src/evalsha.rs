@@ -186,7 +186,7 @@ mod tests {
                 "rl_slide" => &["slide"],
                 "rl_acquire" | "rl_release" | "rl_renew" => &["leases"],
                 // Each takes a kind (or reads a key) of any kind: the registry.
-                "rl_all" | "rl_refund" | "rl_inspect" => &kinds,
+                "rl_all" | "rl_refund" | "rl_inspect" | "rl_hold" | "rl_settle" => &kinds,
                 other => panic!("{other}: which kinds does its script hold?"),
             };
             assert_eq!(held, want, "{function}'s script");

@@ -12,7 +12,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "d7df76da440325fb365fa637733ec8f5789d620a",
+  source_hash = "76efbf04aad8b598e0793e331c0b780d07690d86",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -926,22 +926,6 @@ local function build()
     if outcome.write then S.apply(keys[1], old, outcome.write, now) end
     return V.reply(outcome.verdict, upto and taken)
   end
-  local function text(a)
-    if type(a) == "number" then return string.format("%.0f", a) end
-    local parts = { string.format("%.0f", a[#a]) }
-    for i = #a - 1, 1, -1 do parts[#parts + 1] = string.format("%07d", a[i]) end
-    return (a.neg and "-" or "") .. concat(parts)
-  end
-  local function charged(g, settled)
-    if settled then return g.used end
-    return B.max(g.held, g.used)
-  end
-  local function after(stored, write)
-    if not write then return stored end
-    if write.delete then return nil end
-    return write.set or stored
-  end
-  local function now_ms(now) return B.num(B.div(B.max(now, ZERO), MILLION)) end
   local FUNCTIONS = {}
   local function run(body, keys, args, sec, usec, ns) return body(keys, args, now_of(sec, usec, ns)) end
   for name, body in pairs(C) do

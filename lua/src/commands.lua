@@ -140,7 +140,7 @@ end
 
 -- RL.ALL's groups `KIND p1 p2 request...` from args[at], one per key, in the keys' order (also
 -- RL.HOLD's): each limit, with its two parameters as given.
-local function groups(keys, args, at)
+local function parse_groups(keys, args, at)
   local limits = {}
   for i = 1, #keys do
     if #args - at + 1 < 4 then E.arity() end
@@ -159,7 +159,7 @@ end
 
 -- RL.ALL: groups `KIND p1 p2 request...`, one per key, in the keys' order.
 function C.rl_all(keys, args, now)
-  return decide_all(keys, groups(keys, args, 1), now)
+  return decide_all(keys, parse_groups(keys, args, 1), now)
 end
 
 function C.rl_release(keys, args, now)
