@@ -58,7 +58,7 @@ impl Default for HoldOptions {
 
 impl HoldOptions {
     /// Ten minutes: a long stream's time.
-    pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(ratelimit_core::hold::DEFAULT_TTL_SECS);
 
     /// The hold's id (1 to 256 bytes; default 128 random bits): the request's id, so that a retried
     /// request's hold takes nothing twice.

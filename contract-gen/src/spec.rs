@@ -333,6 +333,7 @@ fn holds() -> Value {
             "PARTIAL": "units is the usage so far (a running total): usage beyond the hold is charged as it comes",
         },
         "held_kinds": LimiterKind::ALL.iter().filter(|k| k.refunds() && k.request_form() == RequestForm::Cost).map(|k| k.name()).collect::<Vec<_>>(),
+        "ttl_default_secs": hold::DEFAULT_TTL_SECS,
         "max_ttl_secs": hold::MAX_TTL_SECS,
         "max_id_bytes": hold::MAX_ID_BYTES,
         "max_holds": hold::MAX_HOLDS,

@@ -36,6 +36,9 @@ pub const LEDGER_TAG: [u8; 4] = *b"RLL\x01";
 pub const MAX_HOLDS: usize = 10_000;
 /// The longest id.
 pub const MAX_ID_BYTES: usize = 256;
+/// The time to live a client gives a hold unless told otherwise, in seconds: longer than most LLM
+/// responses, streams included.
+pub const DEFAULT_TTL_SECS: u64 = 300;
 /// The longest time to live, in seconds.
 pub const MAX_TTL_SECS: i64 = 86_400;
 

@@ -87,7 +87,7 @@ pub struct Holds {
 
 impl Holds {
     pub const DEFAULT_ENTRY: &'static str = "request_id";
-    pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+    pub const DEFAULT_TTL: Duration = redis_ratelimit_client::HoldOptions::DEFAULT_TTL;
 }
 
 impl Default for Holds {
