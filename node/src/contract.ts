@@ -83,6 +83,9 @@ export interface Contract {
     problems: Record<ProblemName, { title: string; detail: string }>;
     /** What a detail's `{what}` calls a limit. */
     problem_what: Record<"rate" | "concurrency", string>;
+    /** The LLM headers (OpenAI's): `name` a template of `{field}` (each of `fields`) and `{unit}` (each
+     * of `units`, requests then tokens); `duration` how their reset is written; `then` what follows them. */
+    llm: { name: string; fields: string[]; units: string[]; duration: string; then: string };
   };
   /** The commands a client sends beside its decisions, as words with `{placeholders}` (`call`). */
   calls: Record<CallName, string[]>;

@@ -1,4 +1,4 @@
-// No contract literal is re-typed in the package: the header names, the problem types, the problem bodies'
+// No contract literal is re-typed in the package: the header names (the LLM headers' too), the problem types, the problem bodies'
 // titles and details, the error texts the contract holds, the caller key's markers, every command's name
 // (the kinds' commands and the `commands` table's, RL.ALL too), the calls' and request forms' words and
 // the bounds' digits are read from the contract (src/contract.ts), never written out in another module. A
@@ -47,6 +47,14 @@ function literals(): string[] {
     found.push(...(holds.errors as { reply: string }[]).map((e) => e.reply));
     found.push(...(holds.ledger as string).split(/\{+\w*\}+/).filter((part) => part.length >= 5));
   }
+  // The LLM headers (http.llm): every name its template makes and the template's fixed parts
+  // (`x-ratelimit-`). Its fields (limit, remaining, reset) are not looked for: they are the structured
+  // fields' placeholders too; its units are whole words (wholeWords).
+  const llm = http.llm as { name: string; fields: string[]; units: string[] } | undefined;
+  if (llm) {
+    found.push(...llm.name.split(/\{\w+\}/).filter((part) => part.length >= 5));
+    for (const unit of llm.units) for (const field of llm.fields) found.push(llm.name.replace("{field}", field).replace("{unit}", unit));
+  }
   found.push(...callWords().filter((w) => w.length >= 5));
   found.push(...commandNames().filter((w) => w.length >= 5));
   return [...new Set(found.filter((f) => f.length >= 5))].sort();
@@ -79,6 +87,8 @@ function wholeWords(): string[] {
   if (CONTRACT.holds) found.push(...(CONTRACT.holds.abandon as string[]), ...(CONTRACT.holds.modes as string[]));
   found.push(...Object.values((http.problems ?? {}) as Record<string, { title: string }>).map((p) => p.title));
   found.push(...Object.values((http.problem_what ?? {}) as Record<string, string>));
+  // The LLM headers' units (requests, tokens): a policy's name in RateLimit-Policy.
+  found.push(...((http.llm?.units ?? []) as string[]));
   return [...new Set(found)].sort();
 }
 
@@ -168,9 +178,13 @@ test("the guard sees a re-typed literal, and not prose", () => {
     "export const ledger = (tag: string) => `rl:holds:{${tag}}`;",
     'export const abandon = "return";',
     'export const error = "ERR invalid id: must be 1 to 256 bytes";',
+    'export const llm = "X-RateLimit-Remaining-Tokens";',
+    'export const unit = "tokens";',
+    "export const llmName = (f: string, u: string) => `x-ratelimit-${f}-${u}`;",
   ].join("\n");
   const found = retyped("bad.ts", bad, literals(), bounds());
   assert.deepEqual(found.map((f) => f.split(": ")[0]),
     ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6", "bad.ts:7", "bad.ts:7", "bad.ts:8", "bad.ts:9", "bad.ts:9", "bad.ts:10", "bad.ts:11",
-      "bad.ts:12", "bad.ts:13", "bad.ts:14", "bad.ts:14", "bad.ts:15", "bad.ts:16", "bad.ts:17"], found.join("\n"));
+      "bad.ts:12", "bad.ts:13", "bad.ts:14", "bad.ts:14", "bad.ts:15", "bad.ts:16", "bad.ts:17", "bad.ts:18", "bad.ts:18", "bad.ts:18", "bad.ts:19",
+      "bad.ts:20"], found.join("\n"));
 });

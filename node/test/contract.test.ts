@@ -20,7 +20,7 @@ const NODE = join(ROOT, "node");
 /** Vector files, or parts of them, this package does not run, and why. */
 export const SKIPPED: Record<string, string> = {};
 // volume.json: in volume.test.ts (its skipped cases listed there).
-const RUN = ["policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines", "volume"];
+const RUN = ["policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines", "volume", "llm_headers"];
 
 test("every vector file is run or listed as skipped", () => {
   const files = readdirSync(VECTORS).filter((f) => f.endsWith(".json")).map((f) => f.replace(/\.json$/, ""));
@@ -156,7 +156,9 @@ test("replies.json", () => {
   }
 });
 
-import { Caller, callerTag, groupIp, parseIp, formatIp, TrustedProxies, addHeaders, denied, concurrencyLimited, unavailable } from "../src/http/index.ts";
+import {
+  Caller, callerTag, groupIp, parseIp, formatIp, TrustedProxies, addHeaders, denied, concurrencyLimited, unavailable, llmHeaders, type Budget,
+} from "../src/http/index.ts";
 
 test("callers.json", () => {
   for (const { input, output } of cases("callers")) {
@@ -201,6 +203,16 @@ test("http.json: headers and bodies byte for byte", () => {
     assert.deepEqual(headers.map(([n, v]) => [n, v]).sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : 0)), output.headers, what);
     assert.equal(body, output.body, what);
   }
+});
+
+test("llm_headers.json: the LLM headers of two optional budgets, in order", () => {
+  const budget = (b: Any): Budget | null => b && { limit: b.limit, remaining: b.remaining, resetMs: b.reset_ms, windowSecs: b.window_secs };
+  let n = 0;
+  for (const { input, output } of cases("llm_headers")) {
+    assert.deepEqual(llmHeaders(budget(input.requests), budget(input.tokens)), output, JSON.stringify(input));
+    n++;
+  }
+  assert.ok(n >= 5);
 });
 
 test("fallback.json: the in-process fallback's timed sequences, at each instance's share", () => {

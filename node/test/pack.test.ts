@@ -1,9 +1,12 @@
 // Ready to publish: the `npm pack` tarball installed in a fresh app outside the repository (with ioredis
 // from the registry, or npm's cache), running the README's quick start as written against a real
 // module server, from ESM and from CommonJS. Needs the build (`npm run build`, as ../scripts/node.sh does).
+// Packed from a copy of the package in a temporary directory (its own dist, node_modules linked): `npm
+// pack` rebuilds dist (prepack), which must not rewrite node/dist while another test (readme.test.ts)
+// imports it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync, rmSync, mkdtempSync, existsSync } from "node:fs";
+import { readFileSync, writeFileSync, rmSync, mkdtempSync, existsSync, cpSync, mkdirSync, symlinkSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,11 +14,25 @@ import { ROOT, Server } from "./servers.ts";
 
 const NODE = join(ROOT, "node");
 
+/** A copy of what `npm pack` builds and ships, under `dir`/node (no repository above it: the build
+ * uses the package's copies of the contract and the library as they are), node_modules linked. */
+function packageCopy(dir: string): string {
+  const copy = join(dir, "node");
+  mkdirSync(copy);
+  for (const f of ["package.json", "README.md", "contract.json", "tsconfig.json", "tsconfig.cjs.json", "lua", "scripts", "src"]) {
+    cpSync(join(NODE, f), join(copy, f), { recursive: true });
+  }
+  symlinkSync(join(NODE, "node_modules"), join(copy, "node_modules"), "dir");
+  return copy;
+}
+
 test("the packed tarball in a fresh app outside the repository runs the quick start", { skip: !existsSync(join(NODE, "dist", "esm", "index.js")) && "not built" }, async () => {
   const app = mkdtempSync(join(tmpdir(), "rl-fresh-app-"));
+  const source = mkdtempSync(join(tmpdir(), "rl-pack-"));
   const server = await Server.start({ module: true });
   try {
-    const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", app], { cwd: NODE }).toString())[0];
+    const copy = packageCopy(source);
+    const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", app], { cwd: copy }).toString())[0];
     const files: string[] = packed.files.map((f: { path: string }) => f.path);
     for (const f of ["contract.json", "lua/ratelimit.lua", "lua/scripts/rl_token.lua", "dist/esm/index.js", "dist/cjs/index.js", "dist/esm/index.d.ts", "README.md"]) {
       assert.ok(files.includes(f), `${f} ships`);
@@ -45,6 +62,7 @@ limiter.verify().then(async (e) => {
     console.log(`fresh app: ${packed.filename}, ${files.length} files, ${packed.size} bytes packed`);
   } finally {
     rmSync(app, { recursive: true, force: true });
+    rmSync(source, { recursive: true, force: true });
     await server.close();
   }
 });
