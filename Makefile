@@ -43,7 +43,8 @@ test-gcra-harness: build
 	scripts/gcra-harness.sh
 
 # Throughput, latency and memory against the Lua scripts they replace and plain commands (writes
-# docs/benchmarks.md and docs/bench.png), the Python middleware under uvicorn (docs/bench-python.md), the Go middleware under wrk (docs/bench-go.md),
+# docs/benchmarks.md and docs/bench.png), the Python middleware under uvicorn (docs/bench-python.md), token budgets beside LiteLLM's TPM limiter
+# (docs/bench-tokens.md), the Go middleware under wrk (docs/bench-go.md),
 # Express on the Node.js package beside express-rate-limit and rate-limiter-flexible (docs/bench-node.md),
 # the Envoy rate limit service beside envoyproxy/ratelimit (docs/bench-rls.md), then ns
 # per decision of the pure algorithms (Criterion).
@@ -53,6 +54,7 @@ bench: build
 	@scripts/ensure-deps.sh wrk
 	$(CARGO) run --release --quiet -p bench --bin rl-bench-http
 	scripts/python.sh bench
+	scripts/python.sh bench-tokens
 	scripts/go.sh bench
 	scripts/node.sh bench
 	rls/scripts/peer.sh bench

@@ -10,6 +10,9 @@
 #                                          versions the package declares: Python 3.10 where there is one,
 #                                          redis-py 5.0.0, limits 4.1 (a second virtualenv, target/py-floor-venv)
 #   scripts/python.sh bench                the uvicorn benchmark (python/bench; writes docs/bench-python.md)
+#   scripts/python.sh bench-tokens         token budgets under load: RL.HOLD / RL.SETTLE beside LiteLLM's own
+#                                          TPM limiter (python/bench/bench_tokens.py; writes docs/bench-tokens.md),
+#                                          in target/py-litellm-venv (`litellm[proxy]` from PyPI, made once)
 #   scripts/python.sh venv                 only makes the virtualenv
 # The tests find the module at target/release/libredis_ratelimit.so (RL_MODULE overrides) and the Rust
 # demo server at target/release/examples/server (RL_RUST_SERVER overrides).
@@ -129,8 +132,21 @@ case "$cmd" in
     scripts/ensure-deps.sh wrk
     exec "$py" python/bench/bench_web.py "$@"
     ;;
+  bench-tokens)
+    # LiteLLM's proxy extras in a virtualenv of their own (the package's test extra has litellm without
+    # them); the install's time is noted on the page.
+    lvenv=${RL_LITELLM_VENV:-$root/target/py-litellm-venv}
+    if [ ! -x "$lvenv/bin/python" ] || ! "$lvenv/bin/python" -c 'import litellm.proxy.utils' >/dev/null 2>&1; then
+      python3 -m venv "$lvenv"
+      start=$(date +%s)
+      "$lvenv/bin/python" -m pip install -q 'litellm[proxy]' redis
+      echo "$(( $(date +%s) - start )) s on $(date +%F)" >"$lvenv/.install-time"
+    fi
+    RL_LITELLM_INSTALL=$(cat "$lvenv/.install-time" 2>/dev/null || echo "made before this run") \
+      exec "$lvenv/bin/python" python/bench/bench_tokens.py "$@"
+    ;;
   *)
-    echo "usage: scripts/python.sh [venv|test|check|floor|bench] [args]" >&2
+    echo "usage: scripts/python.sh [venv|test|check|floor|bench|bench-tokens] [args]" >&2
     exit 2
     ;;
 esac
