@@ -32,7 +32,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "76efbf04aad8b598e0793e331c0b780d07690d86",
+  source_hash = "46bc3182ce35b2706926337125ac7fbc2e2d4609",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -2657,29 +2657,54 @@ local function build()
     return { set = concat(out), within = { returns(h) and h.keep_ms or h.ends_ms, 0 } }
   end
 
-  -- The ledger: the RETURN holds still open (core's Ledger).
+  -- The ledger: the RETURN holds still open (core's Ledger), behind a header (how many, the earliest
+  -- end, the latest time a return matters); the holds' netstrings read only when needed.
   local function ledger_parse(stored)
-    local entries = {}
-    if stored == nil then return entries end
+    if stored == nil then return { count = 0, earliest = 0, latest = 0, body = "" } end
     if stored:sub(1, 4) ~= HOLD.ledger_tag then E.bad_state() end
     local at, f = 5, nil
     local function take() f, at = next_field(stored, at) return f end
-    while at <= #stored do
+    local l = { count = int_field(take()), earliest = int_field(take()), latest = int_field(take()) }
+    l.body = stored:sub(at)
+    return l
+  end
+
+  local function ledger_entries(l)
+    local entries, at, f = {}, 1, nil
+    local function take() f, at = next_field(l.body, at) return f end
+    while at <= #l.body do
       entries[#entries + 1] = { id = take(), ends_ms = int_field(take()), keep_ms = int_field(take()) }
     end
+    if #entries ~= l.count then E.bad_state() end
     return entries
   end
 
-  local function ledger_write(entries)
-    if #entries == 0 then return { delete = true } end
-    local out, latest = { HOLD.ledger_tag }, nil
-    for _, e in ipairs(entries) do
-      latest = (latest == nil or e.keep_ms > latest) and e.keep_ms or latest
-      netstring(out, e.id)
-      netstring(out, decimal_text(e.ends_ms))
-      netstring(out, decimal_text(e.keep_ms))
-    end
-    return { set = concat(out), within = { latest, 0 } }
+  local function ledger_push(l, e)
+    local first = l.count == 0
+    l.earliest = first and e.ends_ms or math.min(l.earliest, e.ends_ms)
+    l.latest = first and e.keep_ms or math.max(l.latest, e.keep_ms)
+    l.count = l.count + 1
+    local out = { l.body }
+    netstring(out, e.id)
+    netstring(out, decimal_text(e.ends_ms))
+    netstring(out, decimal_text(e.keep_ms))
+    l.body = concat(out)
+  end
+
+  local function ledger_of(entries)
+    local l = { count = 0, earliest = 0, latest = 0, body = "" }
+    for _, e in ipairs(entries) do ledger_push(l, e) end
+    return l
+  end
+
+  local function ledger_write(l)
+    if l.count == 0 then return { delete = true } end
+    local out = { HOLD.ledger_tag }
+    netstring(out, decimal_text(l.count))
+    netstring(out, decimal_text(l.earliest))
+    netstring(out, decimal_text(l.latest))
+    out[#out + 1] = l.body
+    return { set = concat(out), within = { l.latest, 0 } }
   end
 
   -- A ledger's name carries a hash tag; a hold's key is `<ledger>:<id>` (core's ledger, hold_key).
@@ -2744,11 +2769,12 @@ local function build()
   end
 
   -- Ends the ledger's RETURN holds whose time is over (core's end_holds): each gives back what it held
-  -- beyond its usage, and its key goes. The entries kept, and whether any ended.
-  local function end_holds(ledger, entries, now)
-    local kept, ended = {}, {}
+  -- beyond its usage, and its key goes. The ledger kept, and whether any ended.
+  local function end_holds(ledger, l, now)
     local ms = ms_now(now)
-    for _, e in ipairs(entries) do
+    if l.count == 0 or l.earliest > ms then return l, false end
+    local kept, ended = {}, {}
+    for _, e in ipairs(ledger_entries(l)) do
       if e.ends_ms <= ms then ended[#ended + 1] = e else kept[#kept + 1] = e end
     end
     for _, e in ipairs(ended) do
@@ -2762,7 +2788,7 @@ local function build()
       end
     end
     E.raised = nil
-    return kept, #ended > 0
+    return ledger_of(kept), #ended > 0
   end
 
   local function hold_id(s)
@@ -2799,15 +2825,15 @@ local function build()
     local limits = parse_groups(group_keys, args, 4)
     check_keys(ledger, id, group_keys)
     local old = S.read(ledger)
-    local entries, ended = end_holds(ledger, ledger_parse(old), now)
+    local l, ended = end_holds(ledger, ledger_parse(old), now)
     local key = hold_key(ledger, id)
     local existing = read_hold(key, now)
     if ended then
-      S.apply(ledger, old, ledger_write(entries), now)
+      S.apply(ledger, old, ledger_write(l), now)
       old = S.read(ledger)
     end
     if existing then return existing.hold_reply end
-    if abandon == "R" and #entries >= HOLD.max_holds then E.invalid("ledger", CONTRACT.errors.ledger_full) end
+    if abandon == "R" and l.count >= HOLD.max_holds then E.invalid("ledger", CONTRACT.errors.ledger_full) end
     local olds, outcomes, verdicts = {}, {}, {}
     for i, k in ipairs(group_keys) do
       local l = limits[i]
@@ -2841,8 +2867,8 @@ local function build()
       }
       S.apply(key, S.read(key), hold_write(h), now)
       if abandon == "R" then
-        entries[#entries + 1] = { id = id, ends_ms = ends_ms, keep_ms = keep_ms }
-        S.apply(ledger, old, ledger_write(entries), now)
+        ledger_push(l, { id = id, ends_ms = ends_ms, keep_ms = keep_ms })
+        S.apply(ledger, old, ledger_write(l), now)
       end
     end
     return reply
@@ -2862,11 +2888,11 @@ local function build()
     local ledger = keys[1]
     check_keys(ledger, id, named_keys)
     local old = S.read(ledger)
-    local entries, changed = end_holds(ledger, ledger_parse(old), now)
+    local l, changed = end_holds(ledger, ledger_parse(old), now)
     local key = hold_key(ledger, id)
     local h = read_hold(key, now)
     if not h or (h.settled and h.settle_reply) then
-      if changed then S.apply(ledger, old, ledger_write(entries), now) end
+      if changed then S.apply(ledger, old, ledger_write(l), now) end
       return h and h.settle_reply or false
     end
     local places = {}
@@ -2899,15 +2925,15 @@ local function build()
     if final then
       if returns(h) then
         local kept = {}
-        for _, e in ipairs(entries) do
+        for _, e in ipairs(ledger_entries(l)) do
           if e.id ~= id then kept[#kept + 1] = e end
         end
-        entries, changed = kept, true
+        l, changed = ledger_of(kept), true
       end
       h.settled, h.settle_reply, h.ends_ms = true, reply, ms_now(now) + h.ttl_ms
     end
     S.apply(key, S.read(key), hold_write(h), now)
-    if changed then S.apply(ledger, old, ledger_write(entries), now) end
+    if changed then S.apply(ledger, old, ledger_write(l), now) end
     return reply
   end
 

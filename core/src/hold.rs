@@ -14,8 +14,10 @@
 //! hold: abandoned, it stays charged), or once settled `ttl` after the settle: one hold, one key, O(1).
 //!
 //! The ledger itself (`RLL\x01`) lists only the `Return` holds still open (id, end, and until when
-//! returning them matters: two of their longest period after their end): every RL.HOLD and RL.SETTLE
-//! on it first ends those whose time is over, giving back what they held beyond the usage reported.
+//! returning them matters: two of their longest period after their end), behind a header (how many,
+//! the earliest end, the latest of those times): every RL.HOLD and RL.SETTLE on it first ends those
+//! whose time is over (reading them only when the earliest end has passed), giving back what they
+//! held beyond the usage reported.
 //!
 //! Each adapter (the module, the Lua library) gives the keys' storage (`Store`) and calls `hold` or
 //! `settle`: everything else is here, once.
@@ -297,18 +299,39 @@ pub struct Entry {
     pub keep_ms: i64,
 }
 
-/// A ledger: its `Return` holds still open, in the order they were taken.
+/// A ledger: its `Return` holds still open, in the order they were taken, behind a header (how
+/// many, the earliest end, the latest time a return matters) so that a call with nothing to end
+/// reads three numbers, not every hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ledger {
-    pub entries: Vec<Entry>,
+    pub count: usize,
+    pub earliest_ms: i64,
+    pub latest_ms: i64,
+    /// The holds' netstrings, each `id ends_ms keep_ms`.
+    body: Vec<u8>,
+}
+
+impl Entry {
+    fn put(&self, out: &mut Vec<u8>) {
+        put(out, &self.id);
+        put(out, self.ends_ms.to_string().as_bytes());
+        put(out, self.keep_ms.to_string().as_bytes());
+    }
 }
 
 impl Ledger {
-    /// The ledger in `stored` (None: no key, an empty ledger).
+    /// The ledger in `stored` (None: no key, an empty ledger): its header, the holds unread.
     pub fn parse(stored: Option<&[u8]>) -> Result<Ledger, StateError> {
         let Some(stored) = stored else { return Ok(Ledger::default()) };
         let mut fields = Fields(stored.strip_prefix(&LEDGER_TAG).ok_or(StateError)?);
-        let mut entries = Vec::new();
+        let (count, earliest_ms, latest_ms) = (fields.number()?, fields.number()?, fields.number()?);
+        Ok(Ledger { count, earliest_ms, latest_ms, body: fields.0.to_vec() })
+    }
+
+    /// Its holds.
+    pub fn entries(&self) -> Result<Vec<Entry>, StateError> {
+        let mut fields = Fields(&self.body);
+        let mut entries = Vec::with_capacity(self.count.min(MAX_HOLDS));
         while !fields.0.is_empty() {
             entries.push(Entry {
                 id: fields.next()?.to_vec(),
@@ -316,28 +339,46 @@ impl Ledger {
                 keep_ms: fields.number()?,
             });
         }
-        Ok(Ledger { entries })
+        if entries.len() != self.count {
+            return Err(StateError);
+        }
+        Ok(entries)
+    }
+
+    /// A ledger of `entries`.
+    pub fn of(entries: &[Entry]) -> Ledger {
+        let mut ledger = Ledger::default();
+        entries.iter().for_each(|e| ledger.push(e));
+        ledger
+    }
+
+    /// Lists one more hold.
+    pub fn push(&mut self, e: &Entry) {
+        let first = self.count == 0;
+        self.earliest_ms = if first { e.ends_ms } else { self.earliest_ms.min(e.ends_ms) };
+        self.latest_ms = if first { e.keep_ms } else { self.latest_ms.max(e.keep_ms) };
+        self.count += 1;
+        e.put(&mut self.body);
     }
 
     /// The stored bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = LEDGER_TAG.to_vec();
-        for e in &self.entries {
-            put(&mut out, &e.id);
-            put(&mut out, e.ends_ms.to_string().as_bytes());
-            put(&mut out, e.keep_ms.to_string().as_bytes());
+        for n in [self.count as i64, self.earliest_ms, self.latest_ms] {
+            put(&mut out, n.to_string().as_bytes());
         }
+        out.extend_from_slice(&self.body);
         out
     }
 
     /// What to store: the ledger until returning its last hold matters no more, or nothing.
     pub fn write(&self) -> Write {
-        match self.entries.iter().map(|e| e.keep_ms).max() {
-            Some(at) => Write {
+        match self.count {
+            0 => Write { change: Change::Delete, expiry: Expiry::Within { at_least_ms: 0, slack_ms: 0 } },
+            _ => Write {
                 change: Change::Set(self.encode().into()),
-                expiry: Expiry::Within { at_least_ms: at, slack_ms: 0 },
+                expiry: Expiry::Within { at_least_ms: self.latest_ms, slack_ms: 0 },
             },
-            None => Write { change: Change::Delete, expiry: Expiry::Within { at_least_ms: 0, slack_ms: 0 } },
         }
     }
 }
@@ -455,9 +496,12 @@ fn end_holds<S: Store>(
     now: Nanos,
 ) -> Result<bool, S::Error> {
     let now_ms = ms_of(now);
+    if ledger.count == 0 || ledger.earliest_ms > now_ms {
+        return Ok(false);
+    }
     let (ended, kept): (Vec<Entry>, Vec<Entry>) =
-        std::mem::take(&mut ledger.entries).into_iter().partition(|e| e.ends_ms <= now_ms);
-    ledger.entries = kept;
+        ledger.entries().map_err(HoldError::from)?.into_iter().partition(|e| e.ends_ms <= now_ms);
+    *ledger = Ledger::of(&kept);
     for e in &ended {
         let key = hold_key(ledger_key, &e.id);
         let Some(bytes) = store.read(&key)? else { continue };
@@ -513,7 +557,7 @@ pub fn hold<S: Store>(
     if let Some(h) = existing {
         return Ok(h.hold_reply);
     }
-    if abandon == Abandon::Return && ledger.entries.len() >= MAX_HOLDS {
+    if abandon == Abandon::Return && ledger.count >= MAX_HOLDS {
         return Err(HoldError::Param(FULL).into());
     }
     let mut stored = Vec::with_capacity(groups.len());
@@ -560,7 +604,7 @@ pub fn hold<S: Store>(
         };
         store.apply(&key, &h.write())?;
         if abandon == Abandon::Return {
-            ledger.entries.push(Entry { id: id.to_vec(), ends_ms, keep_ms });
+            ledger.push(&Entry { id: id.to_vec(), ends_ms, keep_ms });
             store.apply(ledger_key, &ledger.write())?;
         }
     }
@@ -619,7 +663,9 @@ pub fn settle<S: Store>(
     let reply = reply_of(&verdicts[limiting], limiting);
     if mode == Mode::Final {
         if hold.returns() {
-            ledger.entries.retain(|e| e.id != id);
+            let kept: Vec<Entry> =
+                ledger.entries().map_err(HoldError::from)?.into_iter().filter(|e| e.id != id).collect();
+            ledger = Ledger::of(&kept);
             changed = true;
         }
         hold.settled = true;
