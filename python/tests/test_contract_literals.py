@@ -1,7 +1,7 @@
 """No contract literal re-typed in the package: the header names, the problem types, the problem bodies'
 titles and details, the error texts the contract holds, the caller key's markers, every command's name
 (the kinds' commands and the ``commands`` table's, ``RL.ALL`` too), the calls' and request forms' words
-the holds' words, error texts and ledger name and the bounds' digits are read from the contract (`redis_ratelimit.contract`), never written out in
+the holds' words, error texts, ledger name and default ttl, the LLM headers' names and the bounds' digits are read from the contract (`redis_ratelimit.contract`), never written out in
 another module. A string literal (not a docstring) anywhere else in the package's source that holds one
 (or is one, for a short word such as ``UPTO``, ``WEIGHT`` or ``GCRA``) fails this test, naming the file
 and line."""
@@ -42,6 +42,8 @@ def literals() -> list[str]:
     found += command_names()
     holds = CONTRACT.get("holds", {})
     found += [e["reply"] for e in holds.get("errors", [])] + ([holds["ledger"]] if "ledger" in holds else [])
+    llm = http.get("llm", {})  # each LLM header's name (x-ratelimit-remaining-tokens)
+    found += [llm["name"].format(field=f, unit=u) for f in llm.get("fields", []) for u in llm.get("units", [])]
     return sorted({f for f in found if len(f) >= 5})
 
 
@@ -66,9 +68,11 @@ def words() -> list[str]:
 
 
 def digits() -> list[re.Pattern[str]]:
-    """The bounds a module could re-type as a number (those no unit conversion shares)."""
+    """The bounds and defaults a module could re-type as a number (those no unit conversion shares), as
+    an int or a float (``300``, ``300.0``): a hold's default ttl too."""
     values = {CONTRACT["bounds"]["max_horizon_secs"], CONTRACT["fallback"]["max_keys"], CONTRACT["bounds"]["max_lease_limit"]}
-    return [re.compile(r"(?<![\d_])" + "_?".join(str(v)) + r"(?![\d_])") for v in sorted(values)]
+    values |= {CONTRACT["holds"]["ttl_default_secs"]} if "ttl_default_secs" in CONTRACT.get("holds", {}) else set()
+    return [re.compile(r"(?<![\d_.])" + "_?".join(str(v)) + r"(?:\.0*)?(?![\d_.])") for v in sorted(values)]
 
 
 def strings(path: Path) -> Iterator[tuple[int, str]]:
@@ -123,10 +127,11 @@ def test_the_guard_sees_a_retyped_literal(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text('"""Writes ratelimit-remaining in prose."""\nNAME = "RateLimit-Remaining"\nMAX = 100_000\n'
                    'CMD = ["RL.TAKE", "k", "UPTO"]\nDETAIL = f"rate limit \'{name}\' exceeded: retry in {s} s"\n'
-                   'ALL = ["RL.ALL", "k"]\nPEEK = ["rl.token", "k", 1, 1, 0]\nDIALECT = "GCRA"\nLEASE = ["h", "WEIGHT", 2]\n')
-    assert [line for line, _ in strings(bad) if "ratelimit-remaining" in _.lower()] == [2]
-    assert any(d.fullmatch(text) for _, text in numbers(bad) for d in digits())
+                   'ALL = ["RL.ALL", "k"]\nPEEK = ["rl.token", "k", 1, 1, 0]\nDIALECT = "GCRA"\nLEASE = ["h", "WEIGHT", 2]\n'
+                   'TTL = 300.0\nLLM = "X-RateLimit-Remaining-Tokens"\nOK = 3000\n')
+    assert [line for line, _ in strings(bad) if "ratelimit-remaining" in _.lower()] == [2, 11]
+    assert sorted({line for line, text in numbers(bad) for d in digits() if d.fullmatch(text)}) == [3, 10]
     held = [line for line, text in strings(bad) for w in literals() if w.lower() in text.lower()]
-    assert sorted(set(held)) == [2, 4, 5, 6, 7]
+    assert sorted(set(held)) == [2, 4, 5, 6, 7, 11]
     assert [line for line, text in strings(bad) if value(text) in words()] == [4, 8, 9]
     assert value('"Too Many Requests"') in words()

@@ -22,7 +22,7 @@ from redis_ratelimit.errors import ConfigurationError, PolicyError, ReplyError, 
 from redis_ratelimit.local_fallback import LocalLimiter
 from redis_ratelimit.volume import Ahead, Volume
 from redis_ratelimit.policy import Concurrency, FixedWindow, Policy, SlidingCounter, SlidingLog, TokenBucket
-from redis_ratelimit.web import response
+from redis_ratelimit.web import llm, response
 from redis_ratelimit.web.caller import Caller, caller_tag, group_ip
 from redis_ratelimit.web.forwarded import TrustedProxies
 from redis_ratelimit.web.plan import limit_key
@@ -62,7 +62,8 @@ def policy_of(spec: dict[str, Any]) -> Policy:
 
 #: The vector files this suite runs (each has its test below; errors.json's, on the wire, is in
 #: test_errors_wire.py); any other file must be in SKIPPED_FILES.
-RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines", "volume"}
+RUN = {"policies", "commands", "replies", "callers", "forwarded", "http", "fallback", "errors", "engines", "volume",
+       "llm_headers"}
 #: Vector files this package does not run, and why.
 SKIPPED_FILES: dict[str, str] = {}
 
@@ -247,6 +248,22 @@ def test_http(case: dict[str, Any]) -> None:
     assert status == expected["status"]
     assert sorted([n.decode(), v.decode()] for n, v in headers) == expected["headers"]
     assert body.decode() == expected["body"]
+
+
+def _budget(spec: dict[str, Any] | None) -> llm.Budget | None:
+    return None if spec is None else llm.Budget(spec["limit"], spec["remaining"], spec["reset_ms"], spec["window_secs"])
+
+
+@pytest.mark.parametrize("case", cases("llm_headers"), ids=lambda c: json.dumps(c["input"])[:120])
+def test_llm_headers(case: dict[str, Any]) -> None:
+    """The headers LLM clients read (web/llm.py), in the reference's order; set on raw ASGI headers
+    they are the same."""
+    requests, tokens = _budget(case["input"]["requests"]), _budget(case["input"]["tokens"])
+    assert [list(h) for h in llm.llm_headers(requests, tokens)] == case["output"]
+    raw: list[tuple[bytes, bytes]] = [(b"x-ratelimit-remaining-tokens", b"stale")]
+    llm.add_llm_headers(raw, requests, tokens)
+    expected = case["output"] + ([] if tokens else [["x-ratelimit-remaining-tokens", "stale"]])
+    assert sorted([n.decode(), v.decode()] for n, v in raw) == sorted(expected)
 
 
 def _fields(d: Decision) -> dict[str, Any]:

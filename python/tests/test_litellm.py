@@ -146,3 +146,40 @@ def test_a_request_the_proxy_refused_after_the_hold_gives_it_back(servers: Serve
             await aclose(client)
 
     asyncio.run(run())
+
+
+def test_the_proxy_s_stream_is_cut_when_its_budget_is_gone(servers: Servers) -> None:
+    """The proxy's streaming iterator hook: each chunk's running count reported (hold.add); a stream far
+    past its hold is cut once the budget is gone and settled at that count; a stream within its hold
+    passes whole and settles at its usage."""
+    server = servers.redis(module=True)
+    tpm = FixedWindow(limit=60, window=60)
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(host=HOST, port=server.port)
+        limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        budget = TokenBudget(limiter, tpm)
+        litellm.callbacks = [budget]
+        try:
+            async def streamed(reply: str, max_tokens: int) -> list[Any]:
+                data: dict[str, Any] = {"model": "gpt-3.5-turbo", "max_tokens": max_tokens,
+                                        "messages": [{"role": "user", "content": "Count."}]}
+                data = await budget.async_pre_call_hook(Key(), None, data, "completion")
+                response = await litellm.acompletion(**data, mock_response=reply, stream=True)
+                return [c async for c in budget.async_post_call_streaming_iterator_hook(Key(), response, data)]
+
+            whole = await streamed("Hello there, friend!", 20)
+            assert "".join(c.choices[0].delta.content or "" for c in whole).startswith("Hello there")
+            await settled(budget)
+            left = (await limiter.peek(KEY, tpm)).remaining
+            assert 0 < left < tpm.limit
+            long = " ".join(f"w{i}" for i in range(200))
+            cut = await streamed(long, 5)
+            assert 0 < len(cut) < 100, "cut once the budget was gone, long before the model's end"
+            assert not budget._holds, "settled by the hook"
+            assert (await limiter.peek(KEY, tpm)).remaining == 0
+        finally:
+            litellm.callbacks = []
+            await aclose(client)
+
+    asyncio.run(run())

@@ -43,8 +43,9 @@ __all__ = ["Hold", "AsyncHold", "HoldMixin", "AsyncHoldMixin", "ledger_of", "DEF
 
 log = logging.getLogger("redis_ratelimit")
 
-#: Seconds a hold lives unless given another ttl: a long model call, with room to settle.
-DEFAULT_TTL = 300.0
+#: Seconds a hold lives unless given another ttl (the contract's ``holds.ttl_default_secs``): a long
+#: model call, with room to settle.
+DEFAULT_TTL = float(HOLDS["ttl_default_secs"])
 #: How many times a settle is sent when Redis does not answer (each within the limiter's deadline).
 SETTLE_TRIES = 3
 

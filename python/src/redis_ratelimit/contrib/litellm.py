@@ -1,7 +1,9 @@
 """Token budgets for the LiteLLM proxy (``pip install redis-ratelimit-client[litellm]``): a
 `CustomLogger` that holds each request's estimate before the call (prompt tokens + ``max_tokens``, or
 `default_max_tokens`) and settles the usage LiteLLM reports after it (``usage.total_tokens``, also at
-a stream's end); a failed call gives its hold back. A denied request is refused with
+a stream's end); a failed call gives its hold back. On the proxy, a stream reports its running count
+as it goes (its prompt's tokens + the chunks' so far: ``hold.add``) and is cut, settled at that count,
+once its budget is gone. A denied request is refused with
 `TokenBudgetExceeded` (HTTP 429 with ``Retry-After`` on the proxy).
 
     # custom_callbacks.py, next to the proxy's config.yaml
@@ -17,7 +19,7 @@ seconds, so a worker that dies mid-call leaves it to its abandon policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 import litellm
@@ -96,6 +98,32 @@ class TokenBudget(CustomLogger):
     def _pop(self, metadata: Mapping[str, Any] | None) -> AsyncHold | None:
         hold_id = (metadata or {}).get(HOLD_ID)
         return None if hold_id is None else self._holds.pop(hold_id, None)
+
+    async def async_post_call_streaming_iterator_hook(self, user_api_key_dict: Any, response: Any,
+                                                      request_data: dict[str, Any]) -> AsyncGenerator[Any, None]:
+        """The proxy's stream, chunk by chunk: the running count (the prompt's tokens + each chunk's
+        text, LiteLLM's counts) reported with ``hold.add``; when it says the budget is gone, the stream
+        ends there and the hold is settled at that count (the model's usage is never seen)."""
+        hold_id = (request_data.get("metadata") or {}).get(HOLD_ID)
+        hold = None if hold_id is None else self._holds.get(hold_id)
+        model = request_data.get("model", "")
+        running = None
+        async for chunk in response:
+            if hold is not None:
+                text = "".join(getattr(getattr(c, "delta", None), "content", None) or ""
+                               for c in getattr(chunk, "choices", None) or ())
+                if text:
+                    if running is None:
+                        running = int(litellm.token_counter(model=model, messages=request_data.get("messages") or []))
+                    running += int(litellm.token_counter(model=model, text=text, count_response_tokens=True))
+                    if await hold.add(running):
+                        self._holds.pop(hold.id, None)
+                        await hold.settle(running)
+                        close = getattr(response, "aclose", None)
+                        if close is not None:
+                            await close()
+                        return
+            yield chunk
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         hold = self._hold_of(kwargs)

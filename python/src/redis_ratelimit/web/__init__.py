@@ -12,6 +12,7 @@ from .caller import MAX_CALLER_KEY_BYTES, Caller, caller_from_header, caller_tag
 from .config import GLOBAL, ConfigError, RateLimitConfig, Route
 from .denial import Denial, DenialKind
 from .forwarded import MAX_HOPS, TrustedProxies
+from .llm import add_llm_headers, llm_headers
 from .response import (
     CONCURRENCY_LIMITED,
     COST_EXCEEDS_LIMIT,
@@ -37,6 +38,8 @@ __all__ = [
     "RateLimitMiddleware",
     "Route",
     "TrustedProxies",
+    "add_llm_headers",
+    "llm_headers",
     "caller_from_header",
     "caller_tag",
     "set_principal",
