@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // The contract every client reads (contract/contract.json, written by the Rust reference): kinds,
@@ -149,6 +150,8 @@ type holdsDecl struct {
 	MaxIDBytes int      `json:"max_id_bytes"`
 	MaxTTLSecs int64    `json:"max_ttl_secs"`
 	Modes      []string `json:"modes"` // FINAL, PARTIAL
+	// TTLDefaultSecs is a hold's ttl when the caller names none (DefaultHoldTTL).
+	TTLDefaultSecs int64 `json:"ttl_default_secs"`
 }
 
 // holdCall is the contract's hold call ("hold" or "settle") with its placeholders replaced.
@@ -369,6 +372,10 @@ func init() {
 	if err := json.Unmarshal(contractJSON, &contract); err != nil {
 		panic(fmt.Sprintf("redis-ratelimit: the embedded contract does not parse: %v", err))
 	}
+	if secs := contract.Holds.TTLDefaultSecs; secs <= 0 || secs > contract.Holds.MaxTTLSecs {
+		panic(fmt.Sprintf("redis-ratelimit: the embedded contract's holds.ttl_default_secs is %d", secs))
+	}
+	DefaultHoldTTL = time.Duration(contract.Holds.TTLDefaultSecs) * time.Second
 	for i := range contract.Kinds {
 		k := &contract.Kinds[i]
 		kinds[k.Name] = k
@@ -490,6 +497,10 @@ func abandonWord(a Abandon) string {
 	}
 	return contract.Holds.AbandonDefault
 }
+
+// abandonReturns says whether a hold of abandon policy a gives back the unused part when it is
+// left unsettled (RETURN, the contract's second word; AbandonDefault is the contract's default).
+func abandonReturns(a Abandon) bool { return abandonWord(a) == contract.Holds.Abandon[1] }
 
 // heldKind says whether the server holds (and settles) a limit of kind: the contract's held kinds.
 func heldKind(kind string) bool {

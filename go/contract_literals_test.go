@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // No contract literal is re-typed in the module: the header names (the LLM headers' too), the problem types, the problem
@@ -100,7 +101,8 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 			Errors []struct {
 				Reply string `json:"reply"`
 			} `json:"errors"`
-			MaxTTLSecs *uint64 `json:"max_ttl_secs"`
+			MaxTTLSecs     *uint64 `json:"max_ttl_secs"`
+			TTLDefaultSecs *uint64 `json:"ttl_default_secs"`
 		} `json:"holds"`
 	}
 	if err := json.Unmarshal(contractJSON, &doc); err != nil {
@@ -226,9 +228,10 @@ func contractLiterals(t testing.TB) (words, whole []string, bounds []uint64) {
 		}
 	}
 	sort.Strings(words)
-	// The bounds a file could re-type as a number (those no unit conversion shares). A contract
-	// from before fallback.max_keys lacks that one.
-	for _, bound := range []*uint64{doc.Bounds.MaxHorizonSecs, doc.Fallback.MaxKeys, doc.Bounds.MaxLeaseLimit, doc.Holds.MaxTTLSecs} {
+	// The bounds a file could re-type as a number (those no unit conversion shares), a hold's
+	// default ttl in seconds among them (300: `300 * time.Second`). A contract from before
+	// fallback.max_keys lacks that one.
+	for _, bound := range []*uint64{doc.Bounds.MaxHorizonSecs, doc.Fallback.MaxKeys, doc.Bounds.MaxLeaseLimit, doc.Holds.MaxTTLSecs, doc.Holds.TTLDefaultSecs} {
 		if bound != nil && !slices.Contains(bounds, *bound) {
 			bounds = append(bounds, *bound)
 		}
@@ -351,14 +354,15 @@ func TestTheGuardSeesARetypedLiteral(t *testing.T) {
 		"var all = []string{\"RL.ALL\", \"k\"}\nvar peek = []string{\"rl.token\", \"k\", \"1\", \"1\", \"0\"}\nvar dialect = \"GCRA\"\n" +
 		"var lease = []string{\"h\", \"WEIGHT\", \"2\"}\n" +
 		"var settle = []string{\"rl.settle\", \"rl:holds:{t}\", \"id\", \"FINAL\"}\nvar abandon = \"charge\"\nconst ttl = 86400\n" +
-		"var llm = \"X-RateLimit-Remaining-Tokens\"\nvar unit = \"tokens\"\nvar llmName = fmt.Sprintf(\"x-ratelimit-%s-%s\", f, u)\n"
+		"var llm = \"X-RateLimit-Remaining-Tokens\"\nvar unit = \"tokens\"\nvar llmName = fmt.Sprintf(\"x-ratelimit-%s-%s\", f, u)\n" +
+		"const holdTTL = 300 * time.Second\n"
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "bad.go", bad, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := retypedLiterals(fset, file, words, whole, bounds)
-	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:", "bad.go:16:", "bad.go:17:", "bad.go:17:", "bad.go:17:", "bad.go:18:", "bad.go:19:", "bad.go:20:", "bad.go:20:", "bad.go:20:", "bad.go:21:", "bad.go:22:"}
+	want := []string{"bad.go:4:", "bad.go:6:", "bad.go:8:", "bad.go:8:", "bad.go:9:", "bad.go:10:", "bad.go:11:", "bad.go:12:", "bad.go:12:", "bad.go:13:", "bad.go:14:", "bad.go:15:", "bad.go:16:", "bad.go:17:", "bad.go:17:", "bad.go:17:", "bad.go:18:", "bad.go:19:", "bad.go:20:", "bad.go:20:", "bad.go:20:", "bad.go:21:", "bad.go:22:", "bad.go:23:"}
 	if len(found) != len(want) {
 		t.Fatalf("found %q, want one hit at each of %q", found, want)
 	}
@@ -366,5 +370,46 @@ func TestTheGuardSeesARetypedLiteral(t *testing.T) {
 		if !strings.HasPrefix(found[i], w) {
 			t.Fatalf("found %q, want one hit at each of %q", found, want)
 		}
+	}
+}
+
+// A hold's default ttl is the contract's (holds.ttl_default_secs), not a duration typed in hold.go
+// (a retyped `5 * time.Minute` has no literal the guard above could see): DefaultHoldTTL says the
+// contract's seconds, and no library file but the contract's reader gives it a value.
+func TestDefaultHoldTTLIsTheContracts(t *testing.T) {
+	var doc struct {
+		Holds struct {
+			TTLDefaultSecs int64 `json:"ttl_default_secs"`
+		} `json:"holds"`
+	}
+	if err := json.Unmarshal(contractJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Holds.TTLDefaultSecs <= 0 || DefaultHoldTTL != time.Duration(doc.Holds.TTLDefaultSecs)*time.Second {
+		t.Fatalf("DefaultHoldTTL is %v, the contract's holds.ttl_default_secs %d", DefaultHoldTTL, doc.Holds.TTLDefaultSecs)
+	}
+	fset := token.NewFileSet()
+	for _, path := range literalSources(t) {
+		file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if name.Name == "DefaultHoldTTL" && i < len(n.Values) {
+						t.Errorf("%s: DefaultHoldTTL is given a value outside contract.go", fset.Position(n.Pos()))
+					}
+				}
+			case *ast.AssignStmt:
+				for _, lhs := range n.Lhs {
+					if id, ok := lhs.(*ast.Ident); ok && id.Name == "DefaultHoldTTL" {
+						t.Errorf("%s: DefaultHoldTTL is assigned outside contract.go", fset.Position(n.Pos()))
+					}
+				}
+			}
+			return true
+		})
 	}
 }

@@ -14,8 +14,9 @@ import (
 // the window the hold was taken from.
 
 // DefaultHoldTTL is how long a hold lives unless HoldOptions.TTL says otherwise: a long model
-// call, with room to settle.
-const DefaultHoldTTL = 5 * time.Minute
+// call, with room to settle. It is the contract's holds.ttl_default_secs (5 min), read when the
+// package loads (contract.go); not meant to be changed.
+var DefaultHoldTTL time.Duration
 
 // SettleTries is how many times a settle is sent while Redis does not answer (each within the
 // limiter's deadline) before it is logged and given up.
@@ -69,15 +70,21 @@ type HoldOptions struct {
 }
 
 // Hold is a hold the limiter took (or the failure policy decided: Local). Decision says whether it
-// was allowed. Settle or Cancel it, or `defer h.Close(ctx)`: leaving without a settle settles with
-// the last usage Add reported, or cancels when none was. Its methods are safe for concurrent use
-// and on a nil *Hold.
+// was allowed. Settle or Cancel it, and `defer h.Close(ctx)`: leaving the scope unsettled applies
+// the hold's abandon policy now (Close). Its methods are safe for concurrent use and on a nil *Hold.
+//
+// Add, Settle, SettleEach, Cancel and Close outlive the caller's context: each sends on
+// context.WithoutCancel(ctx) (its values kept, for tracing), bounded by the limiter's own
+// Options.Deadline per try, so a handler's `defer h.Close(r.Context())` still settles once the
+// HTTP client went away (the tokens were used all the same).
 type Hold struct {
 	l        *Limiter
 	Decision Decision
 	id       string
 	ledger   string
-	keys     []string // the keys settled: the held limits of held kinds
+	keys     []string          // the keys settled: the held limits of held kinds
+	estimate map[string]uint64 // each held key's estimate (its units)
+	ret      bool              // the abandon policy is Return (else Charge)
 
 	mu    sync.Mutex
 	usage map[string]uint64 // the last usage Add reported, per key
@@ -141,7 +148,7 @@ func newHold(l *Limiter, opts HoldOptions, limits []HoldLimit) (*Hold, []string,
 	if len(limits) == 0 {
 		return nil, nil, nil, usage("no limits to hold")
 	}
-	h := &Hold{l: l, id: opts.ID, ledger: opts.Ledger, usage: map[string]uint64{}}
+	h := &Hold{l: l, id: opts.ID, ledger: opts.Ledger, usage: map[string]uint64{}, estimate: map[string]uint64{}}
 	if h.id == "" {
 		h.id = requestID()
 	}
@@ -162,6 +169,7 @@ func newHold(l *Limiter, opts HoldOptions, limits []HoldLimit) (*Hold, []string,
 	if opts.Abandon < AbandonDefault || opts.Abandon > Return {
 		return nil, nil, nil, usage("unknown abandon policy %d", opts.Abandon)
 	}
+	h.ret = abandonReturns(opts.Abandon)
 	plain := make([]Limit, len(limits))
 	for i, lim := range limits {
 		if !lim.Policy.Valid() {
@@ -173,6 +181,7 @@ func newHold(l *Limiter, opts HoldOptions, limits []HoldLimit) (*Hold, []string,
 		plain[i] = Limit{Key: lim.Key, Policy: lim.Policy, Cost: lim.Units}
 		if !lim.Exact && heldKind(lim.Policy.Kind()) {
 			h.keys = append(h.keys, lim.Key)
+			h.estimate[lim.Key] = lim.Units
 		}
 	}
 	cmd := holdCall("hold", map[string]string{"ledger": h.ledger, "id": h.id,
@@ -263,8 +272,16 @@ func (h *Hold) SettleEach(ctx context.Context, actual map[string]uint64) (Settle
 // Cancel gives every held unit back (FINAL with 0); Exact limits stay charged.
 func (h *Hold) Cancel(ctx context.Context) (Settled, error) { return h.final(ctx, 0, nil) }
 
-// Close ends the hold's scope: nothing when it was settled or cancelled (or holds nothing), else it
-// settles with the last usage Add reported (0 for a key never reported), or cancels when none was.
+// Close ends the hold's scope. After a Settle, SettleEach or Cancel (or on a hold that holds
+// nothing) it sends nothing. Left unsettled (an early return, a panic, a caller that went away, or
+// simply no settle), the hold's abandon policy is applied now, as a FINAL (what the server would do
+// when the ttl ends, done now): under Charge (the default) each held limit settles at the larger of
+// its estimate and the last usage Add reported for it (nothing goes back: billing-safe); under
+// Return at the last usage Add reported (0 when none): the unused part goes back. Exact limits are
+// never named. Cancel is the explicit way to give everything back (say, the upstream call failed
+// before anything was billed): call it in that error path. Close sends on
+// context.WithoutCancel(ctx), bounded by the limiter's deadline, so `defer h.Close(r.Context())`
+// settles even after the client left.
 func (h *Hold) Close(ctx context.Context) error {
 	if !h.holds() {
 		return nil
@@ -274,6 +291,9 @@ func (h *Hold) Close(ctx context.Context) error {
 	each := make(map[string]uint64, len(h.keys))
 	for _, k := range h.keys {
 		each[k] = h.usage[k]
+		if !h.ret {
+			each[k] = max(each[k], h.estimate[k])
+		}
 	}
 	h.mu.Unlock()
 	if done {
@@ -301,8 +321,11 @@ func (h *Hold) final(ctx context.Context, units uint64, each map[string]uint64) 
 }
 
 // send is RL.SETTLE with pairs, sent up to tries times while Redis is in an outage. A call Redis
-// did not answer after them is given up (a FINAL's logged once): no error.
+// did not answer after them is given up (a FINAL's logged once): no error. It runs on
+// context.WithoutCancel(ctx): a caller gone (or past its own deadline) does not stop a settle of
+// usage already billed; each try is bounded by the limiter's deadline (Limiter.call), so it ends.
 func (h *Hold) send(ctx context.Context, final bool, pairs []string, tries int) (Settled, error) {
+	ctx = context.WithoutCancel(ctx)
 	mode := holdMode(final)
 	cmd := append(holdCall("settle", map[string]string{"ledger": h.ledger, "id": h.id, "mode": mode}), pairs...)
 	var ce *CallError
@@ -320,7 +343,7 @@ func (h *Hold) send(ctx context.Context, final bool, pairs []string, tries int) 
 		if !errors.As(err, &ce) {
 			return Settled{}, err // the caller's (usage)
 		}
-		if ce.Class != ClassOutage || ce.callerGone || ctx.Err() != nil {
+		if ce.Class != ClassOutage {
 			break
 		}
 	}

@@ -172,11 +172,15 @@ func TestHoldAddStopsPastTheLimit(t *testing.T) {
 	})
 }
 
+// Leaving a hold's scope unsettled applies its abandon policy now (a FINAL): CHARGE keeps the
+// larger of the estimate and the usage reported, RETURN gives back what the usage did not use; an
+// explicit Cancel still gives everything back, and Close after it sends nothing.
 func TestHoldScopeExit(t *testing.T) {
 	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
 		ctx := context.Background()
-		scope := func(key string, usage uint64) {
-			h, err := l.Hold(ctx, ratelimit.HoldOptions{}, ratelimit.HeldLimit(key, tpm, 60))
+		// scope holds 60 (a retry-safe ttl), reports usage when > 0, runs end, then leaves by Close.
+		scope := func(key string, abandon ratelimit.Abandon, usage uint64, end func(h *ratelimit.Hold)) *ratelimit.Hold {
+			h, err := l.Hold(ctx, ratelimit.HoldOptions{Abandon: abandon}, ratelimit.HeldLimit(key, tpm, 60))
 			if err != nil || !h.Decision.Allowed {
 				t.Fatalf("hold: %+v %v", h, err)
 			}
@@ -190,14 +194,86 @@ func TestHoldScopeExit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if end != nil {
+				end(h)
+			}
+			return h
 		}
-		scope("rl:{x}:cancelled", 0)
+		// (1) CHARGE, no settle, no usage: the estimate stays charged, and the hold is ended (FINAL).
+		h := scope("rl:{x}:charged", ratelimit.AbandonDefault, 0, nil)
+		if got := left(t, l, "rl:{x}:charged", tpm); got != 40 {
+			t.Fatalf("a CHARGE scope left unsettled: remaining %d, want 40 (the estimate charged)", got)
+		}
+		// It was a FINAL: a later cancel meets the settled hold and gives nothing back.
+		if s, err := h.Cancel(ctx); err != nil || !s.Found || left(t, l, "rl:{x}:charged", tpm) != 40 {
+			t.Fatalf("a cancel after the scope's exit: %+v %v, remaining %d, want 40 (the hold was settled)", s, err, left(t, l, "rl:{x}:charged", tpm))
+		}
+		// (2) CHARGE, usage past the estimate: the usage is charged.
+		scope("rl:{x}:over", ratelimit.Charge, 75, nil)
+		if got := left(t, l, "rl:{x}:over", tpm); got != 25 {
+			t.Fatalf("a CHARGE scope left after Add(75) of 60: remaining %d, want 25 (the usage charged)", got)
+		}
+		// (2b) CHARGE, usage below the estimate: the estimate stays charged (billing-safe).
+		scope("rl:{x}:under", ratelimit.Charge, 30, nil)
+		if got := left(t, l, "rl:{x}:under", tpm); got != 40 {
+			t.Fatalf("a CHARGE scope left after Add(30) of 60: remaining %d, want 40 (the estimate kept)", got)
+		}
+		// (3) RETURN, usage 30 of 60: the 30 unused come back.
+		scope("rl:{x}:returned", ratelimit.Return, 30, nil)
+		if got := left(t, l, "rl:{x}:returned", tpm); got != 70 {
+			t.Fatalf("a RETURN scope left after Add(30) of 60: remaining %d, want 70", got)
+		}
+		// (3b) RETURN, no usage: everything comes back.
+		scope("rl:{x}:returnall", ratelimit.Return, 0, nil)
+		if got := left(t, l, "rl:{x}:returnall", tpm); got != 100 {
+			t.Fatalf("a RETURN scope left unsettled: remaining %d, want 100", got)
+		}
+		// (4) An explicit Cancel (CHARGE hold, usage reported) still gives everything back; Close
+		// after it sends nothing.
+		scope("rl:{x}:cancelled", ratelimit.Charge, 30, func(h *ratelimit.Hold) {
+			if _, err := h.Cancel(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 		if got := left(t, l, "rl:{x}:cancelled", tpm); got != 100 {
-			t.Fatalf("a scope left without a settle or usage: remaining %d, want 100 (cancelled)", got)
+			t.Fatalf("a cancelled scope: remaining %d, want 100", got)
 		}
-		scope("rl:{x}:reported", 30)
-		if got := left(t, l, "rl:{x}:reported", tpm); got != 70 {
-			t.Fatalf("a scope left after Add(30): remaining %d, want 70 (settled with 30)", got)
+	})
+}
+
+// A caller gone (its context cancelled, as r.Context() is once the HTTP client left) does not
+// stop a settle or the scope's exit: they run on the context without its cancel, bounded by the
+// limiter's deadline.
+func TestHoldSettlesOutliveTheCaller(t *testing.T) {
+	onEngines(t, func(t *testing.T, _ *redis.Client, l *ratelimit.Limiter) {
+		hold := func(key string, abandon ratelimit.Abandon) (*ratelimit.Hold, context.Context) {
+			h, err := l.Hold(context.Background(), ratelimit.HoldOptions{Abandon: abandon}, ratelimit.HeldLimit(key, tpm, 60))
+			if err != nil || !h.Decision.Allowed {
+				t.Fatalf("hold: %+v %v", h, err)
+			}
+			gone, cancel := context.WithCancel(context.Background())
+			cancel()
+			return h, gone
+		}
+		h, gone := hold("rl:{g}:settled", ratelimit.Charge)
+		if s, err := h.Settle(gone, 10); err != nil || !s.Found || s.GaveUp {
+			t.Fatalf("a settle on a cancelled context: %+v %v", s, err)
+		}
+		if got := left(t, l, "rl:{g}:settled", tpm); got != 90 {
+			t.Fatalf("a settle of 10 on a cancelled context: remaining %d, want 90", got)
+		}
+		h, gone = hold("rl:{g}:closed", ratelimit.Return)
+		if _, err := h.Add(gone, 20); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Close(gone); err != nil {
+			t.Fatal(err)
+		}
+		if got := left(t, l, "rl:{g}:closed", tpm); got != 80 {
+			t.Fatalf("a RETURN scope left after Add(20), on a cancelled context: remaining %d, want 80", got)
+		}
+		if c := l.Counts(); c.Outages != 0 {
+			t.Fatalf("counts %+v: a caller gone is no outage", c)
 		}
 	})
 }

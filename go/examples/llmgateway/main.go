@@ -163,32 +163,32 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.denied(w, r, d, reqKey, tokKey, estimate)
 		return
 	}
-	// Settles and peeks outlive the caller: a client that left still used the tokens.
-	bg := context.WithoutCancel(ctx)
-	defer func() { _ = hold.Close(bg) }() // a panic or an early return gives the tokens back
+	// Left unsettled (a panic, the caller gone mid-call), Close applies the hold's abandon policy:
+	// CHARGE, the default, keeps the estimate charged (billing-safe). Settles and Close outlive the
+	// caller's context by themselves (the limiter sends them without its cancel).
+	defer func() { _ = hold.Close(ctx) }()
 
 	status, header, answer, err := g.call(ctx, body)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		// The caller left while the model worked: what it used is unknown, so the estimate stays
-		// charged (billing-safe).
-		_, _ = hold.Settle(bg, estimate)
+		// The caller left while the model worked: what it used is unknown, so nothing is settled
+		// here and Close leaves the estimate charged.
 		return
 	case err != nil:
-		_, _ = hold.Cancel(bg) // the upstream never answered: nothing was used
-		g.setHeaders(bg, w.Header(), hold, reqKey, tokKey)
+		_, _ = hold.Cancel(ctx) // the upstream never answered: nothing was used
+		g.setHeaders(ctx, w.Header(), hold, reqKey, tokKey)
 		openAIError(w, http.StatusBadGateway, "server_error", "the upstream did not answer: "+err.Error())
 		return
 	case status/100 != 2:
-		_, _ = hold.Cancel(bg) // an upstream error uses no tokens
+		_, _ = hold.Cancel(ctx) // an upstream error uses no tokens
 	default:
 		var out struct {
 			Usage *usage `json:"usage"`
 		}
 		if json.Unmarshal(answer, &out) == nil && out.Usage != nil && out.Usage.TotalTokens > 0 {
-			_, _ = hold.Settle(bg, out.Usage.TotalTokens) // the unused part of the estimate goes back
+			_, _ = hold.Settle(ctx, out.Usage.TotalTokens) // the unused part of the estimate goes back
 		} else {
-			_, _ = hold.Settle(bg, estimate) // no usage: the estimate stays charged
+			_, _ = hold.Settle(ctx, estimate) // no usage: the estimate stays charged
 		}
 	}
 	for _, name := range []string{"Content-Type", "X-Request-Id", "Openai-Processing-Ms"} {
@@ -196,7 +196,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set(name, v)
 		}
 	}
-	g.setHeaders(bg, w.Header(), hold, reqKey, tokKey)
+	g.setHeaders(ctx, w.Header(), hold, reqKey, tokKey)
 	w.WriteHeader(status)
 	_, _ = w.Write(answer)
 }
@@ -284,8 +284,13 @@ func openAIError(w http.ResponseWriter, status int, typ, message string) {
 
 // FakeUpstream stands for the model: an OpenAI-style chat completion whose usage counts the
 // prompt's words (plus 3 a message: its own tokenizer, not the gateway's estimate) and a fixed
-// reply of at most max_tokens tokens. The model "fail" answers 500. Calls counts what it answered.
-type FakeUpstream struct{ Calls atomic.Int64 }
+// reply of at most max_tokens tokens. The model "fail" answers 500; the model "hang" answers
+// nothing until its caller goes away (saying on Hung, when set, that it is hanging). Calls counts
+// what it answered.
+type FakeUpstream struct {
+	Calls atomic.Int64
+	Hung  chan struct{}
+}
 
 const fakeReply = "Hello! I am a fake model, and this is my whole answer."
 
@@ -298,6 +303,13 @@ func (f *FakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Model == "fail" {
 		openAIError(w, http.StatusInternalServerError, "server_error", "the model failed")
+		return
+	}
+	if req.Model == "hang" {
+		if f.Hung != nil {
+			f.Hung <- struct{}{}
+		}
+		<-r.Context().Done()
 		return
 	}
 	var u usage

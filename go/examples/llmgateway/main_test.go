@@ -257,3 +257,47 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// A caller that goes away while the model works: the gateway settles nothing by hand, and the
+// hold's Close (on the request's context, cancelled by then) leaves the estimate charged: the
+// abandon policy (CHARGE), not a refund of tokens the model may have billed.
+func TestGatewayCallerGoneKeepsTheEstimateCharged(t *testing.T) {
+	s := start(t, 10, 1000)
+	s.upstream.Hung = make(chan struct{})
+	handled := make(chan struct{})
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handled) // after the handler's deferred Close
+		s.gw.ServeHTTP(w, r)
+	}))
+	t.Cleanup(server.Close)
+	const key = "sk-test-gone"
+	body := chat("hang", 300)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server.URL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	sent := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		sent <- err
+	}()
+	<-s.upstream.Hung // the hold is taken and the model is working
+	cancel()          // the client goes away
+	if err := <-sent; err == nil {
+		t.Fatal("the request was answered, want it abandoned")
+	}
+	<-handled
+	reqKey, tokKey := s.gw.Keys(key)
+	if got, want := left(t, s, tokKey, s.gw.Tokens), 1000-estimate(t, s, body); got != want {
+		t.Fatalf("%d tokens left after the caller left mid-call, want %d (the estimate charged)", got, want)
+	}
+	if got := left(t, s, reqKey, s.gw.Requests); got != 9 {
+		t.Fatalf("%d requests left, want 9", got)
+	}
+}
