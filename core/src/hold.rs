@@ -574,7 +574,8 @@ pub fn hold<S: Store>(
         if let Some(write) = &outcome.write {
             store.apply(g.key, write)?;
         }
-        let (Some(units), true) = (g.limit.held_units(), combined.verdict.allowed) else { continue };
+        // A group of 0 units is a peek, as in RL.ALL: decided, not held.
+        let (Some(units @ 1..), true) = (g.limit.held_units(), combined.verdict.allowed) else { continue };
         let limiter = g.limit.limiter();
         let state = after(value.as_deref(), outcome.write.as_ref());
         let mark = limiter.hold_mark(state).ok_or(HoldError::State)?.map_err(HoldError::from)?;

@@ -12,7 +12,7 @@ local CONTRACT_DATA = nil
 local function contract()
   CONTRACT_DATA = CONTRACT_DATA or {
   version = "0.2.0",
-  source_hash = "46bc3182ce35b2706926337125ac7fbc2e2d4609",
+  source_hash = "741e8c344c4123068f12a5c8e76271e230203306",
   functions = { "rl_token", "rl_fixed", "rl_slidecount", "rl_slide", "rl_acquire", "rl_reserve", "rl_take", "rl_refund", "rl_all", "rl_hold", "rl_settle", "rl_release", "rl_renew", "rl_inspect", "rl_version" },
   read_only = { rl_inspect = true, rl_version = true },
   command_of = { rl_token = "rl.token", rl_fixed = "rl.fixed", rl_slidecount = "rl.slidecount", rl_slide = "rl.slide", rl_acquire = "rl.acquire", rl_reserve = "rl.reserve", rl_take = "rl.take", rl_refund = "rl.refund", rl_all = "rl.all", rl_hold = "rl.hold", rl_settle = "rl.settle", rl_release = "rl.release", rl_renew = "rl.renew", rl_inspect = "rl.inspect" },
@@ -1812,7 +1812,7 @@ local function build()
     for i, k in ipairs(group_keys) do
       local o, l = outcomes[i], limits[i]
       if o.write and (verdict.allowed or o.repair) then S.apply(k, olds[i], o.write, now) end
-      if verdict.allowed and l.kind.form == "cost" and l.kind.adjust then
+      if verdict.allowed and l.kind.form == "cost" and l.kind.adjust and B.pos(l.request) then
         local state = state_after(olds[i], o.write)
         local period = l.kind.period(l.limiter)
         period_ms = math.max(period_ms, ceil_ms(period))

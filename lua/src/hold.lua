@@ -289,7 +289,8 @@ function C.rl_hold(keys, args, now)
   for i, k in ipairs(group_keys) do
     local o, l = outcomes[i], limits[i]
     if o.write and (verdict.allowed or o.repair) then S.apply(k, olds[i], o.write, now) end
-    if verdict.allowed and l.kind.form == "cost" and l.kind.adjust then
+    -- A group of 0 units is a peek, as in RL.ALL: decided, not held.
+    if verdict.allowed and l.kind.form == "cost" and l.kind.adjust and B.pos(l.request) then
       local state = state_after(olds[i], o.write)
       local period = l.kind.period(l.limiter)
       period_ms = math.max(period_ms, ceil_ms(period))

@@ -163,6 +163,16 @@ fn input_and_output_tokens_in_one_hold() {
 }
 
 #[test]
+fn a_group_of_0_units_is_a_peek_not_held() {
+    let mut m = Memory::default();
+    let tpm = group("tpm", "FIXED", "1000", "60", 0);
+    assert_eq!(take(&mut m, "z", Abandon::Charge, std::slice::from_ref(&tpm), T0)[0], 1);
+    assert!(!m.0.contains_key(b"tpm".as_slice()), "nothing written");
+    let e = settle(&mut m, LEDGER, b"z", Mode::Final, &[(b"tpm", 500)], T0).unwrap_err();
+    assert_eq!(e, HoldError::Param(NOT_HELD), "its actual cannot be lost in no window");
+}
+
+#[test]
 fn usage_errors() {
     let mut m = Memory::default();
     let tpm = group("tpm", "FIXED", "10", "60", 1);
@@ -262,9 +272,8 @@ mod bounds {
                 }
                 let id = format!("h{i}");
                 let r = take(&mut m, &id, Abandon::Charge, &[group("tpm", "FIXED", "1000", "60", estimate)], now);
-                // A hold of 0 outside a window starts none (as a request of 0 does): it charges
-                // nothing, then or later.
-                if r[0] == 1 && (estimate > 0 || ms < window_end) {
+                // A hold of 0 is a peek: decided, not held.
+                if r[0] == 1 && estimate > 0 {
                     if window_end <= ms {
                         window_end = ms + 60_000;
                         window.clear();
