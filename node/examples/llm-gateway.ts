@@ -165,12 +165,12 @@ export function chatGateway(o: GatewayOptions): RequestListener {
         answer = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body });
         text = await answer.text();
       } catch (e) {
-        await hold.cancel(); // the upstream never answered: nothing was used
+        await hold.cancel(); // the upstream never answered: no token was used (the request stays counted)
         if (!hold.local) await setHeaders(res, keys);
         return openAIError(res, 502, "server_error", `the upstream did not answer: ${(e as Error).message}`);
       }
       if (!answer.ok) {
-        await hold.cancel(); // an upstream error uses no tokens
+        await hold.cancel(); // an upstream error uses no tokens: all held back (the request stays counted)
       } else {
         let usage: Partial<Usage> | undefined;
         try {
@@ -185,7 +185,10 @@ export function chatGateway(o: GatewayOptions): RequestListener {
       res.setHeader("content-type", answer.headers.get("content-type") ?? "application/json");
       res.end(text);
     } finally {
-      await hold.close(); // settled or cancelled: nothing; a throw before either: cancelled
+      // Settled or cancelled: nothing. A throw before either (the client went away mid-call): the
+      // hold's abandon policy, now: CHARGE (the default) keeps the estimate charged, since the upstream
+      // may have billed it; only an explicit cancel gives tokens back.
+      await hold.close();
     }
   };
 

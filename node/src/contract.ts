@@ -43,7 +43,7 @@ export type ProblemName = "concurrency_limited" | "cost_exceeds_limit" | "denied
  * default ledger's template (`{{`/`}}` a brace, `{tag}` the first key's hash tag), the error texts. */
 export interface HoldRules {
   abandon: string[]; abandon_default: string; modes: string[]; ledger: string;
-  max_holds: number; max_id_bytes: number; max_ttl_secs: number; held_kinds: string[];
+  max_holds: number; max_id_bytes: number; max_ttl_secs: number; ttl_default_secs: number; held_kinds: string[];
   calls: { hold: string[]; settle: string[] };
   errors: ParamError[];
 }
@@ -131,6 +131,13 @@ function holdWord(list: readonly string[], word: string): string {
 
 /** A settle's modes: `final` (the actual, once) and `partial` (the usage so far). */
 export const SETTLE_MODE = { final: holdWord(HOLDS.modes, "FINAL"), partial: holdWord(HOLDS.modes, "PARTIAL") } as const;
+
+/** A hold's abandon policies: `charge` (the default: a hold left unsettled stays charged) and `return`
+ * (its unused units go back). */
+export const ABANDON = { charge: holdWord(HOLDS.abandon, "CHARGE"), return: holdWord(HOLDS.abandon, "RETURN") } as const;
+
+/** How long a hold lives unsettled unless given another ttl, ms (the contract's `ttl_default_secs`). */
+export const HOLD_TTL_DEFAULT_MS: number = HOLDS.ttl_default_secs * 1000;
 
 /** The abandon policy named `word` (any case) as the contract spells it; undefined: none of its. */
 export function abandonWord(word: string): string | undefined {

@@ -2,17 +2,19 @@
  * Token-budget holds (RL.HOLD / RL.SETTLE, docs/commands.md): an estimate held now, the actual settled
  * later, exactly once, in the window the hold was taken from. `Limiter.hold` makes a `Hold`; this module
  * is what the hold does afterwards: report usage (`add`), settle (`settle`, `cancel`, or `close` /
- * `await using` at the end of its scope), retrying a settle that meets an outage with the same id.
+ * `await using` at the end of its scope: the hold's abandon policy, applied now), retrying a settle that
+ * meets an outage with the same id.
  */
 import "./dispose.js";
 import * as command from "./command.js";
 import { Decision } from "./decision.js";
 import { BreakerOpenError, CallError, DeadlineError, UnreachableError } from "./errors.js";
-import { SETTLE_MODE } from "./contract.js";
+import { ABANDON, HOLD_TTL_DEFAULT_MS, SETTLE_MODE } from "./contract.js";
 import type { Policy } from "./policy.js";
 
 /** One limit of a hold: its key, policy and estimated units; `exact`: charged as it is (a prompt's
- * tokens, known up front), never settled by `add` or a `settle` of one number (`cancel` gives it back). */
+ * tokens, known up front, or the request itself), never named by `add` or a `settle` of one number, nor
+ * by `cancel` or the scope's end: it stays charged. */
 export type HoldLimit = readonly [key: string, policy: Policy, units: number, charge?: "held" | "exact"];
 
 /** Usage or an actual: one number for every held limit, or a number per key (those named only; a key
@@ -23,7 +25,7 @@ export interface HoldOptions {
   /** The hold's id (1 to 256 bytes; default: a random request id). A retried hold with the same id
    * replies as the first and takes nothing: pass the request's own id to make a retry safe. */
   id?: string;
-  /** How long the hold lives unsettled, ms (whole; default 300000: 5 minutes). */
+  /** How long the hold lives unsettled, ms (whole; default the contract's `ttl_default_secs`: 5 minutes). */
   ttlMs?: number;
   /** What happens to a hold never settled when its ttl ends: the contract's abandon words (`CHARGE`,
    * the default: it stays charged; `RETURN`: its unused units go back). */
@@ -32,8 +34,8 @@ export interface HoldOptions {
   ledger?: string;
 }
 
-/** How long a hold lives unsettled by default, ms. */
-export const DEFAULT_TTL_MS = 300_000;
+/** How long a hold lives unsettled by default, ms (the contract's `holds.ttl_default_secs`). */
+export const DEFAULT_TTL_MS: number = HOLD_TTL_DEFAULT_MS;
 
 /** A settle (or `add`) that meets an outage is sent this many times in all, then given up. */
 export const SETTLE_ATTEMPTS = 3;
@@ -52,14 +54,20 @@ function outage(e: unknown): e is CallError {
 
 /**
  * A hold: the decision (`allowed`, `decision`), then `add` (usage so far), `settle` (the actual) or
- * `cancel`. `await using h = await limiter.hold(...)` (or `close()` in a `finally`) settles at the
- * scope's end with the last usage `add` reported, or cancels when none was. A denied hold holds nothing:
- * its calls do nothing. A `local` hold (Redis did not answer: the failure policy decided) has nothing in
- * Redis to settle: its calls do nothing either.
+ * `cancel` (everything back). `await using h = await limiter.hold(...)` (or `close()` in a `finally`):
+ * at the scope's end, a hold not settled nor cancelled has its abandon policy applied now, as a FINAL
+ * naming every held limit that is not exact: under CHARGE each settles at the larger of its estimate
+ * and the last usage `add` reported for it (nothing goes back), under RETURN at that usage (0 when
+ * none: the unused part goes back). A denied hold holds nothing: its calls do nothing. A `local` hold
+ * (Redis did not answer: the failure policy decided) has nothing in Redis to settle: its calls do
+ * nothing either.
  */
 export class Hold {
-  private last: Usage | undefined;
+  /** The last usage `add` reported, per key. */
+  private readonly used = new Map<string, number>();
   private done = false;
+  /** The limits a settle names: held by Redis (a held kind) and not exact, each with its estimate. */
+  private readonly settled: readonly (readonly [key: string, estimate: number])[];
   /** Whether the hold's last settle was given up (an outage outlasted its attempts; logged). */
   givenUp = false;
 
@@ -68,10 +76,15 @@ export class Hold {
     readonly decision: Decision,
     readonly ledger: string,
     readonly id: string,
-    private readonly limits: readonly HoldLimit[],
+    limits: readonly HoldLimit[],
     /** The keys whose units Redis holds (kinds the contract's `held_kinds` names). */
-    private readonly heldKeys: readonly string[],
-  ) {}
+    heldKeys: readonly string[],
+    /** What leaving the scope unsettled does: the contract's abandon word (`CHARGE`, `RETURN`). */
+    readonly abandon: string = ABANDON.charge,
+  ) {
+    const held = new Set(heldKeys);
+    this.settled = limits.filter((l) => l[3] !== "exact" && held.has(l[0])).map((l) => [l[0], l[2]] as const);
+  }
 
   get allowed(): boolean {
     return this.decision.allowed;
@@ -91,9 +104,10 @@ export class Hold {
    * limit went past its held units and has nothing left. False when the hold is local, denied, gone
    * (expired) or Redis did not answer. */
   async add(usage: Usage): Promise<boolean> {
-    this.last = usage;
+    const units = this.units(usage);
+    for (const [key, n] of units) this.used.set(key, n);
     if (!this.live) return false;
-    const d = await this.send(SETTLE_MODE.partial, this.units(usage), "add");
+    const d = await this.send(SETTLE_MODE.partial, units, "add");
     return d !== null && !d.allowed;
   }
 
@@ -107,19 +121,29 @@ export class Hold {
     return this.send(SETTLE_MODE.final, this.units(actual), "settle");
   }
 
-  /** Gives back everything the hold took, its exact limits too (FINAL with 0 on every held key). */
+  /** Gives back everything the hold held (FINAL with 0 on every held limit that is not exact; an exact
+   * limit stays charged): the explicit way to give it all back, e.g. when the upstream call failed
+   * before anything was billed. */
   async cancel(): Promise<Decision | null> {
     this.done = true;
     if (!this.live) return null;
-    return this.send(SETTLE_MODE.final, this.heldKeys.map((k) => [k, 0] as const), "cancel");
+    return this.send(SETTLE_MODE.final, this.settled.map(([k]) => [k, 0] as const), "cancel");
   }
 
-  /** The scope's end: nothing when settled or cancelled already; else settles the last usage `add`
-   * reported, or cancels when none was. Never rejects for an outage (logged). */
+  /** The scope's end: nothing when settled or cancelled already; else the hold's abandon policy, now
+   * (what the server would do when its ttl ends), as a FINAL naming every held limit that is not exact:
+   * CHARGE settles each at max(its estimate, the last usage `add` reported for it), billing-safe;
+   * RETURN at that usage (0 when none). Never rejects for an outage (logged). */
   async close(): Promise<void> {
     if (this.done) return;
-    if (this.last === undefined) await this.cancel();
-    else await this.settle(this.last);
+    this.done = true;
+    if (!this.live) return;
+    const charge = this.abandon.toUpperCase() === ABANDON.charge.toUpperCase();
+    const units = this.settled.map(([key, estimate]) => {
+      const used = this.used.get(key);
+      return [key, charge ? Math.max(estimate, used ?? 0) : used ?? 0] as const;
+    });
+    await this.send(SETTLE_MODE.final, units, "close");
   }
 
   /** `await using h = await limiter.hold(...)`: `close()` at the block's end. */
@@ -129,10 +153,7 @@ export class Hold {
 
   /** `usage` as the settle's pairs: one number on every held limit that is not exact, or each key's. */
   private units(usage: Usage): (readonly [string, number])[] {
-    if (typeof usage === "number") {
-      const held = new Set(this.heldKeys);
-      return this.limits.filter((l) => l[3] !== "exact" && held.has(l[0])).map((l) => [l[0], usage] as const);
-    }
+    if (typeof usage === "number") return this.settled.map(([key]) => [key, usage] as const);
     return usage instanceof Map ? [...usage] : Object.entries(usage);
   }
 

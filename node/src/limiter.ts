@@ -772,16 +772,18 @@ export class Limiter extends EventEmitter {
 
   /** Holds an estimate (RL.HOLD): allowed when every limit allows, then each is taken; the units of
    * token buckets, fixed windows and sliding counters are held under the hold's id until it is settled
-   * (`Hold.settle`, `add`, `cancel`, `close` or `await using`). Redis not answering: the failure policy
-   * decides, and the hold is `local` (its settle does nothing). */
+   * (`Hold.settle`, `add`, `cancel`, or `close` / `await using`: the abandon policy, applied now).
+   * Redis not answering: the failure policy decides, and the hold is `local` (its settle does nothing). */
   async hold(limits: readonly HoldLimit[], options: HoldOptions = {}): Promise<Hold> {
     const plain: Limit[] = limits.map((l) => [l[0], l[1], l[2]]);
     const id = options.id ?? randomBytes(12).toString("base64url");
     let ledger: string;
     let cmd: string[];
+    let abandon: string;
     try {
-      const abandon = abandonWord(options.abandon ?? HOLDS.abandon_default);
-      if (abandon === undefined) throw new UsageError(`a hold's abandon policy is one of ${HOLDS.abandon.join(", ")}`);
+      const word = abandonWord(options.abandon ?? HOLDS.abandon_default);
+      if (word === undefined) throw new UsageError(`a hold's abandon policy is one of ${HOLDS.abandon.join(", ")}`);
+      abandon = word;
       ledger = options.ledger ?? ledgerOf(String(limits[0]?.[0] ?? ""));
       cmd = this.built(plain, command.hold(ledger, id, options.ttlMs ?? DEFAULT_TTL_MS, abandon, plain), ledger);
     } catch (e) {
@@ -789,7 +791,7 @@ export class Limiter extends EventEmitter {
     }
     const decision = await this.decided(plain, cmd);
     const held = limits.filter((l) => HELD_KINDS.has(l[1].kind.name)).map((l) => l[0]);
-    return new Hold(this, decision, ledger, id, limits, held);
+    return new Hold(this, decision, ledger, id, limits, held, abandon);
   }
 
   /** A line at error level in the limiter's log (a hold's settle given up). */

@@ -92,12 +92,14 @@ function wholeWords(): string[] {
   return [...new Set(found)].sort();
 }
 
-/** The bounds a module could re-type as a number (those no unit conversion shares; a hold's longest ttl). A contract from
- * before fallback.max_keys lacks that one. */
+/** The bounds a module could re-type as a number (those no unit conversion shares; a hold's longest ttl,
+ * and its default ttl in seconds and in ms). A contract from before fallback.max_keys lacks that one. */
 function bounds(): bigint[] {
   // (A hold's other bounds, 256 id bytes and 10000 holds, are numbers the slot table and the conflict
   // log's bound share.)
-  const values = [CONTRACT.bounds.max_horizon_secs, CONTRACT.fallback?.max_keys, CONTRACT.bounds.max_lease_limit, CONTRACT.holds?.max_ttl_secs];
+  const ttl = CONTRACT.holds?.ttl_default_secs as number | undefined;
+  const values = [CONTRACT.bounds.max_horizon_secs, CONTRACT.fallback?.max_keys, CONTRACT.bounds.max_lease_limit, CONTRACT.holds?.max_ttl_secs,
+    ttl, ttl === undefined ? undefined : ttl * 1000];
   return [...new Set(values.filter((v): v is number => typeof v === "number"))].map(BigInt);
 }
 
@@ -181,10 +183,11 @@ test("the guard sees a re-typed literal, and not prose", () => {
     'export const llm = "X-RateLimit-Remaining-Tokens";',
     'export const unit = "tokens";',
     "export const llmName = (f: string, u: string) => `x-ratelimit-${f}-${u}`;",
+    "export const DEFAULT_TTL_MS = 300_000;",
   ].join("\n");
   const found = retyped("bad.ts", bad, literals(), bounds());
   assert.deepEqual(found.map((f) => f.split(": ")[0]),
     ["bad.ts:2", "bad.ts:3", "bad.ts:5", "bad.ts:6", "bad.ts:7", "bad.ts:7", "bad.ts:8", "bad.ts:9", "bad.ts:9", "bad.ts:10", "bad.ts:11",
       "bad.ts:12", "bad.ts:13", "bad.ts:14", "bad.ts:14", "bad.ts:15", "bad.ts:16", "bad.ts:17", "bad.ts:18", "bad.ts:18", "bad.ts:18", "bad.ts:19",
-      "bad.ts:20"], found.join("\n"));
+      "bad.ts:20", "bad.ts:21"], found.join("\n"));
 });

@@ -103,23 +103,90 @@ for (const f of FACTORIES) {
         assert.equal(await remaining(key, small), 0);
       });
 
-      test("leaving the scope without settle cancels; after add, it settles the last usage", async () => {
+      test("leaving the scope unsettled under CHARGE (the default): the estimate stays charged, even on a throw", async () => {
         const key = `rl:{${tag()}}:tpm`;
+        let kept: Hold | undefined;
         {
           await using h = await rl.hold([[key, tpm, 300]]);
           assert.equal(h.allowed, true);
           assert.equal(await remaining(key), 700);
-        }
-        assert.equal(await remaining(key), 1000, "cancelled at the scope's end");
-        let kept: Hold | undefined;
-        {
-          await using h = await rl.hold([[key, tpm, 300]]);
-          await h.add(120);
           kept = h;
         }
-        assert.equal(await remaining(key), 880, "settled with the last usage");
-        assert.ok(await kept.settle(300), "the hold is settled: the server replies as the first settle did");
-        assert.equal(await remaining(key), 880, "settling again changes nothing");
+        assert.equal(await remaining(key), 700, "the estimate stays charged: nothing goes back");
+        assert.ok(await kept.settle(0), "the hold was settled at the scope's end: the server replies as that settle did");
+        assert.equal(await remaining(key), 700, "settling again changes nothing");
+        // Left by an exception (a client that went away, a failed stream): the same.
+        await assert.rejects((async () => {
+          await using h = await rl.hold([[key, tpm, 200]]);
+          assert.equal(h.allowed, true);
+          throw new Error("the client went away");
+        })(), /went away/);
+        assert.equal(await remaining(key), 500, "billing-safe: a throw refunds nothing");
+      });
+
+      test("leaving the scope under CHARGE after add above the estimate: charged the usage", async () => {
+        const key = `rl:{${tag()}}:tpm`;
+        {
+          await using h = await rl.hold([[key, tpm, 300]]);
+          assert.equal(await h.add(420), false);
+          assert.equal(await remaining(key), 580, "the excess is charged as it comes");
+        }
+        assert.equal(await remaining(key), 580, "charged the usage, 420");
+        // Usage below the estimate: the estimate stays charged (max of the two).
+        {
+          await using h = await rl.hold([[key, tpm, 100]]);
+          await h.add(30);
+        }
+        assert.equal(await remaining(key), 480, "the estimate, 100, not the usage, 30");
+      });
+
+      test("leaving the scope under RETURN: the part not reported by add goes back", async () => {
+        const key = `rl:{${tag()}}:tpm`;
+        {
+          await using h = await rl.hold([[key, tpm, 100]], { abandon: "RETURN" });
+          assert.equal(h.abandon, "RETURN");
+          await h.add(30);
+          assert.equal(await remaining(key), 900);
+        }
+        assert.equal(await remaining(key), 970, "70 came back; the 30 used stay charged");
+        {
+          await using h = await rl.hold([[key, tpm, 100]], { abandon: "return" });
+          assert.equal(await remaining(key), 870);
+          void h;
+        }
+        assert.equal(await remaining(key), 970, "no add: everything came back");
+      });
+
+      test("the scope's end names every held limit, not only those a per-key add reported; never an exact one", async () => {
+        const t = tag();
+        const a = `rl:{${t}}:a`, b = `rl:{${t}}:b`, exact = `rl:{${t}}:exact`;
+        {
+          await using h = await rl.hold([[a, tpm, 100], [b, tpm, 100], [exact, tpm, 50, "exact"]], { abandon: "RETURN" });
+          await h.add({ [a]: 30 });
+          assert.deepEqual([await remaining(a), await remaining(b), await remaining(exact)], [900, 900, 950]);
+        }
+        assert.deepEqual([await remaining(a), await remaining(b), await remaining(exact)], [970, 1000, 950],
+          "a settled at its usage, b (never reported) at 0, the exact limit left charged");
+        {
+          await using h = await rl.hold([[a, tpm, 100], [b, tpm, 100], [exact, tpm, 50, "exact"]]);
+          await h.add({ [a]: 150 });
+        }
+        assert.deepEqual([await remaining(a), await remaining(b), await remaining(exact)], [820, 900, 900],
+          "CHARGE: a at its usage (150), b at its estimate, the exact limit as given");
+      });
+
+      test("an explicit cancel still gives everything held back; the scope's end then sends nothing", async () => {
+        const t = tag();
+        const key = `rl:{${t}}:tpm`, rpm = `rl:{${t}}:rpm`;
+        const requests = new FixedWindow({ limit: 10, windowMs: 60_000 });
+        {
+          await using h = await rl.hold([[rpm, requests, 1, "exact"], [key, tpm, 300]]);
+          await h.add(120);
+          assert.equal(await remaining(key), 700);
+          assert.ok(await h.cancel());
+        }
+        assert.equal(await remaining(key), 1000, "everything held came back");
+        assert.equal(await remaining(rpm, requests), 9, "the exact limit stays charged");
       });
 
       test("input/output split: the prompt charged exactly, the completion held and settled", async () => {
@@ -132,13 +199,13 @@ for (const f of FACTORIES) {
         await h.settle(120);
         assert.equal(await remaining(input), 800, "the prompt stays charged");
         assert.equal(await remaining(output), 880, "the completion's unused units went back");
-        // Per key, and a cancel giving back the exact limit too.
+        // Per key, and a cancel: the held limit comes back, the exact one stays charged.
         const h2 = await rl.hold([[input, tpm, 100, "exact"], [output, tpm, 100]]);
         await h2.settle({ [output]: 10 });
         assert.equal(await remaining(output), 870);
         const h3 = await rl.hold([[input, tpm, 100, "exact"], [output, tpm, 100]]);
         await h3.cancel();
-        assert.deepEqual([await remaining(input), await remaining(output)], [700, 870]);
+        assert.deepEqual([await remaining(input), await remaining(output)], [600, 870]);
       });
 
       test("a token bucket's hold returns to the bucket; a sliding log is decided, not held", async () => {
