@@ -3,7 +3,7 @@
 //! PARTIAL) and settles the actual once ([`Hold::settle`], RL.SETTLE FINAL); docs/commands.md.
 
 use crate::command::{self, Limit};
-use crate::connection::{is_connection_failure, Transport};
+use crate::connection::Transport;
 use crate::decision::Decision;
 use crate::error::CallError;
 use crate::limiter::{now_ns, parse_decision, Limiter};
@@ -57,7 +57,8 @@ impl Default for HoldOptions {
 }
 
 impl HoldOptions {
-    /// Ten minutes: a long stream's time.
+    /// Five minutes (core's `hold::DEFAULT_TTL_SECS`, the contract's `holds.ttl_default_secs`): a
+    /// long stream's time.
     pub const DEFAULT_TTL: Duration = Duration::from_secs(ratelimit_core::hold::DEFAULT_TTL_SECS);
 
     /// The hold's id (1 to 256 bytes; default 128 random bits): the request's id, so that a retried
@@ -101,12 +102,19 @@ pub enum Settlement {
     GaveUp(CallError),
 }
 
-/// An open hold (see [`Limiter::hold`]). Dropping it unsettled settles it in the background on the
-/// current tokio runtime (FINAL with the usage last reported by [`add`](Hold::add), or a cancel when
-/// none was); without a runtime it ends by its abandon policy when its ttl does. Prefer
-/// [`close`](Hold::close)`.await`, which does the same and says how it went.
+/// An open hold (see [`Limiter::hold`]). Leaving its scope after [`settle`](Hold::settle) or
+/// [`cancel`](Hold::cancel) sends nothing more. Leaving it unsettled (an error, a cancelled future, a
+/// client that went away, or simply no settle) applies its abandon policy now, as a FINAL: under
+/// [`Abandon::Charge`] (the default) each held limit settles at the larger of its estimate and the
+/// usage last reported for it by [`add`](Hold::add) (nothing goes back: billing-safe); under
+/// [`Abandon::Return`] at the usage last reported (0 when none): the unused part goes back. Exact
+/// limits are never named. That is what Redis would do when the hold's ttl ends, done now.
+/// [`close`](Hold::close)`.await` does it and says how it went; dropping the hold does it in the
+/// background on the current tokio runtime (without a runtime, nothing is sent and the hold ends by
+/// its abandon policy when its ttl does). To give everything back (the work failed before anything
+/// was billed), call [`cancel`](Hold::cancel) in the error path.
 #[derive(Debug)]
-#[must_use = "dropping a hold settles it at once"]
+#[must_use = "dropping an unsettled hold applies its abandon policy at once"]
 pub struct Hold {
     decision: Decision,
     open: Option<Open>,
@@ -118,8 +126,11 @@ struct Open {
     limiter: Limiter,
     ledger: String,
     id: String,
-    /// The held keys and the usage last reported for each.
-    usage: Vec<(String, u64)>,
+    abandon: Abandon,
+    /// The held keys, each once (Redis refuses a key twice), with its estimate.
+    held: Vec<(String, u64)>,
+    /// The usage last reported for each held key (0 where none was).
+    usage: Vec<u64>,
     settled: bool,
 }
 
@@ -170,23 +181,26 @@ impl Hold {
         open.send(Mode::Final, actual).await
     }
 
-    /// Gives the whole hold back (FINAL with 0 for every held limit).
+    /// Gives the whole hold back (FINAL with 0 for every held limit): the explicit way to refund an
+    /// estimate, e.g. when the upstream call failed before anything was billed. Leaving the hold's
+    /// scope unsettled does not cancel it (it applies the abandon policy).
     pub async fn cancel(&mut self) -> Result<Settlement, CallError> {
         self.settle(0).await
     }
 
-    /// Ends the hold: a settled one has nothing left to do; otherwise FINAL with the usage last
-    /// reported by [`add`](Self::add), or a cancel when none was (what dropping it does in the background).
+    /// Ends the hold: after a settle or a cancel nothing is sent ([`Settlement::Nothing`]); otherwise
+    /// its abandon policy is applied now, as a FINAL (see [`Hold`]): what dropping it does in the
+    /// background.
     pub async fn close(mut self) -> Result<Settlement, CallError> {
         match self.open.take() {
-            Some(open) if !open.settled => open.finish().await,
+            Some(open) if !open.settled => open.abandon().await,
             _ => Ok(Settlement::Nothing),
         }
     }
 
     /// `units` for every held key.
     fn every(&self, units: u64) -> Vec<(String, u64)> {
-        self.open.iter().flat_map(|o| o.usage.iter().map(|(k, _)| (k.clone(), units))).collect()
+        self.open.iter().flat_map(|o| o.held.iter().map(|(k, _)| (k.clone(), units))).collect()
     }
 }
 
@@ -195,7 +209,7 @@ impl Drop for Hold {
         let Some(open) = self.open.take().filter(|o| !o.settled) else { return };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = open.finish().await;
+                let _ = open.abandon().await;
             });
         }
     }
@@ -204,16 +218,37 @@ impl Drop for Hold {
 impl Open {
     fn record(&mut self, usage: &[(&str, u64)]) {
         for (key, units) in usage {
-            if let Some(slot) = self.usage.iter_mut().find(|(k, _)| k == key) {
-                slot.1 = *units;
+            if let Some(i) = self.held.iter().position(|(k, _)| k == key) {
+                self.usage[i] = *units;
             }
         }
     }
 
-    /// FINAL with the last usage reported (0 where none was: a cancel).
-    async fn finish(mut self) -> Result<Settlement, CallError> {
+    /// What each held key settles at when the hold is left unsettled: under CHARGE the larger of its
+    /// estimate and its last usage (nothing goes back), under RETURN its last usage (0 when none).
+    fn abandoned(&self) -> Vec<(&str, u64)> {
+        let at = |estimate: u64, used: u64| match self.abandon {
+            Abandon::Charge => estimate.max(used),
+            Abandon::Return => used,
+        };
+        self.held
+            .iter()
+            .zip(&self.usage)
+            .map(|((k, estimate), &used)| (k.as_str(), at(*estimate, used)))
+            .collect()
+    }
+
+    /// The abandon policy applied now, as a FINAL.
+    async fn abandon(mut self) -> Result<Settlement, CallError> {
         self.settled = true;
-        let usage: Vec<(&str, u64)> = self.usage.iter().map(|(k, u)| (k.as_str(), *u)).collect();
+        let usage = self.abandoned();
+        self.send(Mode::Final, &usage).await
+    }
+
+    /// FINAL with 0 for every held key: everything back.
+    async fn cancel(mut self) -> Result<Settlement, CallError> {
+        self.settled = true;
+        let usage: Vec<(&str, u64)> = self.held.iter().map(|(k, _)| (k.as_str(), 0)).collect();
         self.send(Mode::Final, &usage).await
     }
 
@@ -239,9 +274,15 @@ async fn send_settle(
             Ok(value) => return parse_decision(value).map(Settlement::Settled),
             Err(e) if ReplyClass::of(&e) != ReplyClass::Outage => return Err(e),
             Err(e) if attempt == SETTLE_ATTEMPTS => {
-                tracing::warn!(limiter = %limiter.name(), ledger, id, mode = Mode::WORDS[mode as usize],
-                    error = %e, attempts = SETTLE_ATTEMPTS,
-                    "a hold's settle did not reach Redis: given up; the hold ends by its abandon policy");
+                let mode_word = Mode::WORDS[mode as usize];
+                match mode {
+                    Mode::Final => tracing::warn!(limiter = %limiter.name(), ledger, id, mode = mode_word,
+                        error = %e, attempts = SETTLE_ATTEMPTS,
+                        "a hold's settle did not reach Redis: given up; the hold ends by its abandon policy"),
+                    Mode::Partial => tracing::warn!(limiter = %limiter.name(), ledger, id, mode = mode_word,
+                        error = %e, attempts = SETTLE_ATTEMPTS,
+                        "a hold's usage report did not reach Redis: given up; the hold stays open"),
+                }
                 return Ok(Settlement::GaveUp(e));
             }
             Err(_) => {
@@ -259,7 +300,10 @@ impl Limiter {
     /// are held under the hold's id until [`Hold::settle`] reports the actual.
     ///
     /// When Redis cannot decide, the failure policy does (`degraded`) and the hold is local: it holds
-    /// nothing in Redis and its settles do nothing ([`Settlement::Nothing`]). A call that cannot be
+    /// nothing in Redis and its settles do nothing ([`Settlement::Nothing`]). A hold left unanswered
+    /// (the deadline passed, the connection was lost) may still have been held: nothing is sent for
+    /// it (a retry with the same id meets it and takes nothing), and it ends by its abandon policy
+    /// when its ttl does. A call that cannot be
     /// built, or that Redis refuses as the caller's mistake (an invalid ttl or id), is returned as an
     /// error.
     ///
@@ -294,10 +338,12 @@ impl Limiter {
         let held: Vec<(String, u64)> = limits
             .iter()
             .filter(|l| !l.exact && command::holds(l.limit.policy.kind()))
-            .map(|l| (l.limit.key.to_string(), 0))
+            .map(|l| (l.limit.key.to_string(), l.limit.cost))
             .collect();
-        let open = Open { limiter: self.clone(), ledger, id, usage: held, settled: false };
-        let holds = !open.usage.is_empty();
+        let usage = vec![0; held.len()];
+        let open =
+            Open { limiter: self.clone(), ledger, id, abandon: options.abandon, held, usage, settled: false };
+        let holds = !open.held.is_empty();
         let decision = match result {
             Ok(d) if d.allowed && holds => {
                 self.record(&d, false);
@@ -306,21 +352,16 @@ impl Limiter {
             Ok(d) => {
                 if d.degraded && !d.allowed && holds {
                     // Held, then refused for too few replicas (`WaitTimeout::Deny`): given back.
-                    tokio::spawn(open.finish());
+                    tokio::spawn(open.cancel());
                 }
                 self.record(&d, false);
                 d
             }
             Err(e) if ReplyClass::of(&e) == ReplyClass::Usage => return Err(e),
-            Err(e) => {
-                let unanswered = matches!(&e, CallError::Deadline(_))
-                    || matches!(&e, CallError::Redis(r) if is_connection_failure(r));
-                if unanswered && holds {
-                    // It may have reached Redis and held: cancelled once Redis answers (nil if it had not).
-                    tokio::spawn(open.finish());
-                }
-                self.settle(&plain, Err(e))
-            }
+            // Unanswered (a deadline, a lost connection): it may have reached Redis and held. Nothing
+            // is sent for it: a cancel would settle a hold that the caller's retry with the same id
+            // then meets as allowed, taking nothing. Such a hold ends by its abandon policy.
+            Err(e) => self.settle(&plain, Err(e)),
         };
         Ok(Hold { decision, open: None })
     }

@@ -1,7 +1,10 @@
 //! Holds against real servers with the module (RL.HOLD / RL.SETTLE): a denial writes nothing, a
 //! settle gives unused units back once however often it is sent, usage past the hold stops a stream,
-//! a hold left unsettled is cancelled or settled with its last usage, exact limits stay charged, an
-//! outage during a settle is retried and given up, and the failure policy decides when Redis cannot.
+//! a hold left unsettled gets its abandon policy at once (CHARGE: nothing goes back; RETURN: the
+//! unused part does) while an explicit cancel gives everything back, an unanswered hold is not
+//! cancelled (a retry with its id settles it), exact limits stay charged, an outage during a settle is
+//! retried and given up, and the failure policy decides when Redis cannot. On the module and on the
+//! Lua library (`RL_TEST_ENGINE=lua`) alike.
 
 mod support;
 
@@ -11,10 +14,6 @@ use redis_ratelimit_client::{
 use std::time::Duration;
 use support::{closed_port, limiter, wait_until, Killable};
 use testkit::{redis, unique_key, Server};
-
-fn module_only() -> bool {
-    testkit::skip_module_only("RL.HOLD and RL.SETTLE (the Lua library's come later)")
-}
 
 fn exists(server: &Server, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query::<i64>(&mut server.conn()).unwrap() == 1
@@ -44,9 +43,6 @@ fn settled(s: Settlement) -> redis_ratelimit_client::Decision {
 
 #[tokio::test]
 async fn a_denied_hold_writes_nothing_and_an_allowed_one_records_its_id() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
@@ -69,19 +65,18 @@ async fn a_denied_hold_writes_nothing_and_an_allowed_one_records_its_id() {
     let denied = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 600)], "r2").await;
     assert!(!denied.allowed() && denied.decision().retry_after.is_some());
     assert_eq!(remaining(&limiter, &key, &policy).await, 400);
-    // Both closed: "r1" cancelled (its 600 back), "r2" holds nothing.
+    // Both closed: "r2" holds nothing; "r1", unsettled, gets its abandon policy (CHARGE: it stays).
     assert!(matches!(denied.close().await.unwrap(), Settlement::Nothing));
     settled(first.close().await.unwrap());
-    // The same hold again: its cancel meets a settled hold, which replies as the first FINAL.
-    settled(again.close().await.unwrap());
-    assert_eq!(remaining(&limiter, &key, &policy).await, 1000);
+    assert_eq!(remaining(&limiter, &key, &policy).await, 400);
+    // The same hold again: its FINAL meets a settled hold, which replies as the first FINAL.
+    let mut again = again;
+    settled(again.cancel().await.unwrap());
+    assert_eq!(remaining(&limiter, &key, &policy).await, 400);
 }
 
 #[tokio::test]
 async fn a_settle_gives_unused_units_back_once_however_often_it_is_sent() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
@@ -99,9 +94,6 @@ async fn a_settle_gives_unused_units_back_once_however_often_it_is_sent() {
 
 #[tokio::test]
 async fn usage_past_the_hold_is_charged_as_it_comes_and_stops_the_stream_when_nothing_is_left() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
@@ -115,36 +107,104 @@ async fn usage_past_the_hold_is_charged_as_it_comes_and_stops_the_stream_when_no
 }
 
 #[tokio::test]
-async fn a_hold_left_unsettled_is_cancelled_or_settled_with_its_last_usage() {
-    if module_only() {
-        return;
-    }
+async fn a_charge_hold_left_unsettled_stays_charged() {
     let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
-    {
-        let h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 700)], "d1").await;
-        assert!(h.allowed());
-    } // dropped: cancelled in the background
-    wait_until("the dropped hold's cancel", async || remaining(&limiter, &key, &policy).await == 1000).await;
-
-    let mut h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 700)], "d2").await;
-    h.add(250).await.unwrap();
-    drop(h); // settled FINAL with 250
-    wait_until("the dropped hold's settle", async || remaining(&limiter, &key, &policy).await == 750).await;
-
-    let mut h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 700)], "d3").await;
-    h.add(50).await.unwrap();
+    let h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 700)], "c1").await;
+    assert!(h.allowed());
     let d = settled(h.close().await.unwrap());
     assert!(d.allowed);
-    assert_eq!(remaining(&limiter, &key, &policy).await, 700);
+    assert_eq!(remaining(&limiter, &key, &policy).await, 300, "the estimate stays charged");
+    let h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 200)], "c2").await;
+    assert!(h.allowed());
+    let before = support::calls(&server, "rl.settle");
+    drop(h); // its abandon policy in the background: a FINAL at the estimate
+    wait_until("the dropped hold's FINAL", async || support::calls(&server, "rl.settle") > before).await;
+    assert_eq!(remaining(&limiter, &key, &policy).await, 100);
+}
+
+#[tokio::test]
+async fn a_charge_hold_left_unsettled_after_usage_past_its_estimate_is_charged_the_usage() {
+    let server = Server::builder().single();
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
+    let mut h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 300)], "u1").await;
+    assert!(!h.add(450).await.unwrap());
+    settled(h.close().await.unwrap());
+    assert_eq!(remaining(&limiter, &key, &policy).await, 550, "charged the usage, 450");
+    // Usage within the estimate: the estimate stays charged.
+    let mut h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 300)], "u2").await;
+    h.add(100).await.unwrap();
+    settled(h.close().await.unwrap());
+    assert_eq!(remaining(&limiter, &key, &policy).await, 250);
+}
+
+#[tokio::test]
+async fn a_return_hold_left_unsettled_gives_back_what_it_did_not_use() {
+    let server = Server::builder().single();
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let tag = unique_key("hold");
+    let (policy, key) = (tpm(), format!("rl:{{{tag}}}:tpm"));
+    // An exact limit beside it stays charged: never named.
+    let (rpm, requests) = (tpm(), format!("rl:{{{tag}}}:rpm"));
+    let limits = [HoldLimit::exact(&requests, &rpm, 1), HoldLimit::estimate(&key, &policy, 100)];
+    let options = HoldOptions::default().id("ret1").abandon(Abandon::Return);
+    let mut h = limiter.hold(&limits, options).await.unwrap();
+    assert!(h.allowed());
+    assert_eq!(remaining(&limiter, &key, &policy).await, 900);
+    h.add(30).await.unwrap();
+    settled(h.close().await.unwrap());
+    assert_eq!(remaining(&limiter, &key, &policy).await, 970, "70 came back");
+    assert_eq!(remaining(&limiter, &requests, &rpm).await, 999);
+    // Dropped without any usage: all of it comes back.
+    let options = HoldOptions::default().id("ret2").abandon(Abandon::Return);
+    drop(limiter.hold(&[HoldLimit::estimate(&key, &policy, 100)], options).await.unwrap());
+    wait_until("the dropped hold's FINAL", async || remaining(&limiter, &key, &policy).await == 970).await;
+}
+
+#[tokio::test]
+async fn an_explicit_cancel_gives_everything_back_and_closing_then_sends_nothing() {
+    let server = Server::builder().single();
+    let limiter = limiter(&server, FailurePolicy::Closed);
+    let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
+    let mut h = hold(&limiter, &[HoldLimit::estimate(&key, &policy, 700)], "x1").await;
+    h.add(250).await.unwrap();
+    settled(h.cancel().await.unwrap());
+    assert_eq!(remaining(&limiter, &key, &policy).await, 1000);
+    assert!(matches!(h.close().await.unwrap(), Settlement::Nothing));
+    assert_eq!(remaining(&limiter, &key, &policy).await, 1000);
+}
+
+#[tokio::test]
+async fn an_unanswered_hold_is_not_cancelled_and_a_retry_with_its_id_settles_it() {
+    let Some(server) = Server::builder().own() else { return };
+    let limiter = support::builder(FailurePolicy::Closed)
+        .deadline(Duration::from_millis(300))
+        .breaker(100, Duration::from_secs(1))
+        .connect(server.url())
+        .unwrap();
+    let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
+    assert_eq!(remaining(&limiter, &key, &policy).await, 1000); // connected (and the library loaded)
+    let limits = [HoldLimit::estimate(&key, &policy, 600)];
+    // Longer than the test: the pause ends with UNPAUSE.
+    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE").query(&mut server.conn()).unwrap();
+    let h = hold(&limiter, &limits, "n1").await;
+    assert!(!h.allowed() && h.decision().degraded && h.id().is_none(), "unanswered: the failure policy");
+    drop(h);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut server.conn()).unwrap();
+    // The hold reached Redis and runs now.
+    wait_until("the unanswered hold to run", async || remaining(&limiter, &key, &policy).await == 400).await;
+    // The caller's retry with the same id meets it: allowed, taking nothing; its settle counts.
+    let mut h = hold(&limiter, &limits, "n1").await;
+    assert!(h.allowed() && !h.decision().degraded);
+    assert_eq!(remaining(&limiter, &key, &policy).await, 400);
+    settled(h.settle(100).await.unwrap());
+    assert_eq!(remaining(&limiter, &key, &policy).await, 900);
 }
 
 #[tokio::test]
 async fn an_exact_prompt_limit_stays_charged_while_the_held_completion_limit_is_settled() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Closed);
     let tag = unique_key("split");
@@ -177,9 +237,6 @@ async fn an_exact_prompt_limit_stays_charged_while_the_held_completion_limit_is_
 
 #[tokio::test]
 async fn invalid_holds_are_raised_whatever_the_failure_policy() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let limiter = limiter(&server, FailurePolicy::Open);
     let (policy, key) = (tpm(), format!("rl:{{{}}}:tpm", unique_key("hold")));
@@ -193,9 +250,6 @@ async fn invalid_holds_are_raised_whatever_the_failure_policy() {
 
 #[tokio::test]
 async fn a_settle_that_meets_an_outage_is_retried_then_given_up_without_raising() {
-    if module_only() {
-        return;
-    }
     let Some(mut server) = Killable::start() else { return };
     let limiter = support::builder(FailurePolicy::Closed)
         .breaker(100, Duration::from_secs(1))
