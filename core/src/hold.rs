@@ -73,15 +73,17 @@ pub enum Abandon {
     Return,
 }
 
+/// The one of `values` whose word (case-insensitive) `word` is; a syntax error otherwise.
+fn word_of<T: Copy>(word: &[u8], words: [&str; 2], values: [T; 2]) -> Result<T, ArgError> {
+    let at = words.iter().position(|w| word.eq_ignore_ascii_case(w.as_bytes())).ok_or(ArgError::Syntax)?;
+    Ok(values[at])
+}
+
 impl Abandon {
     pub const WORDS: [&'static str; 2] = ["CHARGE", "RETURN"];
 
     pub fn parse(word: &[u8]) -> Result<Abandon, ArgError> {
-        match Self::WORDS.iter().position(|w| word.eq_ignore_ascii_case(w.as_bytes())) {
-            Some(0) => Ok(Abandon::Charge),
-            Some(_) => Ok(Abandon::Return),
-            None => Err(ArgError::Syntax),
-        }
+        word_of(word, Self::WORDS, [Abandon::Charge, Abandon::Return])
     }
 }
 
@@ -96,11 +98,7 @@ impl Mode {
     pub const WORDS: [&'static str; 2] = ["FINAL", "PARTIAL"];
 
     pub fn parse(word: &[u8]) -> Result<Mode, ArgError> {
-        match Self::WORDS.iter().position(|w| word.eq_ignore_ascii_case(w.as_bytes())) {
-            Some(0) => Ok(Mode::Final),
-            Some(_) => Ok(Mode::Partial),
-            None => Err(ArgError::Syntax),
-        }
+        word_of(word, Self::WORDS, [Mode::Final, Mode::Partial])
     }
 }
 
