@@ -149,20 +149,78 @@ def test_add_says_stop_past_the_hold_when_the_limit_is_spent(holds: Holds) -> No
     assert other.cancel() is not None
 
 
-def test_leaving_the_block_without_settling(holds: Holds) -> None:
+def test_leaving_the_block_unsettled_applies_the_abandon_policy(holds: Holds) -> None:
+    """Leaving the block without a settle applies the hold's abandon policy now (a FINAL): CHARGE keeps
+    max(estimate, usage reported), RETURN gives back what the usage did not use; an explicit cancel
+    still gives everything back, and the exit after a settle sends nothing more."""
+    returns = HOLDS["abandon"][1]
+    # (1) CHARGE (the default), no settle, no usage: the estimate stays charged, and the hold is ended.
     with holds.hold([(KEY, TPM, 60)]) as h:
         assert h and holds.remaining() == 40
-    assert holds.remaining() == 100, "cancelled: everything back"
-    with holds.hold([(KEY, TPM, 60)]) as h:
-        h.add(25)
-    assert holds.remaining() == 75, "settled at the last usage reported"
+    assert holds.remaining() == 40, "the estimate stays charged"
+    assert h.settled is not None, "ended by a FINAL"
+    assert h.cancel() == h.settled and holds.remaining() == 40, "a later cancel meets the settled hold"
+    # An exception leaves it the same way.
     with pytest.raises(KeyError):
-        with holds.hold([(KEY, TPM, 60)]) as h:
+        with holds.hold([(KEY, TPM, 10)]) as h:
             raise KeyError("the block failed")
-    assert holds.remaining() == 75, "cancelled on an exception too"
+    assert holds.remaining() == 30, "an exception keeps the estimate charged too"
+    holds.sync.refund(KEY, TPM, 70)
+    # (2) CHARGE, usage past the estimate: the usage is charged; below it, the estimate stays.
+    with holds.hold([(KEY, TPM, 60)]) as h:
+        h.add(75)
+    assert holds.remaining() == 25, "charged the usage reported (75 > 60)"
+    holds.sync.refund(KEY, TPM, 75)
+    with holds.hold([(KEY, TPM, 60)]) as h:
+        h.add(30)
+    assert holds.remaining() == 40, "charged the estimate (60 > the 30 reported): billing-safe"
+    holds.sync.refund(KEY, TPM, 60)
+    # (3) RETURN, add(30) of 100: the 70 unused come back; with no usage, everything.
+    with holds.hold([(KEY, TPM, 100)], abandon=returns) as h:
+        assert h.returns and h.add(30) is False
+    assert holds.remaining() == 70, "the 70 unused came back"
+    holds.sync.refund(KEY, TPM, 30)
+    with holds.hold([(KEY, TPM, 100)], abandon=returns) as h:
+        assert holds.remaining() == 0
+    assert holds.remaining() == 100, "RETURN with no usage reported: everything back"
+    # (4) An explicit cancel (a CHARGE hold, usage reported) still gives everything back.
+    with holds.hold([(KEY, TPM, 60)]) as h:
+        h.add(30)
+        assert h.cancel() is not None
+    assert holds.remaining() == 100, "cancelled: everything back, the exit sent nothing more"
     with holds.hold([(KEY, TPM, 60)]) as h:
         h.settle(60)
-    assert holds.remaining() == 15, "settled in the block: the exit sends nothing more"
+    assert holds.remaining() == 40, "settled in the block: the exit sends nothing more"
+
+
+def test_a_cancelled_task_applies_the_abandon_policy(servers: Servers) -> None:
+    """A task cancelled inside ``async with`` (a client gone): the shielded exit still applies the
+    policy: CHARGE keeps the estimate, RETURN gives back what the usage did not use."""
+    server = servers.redis(module=True)
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(host=HOST, port=server.port)
+        limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        try:
+            for key, abandon, left in (("rl:{c}:charge", None, 40), ("rl:{c}:return", HOLDS["abandon"][1], 70)):
+                inside = asyncio.Event()
+
+                async def call() -> None:
+                    async with limiter.hold([(key, TPM, 60)], abandon=abandon) as h:
+                        assert h and await h.add(30) is False
+                        inside.set()
+                        await asyncio.Event().wait()  # the model, until the task is cancelled
+
+                task = asyncio.create_task(call())
+                await inside.wait()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert (await limiter.peek(key, TPM)).remaining == left, abandon
+        finally:
+            await aclose(client)
+
+    asyncio.run(run())
 
 
 def test_input_exact_and_output_held(holds: Holds) -> None:
@@ -255,10 +313,11 @@ def test_async_with_and_await(servers: Servers) -> None:
         try:
             async with limiter.hold([(KEY, TPM, 60)]) as h:
                 assert h.allowed and await h.add(30) is False
-            h = await limiter.hold([(KEY, TPM, 50)])
-            assert (await limiter.peek(KEY, TPM)).remaining == 20
+            assert (await limiter.peek(KEY, TPM)).remaining == 40, "left unsettled: the estimate stays charged"
+            h = await limiter.hold([(KEY, TPM, 30)])
+            assert (await limiter.peek(KEY, TPM)).remaining == 10
             assert await h.settle(0) is not None
-            assert (await limiter.peek(KEY, TPM)).remaining == 70
+            assert (await limiter.peek(KEY, TPM)).remaining == 40
         finally:
             await aclose(client)
 

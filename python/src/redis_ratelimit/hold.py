@@ -11,9 +11,16 @@ in the window the hold was taken from.
         hold.settle(reply.usage.total_tokens)
 
 ``limits`` are held and settled; ``exact`` limits are charged as given and never settled (a request
-count, prompt tokens counted before the call). Leaving the block without settling settles with the
-last usage `add` reported, or cancels (gives everything back) when none was. On ``AsyncLimiter``,
-``async with limiter.hold(...) as hold`` or ``hold = await limiter.hold(...)``, the methods awaited.
+count, prompt tokens counted before the call). Leaving the block after a `settle` or `cancel` sends
+nothing more. Leaving it unsettled (an exception, a cancelled task, a client that went away, or simply
+no settle) applies the hold's abandon policy now, as a FINAL (what the server would do when the ttl
+ends, done now): under CHARGE (the default) each held limit settles at max(its estimate, the last usage
+`add` reported for it): nothing goes back (billing-safe); under RETURN at the last usage `add` reported
+(0 when none): the unused part goes back. Exact limits are never named. `cancel()` is the explicit way
+to give everything back (the upstream call failed before anything was billed): call it in that error
+path. On ``AsyncLimiter``, ``async with limiter.hold(...) as hold`` or ``hold = await
+limiter.hold(...)``, the methods awaited; the block's exit is shielded, so a cancelled task still
+applies the policy.
 
 When Redis cannot decide the hold, the failure policy does (``hold.local``: open allows, closed
 denies, fallback decides in this process); such a hold holds nothing in Redis and its settle does
@@ -85,6 +92,8 @@ class _HoldCore:
             raise limiter._refused(e) from None
         #: The keys settled: the held limits of the kinds the server holds (the contract's held kinds).
         self.keys = [key for key, policy, _ in held if policy.KIND.name in _HELD_KINDS]
+        #: Each settled key's estimate (what the abandon policy CHARGE keeps at the scope's exit).
+        self._estimates = {key: int(cost) for key, policy, cost in held if policy.KIND.name in _HELD_KINDS}
         self.plan = Plan(cmd, Decision.from_reply, lambda e: limiter.failure.decide(every, e))
         self._decision: Decision | None = None
         self._usage: dict[str, int] = {}  # the last usage add() reported, per key
@@ -178,11 +187,9 @@ class _HoldCore:
             return False
         return answer is not None and not answer.allowed
 
-    def _final_steps(self, units: Usage | None) -> _Steps:
-        """FINAL with `units` (None: the last usage add() reported, or 0 for every key: a cancel)."""
-        pairs = self._pairs(0) if units is None else self._pairs(units)
-        if units is None and self._usage:
-            pairs = [(key, self._usage.get(key, 0)) for key in self.keys]
+    def _final_steps(self, units: Usage) -> _Steps:
+        """FINAL with `units` (0: a cancel)."""
+        pairs = self._pairs(units)
         if not self.holds or not pairs:
             return None
         self._done = True
@@ -194,10 +201,24 @@ class _HoldCore:
         self.settled = answer
         return answer
 
+    @property
+    def returns(self) -> bool:
+        """True when the abandon policy is RETURN (the contract's second word), else CHARGE."""
+        return self.abandon == HOLDS["abandon"][1]
+
+    def _abandoned(self) -> dict[str, int]:
+        """What each held limit settles at when the scope is left unsettled: the abandon policy, now.
+        RETURN: the last usage add() reported (0 when none); CHARGE: max(that, the estimate)."""
+        if self.returns:
+            return {key: self._usage.get(key, 0) for key in self.keys}
+        return {key: max(self._usage.get(key, 0), self._estimates[key]) for key in self.keys}
+
     def _exit_steps(self) -> _Steps:
+        """The scope's exit: nothing after a settle or cancel (or on a hold that holds nothing), else
+        the abandon policy applied now (`_abandoned`), as a FINAL."""
         if self._done:
             return None
-        return (yield from self._final_steps(None))
+        return (yield from self._final_steps(self._abandoned()))
 
 
 class Hold(_HoldCore):
@@ -225,6 +246,7 @@ class Hold(_HoldCore):
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """Leaves the scope: nothing after a settle or cancel; unsettled, the abandon policy now."""
         self._drive(self._exit_steps())
 
     def _drive(self, steps: _Steps) -> Any:
@@ -258,7 +280,7 @@ class AsyncHold(_HoldCore):
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        # Shielded: a cancelled block still settles (or gives back) what it held.
+        # Shielded: a cancelled task (a client gone) still applies the abandon policy to what it held.
         try:
             await asyncio.shield(self._drive(self._exit_steps()))
         except asyncio.CancelledError:
@@ -310,7 +332,8 @@ class HoldMixin:
         sliding counters are held; sliding logs are checked) and charges `exact` as given, in one atomic
         call: all or nothing. `id` (default: random) names the hold: a hold retried with the same id
         takes nothing twice. It lives `ttl` seconds; unsettled by then, `abandon` (``CHARGE``, the
-        default: it stays charged; ``RETURN``: unused units go back) decides. `ledger`: where the hold is
+        default: it stays charged; ``RETURN``: unused units go back) decides; leaving the ``with`` block
+        unsettled applies it at once. `ledger`: where the hold is
         recorded (default `ledger_of` the first key). Raises UsageError."""
         hold = Hold(self, limits, exact, id, ttl, abandon, ledger)
         hold._decided(self._run(hold.plan))  # type: ignore[attr-defined]
