@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,11 +17,10 @@ litellm = pytest.importorskip("litellm", reason="litellm is not installed (pip i
 
 from conftest import Servers  # noqa: E402
 from redis_ratelimit import AsyncLimiter, FailurePolicy, FixedWindow  # noqa: E402
-from redis_ratelimit.contrib.litellm import TokenBudget, TokenBudgetExceeded  # noqa: E402
+from redis_ratelimit.contrib.litellm import TokenBudget, TokenBudgetExceeded, default_key  # noqa: E402
 from servers import HOST, LONG_DEADLINE, aclose  # noqa: E402
 
 TPM = FixedWindow(limit=400, window=60)
-KEY = "rl:{anonymous}:tpm"
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,10 @@ def fresh_callbacks() -> Any:
 
 
 class Key:
-    api_key = "anonymous"
+    api_key = "sk-test"
+
+
+KEY = "rl:{user:sk-test}:tpm"
 
 
 async def settled(budget: TokenBudget) -> None:
@@ -130,22 +133,94 @@ def test_a_stream_settles_at_its_end(servers: Servers) -> None:
     asyncio.run(run())
 
 
-def test_a_request_the_proxy_refused_after_the_hold_gives_it_back(servers: Servers) -> None:
+def test_a_request_refused_after_the_upstream_answered_refunds_nothing(servers: Servers) -> None:
+    """The proxy's failure hook (a later hook refused the request, the client went away): the usage
+    settles it when the success hook saw the response; else the abandon policy (CHARGE) keeps the
+    estimate charged. An upstream error there is left to the failure event."""
     server = servers.redis(module=True)
 
     async def run() -> None:
         client = redis.asyncio.Redis(host=HOST, port=server.port)
         limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
         budget = TokenBudget(limiter, TPM, default_max_tokens=100)
-        try:
+
+        async def held() -> tuple[dict[str, Any], int]:
+            before = (await limiter.peek(KEY, TPM)).remaining
+            before = TPM.limit if before is None else before  # no key yet: the whole limit
             data = await budget.async_pre_call_hook(Key(), None, {"model": "gpt-3.5-turbo", "messages": []}, "completion")
-            assert (await limiter.peek(KEY, TPM)).remaining <= TPM.limit - 100, "no max_tokens: the default held"
+            return data, before - (await limiter.peek(KEY, TPM)).remaining
+
+        try:
+            data, estimate = await held()
+            assert estimate >= 100, "no max_tokens: the default held"
             await budget.async_post_call_failure_hook(data, RuntimeError("refused by a later hook"), Key())
-            assert (await limiter.peek(KEY, TPM)).remaining == TPM.limit and not budget._holds
+            assert (await limiter.peek(KEY, TPM)).remaining == TPM.limit - estimate, "the estimate stays charged"
+            assert not budget._holds
+            # The success hook saw the response: settled at its usage, the later refusal changes nothing.
+            data, estimate = await held()
+            response = SimpleNamespace(usage=SimpleNamespace(total_tokens=42))
+            assert await budget.async_post_call_success_hook(data, Key(), response) is response
+            await budget.async_post_call_failure_hook(data, RuntimeError("refused by a later hook"), Key())
+            assert (await limiter.peek(KEY, TPM)).remaining == TPM.limit - estimate - 42
+            # An upstream error: left to the failure event, which gives everything back.
+            left = (await limiter.peek(KEY, TPM)).remaining
+            data, estimate = await held()
+            failed = litellm.exceptions.InternalServerError("boom", "openai", "gpt-3.5-turbo")
+            await budget.async_post_call_failure_hook(data, failed, Key())
+            assert len(budget._holds) == 1
+            await budget.async_log_failure_event({"litellm_params": {"metadata": data["metadata"]}}, None, None, None)
+            assert (await limiter.peek(KEY, TPM)).remaining == left and not budget._holds
         finally:
             await aclose(client)
 
     asyncio.run(run())
+
+
+def test_calls_no_hook_ended_are_dropped_once_their_ttl_passed(servers: Servers) -> None:
+    """A call that never reaches a success or failure hook: once its hold's ttl has passed (a clock the
+    test moves), the next request drops it, its abandon policy applied (CHARGE: the estimate stays)."""
+    server = servers.redis(module=True)
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(host=HOST, port=server.port)
+        limiter = AsyncLimiter(client, FailurePolicy.closed(), deadline=LONG_DEADLINE)
+        budget = TokenBudget(limiter, FixedWindow(limit=10_000, window=60), default_max_tokens=10, ttl=60)
+        now = [0.0]
+        budget._clock = lambda: now[0]
+        data = {"model": "gpt-3.5-turbo", "messages": []}
+        try:
+            first = [(await budget.async_pre_call_hook(Key(), None, dict(data), "completion"))["metadata"]
+                     for _ in range(5)]
+            assert len(budget._holds) == 5
+            now[0] = 30.0
+            later = await budget.async_pre_call_hook(Key(), None, dict(data), "completion")
+            assert len(budget._holds) == 6, "within their ttl, the calls stay under way"
+            now[0] = 61.0
+            await budget.async_pre_call_hook(Key(), None, dict(data), "completion")
+            assert len(budget._holds) == 2 and later["metadata"]["redis_ratelimit_hold"] in budget._holds
+            tpm = FixedWindow(limit=10_000, window=60)
+            left = (await limiter.peek(KEY, tpm)).remaining
+            for metadata in first:  # ended by the drop (a FINAL): a late cancel gives nothing back
+                await budget.async_post_call_failure_hook({"metadata": metadata}, RuntimeError("late"), Key())
+            assert (await limiter.peek(KEY, tpm)).remaining == left
+            assert left == 10_000 - 7 * budget.estimate(data), "every estimate stays charged (CHARGE)"
+        finally:
+            await aclose(client)
+
+    asyncio.run(run())
+
+
+def test_the_default_key_is_the_api_key_escaped_never_the_body_s_user() -> None:
+    class NoKey:
+        api_key = None
+
+    class Braced:
+        api_key = "sk-}x{"
+
+    assert default_key(Key(), {"user": "someone"}) == KEY
+    assert default_key(NoKey(), {"user": "fresh-budget"}) == default_key(NoKey(), {}) == "rl:{unknown}:tpm"
+    assert default_key(Braced(), {}) == "rl:{user.esc:sk-%7Dx%7B}:tpm"
+    assert default_key(SimpleNamespace(api_key="k" * 500), {}).startswith("rl:{user.sha256:")
 
 
 def test_the_proxy_s_stream_is_cut_when_its_budget_is_gone(servers: Servers) -> None:
