@@ -1,7 +1,9 @@
 //! Token budgets over Envoy's two calls (Envoy AI Gateway's request-path call and its
-//! `apply_on_stream_done` call), over real gRPC and HTTP against a real server with the module: the
-//! first call holds the rule's `estimate` under the request id, the second settles the usage once;
-//! without a request id nothing changes.
+//! `apply_on_stream_done` call), over real gRPC and HTTP against a real server (the module, or the Lua
+//! library with `RL_TEST_ENGINE=lua`): the
+//! first call (a cost of at most 1) holds the rule's `estimate` under the request id, and a retry of
+//! it takes nothing; the second (the usage, above 1) settles the usage once; without a request id
+//! nothing changes.
 
 mod support;
 
@@ -22,10 +24,6 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
 "#;
 
-fn module_only() -> bool {
-    testkit::skip_module_only("RL.HOLD and RL.SETTLE (the Lua library's come later)")
-}
-
 fn with_cost(entries: &[(&str, &str)], cost: u64) -> RateLimitDescriptor {
     RateLimitDescriptor { hits_addend: Some(cost), ..descriptor(entries) }
 }
@@ -45,9 +43,6 @@ fn exists(server: &Server, key: &str) -> bool {
 
 #[tokio::test]
 async fn the_first_call_holds_the_estimate_and_the_second_settles_the_usage_once() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let d = domain("holds");
     let mut rls = Rls::start(server.url(), &CONFIG.replace("{D}", &d), &[]).await;
@@ -65,7 +60,9 @@ async fn the_first_call_holds_the_estimate_and_the_second_settles_the_usage_once
     // Envoy retrying the second call: counted once.
     assert!(ask(&mut rls, &d, vec![call("r1", 1212)]).await.ok());
     assert_eq!(left(&mut rls, &d, model).await, 10000 - 1212);
-    // A request sending 1 before (the request-level hits_addend) and 0 tokens after: given all back.
+    // A request sending 1 before (the request-level hits_addend) and a usage of 0 after: the second
+    // call costs at most 1, so it is read as the first again (RL.HOLD, which takes nothing twice); the
+    // hold stays open and ends by RLS_HOLD_ABANDON (CHARGE, the default: it stays charged).
     let r = rls
         .send(RateLimitRequest {
             domain: d.clone(),
@@ -76,20 +73,44 @@ async fn the_first_call_holds_the_estimate_and_the_second_settles_the_usage_once
         .unwrap();
     assert_eq!(r.status(0), (false, 10000 - 1212 - 1000));
     assert!(ask(&mut rls, &d, vec![call("r2", 0)]).await.ok());
-    assert_eq!(left(&mut rls, &d, model).await, 10000 - 1212);
+    assert_eq!(left(&mut rls, &d, model).await, 10000 - 1212 - 1000);
+    assert!(exists(&server, &format!("rl:holds:{{rls.{d}}}:r2")), "still held");
     // Without a request id: charged as always.
     let r = ask(&mut rls, &d, vec![with_cost(model, 5)]).await;
-    assert_eq!(r.status(0), (false, 10000 - 1212 - 5));
+    assert_eq!(r.status(0), (false, 10000 - 1212 - 1000 - 5));
     // A second call whose hold is gone (never made, or ended): its usage charged as without holds.
     let r = ask(&mut rls, &d, vec![call("never-held", 300)]).await;
-    assert_eq!(r.status(0), (false, 10000 - 1212 - 5 - 300));
+    assert_eq!(r.status(0), (false, 10000 - 1212 - 1000 - 5 - 300));
+}
+
+#[tokio::test]
+async fn a_retried_first_call_takes_nothing_and_leaves_the_hold_open_for_the_usage_call() {
+    let server = Server::builder().single();
+    let d = domain("holds");
+    let mut rls = Rls::start(server.url(), &CONFIG.replace("{D}", &d), &[]).await;
+    let model: &[(&str, &str)] = &[("model", "gpt")];
+    let call = |cost: u64| with_cost(&[("model", "gpt"), ("request_id", "t1")], cost);
+    let r = ask(&mut rls, &d, vec![call(0)]).await;
+    assert!(r.ok() && r.status(0) == (false, 9000), "{r:?}");
+    // Envoy retrying the request-path call (with 0 or 1): it replies as the first and takes nothing.
+    for cost in [0, 1, 0] {
+        let r = ask(&mut rls, &d, vec![call(cost)]).await;
+        assert!(r.ok() && r.status(0) == (false, 9000), "{r:?}");
+        assert_eq!(left(&mut rls, &d, model).await, 9000);
+    }
+    // The hold is still open: the stream-done call settles it, once.
+    let r = ask(&mut rls, &d, vec![call(700)]).await;
+    assert!(r.ok(), "{r:?}");
+    assert_eq!(left(&mut rls, &d, model).await, 10000 - 700);
+    assert!(ask(&mut rls, &d, vec![call(700)]).await.ok());
+    assert_eq!(left(&mut rls, &d, model).await, 10000 - 700);
+    // A request-path call after the settle (a late retry) still takes nothing.
+    assert!(ask(&mut rls, &d, vec![call(0)]).await.ok());
+    assert_eq!(left(&mut rls, &d, model).await, 10000 - 700);
 }
 
 #[tokio::test]
 async fn a_denied_hold_takes_nothing_and_the_request_s_other_limits_are_in_the_same_atomic_call() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let d = domain("holds");
     let mut rls = Rls::start(server.url(), &CONFIG.replace("{D}", &d), &[]).await;
@@ -126,9 +147,6 @@ async fn a_denied_hold_takes_nothing_and_the_request_s_other_limits_are_in_the_s
 
 #[tokio::test]
 async fn over_http_json_with_a_configured_entry_name() {
-    if module_only() {
-        return;
-    }
     let server = Server::builder().single();
     let d = domain("holds");
     let mut rls =

@@ -1,7 +1,11 @@
 //! Token budgets over Envoy's two calls (Envoy AI Gateway's `apply_on_stream_done`): a descriptor whose
 //! rule has an `estimate` and that carries the request id entry (`RLS_HOLD_ENTRY`) is held, not
-//! charged, by the request's first call (RL.HOLD of the estimate under the id), and settled by its second (RL.SETTLE FINAL with that call's hits_addend: the
-//! token usage). The second call is told from the first by Redis: a settle of an id Redis holds.
+//! charged, by the request's first call (RL.HOLD of the estimate under the id), and settled by its
+//! second (RL.SETTLE FINAL with that call's hits_addend: the token usage). The two are told apart by
+//! the cost: a call whose held descriptors cost at most 1 is the request-path call (RL.HOLD, which a
+//! retry replies to as the first and takes nothing twice; never a settle), one costing more is the
+//! stream-done call. A stream-done call whose usage is at most 1 is therefore read as a request-path
+//! call: it meets the hold and changes nothing, and the hold ends by `RLS_HOLD_ABANDON`.
 
 use super::{Combine, OnFailure, Outcome, Service};
 use crate::plan::Slot;
@@ -67,8 +71,10 @@ impl Service {
         command::ledger_of(&first.key)
     }
 
-    /// A request with held slots: its second call settles them; its first holds them, with the
-    /// request's other enforced limits charged exactly in the same atomic call.
+    /// A request with held slots: a request-path call (every held slot costs at most 1) holds them,
+    /// with the request's other enforced limits charged exactly in the same atomic call; a stream-done
+    /// call (a held slot costs more) settles them, or is charged as without holds when no hold of its
+    /// id exists.
     pub(super) async fn hold_or_settle(
         &self,
         slots: &mut [Slot],
@@ -77,6 +83,10 @@ impl Service {
     ) -> Result<Vec<Outcome>, CallError> {
         let ledger = Self::ledger(slots, held);
         let (usage, of) = groups(slots, held, |l| l.cost);
+        if usage.iter().all(|(_, cost)| *cost <= 1) {
+            // The request-path call, or Envoy retrying it: RL.HOLD replies to a retry as to the first.
+            return self.hold(slots, &ledger, id, held).await;
+        }
         let actual: Vec<(&str, u64)> = usage.iter().map(|(k, u)| (k.as_str(), *u)).collect();
         match self.limiter.settle_detached(&ledger, id, &actual).await {
             Ok(Settlement::Settled(d)) => {
@@ -97,15 +107,10 @@ impl Service {
                 }
                 Ok(outcomes)
             }
-            // No hold of this id: the first call (a cost of 0 or 1: Envoy's before the request), or the
-            // second of a hold that has ended (charged as it would be without holds).
+            // No hold of this id (it ended, or was never made): charged as it would be without holds.
             Ok(Settlement::NoHold | Settlement::Nothing) => {
                 self.metrics.redis_answered();
-                if usage.iter().all(|(_, cost)| *cost <= 1) {
-                    self.hold(slots, &ledger, id, held).await
-                } else {
-                    self.decide_rest(slots, &[]).await
-                }
+                self.decide_rest(slots, &[]).await
             }
             Err(e) => {
                 self.observe_failed(&e);
