@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -14,7 +15,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from redis_ratelimit import AsyncLimiter, FailurePolicy, FixedWindow, Limiter
-from redis_ratelimit.contrib.openai_gateway import PATH, FakeUpstream, OpenAIGateway, estimate, keys_of
+from redis_ratelimit.contrib.openai_gateway import (PATH, FakeUpstream, OpenAIGateway, estimate, keys_of, prompt_tokens,
+                                                    rough_tokens)
+from redis_ratelimit.contract import HOLDS
 from redis_ratelimit.web import RateLimitConfig, RateLimitMiddleware, Route
 from redis_ratelimit.web.llm import budget_of_inspection
 from servers import HOST, LONG_DEADLINE, Server
@@ -149,3 +152,35 @@ def test_behind_the_middleware(module_server: Server, serve: Any) -> None:
     assert r.headers["ratelimit-policy"] == '"requests";q=5;w=60, "tokens";q=1000;w=60'
     client.post(PATH, headers=AUTH, json=chat(10))
     assert client.post(PATH, headers=AUTH, json=chat(10)).status_code == 429
+
+
+def test_a_caller_gone_mid_stream_leaves_the_hold_to_its_abandon_policy(module_server: Server, serve: Any) -> None:
+    """The caller reads a few chunks and goes away while the model still works: the gateway ends the
+    upstream call and leaves the hold unsettled, so its abandon policy applies (here RETURN: what the
+    chunks so far used stays charged, the rest of the estimate comes back; never a cancel)."""
+    upstream = FakeUpstream(words=5)
+    model = serve(upstream)
+    limiter = AsyncLimiter(aioredis.Redis(host=HOST, port=module_server.port), FailurePolicy.closed(),
+                           deadline=LONG_DEADLINE)
+    app = OpenAIGateway(limiter, httpx.AsyncClient(base_url=str(model.base_url)), requests=RPM, tokens=TPM,
+                        abandon=HOLDS["abandon"][1])
+    client = serve(app)
+    body = chat(200, stream=True, model="hang")
+    words: list[str] = []
+    with client.stream("POST", PATH, headers=AUTH, json=body) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                content = json.loads(line[6:])["choices"][0]["delta"].get("content")
+                if content:
+                    words.append(content)
+                if len(words) == 5:
+                    break  # and leave: the connection is closed
+    held = estimate(body)
+    running = prompt_tokens(body) + sum(rough_tokens(w) for w in words)
+    for _ in range(1000):  # until the gateway noticed (not a timing assertion: a bound on the wait)
+        if remaining_tokens(module_server) != 1000 - held and upstream.gone.is_set():
+            break
+        time.sleep(0.01)
+    assert upstream.gone.is_set(), "the upstream call was ended"
+    assert remaining_tokens(module_server) == 1000 - running, "the chunks' count kept, the rest returned"

@@ -5,7 +5,10 @@ the prompt + ``max_tokens``) with `AsyncLimiter.hold`, in one atomic call; the u
 settles the hold, so the caller is charged what the model used, not the estimate. A stream
 (``"stream": true``) is asked for its usage (``stream_options.include_usage``), reports its running
 count with ``hold.add`` at each chunk, is cut when ``add`` says the budget is gone, and settles at its
-end. Every answer carries the headers OpenAI's clients read (``x-ratelimit-{limit,remaining,reset}-
+end. An upstream error (or no answer) before any token gives the hold back (``hold.cancel()``); a
+caller that goes away mid-stream ends the upstream call and leaves the hold unsettled, so its abandon
+policy applies when its scope is left (`abandon`: CHARGE, the default, keeps max(estimate, the running
+count): tokens the upstream billed are never given back). Every answer carries the headers OpenAI's clients read (``x-ratelimit-{limit,remaining,reset}-
 {requests,tokens}``, ``RateLimit-Policy``, ``RateLimit``: `redis_ratelimit.web.llm`); a request whose
 estimate does not fit gets a 429 with them and ``Retry-After``.
 
@@ -120,10 +123,12 @@ class OpenAIGateway:
     """``POST /v1/chat/completions`` in front of `upstream` (an httpx client whose base URL is an
     OpenAI-compatible API), each caller (``Authorization: Bearer <key>``) limited to `requests` a window
     (charged exactly) and `tokens` (held at the estimate, settled at the usage): a fixed window or a
-    sliding counter reads as OpenAI's per-minute limits do; a token bucket works too."""
+    sliding counter reads as OpenAI's per-minute limits do; a token bucket works too. `abandon` is the
+    holds' abandon policy (default CHARGE), applied to a hold left unsettled (a caller gone mid-stream)."""
 
     def __init__(self, limiter: AsyncLimiter, upstream: httpx.AsyncClient, *, requests: Policy, tokens: Policy,
-                 default_max_tokens: int = 256, prefix: str = "rl", ttl: float = DEFAULT_TTL) -> None:
+                 default_max_tokens: int = 256, prefix: str = "rl", ttl: float = DEFAULT_TTL,
+                 abandon: str | None = None) -> None:
         self.limiter = limiter
         self.upstream = upstream
         self.requests = requests
@@ -131,6 +136,7 @@ class OpenAIGateway:
         self.default_max_tokens = default_max_tokens
         self.prefix = prefix
         self.ttl = ttl
+        self.abandon = abandon
 
     async def budgets(self, keys: tuple[str, str]) -> tuple[Optional[Budget], Optional[Budget]]:
         """Both units as they stand now (RL.INSPECT, read-only); a unit Redis cannot read now is None."""
@@ -176,11 +182,11 @@ class OpenAIGateway:
         keys = keys_of(api_key, self.prefix)
         held = estimate(chat, self.default_max_tokens)
         async with self.limiter.hold([(keys[1], self.tokens, held)], exact=[(keys[0], self.requests, 1)],
-                                     ttl=self.ttl) as hold:
+                                     ttl=self.ttl, abandon=self.abandon) as hold:
             if not hold:
                 return await self._denied(answer, hold, keys, held)
             if chat.get("stream"):
-                return await self._stream(answer, hold, keys, chat)
+                return await self._stream(answer, receive, hold, keys, chat)
             try:
                 reply = await self.upstream.post(PATH, json=chat)
             except httpx.HTTPError as e:
@@ -220,17 +226,23 @@ class OpenAIGateway:
                       "allowed; lower max_tokens"
         await answer(429, headers, _error(429, _TOKENS if tokens else _REQUESTS, message, "rate_limit_exceeded"))
 
-    async def _stream(self, answer: _Answer, hold: AsyncHold, keys: tuple[str, str], chat: dict[str, Any]) -> None:
+    async def _stream(self, answer: _Answer, receive: Receive, hold: AsyncHold, keys: tuple[str, str],
+                      chat: dict[str, Any]) -> None:
         """The stream, its usage asked for (``stream_options.include_usage``: the last chunk carries it;
         forwarded only when the caller asked too). Each chunk's text counted and reported (``hold.add``,
         a running total from the prompt's rough count); ``add`` saying the budget is gone ends the stream
-        with an error event; the usage settles it (or the running count, when none came)."""
+        with an error event; the usage settles it (or the running count, when none came). An upstream
+        error before the stream started gives the hold back. A caller that goes away mid-stream (its
+        ``http.disconnect``) ends the upstream call, and the hold is left unsettled: the scope's exit
+        applies its abandon policy (CHARGE, the default: max(estimate, the running count), nothing the
+        upstream billed goes back)."""
         given = chat.get("stream_options")
         options: dict[str, Any] = given if isinstance(given, dict) else {}
         wanted = bool(options.get("include_usage"))
         upstream_chat = {**chat, "stream_options": {**options, "include_usage": True}}
         running = prompt_tokens(chat)
         usage: int | None = None
+        gone = asyncio.ensure_future(_disconnected(receive))
         try:
             async with self.upstream.stream("POST", PATH, json=upstream_chat) as reply:
                 if not reply.is_success:
@@ -240,7 +252,7 @@ class OpenAIGateway:
                     return await answer(reply.status_code, await self._headers(keys, hold, (b"content-type", content_type)),
                                         content)
                 await answer.start(200, await self._headers(keys, hold, _SSE, (b"cache-control", b"no-cache")))
-                async for data in _events(reply.aiter_lines()):
+                async for data in _until(gone, _events(reply.aiter_lines())):
                     chunk = _json(data.encode()) if data != "[DONE]" else None
                     if isinstance(chunk, dict):
                         if _total(chunk) is not None:
@@ -255,11 +267,15 @@ class OpenAIGateway:
                                 await answer.body(f"data: {json.dumps(_cut(running))}\n\n".encode())
                                 break
                     await answer.body(f"data: {data}\n\n".encode())
+        except _CallerGone:
+            return  # unsettled: the hold's scope applies its abandon policy (nothing billed goes back)
         except httpx.HTTPError as e:
             if not answer.started:
-                await hold.cancel()
+                await hold.cancel()  # no stream: nothing was used
                 return await answer(502, await self._headers(keys, hold, _JSON),
                                     _error(502, "server_error", f"the upstream did not answer: {e}"))
+        finally:
+            gone.cancel()
         await hold.settle(usage if usage is not None else running)
         if answer.started:
             await answer.body(b"", more=False)
@@ -268,6 +284,33 @@ class OpenAIGateway:
 def _cut(running: int) -> dict[str, Any]:
     return {"error": {"message": f"token budget exceeded mid-stream after about {running} tokens: the stream was "
                                  "cut", "type": _TOKENS, "param": None, "code": "rate_limit_exceeded"}}
+
+
+class _CallerGone(Exception):
+    """The caller went away mid-stream."""
+
+
+async def _until(gone: asyncio.Future[None], items: AsyncIterator[str]) -> AsyncIterator[str]:
+    """`items`, each raced against `gone`: `_CallerGone` once the caller went away (the item awaited
+    then, an upstream read, cancelled)."""
+    it = items.__aiter__()
+    while True:
+        item = asyncio.ensure_future(it.__anext__())
+        await asyncio.wait({item, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not item.done():
+            item.cancel()
+            raise _CallerGone
+        try:
+            value = item.result()
+        except StopAsyncIteration:
+            return
+        yield value
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Until the caller goes away (the request's body was read: what comes next is its disconnect)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _events(lines: AsyncIterator[str]) -> AsyncIterator[str]:
@@ -315,11 +358,13 @@ class FakeUpstream:
     usage counts the prompt's words (+ 3 a message: its own tokenizer, not the gateway's estimate) and
     `words` words of reply, one a token, at most ``max_tokens``; streamed (``stream: true``) a word a
     chunk, the usage in a last chunk when ``stream_options.include_usage`` asks. The model ``fail``
-    answers 500. `calls` counts the requests it answered."""
+    answers 500; the model ``hang`` streams its words, then nothing until its caller goes away (`gone`
+    is set then). `calls` counts the requests it answered."""
 
     def __init__(self, words: int = 12) -> None:
         self.words = words
         self.calls = 0
+        self.gone = asyncio.Event()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -348,6 +393,11 @@ class FakeUpstream:
             await answer.body(f"data: {json.dumps({**head, 'choices': [{'index': 0, 'delta': delta}]})}\n\n".encode())
         done = {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         await answer.body(f"data: {json.dumps(done)}\n\n".encode())
+        if chat.get("model") == "hang":
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.gone.set()
+            return
         if (chat.get("stream_options") or {}).get("include_usage"):
             await answer.body(f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n".encode())
         await answer.body(b"data: [DONE]\n\n", more=False)
