@@ -204,7 +204,7 @@ class _HoldCore:
     @property
     def returns(self) -> bool:
         """True when the abandon policy is RETURN (the contract's second word), else CHARGE."""
-        return self.abandon == HOLDS["abandon"][1]
+        return bool(self.abandon == HOLDS["abandon"][1])
 
     def _abandoned(self) -> dict[str, int]:
         """What each held limit settles at when the scope is left unsettled: the abandon policy, now.

@@ -290,12 +290,12 @@ class _CallerGone(Exception):
     """The caller went away mid-stream."""
 
 
-async def _until(gone: asyncio.Future[None], items: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _until(gone: asyncio.Future[Any], items: AsyncIterator[str]) -> AsyncIterator[str]:
     """`items`, each raced against `gone`: `_CallerGone` once the caller went away (the item awaited
     then, an upstream read, cancelled)."""
     it = items.__aiter__()
     while True:
-        item = asyncio.ensure_future(it.__anext__())
+        item: asyncio.Future[Any] = asyncio.ensure_future(it.__anext__())
         await asyncio.wait({item, gone}, return_when=asyncio.FIRST_COMPLETED)
         if not item.done():
             item.cancel()
