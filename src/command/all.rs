@@ -38,40 +38,45 @@ impl Command for All {
     const SPEC: Spec = Spec::limiter(c"rl.all", c"write deny-oom", Keys::Function(key_index), &STATS);
 
     fn run(ctx: &Context, args: &[Arg]) -> Result<Reply, RlError> {
-        let (keys, limits) = groups(args)?;
+        let (keys, limits) = groups(args, None)?;
         limit::decide_all(ctx, &keys, |i, stored, now| Ok(limits[i].decide(stored, now)?))
     }
 }
 
-/// RL.ALL's groups (also RL.HOLD's): each key and its limit, in order; each key once.
-pub(super) fn groups(args: &[Arg]) -> Result<(Vec<&Arg>, Vec<AnyLimit>), RlError> {
-    {
-        let bytes: Vec<&[u8]> = args.iter().map(Arg::bytes).collect();
-        let mut keys: Vec<&Arg> = Vec::new();
-        let mut limits: Vec<AnyLimit> = Vec::new();
-        let mut at = 0;
-        while at < args.len() {
-            let key = &args[at];
-            let memo = LAST.get(keys.len());
-            let build = |kind: LimiterKind, params: [&[u8]; 2]| match memo {
-                Some(memo) => memo.get_or(&[kind.group().as_bytes(), params[0], params[1]], || {
-                    AnyLimiter::parse(kind, params)
-                }),
-                None => AnyLimiter::parse(kind, params),
-            };
-            let (limit, len) = AnyLimit::parse_group(&bytes[at + 1..], id_hash, &build)?;
-            if keys.iter().any(|k| k.bytes() == key.bytes()) {
-                return Err(RlError::DuplicateKey);
-            }
-            keys.push(key);
-            limits.push(limit);
-            at += 1 + len;
+/// RL.ALL's groups (also RL.HOLD's): each key and its limit, in order; each key once. `starts`, when
+/// given, receives each group's index among `args` (its key's).
+pub(super) fn groups<'a>(
+    args: &'a [Arg],
+    mut starts: Option<&mut Vec<usize>>,
+) -> Result<(Vec<&'a Arg>, Vec<AnyLimit>), RlError> {
+    let bytes: Vec<&[u8]> = args.iter().map(Arg::bytes).collect();
+    let mut keys: Vec<&Arg> = Vec::new();
+    let mut limits: Vec<AnyLimit> = Vec::new();
+    let mut at = 0;
+    while at < args.len() {
+        let key = &args[at];
+        let memo = LAST.get(keys.len());
+        let build = |kind: LimiterKind, params: [&[u8]; 2]| match memo {
+            Some(memo) => memo.get_or(&[kind.group().as_bytes(), params[0], params[1]], || {
+                AnyLimiter::parse(kind, params)
+            }),
+            None => AnyLimiter::parse(kind, params),
+        };
+        let (limit, len) = AnyLimit::parse_group(&bytes[at + 1..], id_hash, &build)?;
+        if keys.iter().any(|k| k.bytes() == key.bytes()) {
+            return Err(RlError::DuplicateKey);
         }
-        if limits.is_empty() {
-            return Err(RlError::WrongArity);
+        keys.push(key);
+        limits.push(limit);
+        if let Some(starts) = starts.as_deref_mut() {
+            starts.push(at);
         }
-        Ok((keys, limits))
+        at += 1 + len;
     }
+    if limits.is_empty() {
+        return Err(RlError::WrongArity);
+    }
+    Ok((keys, limits))
 }
 
 /// The index of the `position`-th key: each group's first argument.

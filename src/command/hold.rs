@@ -33,22 +33,20 @@ impl Command for Hold {
         let id = hold::id(args[1].bytes())?;
         let ttl_ms = hold::ttl_ms(args[2].bytes())?;
         let abandon = Abandon::parse(args[3].bytes())?;
-        let (keys, limits) = groups(&args[HEAD..])?;
-        let mut at = HEAD;
-        let mut held = Vec::with_capacity(keys.len());
-        for (key, limit) in keys.iter().zip(limits) {
-            held.push(Group { key: key.bytes(), limit, params: [args[at + 2].bytes(), args[at + 3].bytes()] });
-            at += 2 + limit.limiter().kind().group_len(&bytes(&args[at + 2..]));
-        }
+        let mut starts = Vec::new();
+        let (keys, limits) = groups(&args[HEAD..], Some(&mut starts))?;
+        let params = |at: usize| [args[HEAD + at + 2].bytes(), args[HEAD + at + 3].bytes()];
+        let held: Vec<Group> = keys
+            .iter()
+            .zip(limits)
+            .zip(starts)
+            .map(|((key, limit), at)| Group { key: key.bytes(), limit, params: params(at) })
+            .collect();
         let mut ledger = Ledger { ctx, args };
         let now = crate::server::clock::now_ns();
         let reply = hold::hold(&mut ledger, args[0].bytes(), id, ttl_ms, abandon, &held, now)?;
         Ok(ints(reply))
     }
-}
-
-fn bytes(args: &[Arg]) -> Vec<&[u8]> {
-    args.iter().take(6).map(Arg::bytes).collect()
 }
 
 /// The six integers of a hold's or a settle's reply.
