@@ -173,6 +173,28 @@ fn a_group_of_0_units_is_a_peek_not_held() {
 }
 
 #[test]
+fn a_ledger_holds_at_most_max_holds_to_return() {
+    let mut m = Memory::default();
+    let entries: Vec<Entry> = (0..MAX_HOLDS)
+        .map(|i| Entry {
+            id: format!("r{i}").into_bytes(),
+            ends_ms: T0 / 1_000_000 + 60_000,
+            keep_ms: T0 / 1_000_000 + 60_000,
+        })
+        .collect();
+    m.apply(LEDGER, &Ledger::of(&entries).write()).unwrap();
+    let tpm = [group("tpm", "FIXED", "1000", "60", 1)];
+    let full = hold(&mut m, LEDGER, b"one-more", 60_000, Abandon::Return, &tpm, T0).unwrap_err();
+    assert_eq!(full, HoldError::Param(FULL));
+    assert!(!m.0.contains_key(b"tpm".as_slice()), "refused before deciding: nothing taken");
+    assert_eq!(
+        hold(&mut m, LEDGER, b"charged", 60_000, Abandon::Charge, &tpm, T0).unwrap()[0],
+        1,
+        "CHARGE holds are not listed"
+    );
+}
+
+#[test]
 fn usage_errors() {
     let mut m = Memory::default();
     let tpm = group("tpm", "FIXED", "10", "60", 1);
